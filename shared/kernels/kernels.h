@@ -1,0 +1,96 @@
+// Numeric kernels: pure functions over spans and shapes. No I/O, no Status,
+// no metrics. Every kernel has a scalar reference and a SIMD path chosen at
+// run time (AVX-512 / AVX2 / scalar); both produce bitwise identical results,
+// for any thread count, because every output element is computed by exactly
+// one thread with a fixed reduction order (documented per kernel below).
+//
+// Precision policy (matches the reference C engine): activations are float32;
+// every dot product accumulates in double; norms compute their sum of squares
+// and 1/sqrt in double and round to float once.
+#ifndef FLOTILLA_SHARED_KERNELS_KERNELS_H_
+#define FLOTILLA_SHARED_KERNELS_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shared/kernels/thread_pool.h"
+
+namespace flotilla::kernels {
+
+// Which implementation the dispatcher uses. kAuto picks the best the CPU has.
+enum class SimdLevel { kAuto, kScalar, kAvx2, kAvx512 };
+
+// Forces a level (for tests and benchmarks); returns the level now in use.
+// Requesting a level the CPU lacks falls back to the best available one.
+SimdLevel SetSimdLevel(SimdLevel level);
+SimdLevel ActiveSimdLevel();
+const char* SimdLevelName(SimdLevel level);
+
+enum class DenseType { kF32, kBF16 };
+
+// A dense row-major weight matrix W[rows][cols], applied as y = W x.
+struct DenseMatrix {
+  DenseType type = DenseType::kF32;
+  const void* data = nullptr;  // float* or uint16_t* (bf16 bits)
+  size_t rows = 0;
+  size_t cols = 0;
+};
+
+// An MXFP4 matrix with logical shape [rows][cols] (cols % 32 == 0).
+// packed: [rows][cols/2], low nibble = even column. scales: [rows][cols/32],
+// E8M0 exponent s, multiplier 2^(s-127), s == 255 treated as 0.
+struct Mxfp4Matrix {
+  const uint8_t* packed = nullptr;
+  const uint8_t* scales = nullptr;
+  size_t rows = 0;
+  size_t cols = 0;
+};
+
+// bf16 bits -> float (exact).
+inline float Bf16ToF32(uint16_t bits) {
+  uint32_t u = static_cast<uint32_t>(bits) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Y[t][r] = sum_c W[r][c] * X[t][c] for t in [0, n_tokens).
+// X is [n_tokens][cols], Y is [n_tokens][rows]. Each dot product is the
+// double-accumulated "Dot16" order: 16 double lanes, lane i takes columns
+// c with c % 16 == i in increasing c, then a tree (i += i+8, +4, +2, +1);
+// the double is rounded to float once. Parallel over rows.
+void MatMul(const DenseMatrix& w, const float* x, size_t n_tokens, float* y,
+            ThreadPool* pool);
+
+// Same contract for MXFP4 weights, computed on the packed bytes (an expert is
+// never dequantised as a whole). Per 32-column group the products are summed
+// in double in a fixed order, scaled by 2^(s-127) (exact), and groups are
+// summed in double in increasing order; rounded to float once.
+void MatMulMxfp4(const Mxfp4Matrix& w, const float* x, size_t n_tokens,
+                 float* y, ThreadPool* pool);
+
+// Dequantises one row of an MXFP4 matrix (tests and tools only).
+void DequantizeMxfp4Row(const Mxfp4Matrix& w, size_t row, float* out);
+
+// Dot16-order dot product of two float vectors, as a double.
+double DotF32(const float* a, const float* b, size_t n);
+
+// y = w * x / sqrt(mean(x^2) + eps). Sum of squares in double (Dot16 order),
+// 1/sqrt in double, rounded to float, then y[i] = w[i] * (x[i] * inv).
+// w may be null (no weight). x and y may alias.
+void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
+
+// SiTU-GLU: y = [b1 tanh(g/b1) sigmoid(g)] * [b2 tanh(u/b2)].
+void SituGlu(const float* g, const float* u, size_t n, float beta1,
+             float beta2, float* y);
+
+// In-place softmax: subtract max, exp in float, sum in double, divide.
+void Softmax(float* x, size_t n);
+
+// sigmoid and SiLU helpers used elementwise by the model.
+float Sigmoid(float x);
+void SiluInPlace(float* x, size_t n);
+
+}  // namespace flotilla::kernels
+
+#endif  // FLOTILLA_SHARED_KERNELS_KERNELS_H_

@@ -1,0 +1,39 @@
+// Safetensors checkpoints: a single file, or many shards listed by
+// model.safetensors.index.json. Headers are parsed and validated at open
+// (data_offsets within the file, byte counts matching dtype x shape, no
+// overlaps); tensor data is read on demand with pread, so a 1.5 TB
+// checkpoint opens in the time it takes to read its headers.
+#ifndef FLOTILLA_SHARED_MODEL_SAFETENSORS_H_
+#define FLOTILLA_SHARED_MODEL_SAFETENSORS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "shared/model/tensor_source.h"
+
+namespace flotilla::model {
+
+class SafetensorsCheckpoint : public TensorSource {
+ public:
+  // Opens one .safetensors file.
+  static absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> OpenFile(
+      const std::string& path);
+
+  // Opens a model directory: model.safetensors.index.json when present
+  // (every shard it names must exist and hold the tensors it maps), else
+  // every *.safetensors file in the directory.
+  static absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>> OpenDir(
+      const std::string& dir);
+
+  const TensorInfo* Find(absl::string_view name) const override;
+  std::vector<std::string> Names() const override;
+  absl::Status ReadRaw(const TensorInfo& info, void* dst) const override;
+
+ private:
+  std::map<std::string, TensorInfo, std::less<>> tensors_;
+};
+
+}  // namespace flotilla::model
+
+#endif  // FLOTILLA_SHARED_MODEL_SAFETENSORS_H_

@@ -1,0 +1,56 @@
+// Read access to named tensors, independent of the file format: safetensors
+// checkpoints (one or many shards) and the flat float32 oracle format both
+// implement it. Data is read on request, never whole files at once.
+#ifndef FLOTILLA_SHARED_MODEL_TENSOR_SOURCE_H_
+#define FLOTILLA_SHARED_MODEL_TENSOR_SOURCE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace flotilla::model {
+
+enum class DType { kF32, kBF16, kF16, kU8 };
+
+const char* DTypeName(DType dtype);
+size_t DTypeSize(DType dtype);
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::string file;      // path of the file holding the data
+  uint64_t offset = 0;   // absolute byte offset of the data in `file`
+  uint64_t nbytes = 0;   // = numel * DTypeSize(dtype), validated at open
+
+  int64_t numel() const;
+};
+
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+
+  // Null when the tensor does not exist.
+  virtual const TensorInfo* Find(absl::string_view name) const = 0;
+
+  // Every tensor name, sorted.
+  virtual std::vector<std::string> Names() const = 0;
+
+  // Reads the raw bytes of `info` into dst (info.nbytes long). Errors name
+  // the file, tensor and offset.
+  virtual absl::Status ReadRaw(const TensorInfo& info, void* dst) const = 0;
+
+  // Reads a tensor as float32, widening BF16/F16 exactly. Fails with a
+  // message naming the tensor when it is missing, has an unsupported dtype,
+  // or its element count differs from `expected_numel` (if >= 0).
+  absl::StatusOr<std::vector<float>> ReadF32(absl::string_view name,
+                                             int64_t expected_numel) const;
+};
+
+}  // namespace flotilla::model
+
+#endif  // FLOTILLA_SHARED_MODEL_TENSOR_SOURCE_H_
