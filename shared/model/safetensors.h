@@ -9,10 +9,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::model {
+namespace internal {
+class ReadOnlyFile;
+}  // namespace internal
 
 class SafetensorsCheckpoint : public TensorSource {
  public:
@@ -31,7 +35,18 @@ class SafetensorsCheckpoint : public TensorSource {
   absl::Status ReadRaw(const TensorInfo& info, void* dst) const override;
 
  private:
+  SafetensorsCheckpoint() = default;
+  // Parses `path`'s header and adds its tensors; a name already present
+  // (from another shard) is an error. Returns the names added.
+  absl::StatusOr<std::vector<std::string>> AddShard(const std::string& path);
+  absl::Status LoadIndex(const std::string& dir, const std::string& index);
+
   std::map<std::string, TensorInfo, std::less<>> tensors_;
+  // One open descriptor per shard, keyed by TensorInfo::file. Shared so
+  // that concurrent ReadRaw calls need no lock (pread has no file offset).
+  std::map<std::string, std::shared_ptr<const internal::ReadOnlyFile>,
+           std::less<>>
+      files_;
 };
 
 }  // namespace flotilla::model

@@ -1,0 +1,47 @@
+// One K3 decoder layer with Block Attention Residuals, over all tokens of a
+// forward step (K3-ARCHITECTURE.md section 3 "Decoder layer").
+#ifndef FLOTILLA_COORDINATOR_DECODER_LAYER_H_
+#define FLOTILLA_COORDINATOR_DECODER_LAYER_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "coordinator/expert_backend.h"
+#include "coordinator/kda.h"
+#include "coordinator/mla.h"
+#include "coordinator/weights.h"
+#include "shared/kernels/thread_pool.h"
+#include "shared/model/config.h"
+
+namespace flotilla::coordinator {
+
+// AttnRes aggregator for one token: softmax over sources of
+// fold . (v_i / rms(v_i)), then sum of p_i * v_i (raw sources).
+void AttnResAggregate(const std::vector<const float*>& sources,
+                      const float* fold, size_t width, float eps, float* out);
+
+// Per-token residual state of one forward step. It lives only for the step:
+// nothing here is carried between tokens.
+struct ResidualStreams {
+  int steps = 0;
+  // Completed block snapshots, oldest first; each [steps][E].
+  std::vector<std::vector<float>> blocks;
+  // The running within-block sum (the layer output h): [steps][E].
+  std::vector<float> partial;
+};
+
+// Runs layer `layer` for every token in `streams`. Exactly one of kda/mla
+// is used (by the layer type).
+absl::Status DecoderLayerForward(const LayerWeights& w,
+                                 const model::K3Config& config, int layer,
+                                 ResidualStreams* streams, KdaState* kda,
+                                 MlaCache* mla, ExpertBackend* experts,
+                                 kernels::ThreadPool* pool);
+
+// hf = AttnRes(blocks + partial) with `fold`, per token: [steps][E].
+void AggregateAll(const ResidualStreams& streams, const float* fold,
+                  size_t width, float eps, float* out);
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_DECODER_LAYER_H_

@@ -1,0 +1,37 @@
+// Where routed experts are computed. LocalExperts (this process, weights read
+// from the checkpoint per step) now; RemoteExperts (gRPC workers) later. The
+// forward pass hands over every (row, expert, weight) task of one MoE layer
+// for all tokens of the step at once, so each expert is read at most once per
+// step however many tokens chose it.
+#ifndef FLOTILLA_COORDINATOR_EXPERT_BACKEND_H_
+#define FLOTILLA_COORDINATOR_EXPERT_BACKEND_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace flotilla::coordinator {
+
+struct ExpertTask {
+  int32_t row = 0;     // token row in the step's activation matrix
+  int32_t expert = 0;  // expert index in [0, num_experts)
+  float weight = 0;    // combine weight (after renormalisation and scaling)
+};
+
+class ExpertBackend {
+ public:
+  virtual ~ExpertBackend() = default;
+
+  // z: [rows][latent] latent activations. out: [rows][latent], overwritten:
+  // out[r] = sum over r's tasks, in task order, of weight * E(z[r]) where
+  // E(z) = W2 SiTU(W1 z, W3 z). The sum is accumulated in double and rounded
+  // once, so the result does not depend on how experts are grouped for I/O.
+  virtual absl::Status ComputeLayer(int layer, const float* z, int rows,
+                                    const std::vector<ExpertTask>& tasks,
+                                    float* out) = 0;
+};
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_EXPERT_BACKEND_H_

@@ -1,0 +1,196 @@
+// Dispatcher, threading and elementwise kernels. The dot-product kernels
+// themselves live in kernels_{scalar,avx2,avx512}.cc behind KernelTable.
+#include "shared/kernels/kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "shared/kernels/kernels_internal.h"
+
+namespace flotilla::kernels {
+namespace {
+
+bool CpuHasAvx512() {
+  __builtin_cpu_init();
+  // The AVX-512 path uses BW (16-bit loads/masks), DQ and VL as well as F.
+  return __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma");
+}
+
+bool CpuHasAvx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+SimdLevel BestLevel() {
+  static const SimdLevel best = CpuHasAvx512() ? SimdLevel::kAvx512
+                                : CpuHasAvx2() ? SimdLevel::kAvx2
+                                               : SimdLevel::kScalar;
+  return best;
+}
+
+bool Supported(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kScalar:
+      return true;
+    case SimdLevel::kAvx2:
+      return BestLevel() != SimdLevel::kScalar;
+    case SimdLevel::kAvx512:
+      return BestLevel() == SimdLevel::kAvx512;
+    case SimdLevel::kAuto:
+      return false;
+  }
+  return false;
+}
+
+// The level in use, resolved (never kAuto). Relaxed ordering is enough: the
+// level only changes between kernel calls (tests, benchmarks), and every
+// level gives the same results anyway.
+std::atomic<SimdLevel>& CurrentLevel() {
+  static std::atomic<SimdLevel> level{BestLevel()};
+  return level;
+}
+
+const internal::KernelTable& Table() {
+  switch (CurrentLevel().load(std::memory_order_relaxed)) {
+    case SimdLevel::kAvx512:
+      return internal::Avx512Table();
+    case SimdLevel::kAvx2:
+      return internal::Avx2Table();
+    default:
+      return internal::ScalarTable();
+  }
+}
+
+// Rows per parallel chunk: at least ~64K multiply-adds per chunk so that
+// the pool's hand-off (a few microseconds) stays small next to the work.
+size_t MinRowsPerChunk(size_t cols, size_t n_tokens) {
+  const size_t work_per_row = std::max<size_t>(1, cols * n_tokens);
+  return std::max<size_t>(8, (size_t{1} << 16) / work_per_row);
+}
+
+}  // namespace
+
+SimdLevel SetSimdLevel(SimdLevel level) {
+  const SimdLevel resolved = Supported(level) ? level : BestLevel();
+  CurrentLevel().store(resolved, std::memory_order_relaxed);
+  return resolved;
+}
+
+SimdLevel ActiveSimdLevel() {
+  return CurrentLevel().load(std::memory_order_relaxed);
+}
+
+const char* SimdLevelName(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAuto:
+      return "auto";
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+void MatMul(const DenseMatrix& w, const float* x, size_t n_tokens, float* y,
+            ThreadPool* pool) {
+  if (w.rows == 0 || n_tokens == 0) return;
+  const internal::KernelTable& k = Table();
+  ParallelFor(pool, w.rows, MinRowsPerChunk(w.cols, n_tokens),
+              [&](size_t begin, size_t end) {
+                k.dense_rows(w, x, n_tokens, begin, end, y);
+              });
+}
+
+void MatMulMxfp4(const Mxfp4Matrix& w, const float* x, size_t n_tokens,
+                 float* y, ThreadPool* pool) {
+  if (w.rows == 0 || n_tokens == 0) return;
+  const internal::KernelTable& k = Table();
+  // The SIMD levels read x widened and permuted once per call, not once per
+  // row. The buffer belongs to the calling thread and only grows, so steady
+  // state decoding touches no fresh pages (first touch is slow on these VMs).
+  const double* xd = nullptr;
+  if (&k != &internal::ScalarTable()) {
+    thread_local std::vector<double> buffer;
+    if (buffer.size() < n_tokens * w.cols) buffer.resize(n_tokens * w.cols);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      internal::Mxfp4PermuteX(x + t * w.cols, w.cols,
+                              buffer.data() + t * w.cols);
+    }
+    xd = buffer.data();
+  }
+  ParallelFor(pool, w.rows, MinRowsPerChunk(w.cols / 4, n_tokens),
+              [&](size_t begin, size_t end) {
+                k.mxfp4_rows(w, x, xd, n_tokens, begin, end, y);
+              });
+}
+
+void DequantizeMxfp4Row(const Mxfp4Matrix& w, size_t row, float* out) {
+  const uint8_t* packed = w.packed + row * (w.cols / 2);
+  const uint8_t* scales = w.scales + row * (w.cols / 32);
+  for (size_t c = 0; c < w.cols; ++c) {
+    const unsigned s = scales[c / 32];
+    const uint8_t byte = packed[c / 2];
+    const int nibble = (c % 2 == 0) ? (byte & 15) : (byte >> 4);
+    // Computed in double and rounded once; exact, because an E2M1 value has
+    // two significant bits and 2^(s-127) >= 2^-127 (subnormal floats are
+    // kept, never flushed).
+    const double scale = s == 255 ? 0.0 : std::ldexp(1.0, int(s) - 127);
+    out[c] = static_cast<float>(internal::kE2m1Lut[nibble] * scale);
+  }
+}
+
+double DotF32(const float* a, const float* b, size_t n) {
+  return Table().dot_f32(a, b, n);
+}
+
+void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y) {
+  if (n == 0) return;
+  const double sum_sq = DotF32(x, x, n);
+  const float inv = static_cast<float>(
+      1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i] * inv;
+    y[i] = w != nullptr ? w[i] * v : v;
+  }
+}
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+void SituGlu(const float* g, const float* u, size_t n, float beta1,
+             float beta2, float* y) {
+  for (size_t i = 0; i < n; ++i) {
+    // The sigmoid takes the uncapped gate (K3-ARCHITECTURE.md section 3).
+    const float gate = beta1 * std::tanh(g[i] / beta1) * Sigmoid(g[i]);
+    const float up = beta2 * std::tanh(u[i] / beta2);
+    y[i] = gate * up;
+  }
+}
+
+void Softmax(float* x, size_t n) {
+  if (n == 0) return;
+  float max_v = x[0];
+  for (size_t i = 1; i < n; ++i) max_v = std::max(max_v, x[i]);
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_v);
+    sum += x[i];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(static_cast<double>(x[i]) / sum);
+  }
+}
+
+void SiluInPlace(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] * Sigmoid(x[i]);
+}
+
+}  // namespace flotilla::kernels

@@ -1,0 +1,59 @@
+// Internal interface between the dispatcher (kernels.cc) and the per-level
+// implementations (kernels_scalar.cc, kernels_avx2.cc, kernels_avx512.cc).
+//
+// The SIMD translation units contain only plain functions over raw pointers
+// and no standard-library templates: a template instantiated in a TU that is
+// compiled for AVX-512 could be picked by the linker for the scalar callers
+// too and crash a CPU without AVX-512. Threading, buffers and dispatch live
+// in kernels.cc, which is compiled for the baseline ISA.
+#ifndef FLOTILLA_SHARED_KERNELS_KERNELS_INTERNAL_H_
+#define FLOTILLA_SHARED_KERNELS_KERNELS_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shared/kernels/kernels.h"
+
+namespace flotilla::kernels::internal {
+
+// E2M1 nibble -> value (bit 3 is the sign). Index 8 is -0.0.
+extern const float kE2m1Lut[16];
+
+// Computes y[t * y_stride + r] for r in [row_begin, row_end), t < n_tokens,
+// with x[t * w.cols + c]. Each element is one Dot16-order dot product.
+using DenseRowsFn = void (*)(const DenseMatrix& w, const float* x,
+                             size_t n_tokens, size_t row_begin, size_t row_end,
+                             float* y);
+
+// Same for MXFP4. `x` is the natural [n_tokens][cols] input (used by the
+// scalar reference); `xd` is the same input widened to double and permuted
+// per 32-column group into the SIMD lane layout (see Mxfp4PermuteX), or null
+// for the scalar level.
+using Mxfp4RowsFn = void (*)(const Mxfp4Matrix& w, const float* x,
+                             const double* xd, size_t n_tokens,
+                             size_t row_begin, size_t row_end, float* y);
+
+using DotFn = double (*)(const float* a, const float* b, size_t n);
+
+struct KernelTable {
+  DotFn dot_f32;
+  DenseRowsFn dense_rows;
+  Mxfp4RowsFn mxfp4_rows;
+};
+
+// Widens x (one token, `cols` floats, cols % 32 == 0) to double in the lane
+// layout the SIMD MXFP4 kernels read: within each 32-column group g, slots
+// 0..7 hold columns 2i, 8..15 hold 16+2i, 16..23 hold 2i+1, 24..31 hold
+// 17+2i (i = 0..7). This matches the nibble order of the packed bytes, so
+// the kernels never shuffle the decoded weights.
+void Mxfp4PermuteX(const float* x, size_t cols, double* xd);
+
+// Tables for each level. The SIMD ones are only valid when the CPU supports
+// them; the dispatcher checks that before handing them out.
+const KernelTable& ScalarTable();
+const KernelTable& Avx2Table();
+const KernelTable& Avx512Table();
+
+}  // namespace flotilla::kernels::internal
+
+#endif  // FLOTILLA_SHARED_KERNELS_KERNELS_INTERNAL_H_

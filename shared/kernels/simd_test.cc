@@ -1,0 +1,211 @@
+// Every SIMD level the CPU supports, and every thread count, must give the
+// same bits as the scalar reference: the reduction order is part of the
+// contract (kernels.h), not an implementation detail.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "shared/kernels/kernels.h"
+
+namespace flotilla::kernels {
+namespace {
+
+std::vector<SimdLevel> SupportedSimdLevels() {
+  std::vector<SimdLevel> levels;
+  for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (SetSimdLevel(level) == level) levels.push_back(level);
+  }
+  SetSimdLevel(SimdLevel::kAuto);
+  return levels;
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+uint64_t Bits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return u;
+}
+
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b,
+                    const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(Bits(a[i]), Bits(b[i]))
+        << what << " index " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
+class SimdTest : public ::testing::Test {
+ protected:
+  void TearDown() override { SetSimdLevel(SimdLevel::kAuto); }
+
+  // Values spread over many binades so that the order of double additions
+  // matters: a wrong lane or tree order changes the rounded result.
+  float RandomFloat() {
+    const float mantissa = normal_(rng_);
+    return std::ldexp(mantissa, exponent_(rng_));
+  }
+  std::vector<float> RandomFloats(size_t n) {
+    std::vector<float> v(n);
+    for (float& f : v) f = RandomFloat();
+    return v;
+  }
+  size_t Uniform(size_t lo, size_t hi) {
+    return std::uniform_int_distribution<size_t>(lo, hi)(rng_);
+  }
+
+  std::mt19937 rng_{12345};
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
+  std::uniform_int_distribution<int> exponent_{-20, 20};
+};
+
+TEST_F(SimdTest, DotF32MatchesScalar) {
+  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  for (int iter = 0; iter < 200; ++iter) {
+    const size_t n = Uniform(0, 300);
+    const std::vector<float> a = RandomFloats(n), b = RandomFloats(n);
+    SetSimdLevel(SimdLevel::kScalar);
+    const double want = DotF32(a.data(), b.data(), n);
+    for (SimdLevel level : levels) {
+      SetSimdLevel(level);
+      ASSERT_EQ(Bits(DotF32(a.data(), b.data(), n)), Bits(want))
+          << SimdLevelName(level) << " n=" << n;
+    }
+  }
+}
+
+TEST_F(SimdTest, RmsNormMatchesScalar) {
+  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  for (int iter = 0; iter < 50; ++iter) {
+    const size_t n = Uniform(1, 500);
+    const std::vector<float> x = RandomFloats(n), w = RandomFloats(n);
+    std::vector<float> want(n), got(n);
+    SetSimdLevel(SimdLevel::kScalar);
+    RmsNorm(x.data(), w.data(), n, 1e-5f, want.data());
+    for (SimdLevel level : levels) {
+      SetSimdLevel(level);
+      RmsNorm(x.data(), w.data(), n, 1e-5f, got.data());
+      ExpectSameBits(got, want, SimdLevelName(level));
+    }
+  }
+}
+
+TEST_F(SimdTest, DenseMatMulMatchesScalarAndThreadCounts) {
+  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  ThreadPool pool2(2), pool3(3);
+  for (int iter = 0; iter < 60; ++iter) {
+    const size_t rows = Uniform(1, 100);
+    size_t cols = Uniform(1, 400);
+    if (cols % 16 == 0) ++cols;  // Always exercise the tail.
+    const size_t n_tokens = Uniform(1, 5);
+    const bool bf16 = iter % 2 == 1;
+    std::vector<float> wf = RandomFloats(rows * cols);
+    std::vector<uint16_t> wb(rows * cols);
+    for (size_t i = 0; i < wb.size(); ++i) {
+      uint32_t u;
+      std::memcpy(&u, &wf[i], sizeof u);
+      wb[i] = static_cast<uint16_t>(u >> 16);
+    }
+    const DenseMatrix w = bf16
+        ? DenseMatrix{DenseType::kBF16, wb.data(), rows, cols}
+        : DenseMatrix{DenseType::kF32, wf.data(), rows, cols};
+    const std::vector<float> x = RandomFloats(n_tokens * cols);
+    std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
+    SetSimdLevel(SimdLevel::kScalar);
+    MatMul(w, x.data(), n_tokens, want.data(), nullptr);
+    std::vector<SimdLevel> all = levels;
+    all.push_back(SimdLevel::kScalar);
+    for (SimdLevel level : all) {
+      SetSimdLevel(level);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2,
+                               &pool3}) {
+        std::fill(got.begin(), got.end(), NAN);
+        MatMul(w, x.data(), n_tokens, got.data(), pool);
+        ExpectSameBits(got, want, SimdLevelName(level));
+      }
+    }
+  }
+}
+
+TEST_F(SimdTest, Mxfp4MatMulMatchesScalarAndThreadCounts) {
+  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  ThreadPool pool2(2), pool3(3);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int iter = 0; iter < 60; ++iter) {
+    const size_t rows = Uniform(1, 100);
+    const size_t cols = 32 * Uniform(1, 12);
+    const size_t n_tokens = Uniform(1, 5);
+    std::vector<uint8_t> packed(rows * cols / 2), scales(rows * cols / 32);
+    for (uint8_t& b : packed) b = static_cast<uint8_t>(byte(rng_));
+    for (uint8_t& s : scales) {
+      // Mostly realistic exponents, plus the extremes 0 and 255.
+      const int pick = byte(rng_);
+      s = static_cast<uint8_t>(pick < 8 ? 0 : pick < 16 ? 255 : 100 + pick % 50);
+    }
+    const Mxfp4Matrix w{packed.data(), scales.data(), rows, cols};
+    const std::vector<float> x = RandomFloats(n_tokens * cols);
+    std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
+    SetSimdLevel(SimdLevel::kScalar);
+    MatMulMxfp4(w, x.data(), n_tokens, want.data(), nullptr);
+    std::vector<SimdLevel> all = levels;
+    all.push_back(SimdLevel::kScalar);
+    for (SimdLevel level : all) {
+      SetSimdLevel(level);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2,
+                               &pool3}) {
+        std::fill(got.begin(), got.end(), NAN);
+        MatMulMxfp4(w, x.data(), n_tokens, got.data(), pool);
+        ExpectSameBits(got, want, SimdLevelName(level));
+      }
+    }
+  }
+}
+
+TEST_F(SimdTest, LargeMatricesSplitAcrossThreads) {
+  // Big enough that the pool really splits the rows (small ones run inline).
+  const size_t rows = 1000, cols = 1056, n_tokens = 3;
+  const std::vector<float> wf = RandomFloats(rows * cols);
+  const std::vector<float> x = RandomFloats(n_tokens * cols);
+  std::vector<uint8_t> packed(rows * cols / 2), scales(rows * cols / 32);
+  for (size_t i = 0; i < packed.size(); ++i) packed[i] = Uniform(0, 255);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = Uniform(118, 124);
+  const DenseMatrix dw{DenseType::kF32, wf.data(), rows, cols};
+  const Mxfp4Matrix mw{packed.data(), scales.data(), rows, cols};
+  std::vector<float> want_d(n_tokens * rows), want_m(n_tokens * rows);
+  std::vector<float> got(n_tokens * rows);
+  SetSimdLevel(SimdLevel::kScalar);
+  MatMul(dw, x.data(), n_tokens, want_d.data(), nullptr);
+  MatMulMxfp4(mw, x.data(), n_tokens, want_m.data(), nullptr);
+  ThreadPool pool(2);
+  std::vector<SimdLevel> all = SupportedSimdLevels();
+  all.push_back(SimdLevel::kScalar);
+  for (SimdLevel level : all) {
+    SetSimdLevel(level);
+    MatMul(dw, x.data(), n_tokens, got.data(), &pool);
+    ExpectSameBits(got, want_d, SimdLevelName(level));
+    MatMulMxfp4(mw, x.data(), n_tokens, got.data(), &pool);
+    ExpectSameBits(got, want_m, SimdLevelName(level));
+  }
+}
+
+TEST(SimdLevelTest, AutoPicksBestAndNamesAreStable) {
+  const SimdLevel best = SetSimdLevel(SimdLevel::kAuto);
+  EXPECT_NE(best, SimdLevel::kAuto);
+  EXPECT_EQ(ActiveSimdLevel(), best);
+  EXPECT_EQ(SetSimdLevel(SimdLevel::kScalar), SimdLevel::kScalar);
+  EXPECT_STREQ(SimdLevelName(ActiveSimdLevel()), "scalar");
+  SetSimdLevel(SimdLevel::kAuto);
+}
+
+}  // namespace
+}  // namespace flotilla::kernels

@@ -1,0 +1,88 @@
+#include "shared/model/json_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/model/file_reader.h"
+
+namespace flotilla::model::internal {
+namespace {
+
+using json = nlohmann::json;
+
+// A SAX consumer that accepts everything and remembers the first error.
+// Used only to explain a failed parse: the DOM parser with exceptions off
+// says that it failed but not where.
+class ErrorRecorder : public nlohmann::json_sax<json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string& last_token,
+                   const nlohmann::detail::exception& ex) override {
+    message_ = absl::StrCat(ex.what(), " (byte ", position, ")");
+    return false;
+  }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
+};
+
+}  // namespace
+
+absl::StatusOr<json> ParseJson(absl::string_view text,
+                               absl::string_view source) {
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  json parsed = json::parse(begin, end, nullptr,
+                            /*allow_exceptions=*/false);
+  if (!parsed.is_discarded()) return parsed;
+  ErrorRecorder recorder;
+  json::sax_parse(begin, end, &recorder,
+                  json::input_format_t::json, /*strict=*/true);
+  std::string reason = recorder.message().empty() ? std::string("parse error")
+                                                  : recorder.message();
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, ": invalid JSON: ", reason));
+}
+
+std::string DescribeJson(const json& value) {
+  std::string text =
+      value.dump(-1, ' ', false, json::error_handler_t::replace);
+  constexpr size_t kMax = 60;
+  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
+  return text;
+}
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  FLOTILLA_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+  // Configs and indexes are kilobytes to a few tens of megabytes (a
+  // 500k-entry weight_map); anything far larger is not one of them.
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 30;
+  if (file.size() > kMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", file.size(), " bytes is too large for a JSON file"));
+  }
+  std::string text(file.size(), '\0');
+  FLOTILLA_RETURN_IF_ERROR(file.ReadAt(0, text.data(), text.size(), ""));
+  return text;
+}
+
+}  // namespace flotilla::model::internal

@@ -1,0 +1,196 @@
+#include "shared/model/safetensors.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "shared/base/status_macros.h"
+#include "shared/model/file_reader.h"
+#include "shared/model/json_util.h"
+#include "shared/model/safetensors_header.h"
+
+namespace flotilla::model {
+namespace {
+
+namespace fs = std::filesystem;
+using internal::ReadOnlyFile;
+using json = nlohmann::json;
+
+constexpr char kIndexName[] = "model.safetensors.index.json";
+constexpr char kSuffix[] = ".safetensors";
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
+
+// Shard names in an index are bare file names beside it; anything that
+// could reach outside the model directory is refused.
+bool IsPlainRelative(const std::string& name) {
+  if (name.empty()) return false;
+  fs::path p(name);
+  if (p.is_absolute()) return false;
+  for (const fs::path& part : p) {
+    if (part == "..") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> SafetensorsCheckpoint::AddShard(
+    const std::string& path) {
+  FLOTILLA_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+  FLOTILLA_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos,
+                            internal::ReadSafetensorsHeader(file));
+  if (files_.count(path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": shard opened twice"));
+  }
+  files_.emplace(path, std::make_shared<const ReadOnlyFile>(std::move(file)));
+  std::vector<std::string> names;
+  names.reserve(infos.size());
+  for (TensorInfo& info : infos) {
+    auto [it, inserted] = tensors_.try_emplace(info.name, info);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", info.name, "' appears in both ", it->second.file,
+          " and ", path));
+    }
+    names.push_back(info.name);
+  }
+  return names;
+}
+
+absl::Status SafetensorsCheckpoint::LoadIndex(const std::string& dir,
+                                              const std::string& index) {
+  FLOTILLA_ASSIGN_OR_RETURN(std::string text, internal::ReadSmallFile(index));
+  FLOTILLA_ASSIGN_OR_RETURN(json root, internal::ParseJson(text, index));
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(index, ": ", why));
+  };
+  if (!root.is_object()) return bad("not a JSON object");
+  auto map_it = root.find("weight_map");
+  if (map_it == root.end() || !map_it->is_object()) {
+    return bad("missing weight_map object");
+  }
+  if (map_it->empty()) return bad("weight_map is empty");
+  // shard file -> tensor names the index places there.
+  std::map<std::string, std::vector<std::string>> by_shard;
+  for (auto it = map_it->begin(); it != map_it->end(); ++it) {
+    if (!it->is_string()) {
+      return bad(absl::StrCat("weight_map entry for '", it.key(),
+                              "' is not a file name string"));
+    }
+    const std::string& shard = it->get_ref<const std::string&>();
+    if (!IsPlainRelative(shard)) {
+      return bad(absl::StrCat("weight_map entry for '", it.key(),
+                              "' names an unusable shard path '", shard, "'"));
+    }
+    by_shard[shard].push_back(it.key());
+  }
+  for (const auto& [shard, expected] : by_shard) {
+    const std::string path = JoinPath(dir, shard);
+    std::error_code ec;
+    if (!fs::exists(path, ec)) {
+      return absl::NotFoundError(absl::StrCat(
+          index, " names shard ", shard, " (for tensor '", expected.front(),
+          "' and ", expected.size() - 1, " more), but ", path,
+          " does not exist"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(std::vector<std::string> names, AddShard(path));
+    std::set<std::string> present(names.begin(), names.end());
+    for (const std::string& name : expected) {
+      if (!present.count(name)) {
+        auto elsewhere = tensors_.find(name);
+        return absl::NotFoundError(absl::StrCat(
+            index, " maps tensor '", name, "' to ", shard,
+            ", but that shard does not contain it",
+            elsewhere == tensors_.end()
+                ? std::string()
+                : absl::StrCat(" (it is in ", elsewhere->second.file, ")")));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>>
+SafetensorsCheckpoint::OpenFile(const std::string& path) {
+  std::unique_ptr<SafetensorsCheckpoint> ckpt(new SafetensorsCheckpoint());
+  FLOTILLA_RETURN_IF_ERROR(ckpt->AddShard(path).status());
+  return ckpt;
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsCheckpoint>>
+SafetensorsCheckpoint::OpenDir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": not a directory",
+                     ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+  }
+  std::unique_ptr<SafetensorsCheckpoint> ckpt(new SafetensorsCheckpoint());
+  const std::string index = JoinPath(dir, kIndexName);
+  if (fs::exists(index, ec)) {
+    FLOTILLA_RETURN_IF_ERROR(ckpt->LoadIndex(dir, index));
+    return ckpt;
+  }
+  // No index: every *.safetensors file, as kimi-k3-in-c does. Sorted so
+  // duplicate-name errors are reproducible.
+  std::vector<std::string> shards;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > sizeof(kSuffix) - 1 &&
+        name.compare(name.size() - (sizeof(kSuffix) - 1), std::string::npos,
+                     kSuffix) == 0) {
+      shards.push_back(it->path().string());
+    }
+  }
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat(dir, ": cannot list directory: ", ec.message()));
+  }
+  if (shards.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": no ", kIndexName, " and no *", kSuffix, " files"));
+  }
+  std::sort(shards.begin(), shards.end());
+  for (const std::string& shard : shards) {
+    FLOTILLA_RETURN_IF_ERROR(ckpt->AddShard(shard).status());
+  }
+  return ckpt;
+}
+
+const TensorInfo* SafetensorsCheckpoint::Find(absl::string_view name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> SafetensorsCheckpoint::Names() const {
+  std::vector<std::string> names;
+  names.reserve(tensors_.size());
+  for (const auto& [name, info] : tensors_) names.push_back(name);
+  return names;
+}
+
+absl::Status SafetensorsCheckpoint::ReadRaw(const TensorInfo& info,
+                                            void* dst) const {
+  auto it = files_.find(info.file);
+  if (it == files_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", info.name, "': file ", info.file,
+                     " is not part of this checkpoint"));
+  }
+  if (info.nbytes == 0) return absl::OkStatus();
+  return it->second->ReadAt(info.offset, dst, info.nbytes,
+                            absl::StrCat("tensor '", info.name, "'"));
+}
+
+}  // namespace flotilla::model
