@@ -59,13 +59,12 @@ void PrintUsage() {
       flags.push_back(flag);
     }
   }
-  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
-    return a->Name() < b->Name();
-  });
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
   for (const absl::CommandLineFlag* flag : flags) {
     std::printf("  --%s (default \"%s\")\n      %s\n",
-                std::string(flag->Name()).c_str(),
-                flag->DefaultValue().c_str(), flag->Help().c_str());
+                std::string(flag->Name()).c_str(), flag->DefaultValue().c_str(),
+                flag->Help().c_str());
   }
   std::printf("  -h, --help\n      print this help and exit\n");
 }
@@ -75,7 +74,8 @@ void PrintUsage() {
 bool WantsHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--") == 0) return false;
-    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0 ||
+    if (std::strcmp(argv[i], "-h") == 0 ||
+        std::strcmp(argv[i], "--help") == 0 ||
         std::strcmp(argv[i], "-help") == 0) {
       return true;
     }
@@ -131,8 +131,9 @@ int main(int argc, char** argv) {
 
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads < 0 || threads > kMaxThreads) {
-    return UsageError("threads", "must be in [0, 4096] (0 = one per "
-                                 "hardware thread)");
+    return UsageError("threads",
+                      "must be in [0, 4096] (0 = one per "
+                      "hardware thread)");
   }
   if (threads == 0) {
     // hardware_concurrency may report 0 when unknown.

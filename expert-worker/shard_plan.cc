@@ -31,17 +31,20 @@ constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{256} << 20;
 
 absl::StatusOr<std::string> ReadWholeFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
   std::string bytes((std::istreambuf_iterator<char>(in)),
                     std::istreambuf_iterator<char>());
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
+  if (in.bad())
+    return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
   return bytes;
 }
 
 // Returns the 8-byte length prefix and JSON header of a safetensors file.
 absl::StatusOr<std::string> ReadSafetensorsHeader(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
   unsigned char prefix[8];
   if (!in.read(reinterpret_cast<char*>(prefix), sizeof(prefix))) {
     return absl::DataLossError(
@@ -83,8 +86,8 @@ absl::StatusOr<ShardSpec> ParseShardSpec(absl::string_view text) {
         "expected K/N (shard K of N, zero-based K), got '", text, "'"));
   }
   if (spec.count < 1 || spec.index < 0 || spec.index >= spec.count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shard '", text, "' needs N >= 1 and 0 <= K < N"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard '", text, "' needs N >= 1 and 0 <= K < N"));
   }
   return spec;
 }
@@ -110,11 +113,16 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
     if (unit == "B" && tail.empty()) {
       shift = 0;
     } else if (tail.empty() || tail == "B" || tail == "IB") {
-      if (unit == "K") shift = 10;
-      else if (unit == "M") shift = 20;
-      else if (unit == "G") shift = 30;
-      else if (unit == "T") shift = 40;
-      else shift = -1;
+      if (unit == "K")
+        shift = 10;
+      else if (unit == "M")
+        shift = 20;
+      else if (unit == "G")
+        shift = 30;
+      else if (unit == "T")
+        shift = 40;
+      else
+        shift = -1;
     } else {
       shift = -1;
     }
@@ -127,8 +135,8 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("byte size must be > 0, got '", text, "'"));
   }
-  if (value > (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) >>
-               shift)) {
+  if (value >
+      (static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) >> shift)) {
     return absl::InvalidArgumentError(
         absl::StrCat("byte size '", text, "' is too large"));
   }
@@ -205,9 +213,9 @@ absl::StatusOr<ShardPlan> BuildShardPlan(const std::string& model_dir,
     // Some shard would own nothing at all: almost surely a typo in --shard.
     // OutOfRange (not InvalidArgument) so callers can blame the shard, not
     // the checkpoint.
-    return absl::OutOfRangeError(absl::StrCat(
-        "shard count ", shard.count, " exceeds the model's ",
-        config.num_experts, " experts per layer"));
+    return absl::OutOfRangeError(
+        absl::StrCat("shard count ", shard.count, " exceeds the model's ",
+                     config.num_experts, " experts per layer"));
   }
   ShardPlan plan;
   plan.shard = shard;
@@ -233,7 +241,7 @@ std::string DescribeShardPlan(const ShardPlan& plan) {
   }
   return absl::StrCat(
       "shard ", plan.shard.index, "/", plan.shard.count, "\n",  //
-      "model fingerprint ", plan.model_fingerprint, "\n",        //
+      "model fingerprint ", plan.model_fingerprint, "\n",       //
       "layers ", plan.num_layers, " (", plan.owned_experts.size(),
       " MoE), experts per layer ", plan.num_experts, ", row width ",
       plan.row_width, "\n",  //

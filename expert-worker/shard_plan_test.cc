@@ -122,9 +122,8 @@ TEST(ModelFingerprintTest, CorruptSafetensorsHeaderIsAnError) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / "fingerprint_corrupt";
   std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(
-      kCkptA + "/config.json", dir / "config.json",
-      std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(kCkptA + "/config.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
   {
     // Claims a header far larger than the file: must not be trusted.
     std::ofstream out(dir / "model.safetensors", std::ios::binary);

@@ -1,0 +1,209 @@
+// flotilla-bench-kernels: matrix-vector throughput at real K3 shapes, and
+// the machine's streaming read bandwidth to compare it with.
+//
+// Weights are streamed from memory, as in decoding: each iteration uses the
+// next of several weight copies whose total exceeds the last-level cache, so
+// the figures are not L3 hits. All buffers are written (pre-faulted) during
+// setup, outside the timed loop: first touch is very slow on these VMs.
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "shared/kernels/kernels.h"
+#include "shared/kernels/thread_pool.h"
+
+namespace flotilla::kernels {
+namespace {
+
+// Weight copies per benchmark add up to at least this many bytes.
+constexpr size_t kStreamBytes = size_t{384} << 20;
+
+uint64_t NextRandom(uint64_t* state) {
+  // xorshift64*: fast enough to fill hundreds of MB during setup.
+  *state ^= *state >> 12;
+  *state ^= *state << 25;
+  *state ^= *state >> 27;
+  return *state * 0x2545F4914F6CDD1DULL;
+}
+
+void FillRandomBytes(uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t state = seed | 1;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t r = NextRandom(&state);
+    std::memcpy(p + i, &r, 8);
+  }
+  for (; i < n; ++i) p[i] = static_cast<uint8_t>(NextRandom(&state));
+}
+
+std::vector<float> RandomActivations(size_t n, uint64_t seed) {
+  std::vector<float> x(n);
+  uint64_t state = seed | 1;
+  for (float& v : x) {
+    v = static_cast<float>(static_cast<int64_t>(NextRandom(&state) >> 40) -
+                           (int64_t{1} << 23)) /
+        static_cast<float>(1 << 23);
+  }
+  return x;
+}
+
+size_t CopiesFor(size_t bytes_per_copy) {
+  return bytes_per_copy >= kStreamBytes
+             ? 2
+             : (kStreamBytes + bytes_per_copy - 1) / bytes_per_copy;
+}
+
+SimdLevel LevelArg(int64_t arg) {
+  return arg == 0 ? SimdLevel::kScalar
+         : arg == 1 ? SimdLevel::kAvx2
+                    : SimdLevel::kAvx512;
+}
+
+// Args: rows, cols, threads, simd level (0 scalar, 1 avx2, 2 avx512),
+// tokens.
+void BM_Mxfp4MatVec(benchmark::State& state) {
+  const size_t rows = state.range(0), cols = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const SimdLevel level = LevelArg(state.range(3));
+  const size_t n_tokens = state.range(4);
+  if (SetSimdLevel(level) != level) {
+    state.SkipWithError("SIMD level not supported by this CPU");
+    return;
+  }
+  const size_t packed_bytes = rows * cols / 2, scale_bytes = rows * cols / 32;
+  const size_t copies = CopiesFor(packed_bytes + scale_bytes);
+  std::vector<uint8_t> packed(copies * packed_bytes);
+  std::vector<uint8_t> scales(copies * scale_bytes);
+  FillRandomBytes(packed.data(), packed.size(), 1);
+  // Realistic exponents (the real expert bytes use 120..122).
+  uint64_t seed = 5;
+  for (uint8_t& s : scales) s = 118 + NextRandom(&seed) % 7;
+  const std::vector<float> x = RandomActivations(n_tokens * cols, 2);
+  std::vector<float> y(n_tokens * rows);
+  ThreadPool pool(threads);
+  size_t copy = 0;
+  for (auto _ : state) {
+    const Mxfp4Matrix w{packed.data() + copy * packed_bytes,
+                        scales.data() + copy * scale_bytes, rows, cols};
+    MatMulMxfp4(w, x.data(), n_tokens, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+    copy = (copy + 1) % copies;
+  }
+  state.counters["weight_B/s"] = benchmark::Counter(
+      static_cast<double>(packed_bytes + scale_bytes),
+      benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(SimdLevelName(level));
+  SetSimdLevel(SimdLevel::kAuto);
+}
+
+// Args as BM_Mxfp4MatVec.
+void BM_Bf16MatVec(benchmark::State& state) {
+  const size_t rows = state.range(0), cols = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const SimdLevel level = LevelArg(state.range(3));
+  const size_t n_tokens = state.range(4);
+  if (SetSimdLevel(level) != level) {
+    state.SkipWithError("SIMD level not supported by this CPU");
+    return;
+  }
+  const size_t bytes = rows * cols * sizeof(uint16_t);
+  const size_t copies = CopiesFor(bytes);
+  std::vector<uint16_t> weights(copies * rows * cols);
+  // Random sign and mantissa with a bounded exponent: finite, normal bf16.
+  FillRandomBytes(reinterpret_cast<uint8_t*>(weights.data()), copies * bytes,
+                  3);
+  for (uint16_t& w : weights) w = (w & 0x807f) | ((120 + (w >> 7) % 8) << 7);
+  const std::vector<float> x = RandomActivations(n_tokens * cols, 4);
+  std::vector<float> y(n_tokens * rows);
+  ThreadPool pool(threads);
+  size_t copy = 0;
+  for (auto _ : state) {
+    const DenseMatrix w{DenseType::kBF16, weights.data() + copy * rows * cols,
+                        rows, cols};
+    MatMul(w, x.data(), n_tokens, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+    copy = (copy + 1) % copies;
+  }
+  state.counters["weight_B/s"] = benchmark::Counter(
+      static_cast<double>(bytes),
+      benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(SimdLevelName(level));
+  SetSimdLevel(SimdLevel::kAuto);
+}
+
+// Streaming read of a pre-faulted 1 GiB buffer, split across the threads:
+// the ceiling that a memory-bound matvec can reach on this machine.
+void BM_MemoryReadSum(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  constexpr size_t kBytes = size_t{1} << 30;
+  const size_t words = kBytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buffer(new uint64_t[words]);
+  for (size_t i = 0; i < words; ++i) buffer[i] = i;  // Pre-fault every page.
+  ThreadPool pool(threads);
+  std::vector<uint64_t> partial(threads * 8);  // One cache line per thread.
+  for (auto _ : state) {
+    const size_t per_thread = words / threads;
+    ParallelFor(&pool, threads, 1, [&](size_t begin, size_t end) {
+      for (size_t t = begin; t < end; ++t) {
+        const uint64_t* p = buffer.get() + t * per_thread;
+        // Four independent sums keep several loads in flight per cycle.
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = 0; i < per_thread; i += 4) {
+          s0 += p[i];
+          s1 += p[i + 1];
+          s2 += p[i + 2];
+          s3 += p[i + 3];
+        }
+        partial[t * 8] = s0 + s1 + s2 + s3;
+      }
+    });
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.counters["read_B/s"] = benchmark::Counter(
+      static_cast<double>(kBytes),
+      benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Expert matrices: w1/w3 are [3072, 3584] (latent 3584 -> intermediate
+// 3072), w2 is [3584, 3072].
+void Mxfp4Args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "threads", "simd", "tokens"});
+  for (auto [rows, cols] : {std::pair{3072, 3584}, std::pair{3584, 3072}}) {
+    for (int level : {0, 1, 2}) b->Args({rows, cols, 1, level, 1});
+    b->Args({rows, cols, 2, 2, 1});
+  }
+  b->Args({3072, 3584, 1, 2, 8});
+  b->Args({3072, 3584, 2, 2, 8});
+}
+
+// Attention projections: q/k/v/g are [12288, 7168], o_proj [7168, 12288].
+void Bf16Args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "threads", "simd", "tokens"});
+  for (auto [rows, cols] : {std::pair{12288, 7168}, std::pair{7168, 12288}}) {
+    for (int level : {0, 1, 2}) b->Args({rows, cols, 1, level, 1});
+    b->Args({rows, cols, 2, 2, 1});
+  }
+  b->Args({12288, 7168, 1, 2, 8});
+  b->Args({12288, 7168, 2, 2, 8});
+}
+
+BENCHMARK(BM_Mxfp4MatVec)->Apply(Mxfp4Args)->UseRealTime()->Unit(
+    benchmark::kMicrosecond);
+BENCHMARK(BM_Bf16MatVec)->Apply(Bf16Args)->UseRealTime()->Unit(
+    benchmark::kMillisecond);
+BENCHMARK(BM_MemoryReadSum)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace flotilla::kernels
+
+BENCHMARK_MAIN();
