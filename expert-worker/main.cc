@@ -2,7 +2,8 @@
 // gRPC (ExpertService, health, reflection). See DESIGN.md §2 and §7.
 //
 // Exit codes: 0 success (and --help), 1 runtime failure (cannot read the
-// model, cannot listen), 2 bad command line.
+// model, cannot listen), 2 a flag value we validate is bad. absl rejects
+// unknown flags and unparsable values itself, with exit code 1.
 
 #include <algorithm>
 #include <cstdint>

@@ -102,7 +102,7 @@ struct Result {
   std::string output;
 };
 
-Result Run(const std::vector<std::string>& args) {
+Result RunWorker(const std::vector<std::string>& args) {
   Child child = Spawn(args);
   std::string output = ReadAll(child.out_fd);
   close(child.out_fd);
@@ -111,7 +111,7 @@ Result Run(const std::vector<std::string>& args) {
 
 TEST(WorkerCommandLineTest, HelpExitsZeroAndListsFlags) {
   for (const char* flag : {"--help", "-h"}) {
-    const Result r = Run({flag});
+    const Result r = RunWorker({flag});
     EXPECT_EQ(r.exit_code, 0) << flag;
     for (const char* name :
          {"--model", "--shard", "--port", "--mem", "--threads", "usage:"}) {
@@ -134,20 +134,20 @@ TEST(WorkerCommandLineTest, BadFlagsNameTheFlag) {
       {{"--model=" + kCkptA, "--threads=-3"}, "--threads"},
   };
   for (const auto& c : cases) {
-    const Result r = Run(c.args);
+    const Result r = RunWorker(c.args);
     EXPECT_EQ(r.exit_code, 2) << r.output;
     EXPECT_THAT(r.output, HasSubstr(c.named)) << r.output;
   }
   // An unreadable model is a runtime failure, still naming the flag.
-  const Result r = Run({"--model=/nonexistent/flotilla-model"});
+  const Result r = RunWorker({"--model=/nonexistent/flotilla-model"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--model"));
   // Unknown flags are absl's to reject; they must not be ignored.
-  EXPECT_NE(Run({"--model=" + kCkptA, "--no_such_flag=1"}).exit_code, 0);
+  EXPECT_NE(RunWorker({"--model=" + kCkptA, "--no_such_flag=1"}).exit_code, 0);
 }
 
 TEST(WorkerCommandLineTest, WithoutPortPrintsThePlan) {
-  const Result r = Run({"--model=" + kCkptA, "--shard=1/2"});
+  const Result r = RunWorker({"--model=" + kCkptA, "--shard=1/2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("shard 1/2"));
   EXPECT_THAT(r.output, HasSubstr("cfg-xxh3:"));
@@ -203,7 +203,10 @@ TEST_F(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
   // empty request must answer {status: SERVING} = bytes 08 01.
   {
     grpc::GenericStub generic(channel_);
-    grpc::ByteBuffer request;  // empty HealthCheckRequest
+    // An empty HealthCheckRequest; a default ByteBuffer holds no buffer at
+    // all and gRPC rejects it as an invalid message, so give it one slice.
+    grpc::Slice empty_slice("");
+    grpc::ByteBuffer request(&empty_slice, 1);
     grpc::ByteBuffer response;
     std::mutex mu;
     std::condition_variable cv;

@@ -125,64 +125,10 @@ double Dot(const float* a, const float* b, size_t n) {
   return out;
 }
 
-// MXFP4. Tokens are handled in tiles so the per-token totals stay in
-// registers; each group is decoded once per tile.
-constexpr size_t kTokenTile = 4;
-
-void Mxfp4Rows(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
-               size_t n_tokens, size_t row_begin, size_t row_end, float* y) {
-  const size_t cols = w.cols;
-  const size_t groups = cols / 32;
-  const __m512 lut = _mm512_loadu_ps(kE2m1Lut);
-  const __m512i low_nibble = _mm512_set1_epi32(15);
-  for (size_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* packed = w.packed + r * (cols / 2);
-    const uint8_t* scales = w.scales + r * groups;
-    for (size_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
-      const size_t nt =
-          n_tokens - t0 < kTokenTile ? n_tokens - t0 : kTokenTile;
-      double total[kTokenTile] = {0.0, 0.0, 0.0, 0.0};
-      for (size_t g = 0; g < groups; ++g) {
-        const uint64_t s = scales[g];
-        if (s == 255) continue;  // E8M0 NaN: the group contributes nothing.
-        // Byte j of the group holds columns 2j (low) and 2j+1 (high), so
-        // the low nibbles of bytes 0-7 are columns 0,2,..,14 (a), of bytes
-        // 8-15 columns 16,..,30 (b); the high nibbles give 1,..,15 (c) and
-        // 17,..,31 (d). xd is laid out to match (Mxfp4PermuteX).
-        const __m512i bytes = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + g * 16)));
-        const __m512 even = _mm512_permutexvar_ps(
-            _mm512_and_si512(bytes, low_nibble), lut);
-        const __m512 odd =
-            _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), lut);
-        const __m512d wa = _mm512_cvtps_pd(_mm512_castps512_ps256(even));
-        const __m512d wb = _mm512_cvtps_pd(_mm512_extractf32x8_ps(even, 1));
-        const __m512d wc = _mm512_cvtps_pd(_mm512_castps512_ps256(odd));
-        const __m512d wd = _mm512_cvtps_pd(_mm512_extractf32x8_ps(odd, 1));
-        // 2^(s-127) built from its exponent bits: exact for s in [0, 254].
-        const uint64_t scale_bits = (s + 1023 - 127) << 52;
-        double scale;
-        __builtin_memcpy(&scale, &scale_bits, sizeof scale);
-        for (size_t k = 0; k < nt; ++k) {
-          const double* xg = xd + (t0 + k) * cols + g * 32;
-          __m512d e0 = _mm512_mul_pd(wa, _mm512_loadu_pd(xg));
-          e0 = _mm512_fmadd_pd(wb, _mm512_loadu_pd(xg + 8), e0);
-          __m512d e1 = _mm512_mul_pd(wc, _mm512_loadu_pd(xg + 16));
-          e1 = _mm512_fmadd_pd(wd, _mm512_loadu_pd(xg + 24), e1);
-          total[k] += Fold8(_mm512_add_pd(e0, e1)) * scale;
-        }
-      }
-      for (size_t k = 0; k < nt; ++k) {
-        y[(t0 + k) * w.rows + r] = static_cast<float>(total[k]);
-      }
-    }
-  }
-}
-
 }  // namespace
 
 const KernelTable& Avx512Table() {
-  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4Rows};
+  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4RowsAvx512};
   return table;
 }
 

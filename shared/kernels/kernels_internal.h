@@ -48,6 +48,11 @@ struct KernelTable {
 // the kernels never shuffle the decoded weights.
 void Mxfp4PermuteX(const float* x, size_t cols, double* xd);
 
+// The AVX-512 MXFP4 kernel (its own file, kernels_avx512_mxfp4.cc).
+void Mxfp4RowsAvx512(const Mxfp4Matrix& w, const float* x, const double* xd,
+                     size_t n_tokens, size_t row_begin, size_t row_end,
+                     float* y);
+
 // Tables for each level. The SIMD ones are only valid when the CPU supports
 // them; the dispatcher checks that before handing them out.
 const KernelTable& ScalarTable();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -64,6 +65,28 @@ class SimdTest : public ::testing::Test {
     return std::uniform_int_distribution<size_t>(lo, hi)(rng_);
   }
 
+  // Float rounding of the final result hides most double-level order
+  // differences, so random data alone would let a wrong lane or tree order
+  // pass. Planting pairs of huge values that cancel exactly (same weight,
+  // opposite x) makes the result depend on which small terms were absorbed
+  // before the cancellation, i.e. on the exact order of additions.
+  std::vector<std::pair<size_t, size_t>> PlantCancellingPairs(
+      std::vector<float>* x, size_t n_tokens, size_t cols) {
+    std::vector<std::pair<size_t, size_t>> pairs;
+    if (cols < 2) return pairs;
+    for (int p = 0; p < 3; ++p) {
+      const size_t i = Uniform(0, cols - 1), j = Uniform(0, cols - 1);
+      if (i == j) continue;
+      pairs.emplace_back(i, j);
+      for (size_t t = 0; t < n_tokens; ++t) {
+        const float big = std::ldexp(1.0f + normal_(rng_) * 0.1f, 75);
+        (*x)[t * cols + i] = big;
+        (*x)[t * cols + j] = -big;
+      }
+    }
+    return pairs;
+  }
+
   std::mt19937 rng_{12345};
   std::normal_distribution<float> normal_{0.0f, 1.0f};
   std::uniform_int_distribution<int> exponent_{-20, 20};
@@ -73,7 +96,9 @@ TEST_F(SimdTest, DotF32MatchesScalar) {
   const std::vector<SimdLevel> levels = SupportedSimdLevels();
   for (int iter = 0; iter < 200; ++iter) {
     const size_t n = Uniform(0, 300);
-    const std::vector<float> a = RandomFloats(n), b = RandomFloats(n);
+    const std::vector<float> a = RandomFloats(n);
+    std::vector<float> b = RandomFloats(n);
+    PlantCancellingPairs(&b, 1, n);
     SetSimdLevel(SimdLevel::kScalar);
     const double want = DotF32(a.data(), b.data(), n);
     for (SimdLevel level : levels) {
@@ -110,6 +135,10 @@ TEST_F(SimdTest, DenseMatMulMatchesScalarAndThreadCounts) {
     const size_t n_tokens = Uniform(1, 5);
     const bool bf16 = iter % 2 == 1;
     std::vector<float> wf = RandomFloats(rows * cols);
+    std::vector<float> x = RandomFloats(n_tokens * cols);
+    for (auto [i, j] : PlantCancellingPairs(&x, n_tokens, cols)) {
+      for (size_t r = 0; r < rows; ++r) wf[r * cols + j] = wf[r * cols + i];
+    }
     std::vector<uint16_t> wb(rows * cols);
     for (size_t i = 0; i < wb.size(); ++i) {
       uint32_t u;
@@ -119,7 +148,6 @@ TEST_F(SimdTest, DenseMatMulMatchesScalarAndThreadCounts) {
     const DenseMatrix w = bf16
         ? DenseMatrix{DenseType::kBF16, wb.data(), rows, cols}
         : DenseMatrix{DenseType::kF32, wf.data(), rows, cols};
-    const std::vector<float> x = RandomFloats(n_tokens * cols);
     std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
     SetSimdLevel(SimdLevel::kScalar);
     MatMul(w, x.data(), n_tokens, want.data(), nullptr);
@@ -152,8 +180,19 @@ TEST_F(SimdTest, Mxfp4MatMulMatchesScalarAndThreadCounts) {
       const int pick = byte(rng_);
       s = static_cast<uint8_t>(pick < 8 ? 0 : pick < 16 ? 255 : 100 + pick % 50);
     }
+    std::vector<float> x = RandomFloats(n_tokens * cols);
+    for (auto [i, j] : PlantCancellingPairs(&x, n_tokens, cols)) {
+      // Same E2M1 value and same scale at both columns in every row.
+      for (size_t r = 0; r < rows; ++r) {
+        uint8_t* row = packed.data() + r * cols / 2;
+        const int ni = (i % 2 == 0) ? row[i / 2] & 15 : row[i / 2] >> 4;
+        uint8_t& bj = row[j / 2];
+        bj = (j % 2 == 0) ? static_cast<uint8_t>((bj & 0xf0) | ni)
+                          : static_cast<uint8_t>((bj & 0x0f) | (ni << 4));
+        scales[r * cols / 32 + j / 32] = scales[r * cols / 32 + i / 32];
+      }
+    }
     const Mxfp4Matrix w{packed.data(), scales.data(), rows, cols};
-    const std::vector<float> x = RandomFloats(n_tokens * cols);
     std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
     SetSimdLevel(SimdLevel::kScalar);
     MatMulMxfp4(w, x.data(), n_tokens, want.data(), nullptr);

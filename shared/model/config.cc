@@ -32,7 +32,8 @@ constexpr int kMxfp4GroupSize = 32;
 
 // KDA keys live in linear_attn_config in the released file; look there
 // first so that a same-named key elsewhere cannot shadow them.
-FieldLookup Kda(const std::string& field, const std::vector<std::string>& keys) {
+FieldLookup Kda(const std::string& field,
+                const std::vector<std::string>& keys) {
   FieldLookup lookup{field, {}};
   for (const std::string& key : keys) {
     for (Scope s : {Scope::kLinearAttn, Scope::kTextConfig, Scope::kRoot}) {
@@ -73,8 +74,7 @@ class RangeChecker {
       reader_->AddError(absl::StrCat(field, ": ", *v, " must be >= ", min));
     }
   }
-  void InRange(const char* field, const std::optional<int>& v, int lo,
-               int hi) {
+  void InRange(const char* field, const std::optional<int>& v, int lo, int hi) {
     if (v.has_value() && (*v < lo || *v > hi)) {
       reader_->AddError(
           absl::StrCat(field, ": ", *v, " is outside ", lo, "..", hi));
@@ -139,8 +139,8 @@ void CheckLayerList(ConfigFieldReader& r, const std::vector<int>& mla,
 // cannot run.
 void CheckUnsupported(ConfigFieldReader& r) {
   bool present = false;
-  std::optional<int> groups =
-      r.OptionalInt(General("num_expert_group", {"num_expert_group"}), &present);
+  std::optional<int> groups = r.OptionalInt(
+      General("num_expert_group", {"num_expert_group"}), &present);
   if (groups.has_value() && *groups != 1) {
     r.AddError(absl::StrCat("num_expert_group: ", *groups,
                             " is not supported (only 1)"));
@@ -164,8 +164,7 @@ void CheckUnsupported(ConfigFieldReader& r) {
     if (auto g = q->find("group_size"); g != q->end()) {
       sizes.push_back({prefix + ".group_size", &*g});
     }
-    if (auto cg = q->find("config_groups");
-        cg != q->end() && cg->is_object()) {
+    if (auto cg = q->find("config_groups"); cg != q->end() && cg->is_object()) {
       for (auto it = cg->begin(); it != cg->end(); ++it) {
         if (!it->is_object()) continue;
         auto w = it->find("weights");
@@ -180,8 +179,8 @@ void CheckUnsupported(ConfigFieldReader& r) {
     for (const auto& [where, g] : sizes) {
       if (g->is_null()) continue;  // "not grouped" in some writers; no claim
       if (!g->is_number_integer() || g->get<int64_t>() != kMxfp4GroupSize) {
-        r.AddError(absl::StrCat("quantization group_size (", where, "): ",
-                                internal::DescribeJson(*g), " is not ",
+        r.AddError(absl::StrCat("quantization group_size (", where,
+                                "): ", internal::DescribeJson(*g), " is not ",
                                 kMxfp4GroupSize));
       }
     }
@@ -199,14 +198,16 @@ absl::StatusOr<K3Config> ParseK3Config(absl::string_view json_text,
                                        absl::string_view source) {
   FLOTILLA_ASSIGN_OR_RETURN(json root, internal::ParseJson(json_text, source));
   if (!root.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": invalid K3 config: top level is ", root.type_name(),
-        ", not an object"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": invalid K3 config: top level is ",
+                     root.type_name(), ", not an object"));
   }
   ConfigFieldReader r(root);
   RangeChecker check(&r);
   K3Config c;
-  auto i = [&](const char* name) { return r.RequiredInt(General(name, {name})); };
+  auto i = [&](const char* name) {
+    return r.RequiredInt(General(name, {name}));
+  };
   auto f = [&](const char* name) {
     return r.RequiredFloat(General(name, {name}));
   };
@@ -217,8 +218,8 @@ absl::StatusOr<K3Config> ParseK3Config(absl::string_view json_text,
   auto eps = f("rms_norm_eps");
   auto kda_heads = r.RequiredInt(KdaShape("kda_num_heads", "num_heads"));
   auto kda_dim = r.RequiredInt(KdaShape("kda_head_dim", "head_dim"));
-  auto conv = r.RequiredInt(
-      Kda("short_conv_kernel_size", {"short_conv_kernel_size"}));
+  auto conv =
+      r.RequiredInt(Kda("short_conv_kernel_size", {"short_conv_kernel_size"}));
   auto gmin = r.RequiredFloat(Kda("gate_lower_bound", {"gate_lower_bound"}));
   auto mla_layers =
       r.RequiredIntList(Kda("full_attn_layers", {"full_attn_layers"}));

@@ -59,8 +59,7 @@ ConfigFieldReader::ConfigFieldReader(const json& root) : root_(root) {
   }
   // The released layout nests linear_attn_config in text_config; a flat
   // file may carry it at the root, so look where text_config would be.
-  if (auto it = tc_parent->find("linear_attn_config");
-      it != tc_parent->end()) {
+  if (auto it = tc_parent->find("linear_attn_config"); it != tc_parent->end()) {
     if (it->is_object()) {
       linear_attn_ = &*it;
     } else {

@@ -141,9 +141,9 @@ TEST(K3ConfigTest, CfgFixturesAreRefused) {
     auto c = LoadK3Config(path);
     ASSERT_FALSE(c.ok()) << path;
     EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(c.status().message(),
-                AllOf(HasSubstr(path), HasSubstr(rc.field),
-                      HasSubstr(rc.detail)));
+    EXPECT_THAT(
+        c.status().message(),
+        AllOf(HasSubstr(path), HasSubstr(rc.field), HasSubstr(rc.detail)));
   }
 }
 
@@ -202,9 +202,9 @@ TEST(K3ConfigTest, LayerListProblems) {
 
 TEST(K3ConfigTest, RangeChecksOnCoreSizes) {
   json base = LoadJson(kK3 + "ckpt_A/config.json");
-  for (const char* key : {"hidden_size", "num_hidden_layers", "vocab_size",
-                          "kda_num_heads", "num_experts", "q_lora_rank",
-                          "v_head_dim", "moe_intermediate_size"}) {
+  for (const char* key :
+       {"hidden_size", "num_hidden_layers", "vocab_size", "kda_num_heads",
+        "num_experts", "q_lora_rank", "v_head_dim", "moe_intermediate_size"}) {
     json j = base;
     j[key] = 0;
     auto c = Parse(j);
@@ -274,11 +274,11 @@ TEST(K3ConfigTest, NestedProblemsNameTheNestedPath) {
   j["text_config"]["linear_attn_config"]["kda_layers"] = {1, 2};
   auto c = Parse(j);
   ASSERT_FALSE(c.ok());
-  EXPECT_THAT(c.status().message(),
-              AllOf(HasSubstr("kda_num_heads: missing"),
-                    HasSubstr("text_config.linear_attn_config.num_heads"),
-                    HasSubstr("text_config.num_experts"),
-                    HasSubstr("kda_layers")));
+  EXPECT_THAT(
+      c.status().message(),
+      AllOf(HasSubstr("kda_num_heads: missing"),
+            HasSubstr("text_config.linear_attn_config.num_heads"),
+            HasSubstr("text_config.num_experts"), HasSubstr("kda_layers")));
   j = LoadJson(kK3 + "ckpt_A/config.nested.json");
   j["text_config"]["linear_attn_config"] = 3;
   EXPECT_THAT(Parse(j).status().message(), HasSubstr("linear_attn_config"));

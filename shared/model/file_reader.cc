@@ -63,8 +63,8 @@ ReadOnlyFile::~ReadOnlyFile() {
 absl::Status ReadOnlyFile::ReadAt(uint64_t offset, void* dst, size_t n,
                                   absl::string_view what) const {
   auto context = [&] {
-    return absl::StrCat(path_, ": reading ", what.empty() ? "data" : what,
-                        " (", n, " bytes at offset ", offset, ")");
+    return absl::StrCat(path_, ": reading ", what.empty() ? "data" : what, " (",
+                        n, " bytes at offset ", offset, ")");
   };
   if (fd_ < 0) {
     return absl::FailedPreconditionError(
@@ -81,8 +81,8 @@ absl::Status ReadOnlyFile::ReadAt(uint64_t offset, void* dst, size_t n,
   size_t done = 0;
   while (done < n) {
     size_t want = std::min(n - done, kMaxChunk);
-    ssize_t got = ::pread(fd_, out + done, want,
-                          static_cast<off_t>(offset + done));
+    ssize_t got =
+        ::pread(fd_, out + done, want, static_cast<off_t>(offset + done));
     if (got < 0) {
       if (errno == EINTR) continue;
       return ErrnoError(errno, context());

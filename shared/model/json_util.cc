@@ -55,8 +55,8 @@ absl::StatusOr<json> ParseJson(absl::string_view text,
                             /*allow_exceptions=*/false);
   if (!parsed.is_discarded()) return parsed;
   ErrorRecorder recorder;
-  json::sax_parse(begin, end, &recorder,
-                  json::input_format_t::json, /*strict=*/true);
+  json::sax_parse(begin, end, &recorder, json::input_format_t::json,
+                  /*strict=*/true);
   std::string reason = recorder.message().empty() ? std::string("parse error")
                                                   : recorder.message();
   return absl::InvalidArgumentError(
@@ -64,8 +64,7 @@ absl::StatusOr<json> ParseJson(absl::string_view text,
 }
 
 std::string DescribeJson(const json& value) {
-  std::string text =
-      value.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   constexpr size_t kMax = 60;
   if (text.size() > kMax) text = text.substr(0, kMax) + "...";
   return text;

@@ -58,9 +58,9 @@ absl::StatusOr<std::vector<std::string>> SafetensorsCheckpoint::AddShard(
   for (TensorInfo& info : infos) {
     auto [it, inserted] = tensors_.try_emplace(info.name, info);
     if (!inserted) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", info.name, "' appears in both ", it->second.file,
-          " and ", path));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", info.name, "' appears in both ",
+                       it->second.file, " and ", path));
     }
     names.push_back(info.name);
   }
@@ -98,10 +98,13 @@ absl::Status SafetensorsCheckpoint::LoadIndex(const std::string& dir,
     const std::string path = JoinPath(dir, shard);
     std::error_code ec;
     if (!fs::exists(path, ec)) {
+      const std::string more =
+          expected.size() > 1
+              ? absl::StrCat(" and ", expected.size() - 1, " more")
+              : std::string();
       return absl::NotFoundError(absl::StrCat(
           index, " names shard ", shard, " (for tensor '", expected.front(),
-          "' and ", expected.size() - 1, " more), but ", path,
-          " does not exist"));
+          "'", more, "), but ", path, " does not exist"));
     }
     FLOTILLA_ASSIGN_OR_RETURN(std::vector<std::string> names, AddShard(path));
     std::set<std::string> present(names.begin(), names.end());

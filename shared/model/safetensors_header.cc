@@ -80,8 +80,8 @@ class EntryParser {
       if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
           __builtin_mul_overflow(numel, dim, &numel) ||
           numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Bad(name,
-                   absl::StrCat("shape ", DescribeJson(*shape_it), " overflows"));
+        return Bad(name, absl::StrCat("shape ", DescribeJson(*shape_it),
+                                      " overflows"));
       }
       info.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -100,19 +100,17 @@ class EntryParser {
                                     ") ends before it begins"));
     }
     if (end - begin != nbytes) {
-      return Bad(name, absl::StrCat("data_offsets [", begin, ", ", end,
-                                    ") span ", end - begin, " bytes but ",
-                                    dtype, " shape [",
-                                    absl::StrJoin(info.shape, ","),
-                                    "] needs ", nbytes));
+      return Bad(name, absl::StrCat(
+                           "data_offsets [", begin, ", ", end, ") span ",
+                           end - begin, " bytes but ", dtype, " shape [",
+                           absl::StrJoin(info.shape, ","), "] needs ", nbytes));
     }
     const uint64_t data_size = file_.size() - data_start_;
     if (end > data_size) {
-      return Bad(name, absl::StrCat(
-                           "data_offsets [", begin, ", ", end,
-                           ") run past the end of the data (", data_size,
-                           " bytes; file is ", file_.size(),
-                           " bytes): truncated file?"));
+      return Bad(name, absl::StrCat("data_offsets [", begin, ", ", end,
+                                    ") run past the end of the data (",
+                                    data_size, " bytes; file is ", file_.size(),
+                                    " bytes): truncated file?"));
     }
     info.offset = data_start_ + begin;
     info.nbytes = nbytes;
@@ -148,9 +146,9 @@ absl::StatusOr<std::vector<TensorInfo>> ReadSafetensorsHeader(
                      file.size(), " bytes): not safetensors, or truncated"));
   }
   if (n > kMaxHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": header length ", n, " exceeds the ", kMaxHeaderBytes,
-        "-byte limit"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": header length ", n, " exceeds the ",
+                     kMaxHeaderBytes, "-byte limit"));
   }
   std::string text(n, '\0');
   FLOTILLA_RETURN_IF_ERROR(file.ReadAt(8, text.data(), n, "header"));

@@ -113,11 +113,11 @@ TEST_F(StFixtureTest, F16WidensExactly) {
   EXPECT_EQ(Bits((*v)[0]), 0x7F800000u);  // +inf
   EXPECT_EQ(Bits((*v)[1]), 0xFF800000u);  // -inf
   EXPECT_TRUE(std::isnan((*v)[2]));
-  EXPECT_EQ(Bits((*v)[3]), 0x00000000u);  // +0
-  EXPECT_EQ(Bits((*v)[4]), 0x80000000u);  // -0
-  EXPECT_EQ((*v)[5], std::ldexp(1.0f, -24));          // 0x0001
-  EXPECT_EQ((*v)[6], std::ldexp(1023.0f, -24));       // 0x03FF
-  EXPECT_EQ((*v)[7], std::ldexp(1.0f, -14));          // 0x0400
+  EXPECT_EQ(Bits((*v)[3]), 0x00000000u);         // +0
+  EXPECT_EQ(Bits((*v)[4]), 0x80000000u);         // -0
+  EXPECT_EQ((*v)[5], std::ldexp(1.0f, -24));     // 0x0001
+  EXPECT_EQ((*v)[6], std::ldexp(1023.0f, -24));  // 0x03FF
+  EXPECT_EQ((*v)[7], std::ldexp(1.0f, -14));     // 0x0400
   std::vector<uint8_t> raw = Raw(*ckpt_, "tricky.f16.1d");
   for (size_t i = 0; i < 64; ++i) {
     uint16_t h = static_cast<uint16_t>(raw[2 * i] | (raw[2 * i + 1] << 8));
@@ -227,9 +227,8 @@ TEST(SafetensorsTest, TinyCheckpointsOpenThroughIndex) {
     auto cfg = LoadK3Config(dir + "/config.json");
     ASSERT_TRUE(cfg.ok()) << cfg.status();
     const int64_t e = cfg->hidden_size;
-    auto emb =
-        (*ckpt)->ReadF32("language_model.model.embed_tokens.weight",
-                         int64_t{cfg->vocab_size} * e);
+    auto emb = (*ckpt)->ReadF32("language_model.model.embed_tokens.weight",
+                                int64_t{cfg->vocab_size} * e);
     ASSERT_TRUE(emb.ok()) << emb.status();
     auto norm = (*ckpt)->ReadF32("language_model.model.norm.weight", e);
     ASSERT_TRUE(norm.ok()) << norm.status();

@@ -52,10 +52,10 @@ absl::StatusOr<std::vector<float>> TensorSource::ReadF32(
   }
   const int64_t numel = info->numel();
   if (expected_numel >= 0 && numel != expected_numel) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor '", name, "' in ", info->file, " has ", numel,
-        " elements (shape [", absl::StrJoin(info->shape, ","), "]), expected ",
-        expected_numel));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", name, "' in ", info->file, " has ", numel,
+                     " elements (shape [", absl::StrJoin(info->shape, ","),
+                     "]), expected ", expected_numel));
   }
   if (info->dtype == DType::kU8) {
     return absl::InvalidArgumentError(
@@ -64,9 +64,9 @@ absl::StatusOr<std::vector<float>> TensorSource::ReadF32(
   }
   const uint64_t want = static_cast<uint64_t>(numel) * DTypeSize(info->dtype);
   if (info->nbytes != want) {
-    return absl::DataLossError(absl::StrCat(
-        "tensor '", name, "' in ", info->file, ": ", info->nbytes,
-        " bytes for ", numel, " x ", DTypeName(info->dtype)));
+    return absl::DataLossError(
+        absl::StrCat("tensor '", name, "' in ", info->file, ": ", info->nbytes,
+                     " bytes for ", numel, " x ", DTypeName(info->dtype)));
   }
   std::vector<float> out(static_cast<size_t>(numel));
   if (numel == 0) return out;
@@ -82,8 +82,8 @@ absl::StatusOr<std::vector<float>> TensorSource::ReadF32(
   for (size_t i = out.size(); i-- > 0;) {
     // Little-endian on disk; assemble explicitly (memcpy of a uint16_t
     // would be host order) and before the store below clobbers it.
-    const uint16_t h = static_cast<uint16_t>(bytes[2 * i] |
-                                             (bytes[2 * i + 1] << 8));
+    const uint16_t h =
+        static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8));
     out[i] = is_bf16 ? Bf16ToF32(h) : F16ToF32(h);
   }
   return out;

@@ -1,0 +1,88 @@
+#include "coordinator/generate.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "shared/base/status_macros.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       start)
+      .count();
+}
+
+}  // namespace
+
+absl::StatusOr<GenerateResult> Generate(K3Model& model,
+                                        const std::vector<int32_t>& prompt,
+                                        const GenerateOptions& options,
+                                        const TokenCallback& on_token) {
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError("the prompt has no tokens");
+  }
+  if (options.max_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
+  }
+  FLOTILLA_RETURN_IF_ERROR(ValidateSamplerOptions(options.sampler));
+  const int vocab = model.config().vocab_size;
+  GenerateResult result;
+  result.finish_reason = "length";
+  Sampler sampler(options.sampler);
+  SequenceState state = model.NewSequence();
+  std::vector<float> logits;
+
+  auto start = std::chrono::steady_clock::now();
+  FLOTILLA_RETURN_IF_ERROR(model.Forward(&state, prompt, false, &logits));
+  result.prefill_seconds = SecondsSince(start);
+
+  start = std::chrono::steady_clock::now();
+  for (int step = 0; step < options.max_tokens; ++step) {
+    if (step > 0) {
+      FLOTILLA_RETURN_IF_ERROR(model.Forward(
+          &state, {result.generated_ids.back()}, false, &logits));
+    }
+    const int32_t id = sampler.Sample(logits.data(), vocab);
+    result.generated_ids.push_back(id);
+    if (options.keep_logits) {
+      result.logits.insert(result.logits.end(), logits.begin(),
+                           logits.begin() + vocab);
+    }
+    const bool stop = std::find(options.stop_ids.begin(),
+                                options.stop_ids.end(),
+                                id) != options.stop_ids.end();
+    if (on_token && !on_token(id)) break;
+    if (stop) {
+      result.finish_reason = "stop";
+      break;
+    }
+  }
+  result.decode_seconds = SecondsSince(start);
+  result.state_bytes = state.bytes();
+  return result;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text) {
+  std::vector<int32_t> ids;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    int64_t id = 0;
+    if (!absl::SimpleAtoi(item, &id) || id < 0 || id > INT32_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad token id '", item, "' in '", text,
+                       "' (expected non-negative integers separated by "
+                       "commas)"));
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+}  // namespace flotilla::coordinator

@@ -1,0 +1,49 @@
+// Text generation over a K3Model: one batched prefill of the whole prompt,
+// then incremental decode carrying the sequence state, with greedy or seeded
+// sampling and stop tokens.
+#ifndef FLOTILLA_COORDINATOR_GENERATE_H_
+#define FLOTILLA_COORDINATOR_GENERATE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/model.h"
+#include "coordinator/sampler.h"
+
+namespace flotilla::coordinator {
+
+struct GenerateOptions {
+  int max_tokens = 16;               // >= 0 new tokens at most
+  SamplerOptions sampler;            // temperature 0 = greedy
+  std::vector<int32_t> stop_ids;     // generation ends after one of these
+  bool keep_logits = false;          // fill GenerateResult::logits
+};
+
+struct GenerateResult {
+  std::vector<int32_t> generated_ids;
+  // [generated_ids.size()][vocab]: row s holds the logits that chose token s.
+  std::vector<float> logits;
+  std::string finish_reason;  // "length" or "stop"
+  double prefill_seconds = 0;
+  double decode_seconds = 0;  // all decode steps together
+  size_t state_bytes = 0;     // KDA state + MLA cache at the end
+};
+
+// Called after each new token; return false to stop early.
+using TokenCallback = std::function<bool(int32_t id)>;
+
+absl::StatusOr<GenerateResult> Generate(K3Model& model,
+                                        const std::vector<int32_t>& prompt,
+                                        const GenerateOptions& options,
+                                        const TokenCallback& on_token);
+
+// Parses "1,2,3" (spaces allowed) into ids; InvalidArgument naming the bad
+// item.
+absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text);
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_GENERATE_H_

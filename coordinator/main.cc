@@ -1,0 +1,270 @@
+// flotilla-coordinator: runs Kimi K3 models. Subcommands:
+//   generate  prefill a prompt and decode new tokens (greedy or sampled).
+//
+// Exit codes: 0 success (and --help), 1 runtime failure (bad model files, a
+// failed forward pass), 2 bad command line.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <algorithm>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/generate.h"
+#include "coordinator/model.h"
+#include "nlohmann/json.hpp"
+#include "shared/kernels/kernels.h"
+#include "shared/tokenizer/tokenizer.h"
+
+ABSL_FLAG(std::string, model, "", "model folder (config.json, *.safetensors)");
+ABSL_FLAG(std::string, config, "",
+          "config file to use instead of <model>/config.json");
+ABSL_FLAG(std::string, prompt, "", "prompt text (needs a tokenizer)");
+ABSL_FLAG(std::string, prompt_file, "", "file holding the prompt text");
+ABSL_FLAG(std::string, ids, "", "prompt as token ids, e.g. 3,7,11");
+ABSL_FLAG(int32_t, max_tokens, 16, "new tokens to generate at most");
+ABSL_FLAG(double, temperature, 0.0, "0 = greedy; > 0 samples");
+ABSL_FLAG(int32_t, top_k, 0, "sample among the k most likely (0 = all)");
+ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass in (0, 1]");
+ABSL_FLAG(uint64_t, seed, 0, "random seed for sampling");
+ABSL_FLAG(int32_t, threads, 0, "compute threads (0 = all hardware threads)");
+ABSL_FLAG(std::string, stop_ids, "",
+          "extra stop token ids, comma separated (the tokenizer's "
+          "<|end_of_msg|> always stops)");
+ABSL_FLAG(std::string, dump_logits, "",
+          "write little-endian float32 [steps][vocab]; row s holds the "
+          "logits that chose generated token s");
+ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
+
+namespace {
+
+using flotilla::coordinator::GenerateOptions;
+using flotilla::coordinator::GenerateResult;
+using flotilla::coordinator::K3Model;
+
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+
+constexpr char kUsage[] =
+    "usage: flotilla-coordinator generate --model DIR\n"
+    "           (--prompt TEXT | --prompt-file F | --ids 1,2,3)\n"
+    "           [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+    "           [--seed S] [--threads N] [--stop-ids IDS] [--config FILE]\n"
+    "           [--dump-logits FILE] [--json]\n\n"
+    "Runs a Kimi K3 checkpoint (Hugging Face layout) on this machine.\n"
+    "--json prints {prompt_ids, generated_ids, text (with a tokenizer),\n"
+    "finish_reason, timings, memory}.\n";
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "flotilla-coordinator: %s\n", message.c_str());
+  return code;
+}
+
+bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+absl::Status WriteLogits(const std::string& path, const GenerateResult& r) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  // x86-64 is little-endian, so the floats are written as they are.
+  out.write(reinterpret_cast<const char*>(r.logits.data()),
+            static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
+  if (!out) return absl::DataLossError(absl::StrCat("short write to ", path));
+  return absl::OkStatus();
+}
+
+int RunGenerate() {
+  using Clock = std::chrono::steady_clock;
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) return Fail(kExitUsage, "--model is required");
+  const int sources = !absl::GetFlag(FLAGS_prompt).empty() +
+                      !absl::GetFlag(FLAGS_prompt_file).empty() +
+                      !absl::GetFlag(FLAGS_ids).empty();
+  if (sources != 1) {
+    return Fail(kExitUsage,
+                "give exactly one of --prompt, --prompt-file or --ids");
+  }
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 0 || threads > 1024) {
+    return Fail(kExitUsage, absl::StrCat("--threads must be in 0..1024, got ",
+                                         threads));
+  }
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (absl::GetFlag(FLAGS_max_tokens) < 0) {
+    return Fail(kExitUsage, "--max-tokens must be >= 0");
+  }
+  GenerateOptions options;
+  options.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  options.sampler.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  options.sampler.top_k = absl::GetFlag(FLAGS_top_k);
+  options.sampler.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  options.sampler.seed = absl::GetFlag(FLAGS_seed);
+  if (absl::Status s = ValidateSamplerOptions(options.sampler); !s.ok()) {
+    return Fail(kExitUsage, std::string(s.message()));
+  }
+  if (!absl::GetFlag(FLAGS_stop_ids).empty()) {
+    auto stops = flotilla::coordinator::ParseIdList(absl::GetFlag(FLAGS_stop_ids));
+    if (!stops.ok()) return Fail(kExitUsage, absl::StrCat("--stop-ids: ", stops.status().message()));
+    options.stop_ids = *stops;
+  }
+  options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
+
+  const auto load_start = Clock::now();
+  std::unique_ptr<flotilla::tokenizer::Tokenizer> tokenizer;
+  if (FileExists(dir + "/tiktoken.model")) {
+    auto tok = flotilla::tokenizer::Tokenizer::LoadKimi(dir);
+    if (!tok.ok()) return Fail(kExitRuntime, tok.status().ToString());
+    tokenizer = std::move(*tok);
+    const int32_t end = tokenizer->AddedTokenId("<|end_of_msg|>");
+    if (end >= 0) options.stop_ids.push_back(end);
+  }
+  flotilla::coordinator::ModelOptions model_options;
+  model_options.threads = threads;
+  auto model = K3Model::OpenDir(dir, absl::GetFlag(FLAGS_config), model_options);
+  if (!model.ok()) return Fail(kExitRuntime, model.status().ToString());
+  const double load_seconds =
+      std::chrono::duration<double>(Clock::now() - load_start).count();
+
+  std::vector<int32_t> prompt;
+  if (!absl::GetFlag(FLAGS_ids).empty()) {
+    auto ids = flotilla::coordinator::ParseIdList(absl::GetFlag(FLAGS_ids));
+    if (!ids.ok()) return Fail(kExitUsage, absl::StrCat("--ids: ", ids.status().message()));
+    prompt = *ids;
+  } else {
+    std::string text = absl::GetFlag(FLAGS_prompt);
+    if (!absl::GetFlag(FLAGS_prompt_file).empty()) {
+      auto file = ReadFile(absl::GetFlag(FLAGS_prompt_file));
+      if (!file.ok()) return Fail(kExitUsage, absl::StrCat("--prompt-file: ", file.status().message()));
+      text = *file;
+    }
+    if (tokenizer == nullptr) {
+      return Fail(kExitUsage,
+                  absl::StrCat("model ", dir,
+                               " has no tokenizer (tiktoken.model); pass the "
+                               "prompt as --ids"));
+    }
+    prompt = tokenizer->Encode(text);
+  }
+
+  const bool json = absl::GetFlag(FLAGS_json);
+  auto on_token = [&](int32_t id) {
+    if (json) return true;
+    if (tokenizer != nullptr) {
+      auto piece = tokenizer->Decode({id});
+      if (piece.ok()) std::fwrite(piece->data(), 1, piece->size(), stdout);
+    } else {
+      std::printf("%d ", id);
+    }
+    std::fflush(stdout);
+    return true;
+  };
+  auto result = Generate(**model, prompt, options, on_token);
+  if (!result.ok()) return Fail(kExitRuntime, result.status().ToString());
+  if (options.keep_logits) {
+    if (absl::Status s = WriteLogits(absl::GetFlag(FLAGS_dump_logits), *result); !s.ok()) {
+      return Fail(kExitRuntime, s.ToString());
+    }
+  }
+  const size_t n_gen = result->generated_ids.size();
+  const double decode_steps = n_gen > 1 ? n_gen - 1 : 0;
+  if (json) {
+    nlohmann::json out;
+    out["model"] = dir;
+    out["prompt_ids"] = prompt;
+    out["generated_ids"] = result->generated_ids;
+    if (tokenizer != nullptr) {
+      auto text = tokenizer->Decode(result->generated_ids);
+      if (!text.ok()) return Fail(kExitRuntime, text.status().ToString());
+      out["text"] = *text;
+    }
+    out["finish_reason"] = result->finish_reason;
+    out["threads"] = threads;
+    out["simd"] = flotilla::kernels::SimdLevelName(flotilla::kernels::ActiveSimdLevel());
+    out["timings"] = {
+        {"load_s", load_seconds},
+        {"prefill_s", result->prefill_seconds},
+        {"decode_s", result->decode_seconds},
+        {"prefill_tokens_per_s", result->prefill_seconds > 0 ? prompt.size() / result->prefill_seconds : 0.0},
+        {"decode_tokens_per_s", result->decode_seconds > 0 && decode_steps > 0 ? decode_steps / result->decode_seconds : 0.0}};
+    out["memory"] = {{"trunk_bytes", (*model)->trunk_bytes()},
+                     {"sequence_state_bytes", result->state_bytes}};
+    // Generated bytes may be invalid UTF-8 (a token can end mid-character):
+    // such bytes become U+FFFD in the JSON text.
+    std::printf("%s\n",
+                out.dump(-1, ' ', false,
+                         nlohmann::json::error_handler_t::replace)
+                    .c_str());
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "[flotilla] prompt %zu tokens, generated %zu (%s); load %.3f s, "
+                 "prefill %.3f s, decode %.3f s\n",
+                 prompt.size(), n_gen, result->finish_reason.c_str(),
+                 load_seconds, result->prefill_seconds, result->decode_seconds);
+  }
+  return 0;
+}
+
+bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help") ||
+        !std::strcmp(argv[i], "help")) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  if (argc < 2 || WantsHelp(argc, argv)) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? kExitUsage : 0;
+  }
+  const std::string command = argv[1];
+  if (command != "generate") {
+    return Fail(kExitUsage, absl::StrCat("unknown command '", command,
+                                         "' (expected: generate)"));
+  }
+  // The documented flags use dashes (--max-tokens); absl names use
+  // underscores. Translate flag names, never values.
+  std::vector<std::string> args;
+  args.push_back(argv[0]);
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) == 0) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      for (size_t j = 2; j < end; ++j) {
+        if (arg[j] == '-') arg[j] = '_';
+      }
+    }
+    args.push_back(std::move(arg));
+  }
+  std::vector<char*> new_argv;
+  for (std::string& a : args) new_argv.push_back(a.data());
+  new_argv.push_back(nullptr);
+  // absl parses everything after the subcommand; an unknown flag is fatal
+  // there with a message naming it.
+  absl::ParseCommandLine(static_cast<int>(args.size()), new_argv.data());
+  return RunGenerate();
+}

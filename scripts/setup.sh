@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs everything Flotilla needs to build and test on Debian 12
+# (bookworm). Idempotent: when every package is already installed it only
+# checks (no apt-get update, no root needed), so build and test scripts can
+# call it every time. Runs as root, or through sudo when available.
+set -euo pipefail
+
+# Keep in sync with the find_package/pkg_check_modules calls in
+# CMakeLists.txt. Some are not obvious: protobuf-compiler-grpc must be present
+# for find_package(gRPC CONFIG) to succeed (its config names the plugin), and
+# grpc-proto ships the health/reflection .proto files. python3, python3-regex
+# and openssl serve tools and tests; clang-format keeps the style.
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkgconf
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  grpc-proto libabsl-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  liburing-dev libhwy-dev libpcre2-dev nlohmann-json3-dev libxxhash-dev
+  libcpp-httplib-dev
+  python3 python3-regex openssl clang-format
+)
+
+# One dpkg-query for all packages (one per package takes seconds). Unknown
+# packages are simply absent from its output; "install ok installed" is the
+# only state in which a package's files are really present.
+declare -A installed=()
+while IFS=$'\t' read -r pkg status; do
+  if [[ "${status}" == "install ok installed" ]]; then
+    installed["${pkg}"]=1
+  fi
+done < <(dpkg-query -W -f='${Package}\t${Status}\n' "${PACKAGES[@]}" \
+           2>/dev/null || true)
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if [[ -z "${installed[${pkg}]:-}" ]]; then
+    missing+=("${pkg}")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+echo "setup: installing ${#missing[@]} missing package(s): ${missing[*]}"
+if [[ "$(id -u)" -eq 0 ]]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  echo "setup: not root and sudo is not available; install as root:" >&2
+  echo "  apt-get install -y --no-install-recommends ${missing[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# env passes DEBIAN_FRONTEND through sudo, which resets the environment.
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+# Install the whole list, not only the missing part: apt skips what is
+# present, and this keeps versions consistent if the mirror moved on.
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${PACKAGES[@]}"
+echo "setup: done"

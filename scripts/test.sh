@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Sets up dependencies, builds, and runs every test with ctest. Exits
+# non-zero if anything fails (including finding no tests at all).
+#
+#   scripts/test.sh [--sanitize] [extra cmake args...]
+#
+# Environment:
+#   FLOTILLA_SANITIZE=1  (or --sanitize) build with ASan+UBSan into
+#                        build-asan (RelWithDebInfo) and test there
+#   FLOTILLA_BUILD_DIR   build folder (default: build, or build-asan)
+#   FLOTILLA_SKIP_SETUP  1 = do not run scripts/setup.sh
+#   FLOTILLA_CTEST_JOBS  parallel tests (default: 2)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+
+SANITIZE="${FLOTILLA_SANITIZE:-0}"
+CMAKE_ARGS=()
+for arg in "$@"; do
+  if [[ "${arg}" == "--sanitize" ]]; then
+    SANITIZE=1
+  else
+    CMAKE_ARGS+=("${arg}")
+  fi
+done
+
+if [[ "${SANITIZE}" == "1" ]]; then
+  # A separate folder, so switching between the two never forces a full
+  # rebuild of the other.
+  export FLOTILLA_BUILD_DIR="${FLOTILLA_BUILD_DIR:-build-asan}"
+  export FLOTILLA_BUILD_TYPE=RelWithDebInfo
+  CMAKE_ARGS+=(-DFLOTILLA_SANITIZE=ON)
+  # Stop at the first report with a backtrace; callers may override.
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+else
+  export FLOTILLA_BUILD_DIR="${FLOTILLA_BUILD_DIR:-build}"
+  # A sanitizer-configured cache in the plain folder would silently keep
+  # building sanitized; make the choice explicit every time.
+  CMAKE_ARGS=(-DFLOTILLA_SANITIZE=OFF "${CMAKE_ARGS[@]}")
+fi
+
+"${ROOT}/scripts/build.sh" "${CMAKE_ARGS[@]}"
+
+ctest --test-dir "${FLOTILLA_BUILD_DIR}" --output-on-failure --no-tests=error \
+  -j"${FLOTILLA_CTEST_JOBS:-2}"

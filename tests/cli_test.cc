@@ -1,0 +1,239 @@
+// End-to-end checks of build/bin/flotilla-coordinator as a user runs it:
+// the generate contract (--json, --dump-logits) on ckpt_A, and bad input
+// (damaged checkpoints, bad flags) giving a clear error, a non-zero exit and
+// never a crash.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <cstring>
+#include <functional>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testutil/fixture.h"
+
+namespace flotilla {
+namespace {
+
+namespace fs = std::filesystem;
+using testutil::DataPath;
+
+struct RunResult {
+  bool exited = false;  // false: killed by a signal (a crash)
+  int code = -1;
+  std::string out, err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_ = fs::temp_directory_path() /
+           ("flotilla_cli_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(tmp_);
+    fs::create_directories(tmp_);
+  }
+  void TearDown() override { fs::remove_all(tmp_); }
+
+  RunResult Run(const std::string& args) {
+    const std::string out = (tmp_ / "stdout").string();
+    const std::string err = (tmp_ / "stderr").string();
+    const std::string cmd = std::string(FLOTILLA_BIN_DIR) +
+                            "/flotilla-coordinator " + args + " >" + out +
+                            " 2>" + err + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    // std::system runs through sh, which reports a child's death by signal
+    // as exit status 128 + signal.
+    r.exited = WIFEXITED(status) && WEXITSTATUS(status) < 128;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    return r;
+  }
+
+  // A private copy of ckpt_A whose shard the test may damage.
+  std::string CopyCheckpoint() {
+    const fs::path dir = tmp_ / "ckpt";
+    fs::create_directories(dir);
+    for (const char* f : {"config.json", "model.safetensors",
+                          "model.safetensors.index.json"}) {
+      fs::copy_file(DataPath(std::string("k3/ckpt_A/") + f), dir / f);
+    }
+    return dir.string();
+  }
+
+  // Rewrites the shard's JSON header with `edit` applied, keeping the data.
+  void EditHeader(const std::string& dir,
+                  const std::function<void(nlohmann::json&)>& edit) {
+    const std::string path = dir + "/model.safetensors";
+    std::string bytes = Slurp(path);
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+    edit(header);
+    const std::string text = header.dump();
+    const uint64_t new_n = text.size();
+    std::string out(8, '\0');
+    std::memcpy(out.data(), &new_n, 8);
+    out += text;
+    out += bytes.substr(8 + n);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << out;
+  }
+
+  void ExpectCleanFailure(const RunResult& r,
+                          const std::vector<std::string>& needles) {
+    EXPECT_TRUE(r.exited) << "crashed; stderr: " << r.err;
+    EXPECT_NE(r.code, 0) << r.out;
+    for (const std::string& needle : needles) {
+      EXPECT_NE(r.err.find(needle), std::string::npos)
+          << "stderr lacks '" << needle << "': " << r.err;
+    }
+  }
+
+  fs::path tmp_;
+};
+
+constexpr char kTensor[] =
+    "language_model.model.layers.1.self_attn.q_proj.weight";
+
+TEST_F(CliTest, GenerateJsonAndLogitsMatchReference) {
+  const nlohmann::json ref =
+      testutil::LoadJson(DataPath("k3/ckpt_A/ref/ref.json"));
+  const std::string logits_path = (tmp_ / "logits.f32").string();
+  const RunResult r =
+      Run("generate --model " + DataPath("k3/ckpt_A") +
+          " --ids 3,7,11,5,9 --max-tokens 16 --threads 2 --json"
+          " --dump-logits " + logits_path);
+  ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(out.is_discarded()) << r.out;
+  EXPECT_EQ(out["prompt_ids"], ref["prompt_ids"]);
+  EXPECT_EQ(out["generated_ids"], ref["generated_ids"]);
+  EXPECT_TRUE(out["timings"].contains("prefill_s"));
+  EXPECT_TRUE(out["timings"].contains("decode_s"));
+  const std::vector<float> got = testutil::ReadF32File(logits_path);
+  const std::vector<float> want =
+      testutil::ReadF32File(DataPath("k3/ckpt_A/ref/step_logits.f32"));
+  ASSERT_EQ(got.size(), want.size());
+  const int vocab = 256;
+  const auto ids = ref["generated_ids"].get<std::vector<int32_t>>();
+  for (size_t s = 0; s < ids.size(); ++s) {
+    EXPECT_EQ(testutil::ArgMax(&got[s * vocab], vocab), ids[s]) << "row " << s;
+  }
+  EXPECT_LE(testutil::MaxRelativeError(got.data(), want.data(), got.size()),
+            1.2e-7 * std::sqrt(128.0) * 50);
+}
+
+TEST_F(CliTest, SeededSamplingIsReproducible) {
+  const std::string args = "generate --model " + DataPath("k3/ckpt_A") +
+                           " --ids 3,7,11 --max-tokens 8 --temperature 0.8"
+                           " --top-k 50 --top-p 0.9 --seed 7 --json";
+  const RunResult a = Run(args), b = Run(args);
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["generated_ids"],
+            nlohmann::json::parse(b.out)["generated_ids"]);
+}
+
+TEST_F(CliTest, TruncatedShard) {
+  const std::string dir = CopyCheckpoint();
+  fs::resize_file(dir + "/model.safetensors",
+                  fs::file_size(dir + "/model.safetensors") - 1000);
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
+                     {"model.safetensors"});
+}
+
+TEST_F(CliTest, HeaderOffsetsPastEndOfFile) {
+  const std::string dir = CopyCheckpoint();
+  EditHeader(dir, [](nlohmann::json& h) {
+    auto& off = h[kTensor]["data_offsets"];
+    const uint64_t len = off[1].get<uint64_t>() - off[0].get<uint64_t>();
+    off[0] = 1ull << 40;
+    off[1] = (1ull << 40) + len;
+  });
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
+                     {"model.safetensors", kTensor});
+}
+
+TEST_F(CliTest, WrongShape) {
+  const std::string dir = CopyCheckpoint();
+  EditHeader(dir, [](nlohmann::json& h) {
+    h[kTensor]["shape"] = {128, 64};  // same bytes, transposed shape
+  });
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
+                     {kTensor, "shape"});
+}
+
+TEST_F(CliTest, WrongDtype) {
+  const std::string dir = CopyCheckpoint();
+  const std::string expert =
+      "language_model.model.layers.2.block_sparse_moe.experts.3.w2.weight_packed";
+  EditHeader(dir, [&](nlohmann::json& h) {
+    // Same byte count, but an expert must be U8.
+    h[expert]["dtype"] = "BF16";
+    auto shape = h[expert]["shape"];
+    h[expert]["shape"] = {shape[0], shape[1].get<int>() / 2};
+  });
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
+                     {expert, "dtype"});
+}
+
+TEST_F(CliTest, MissingTensor) {
+  const std::string dir = CopyCheckpoint();
+  EditHeader(dir, [](nlohmann::json& h) { h.erase(kTensor); });
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"), {kTensor});
+  // The same without the index: the loader itself must notice.
+  fs::remove(dir + "/model.safetensors.index.json");
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"), {kTensor});
+}
+
+TEST_F(CliTest, GarbageConfigJson) {
+  const std::string dir = CopyCheckpoint();
+  std::ofstream(dir + "/config.json", std::ios::trunc) << "{\"hidden_size\": 12";
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
+                     {"config.json"});
+}
+
+TEST_F(CliTest, GarbageShardHeader) {
+  const std::string dir = CopyCheckpoint();
+  std::string bytes = Slurp(dir + "/model.safetensors");
+  bytes[20] = '\x01';
+  bytes[21] = '}';
+  std::ofstream(dir + "/model.safetensors", std::ios::binary | std::ios::trunc)
+      << bytes;
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
+                     {"model.safetensors"});
+}
+
+TEST_F(CliTest, BadFlagsAndIds) {
+  const std::string model = " --model " + DataPath("k3/ckpt_A");
+  ExpectCleanFailure(Run("generate" + model), {"--ids"});
+  ExpectCleanFailure(Run("generate" + model + " --ids 1,x"), {"x"});
+  ExpectCleanFailure(Run("generate" + model + " --ids 1,999"), {"999"});
+  ExpectCleanFailure(Run("generate" + model + " --ids 1 --top-p 2"),
+                     {"top_p"});
+  ExpectCleanFailure(Run("generate" + model + " --prompt hello"),
+                     {"tokenizer"});
+  ExpectCleanFailure(Run("generate --model /nonexistent --ids 1"),
+                     {"/nonexistent"});
+  ExpectCleanFailure(Run("frobnicate"), {"frobnicate"});
+  const RunResult help = Run("--help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--dump-logits"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flotilla
