@@ -74,6 +74,15 @@ size_t MinRowsPerChunk(size_t cols, size_t n_tokens) {
   return std::max<size_t>(8, (size_t{1} << 16) / work_per_row);
 }
 
+// Scratch for x widened to double, shared by the pool's threads for one
+// call. It belongs to the calling thread and only grows, so steady-state
+// decoding touches no fresh pages (first touch is slow on these VMs).
+double* ThreadBuffer(size_t n) {
+  thread_local std::vector<double> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
 }  // namespace
 
 SimdLevel SetSimdLevel(SimdLevel level) {
@@ -104,9 +113,18 @@ void MatMul(const DenseMatrix& w, const float* x, size_t n_tokens, float* y,
             ThreadPool* pool) {
   if (w.rows == 0 || n_tokens == 0) return;
   const internal::KernelTable& k = Table();
+  const double* xd = nullptr;
+  if (w.type == DenseType::kBF16 && k.bf16_prep != nullptr) {
+    const size_t stride = internal::Bf16XStride(w.cols);
+    double* buffer = ThreadBuffer(n_tokens * stride);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      k.bf16_prep(x + t * w.cols, w.cols, buffer + t * stride);
+    }
+    xd = buffer;
+  }
   ParallelFor(pool, w.rows, MinRowsPerChunk(w.cols, n_tokens),
               [&](size_t begin, size_t end) {
-                k.dense_rows(w, x, n_tokens, begin, end, y);
+                k.dense_rows(w, x, xd, n_tokens, begin, end, y);
               });
 }
 
@@ -114,18 +132,14 @@ void MatMulMxfp4(const Mxfp4Matrix& w, const float* x, size_t n_tokens,
                  float* y, ThreadPool* pool) {
   if (w.rows == 0 || n_tokens == 0) return;
   const internal::KernelTable& k = Table();
-  // The SIMD levels read x widened and permuted once per call, not once per
-  // row. The buffer belongs to the calling thread and only grows, so steady
-  // state decoding touches no fresh pages (first touch is slow on these VMs).
+  // The SIMD levels read x widened and permuted once per call, not per row.
   const double* xd = nullptr;
   if (&k != &internal::ScalarTable()) {
-    thread_local std::vector<double> buffer;
-    if (buffer.size() < n_tokens * w.cols) buffer.resize(n_tokens * w.cols);
+    double* buffer = ThreadBuffer(n_tokens * w.cols);
     for (size_t t = 0; t < n_tokens; ++t) {
-      internal::Mxfp4PermuteX(x + t * w.cols, w.cols,
-                              buffer.data() + t * w.cols);
+      internal::Mxfp4PermuteX(x + t * w.cols, w.cols, buffer + t * w.cols);
     }
-    xd = buffer.data();
+    xd = buffer;
   }
   ParallelFor(pool, w.rows, MinRowsPerChunk(w.cols / 4, n_tokens),
               [&](size_t begin, size_t end) {

@@ -109,8 +109,8 @@ void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
   }
 }
 
-void DenseRows(const DenseMatrix& w, const float* x, size_t n_tokens,
-               size_t row_begin, size_t row_end, float* y) {
+void DenseRows(const DenseMatrix& w, const float* x, const double* /*xd*/,
+               size_t n_tokens, size_t row_begin, size_t row_end, float* y) {
   if (w.type == DenseType::kBF16) {
     DenseRowsT(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x,
                n_tokens, row_begin, row_end, y);
@@ -197,7 +197,7 @@ void Mxfp4Rows(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
 }  // namespace
 
 const KernelTable& Avx2Table() {
-  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4Rows};
+  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4Rows, nullptr};
   return table;
 }
 

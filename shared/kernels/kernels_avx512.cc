@@ -108,9 +108,12 @@ void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
   }
 }
 
-void DenseRows(const DenseMatrix& w, const float* x, size_t n_tokens,
-               size_t row_begin, size_t row_end, float* y) {
-  if (w.type == DenseType::kBF16) {
+void DenseRows(const DenseMatrix& w, const float* x, const double* xd,
+               size_t n_tokens, size_t row_begin, size_t row_end, float* y) {
+  if (w.type == DenseType::kBF16 && xd != nullptr) {
+    Bf16RowsAvx512(static_cast<const uint16_t*>(w.data), w.rows, w.cols, xd,
+                   n_tokens, row_begin, row_end, y);
+  } else if (w.type == DenseType::kBF16) {
     DenseRowsT(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x,
                n_tokens, row_begin, row_end, y);
   } else {
@@ -128,7 +131,8 @@ double Dot(const float* a, const float* b, size_t n) {
 }  // namespace
 
 const KernelTable& Avx512Table() {
-  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4RowsAvx512};
+  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4RowsAvx512,
+                                    &Bf16PermuteX};
   return table;
 }
 

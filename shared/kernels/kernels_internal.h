@@ -19,11 +19,16 @@ namespace flotilla::kernels::internal {
 // E2M1 nibble -> value (bit 3 is the sign). Index 8 is -0.0.
 extern const float kE2m1Lut[16];
 
-// Computes y[t * y_stride + r] for r in [row_begin, row_end), t < n_tokens,
+// Computes y[t * w.rows + r] for r in [row_begin, row_end), t < n_tokens,
 // with x[t * w.cols + c]. Each element is one Dot16-order dot product.
+// `xd` is x prepared by the table's bf16_prep (bf16 weights only), or null.
 using DenseRowsFn = void (*)(const DenseMatrix& w, const float* x,
-                             size_t n_tokens, size_t row_begin, size_t row_end,
-                             float* y);
+                             const double* xd, size_t n_tokens,
+                             size_t row_begin, size_t row_end, float* y);
+
+// Widens one token's x for a level's bf16 kernel; writes Bf16XStride(cols)
+// doubles.
+using DensePrepFn = void (*)(const float* x, size_t cols, double* xd);
 
 // Same for MXFP4. `x` is the natural [n_tokens][cols] input (used by the
 // scalar reference); `xd` is the same input widened to double and permuted
@@ -39,6 +44,7 @@ struct KernelTable {
   DotFn dot_f32;
   DenseRowsFn dense_rows;
   Mxfp4RowsFn mxfp4_rows;
+  DensePrepFn bf16_prep;  // null: the level's bf16 kernel reads x directly
 };
 
 // Widens x (one token, `cols` floats, cols % 32 == 0) to double in the lane
@@ -52,6 +58,16 @@ void Mxfp4PermuteX(const float* x, size_t cols, double* xd);
 void Mxfp4RowsAvx512(const Mxfp4Matrix& w, const float* x, const double* xd,
                      size_t n_tokens, size_t row_begin, size_t row_end,
                      float* y);
+
+// x for the AVX-512 bf16 kernel (kernels_avx512_bf16.cc explains the
+// layout): per 32 columns, slots 0-7 hold cols 0-3 and 8-11, slots 8-15
+// cols 16-19 and 24-27, 16-23 cols 4-7 and 12-15, 24-31 cols 20-23 and
+// 28-31; the last block is zero-padded to 32 columns.
+inline size_t Bf16XStride(size_t cols) { return (cols + 31) & ~size_t{31}; }
+void Bf16PermuteX(const float* x, size_t cols, double* xd);
+void Bf16RowsAvx512(const uint16_t* data, size_t rows, size_t cols,
+                    const double* xd, size_t n_tokens, size_t row_begin,
+                    size_t row_end, float* y);
 
 // Tables for each level. The SIMD ones are only valid when the CPU supports
 // them; the dispatcher checks that before handing them out.

@@ -58,8 +58,9 @@ void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
   }
 }
 
-void DenseRowsScalar(const DenseMatrix& w, const float* x, size_t n_tokens,
-                     size_t row_begin, size_t row_end, float* y) {
+void DenseRowsScalar(const DenseMatrix& w, const float* x,
+                     const double* /*xd*/, size_t n_tokens, size_t row_begin,
+                     size_t row_end, float* y) {
   if (w.type == DenseType::kBF16) {
     DenseRowsT(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x,
                n_tokens, row_begin, row_end, y);
@@ -129,9 +130,23 @@ void Mxfp4PermuteX(const float* x, size_t cols, double* xd) {
   }
 }
 
+void Bf16PermuteX(const float* x, size_t cols, double* xd) {
+  const size_t padded = Bf16XStride(cols);
+  for (size_t base = 0; base < padded; base += 32) {
+    for (int slot = 0; slot < 32; ++slot) {
+      // Slot groups of 8 start at columns 0, 16, 4, 20; within a group the
+      // first four slots are consecutive columns, the next four are +8.
+      static constexpr int kGroupStart[4] = {0, 16, 4, 20};
+      const int i = slot % 8;
+      const size_t c = base + kGroupStart[slot / 8] + (i < 4 ? i : i + 4);
+      xd[base + slot] = c < cols ? x[c] : 0.0;
+    }
+  }
+}
+
 const KernelTable& ScalarTable() {
   static const KernelTable table = {&DotScalar, &DenseRowsScalar,
-                                    &Mxfp4RowsScalar};
+                                    &Mxfp4RowsScalar, nullptr};
   return table;
 }
 
