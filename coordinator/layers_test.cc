@@ -8,6 +8,7 @@
 #include "coordinator/local_experts.h"
 #include "coordinator/mla.h"
 #include "coordinator/moe.h"
+#include "coordinator/trunk_region.h"
 #include "gtest/gtest.h"
 #include "shared/kernels/kernels.h"
 #include "shared/model/config.h"
@@ -37,14 +38,26 @@ model::K3Config ManifestConfig() {
   return *config;
 }
 
-Matrix F32Matrix(std::vector<float> data, size_t rows, size_t cols) {
-  Matrix m;
-  m.type = kernels::DenseType::kF32;
-  m.f32 = std::move(data);
-  m.rows = rows;
-  m.cols = cols;
-  EXPECT_EQ(m.f32.size(), rows * cols);
-  return m;
+// A region built from `source` for `layer`, and the weights bound into it.
+struct BoundLayer {
+  Region region;
+  LayerWeights weights;
+};
+
+std::unique_ptr<BoundLayer> Bind(const model::TensorSource& source,
+                                 const model::K3Config& c, int layer,
+                                 int parts) {
+  auto region = BuildLayerRegion(source, c, layer, parts);
+  EXPECT_TRUE(region.ok()) << region.status();
+  if (!region.ok()) return nullptr;
+  auto b = std::make_unique<BoundLayer>();
+  b->region = std::move(*region);
+  auto w = BindLayer(b->region.layout, b->region.bytes.data(), c, layer,
+                     parts);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return nullptr;
+  b->weights = *w;
+  return b;
 }
 
 // Puts every tensor of a fixture whose name FlatLayerNameToHf knows into a
@@ -126,21 +139,27 @@ void CheckKdaLayer(const std::string& name) {
   model::K3Config c = ManifestConfig();
   const int steps = j["T"], p = c.kda_num_heads * c.kda_head_dim,
             e = c.hidden_size, d = c.kda_head_dim, h = c.kda_num_heads;
-  KdaWeights w;
-  w.q_proj = F32Matrix(JsonTensor(j, "q_proj"), p, e);
-  w.k_proj = F32Matrix(JsonTensor(j, "k_proj"), p, e);
-  w.v_proj = F32Matrix(JsonTensor(j, "v_proj"), p, e);
-  w.g_proj = F32Matrix(JsonTensor(j, "g_proj"), p, e);
-  w.o_proj = F32Matrix(JsonTensor(j, "o_proj"), e, p);
-  w.f_a = F32Matrix(JsonTensor(j, "f_a"), d, e);
-  w.f_b = F32Matrix(JsonTensor(j, "f_b"), p, d);
-  w.b_proj = F32Matrix(JsonTensor(j, "b_proj"), h, e);
-  w.q_conv = JsonTensor(j, "q_conv");
-  w.k_conv = JsonTensor(j, "k_conv");
-  w.v_conv = JsonTensor(j, "v_conv");
-  w.a_log = JsonTensor(j, "A_log");
-  w.dt_bias = JsonTensor(j, "dt_bias");
-  w.o_norm = JsonTensor(j, "o_norm");
+  // The fixture names module attributes; map them to checkpoint names.
+  model::MemoryTensorSource source;
+  const std::string a = LayerPrefix(1) + "self_attn.";
+  for (const auto& [key, value] : j.items()) {
+    if (!value.is_object() || !value.contains("data")) continue;
+    std::string hf = key + ".weight";
+    if (key == "A_log" || key == "dt_bias") hf = key;
+    if (key == "f_a" || key == "f_b") hf = key + "_proj.weight";
+    if (key.size() > 5 && key.substr(key.size() - 5) == "_conv") {
+      hf = key + "1d.weight";
+    }
+    std::vector<int64_t> shape;
+    std::vector<float> data = JsonTensor(j, key, &shape);
+    source.Add(a + hf, shape, std::move(data));
+  }
+  auto bound = Bind(source, c, 1, kAttentionPart);
+  ASSERT_NE(bound, nullptr);
+  const KdaWeights& w = bound->weights.kda;
+  (void)p;
+  (void)d;
+  (void)h;
   KdaState state;
   InitKdaState(c, &state);
   const std::vector<float> in = JsonTensor(j, "in");
@@ -160,7 +179,12 @@ TEST(LayersTest, RouterSelectsWithBiasAndWeighsWithoutIt) {
   std::vector<int64_t> in_shape;
   const std::vector<float> in = JsonTensor(j, "in", &in_shape);
   const int e = in_shape[1], rows = in_shape[0];
-  const Matrix gate = F32Matrix(JsonTensor(j, "gate_weight"), n, e);
+  const std::vector<float> gate_data = JsonTensor(j, "gate_weight");
+  ASSERT_EQ(gate_data.size(), static_cast<size_t>(n * e));
+  Matrix gate;
+  gate.data = gate_data.data();
+  gate.rows = n;
+  gate.cols = e;
   const std::vector<float> bias = JsonTensor(j, "bias");
   const std::vector<float> want_idx = JsonTensor(j, "topk_idx");
   const std::vector<float> want_w = JsonTensor(j, "topk_weight");
@@ -208,8 +232,9 @@ TEST(LayersTest, MlaWithLatentCache) {
   const nlohmann::json j = Op("mla");
   const model::K3Config c = ManifestConfig();
   model::MemoryTensorSource source = SourceFromFixture(j, "self_attn_", 3, false);
-  auto w = LoadMlaWeights(source, c, 3);
-  ASSERT_TRUE(w.ok()) << w.status();
+  auto bound = Bind(source, c, 3, kAttentionPart);
+  ASSERT_NE(bound, nullptr);
+  const MlaWeights* w = &bound->weights.mla;
   const std::vector<float> in = JsonTensor(j, "in");
   const int steps = in.size() / c.hidden_size;
   MlaCache cache;
@@ -233,8 +258,9 @@ TEST(LayersTest, LatentMoeWithSharedExperts) {
   const nlohmann::json j = Op("moe");
   const model::K3Config c = ManifestConfig();
   model::MemoryTensorSource source = SourceFromFixture(j, "mlp_", 1, false);
-  auto w = LoadMoeWeights(source, c, 1);
-  ASSERT_TRUE(w.ok()) << w.status();
+  auto bound = Bind(source, c, 1, kFfnPart);
+  ASSERT_NE(bound, nullptr);
+  const MoeWeights* w = &bound->weights.moe;
   auto experts = LocalExperts::Create(&source, c, nullptr, /*only_layer=*/1);
   ASSERT_TRUE(experts.ok()) << experts.status();
   const std::vector<float> in = JsonTensor(j, "in");
@@ -250,8 +276,9 @@ void CheckDecoderLayer(const std::string& name) {
   const model::K3Config c = ManifestConfig();
   const int layer = j["layer_idx"];
   model::MemoryTensorSource source = SourceFromFixture(j, "", layer, false);
-  auto w = LoadLayerWeights(source, c, layer);
-  ASSERT_TRUE(w.ok()) << w.status();
+  auto bound = Bind(source, c, layer, kAllLayerParts);
+  ASSERT_NE(bound, nullptr);
+  const LayerWeights* w = &bound->weights;
   ASSERT_EQ(w->is_mla, j["is_mla"].get<bool>());
   auto experts = LocalExperts::Create(&source, c, nullptr, layer);
   ASSERT_TRUE(experts.ok()) << experts.status();

@@ -26,15 +26,29 @@ absl::StatusOr<std::unique_ptr<K3Model>> K3Model::Load(
     return absl::InvalidArgumentError(
         absl::StrCat("threads must be >= 1, got ", options.threads));
   }
-  auto m = std::unique_ptr<K3Model>(new K3Model());
-  m->config_ = config;
-  m->source_ = std::move(source);
-  m->pool_ = std::make_unique<kernels::ThreadPool>(options.threads);
-  FLOTILLA_ASSIGN_OR_RETURN(m->weights_,
-                            LoadModelWeights(*m->source_, config));
+  std::shared_ptr<model::TensorSource> shared_source(std::move(source));
+  auto pool = std::make_unique<kernels::ThreadPool>(options.threads);
+  FLOTILLA_ASSIGN_OR_RETURN(auto trunk,
+                            InMemoryTrunk::Build(*shared_source, config));
+  const uint64_t trunk_bytes = trunk->bytes();
   FLOTILLA_ASSIGN_OR_RETURN(
       auto experts,
-      LocalExperts::Create(m->source_.get(), config, m->pool_.get()));
+      LocalExperts::Create(shared_source.get(), config, pool.get()));
+  auto m = FromParts(config, std::move(pool), std::move(trunk),
+                     std::move(experts), shared_source);
+  m->resident_trunk_bytes_ = trunk_bytes;
+  return m;
+}
+
+std::unique_ptr<K3Model> K3Model::FromParts(
+    const model::K3Config& config, std::unique_ptr<kernels::ThreadPool> pool,
+    std::unique_ptr<TrunkProvider> trunk,
+    std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive) {
+  auto m = std::unique_ptr<K3Model>(new K3Model());
+  m->config_ = config;
+  m->keep_alive_ = std::move(keep_alive);
+  m->pool_ = std::move(pool);
+  m->trunk_ = std::move(trunk);
   m->experts_ = std::move(experts);
   return m;
 }
@@ -78,13 +92,16 @@ absl::Status K3Model::Forward(SequenceState* state,
   ResidualStreams streams;
   streams.steps = static_cast<int>(n);
   streams.partial.resize(n * e);
-  for (size_t t = 0; t < n; ++t) {
-    weights_.embed.RowF32(ids[t], streams.partial.data() + t * e);
-  }
+  FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
+  FLOTILLA_RETURN_IF_ERROR(trunk_->EmbedRows(ids, streams.partial.data()));
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    FLOTILLA_RETURN_IF_ERROR(DecoderLayerForward(
-        weights_.layers[layer], c, layer, &streams, &state->kda[layer],
-        &state->mla[layer], experts_.get(), pool_.get()));
+    FLOTILLA_ASSIGN_OR_RETURN(const LayerWeights* w,
+                              trunk_->AcquireLayer(layer));
+    const absl::Status s =
+        DecoderLayerForward(*w, c, layer, &streams, &state->kda[layer],
+                            &state->mla[layer], experts_.get(), pool_.get());
+    trunk_->ReleaseLayer(layer);
+    FLOTILLA_RETURN_IF_ERROR(s);
   }
   state->positions += n;
 
@@ -92,16 +109,14 @@ absl::Status K3Model::Forward(SequenceState* state,
   const size_t first = all_positions ? 0 : n - 1;
   const size_t rows = n - first;
   std::vector<float> hf(n * e), normed(rows * e);
-  AggregateAll(streams, weights_.out_res_fold.data(), e, c.rms_norm_eps,
-               hf.data());
+  const GlobalWeights& g = trunk_->globals();
+  AggregateAll(streams, g.out_res_fold.data(), e, c.rms_norm_eps, hf.data());
   for (size_t r = 0; r < rows; ++r) {
-    kernels::RmsNorm(hf.data() + (first + r) * e, weights_.final_norm.data(),
-                     e, c.rms_norm_eps, normed.data() + r * e);
+    kernels::RmsNorm(hf.data() + (first + r) * e, g.final_norm.data(), e,
+                     c.rms_norm_eps, normed.data() + r * e);
   }
   logits->resize(rows * v);
-  kernels::MatMul(weights_.lm_head.view(), normed.data(), rows,
-                  logits->data(), pool_.get());
-  return absl::OkStatus();
+  return trunk_->LmHead(normed.data(), rows, logits->data(), pool_.get());
 }
 
 }  // namespace flotilla::coordinator

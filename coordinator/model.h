@@ -18,6 +18,7 @@
 #include "coordinator/expert_backend.h"
 #include "coordinator/kda.h"
 #include "coordinator/mla.h"
+#include "coordinator/trunk.h"
 #include "coordinator/weights.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
@@ -61,16 +62,29 @@ class K3Model {
   absl::Status Forward(SequenceState* state, const std::vector<int32_t>& ids,
                        bool all_positions, std::vector<float>* logits);
 
-  size_t trunk_bytes() const { return weights_.bytes(); }
+  // Assembles a model from parts (the streaming path builds its own trunk
+  // and expert backend). `keep_alive` is destroyed after the parts.
+  static std::unique_ptr<K3Model> FromParts(
+      const model::K3Config& config, std::unique_ptr<kernels::ThreadPool> pool,
+      std::unique_ptr<TrunkProvider> trunk,
+      std::unique_ptr<ExpertBackend> experts,
+      std::shared_ptr<void> keep_alive);
+
+  TrunkProvider* trunk() { return trunk_.get(); }
+  ExpertBackend* experts() { return experts_.get(); }
+  kernels::ThreadPool* pool() { return pool_.get(); }
+  // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
+  uint64_t resident_trunk_bytes() const { return resident_trunk_bytes_; }
 
  private:
   K3Model() = default;
 
   model::K3Config config_;
-  std::unique_ptr<model::TensorSource> source_;
-  ModelWeights weights_;
+  std::shared_ptr<void> keep_alive_;  // e.g. the tensor source
   std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<TrunkProvider> trunk_;
   std::unique_ptr<ExpertBackend> experts_;
+  uint64_t resident_trunk_bytes_ = 0;
 };
 
 }  // namespace flotilla::coordinator

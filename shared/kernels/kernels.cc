@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "shared/kernels/kernels_internal.h"
@@ -67,11 +68,24 @@ const internal::KernelTable& Table() {
   }
 }
 
-// Rows per parallel chunk: at least ~64K multiply-adds per chunk so that
-// the pool's hand-off (a few microseconds) stays small next to the work.
-size_t MinRowsPerChunk(size_t cols, size_t n_tokens) {
-  const size_t work_per_row = std::max<size_t>(1, cols * n_tokens);
-  return std::max<size_t>(8, (size_t{1} << 16) / work_per_row);
+// Rows are handed to threads in blocks of kRowBlock, the largest row block
+// a SIMD kernel processes at once, so no chunk boundary splits a block into
+// slower single rows. (Results do not depend on the split either way.)
+constexpr size_t kRowBlock = 8;
+
+// Runs fn(row_begin, row_end) over all rows on the pool, in chunks of at
+// least ~64K multiply-adds so that the pool's hand-off (microseconds) stays
+// small next to the work.
+void ParallelRows(ThreadPool* pool, size_t rows, size_t cols, size_t n_tokens,
+                  const std::function<void(size_t, size_t)>& fn) {
+  const size_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  const size_t work_per_block =
+      std::max<size_t>(1, kRowBlock * cols * n_tokens);
+  const size_t min_blocks =
+      std::max<size_t>(1, (size_t{1} << 16) / work_per_block);
+  ParallelFor(pool, blocks, min_blocks, [&](size_t begin, size_t end) {
+    fn(begin * kRowBlock, std::min(rows, end * kRowBlock));
+  });
 }
 
 // Scratch for x widened to double, shared by the pool's threads for one
@@ -109,42 +123,61 @@ const char* SimdLevelName(SimdLevel level) {
   return "unknown";
 }
 
+// Tokens per pass over the weights. Within a pass every row block meets
+// all of the pass's tokens while its weights sit in L1/L2, so weights leave
+// memory once per pass; bounding the pass keeps the widened x (cols * 8
+// bytes per token) cache-resident and the scratch small for long prompts.
+// Results do not depend on it: each output is one independent dot product.
+constexpr size_t kTokensPerPass = 32;
+
 void MatMul(const DenseMatrix& w, const float* x, size_t n_tokens, float* y,
             ThreadPool* pool) {
-  if (w.rows == 0 || n_tokens == 0) return;
+  if (w.rows == 0) return;
   const internal::KernelTable& k = Table();
-  const double* xd = nullptr;
-  if (w.type == DenseType::kBF16 && k.bf16_prep != nullptr) {
-    const size_t stride = internal::Bf16XStride(w.cols);
-    double* buffer = ThreadBuffer(n_tokens * stride);
-    for (size_t t = 0; t < n_tokens; ++t) {
-      k.bf16_prep(x + t * w.cols, w.cols, buffer + t * stride);
+  const bool prep = w.type == DenseType::kBF16 && k.bf16_prep != nullptr;
+  const size_t stride = internal::Bf16XStride(w.cols);
+  for (size_t t0 = 0; t0 < n_tokens; t0 += kTokensPerPass) {
+    const size_t nt = std::min(kTokensPerPass, n_tokens - t0);
+    const float* xt = x + t0 * w.cols;
+    float* yt = y + t0 * w.rows;
+    const double* xd = nullptr;
+    if (prep) {
+      double* buffer = ThreadBuffer(nt * stride);
+      for (size_t t = 0; t < nt; ++t) {
+        k.bf16_prep(xt + t * w.cols, w.cols, buffer + t * stride);
+      }
+      xd = buffer;
     }
-    xd = buffer;
+    ParallelRows(pool, w.rows, w.cols, nt, [&](size_t begin, size_t end) {
+      k.dense_rows(w, xt, xd, nt, begin, end, yt);
+    });
   }
-  ParallelFor(pool, w.rows, MinRowsPerChunk(w.cols, n_tokens),
-              [&](size_t begin, size_t end) {
-                k.dense_rows(w, x, xd, n_tokens, begin, end, y);
-              });
 }
 
 void MatMulMxfp4(const Mxfp4Matrix& w, const float* x, size_t n_tokens,
                  float* y, ThreadPool* pool) {
-  if (w.rows == 0 || n_tokens == 0) return;
+  if (w.rows == 0) return;
   const internal::KernelTable& k = Table();
-  // The SIMD levels read x widened and permuted once per call, not per row.
-  const double* xd = nullptr;
-  if (&k != &internal::ScalarTable()) {
-    double* buffer = ThreadBuffer(n_tokens * w.cols);
-    for (size_t t = 0; t < n_tokens; ++t) {
-      internal::Mxfp4PermuteX(x + t * w.cols, w.cols, buffer + t * w.cols);
+  const bool prep = &k != &internal::ScalarTable();
+  for (size_t t0 = 0; t0 < n_tokens; t0 += kTokensPerPass) {
+    const size_t nt = std::min(kTokensPerPass, n_tokens - t0);
+    const float* xt = x + t0 * w.cols;
+    float* yt = y + t0 * w.rows;
+    // The SIMD levels read x widened and permuted once per pass, not per
+    // row.
+    const double* xd = nullptr;
+    if (prep) {
+      double* buffer = ThreadBuffer(nt * w.cols);
+      for (size_t t = 0; t < nt; ++t) {
+        internal::Mxfp4PermuteX(xt + t * w.cols, w.cols, buffer + t * w.cols);
+      }
+      xd = buffer;
     }
-    xd = buffer;
+    // An MXFP4 multiply-add costs about as much as a dense one.
+    ParallelRows(pool, w.rows, w.cols, nt, [&](size_t begin, size_t end) {
+      k.mxfp4_rows(w, xt, xd, nt, begin, end, yt);
+    });
   }
-  ParallelFor(pool, w.rows, MinRowsPerChunk(w.cols / 4, n_tokens),
-              [&](size_t begin, size_t end) {
-                k.mxfp4_rows(w, x, xd, n_tokens, begin, end, y);
-              });
 }
 
 void DequantizeMxfp4Row(const Mxfp4Matrix& w, size_t row, float* out) {
@@ -157,7 +190,8 @@ void DequantizeMxfp4Row(const Mxfp4Matrix& w, size_t row, float* out) {
     // Computed in double and rounded once; exact, because an E2M1 value has
     // two significant bits and 2^(s-127) >= 2^-127 (subnormal floats are
     // kept, never flushed).
-    const double scale = s == 255 ? 0.0 : std::ldexp(1.0, int(s) - 127);
+    const double scale =
+        s == 255 ? 0.0 : std::ldexp(1.0, static_cast<int>(s) - 127);
     out[c] = static_cast<float>(internal::kE2m1Lut[nibble] * scale);
   }
 }
@@ -179,8 +213,8 @@ void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y) {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-void SituGlu(const float* g, const float* u, size_t n, float beta1,
-             float beta2, float* y) {
+void SituGlu(const float* g, const float* u, size_t n, float beta1, float beta2,
+             float* y) {
   for (size_t i = 0; i < n; ++i) {
     // The sigmoid takes the uncapped gate (K3-ARCHITECTURE.md section 3).
     const float gate = beta1 * std::tanh(g[i] / beta1) * Sigmoid(g[i]);

@@ -56,9 +56,16 @@ inline float Bf16ToF32(uint16_t bits) {
 
 // Y[t][r] = sum_c W[r][c] * X[t][c] for t in [0, n_tokens).
 // X is [n_tokens][cols], Y is [n_tokens][rows]. Each dot product is the
-// double-accumulated "Dot16" order: 16 double lanes, lane i takes columns
-// c with c % 16 == i in increasing c, then a tree (i += i+8, +4, +2, +1);
-// the double is rounded to float once. Parallel over rows.
+// double-accumulated "Dot16" order: 16 double lanes, all starting at +0.0;
+// lane i adds (double)W[r][c] * (double)X[t][c] for the columns c with
+// c % 16 == i, in increasing c; then the tree lane[i] += lane[i+8] (i < 8),
+// lane[i] += lane[i+4] (i < 4), lane[i] += lane[i+2] (i < 2),
+// lane[0] + lane[1]; the double is rounded to float once. A product of two
+// floats is exact in double, so fused and separate multiply-add agree.
+// bf16 weights are widened exactly, so a bf16 matrix and the same values as
+// f32 give identical bits. Parallel over rows (each element is computed by
+// one thread); for n_tokens > 1 the tokens loop inside a row block, so each
+// weight row is read from memory once per call.
 void MatMul(const DenseMatrix& w, const float* x, size_t n_tokens, float* y,
             ThreadPool* pool);
 
@@ -66,28 +73,41 @@ void MatMul(const DenseMatrix& w, const float* x, size_t n_tokens, float* y,
 // never dequantised as a whole). Per 32-column group the products are summed
 // in double in a fixed order, scaled by 2^(s-127) (exact), and groups are
 // summed in double in increasing order; rounded to float once.
+// Exact order, with p(c) = (double)E2M1(c) * (double)X[t][c] (exact) for the
+// group's columns c = 0..31: lane i (0..7) = (p(2i) + p(2i+16)) +
+// (p(2i+1) + p(2i+17)); then lane[i] += lane[i+4] (i < 4),
+// lane[i] += lane[i+2] (i < 2), group = lane[0] + lane[1];
+// total (from +0.0) += group * 2^(s-127) for g = 0, 1, ... A group with
+// s == 255 is skipped (contributes nothing, even against inf/NaN inputs);
+// s == 0 is 2^-127. Lanes follow the nibble order of the packed bytes so
+// SIMD code needs no shuffles. Requires cols % 32 == 0.
 void MatMulMxfp4(const Mxfp4Matrix& w, const float* x, size_t n_tokens,
                  float* y, ThreadPool* pool);
 
-// Dequantises one row of an MXFP4 matrix (tests and tools only).
+// Dequantises one row of an MXFP4 matrix (tests and tools only): out[c] =
+// E2M1[nibble] * 2^(s-127) exactly (subnormal floats kept; s == 255 -> 0).
 void DequantizeMxfp4Row(const Mxfp4Matrix& w, size_t row, float* out);
 
 // Dot16-order dot product of two float vectors, as a double.
 double DotF32(const float* a, const float* b, size_t n);
 
 // y = w * x / sqrt(mean(x^2) + eps). Sum of squares in double (Dot16 order),
-// 1/sqrt in double, rounded to float, then y[i] = w[i] * (x[i] * inv).
+// inv = (float)(1.0 / sqrt(sum / n + eps)) in double, then
+// y[i] = w[i] * (x[i] * inv) in float.
 // w may be null (no weight). x and y may alias.
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
 
-// SiTU-GLU: y = [b1 tanh(g/b1) sigmoid(g)] * [b2 tanh(u/b2)].
-void SituGlu(const float* g, const float* u, size_t n, float beta1,
-             float beta2, float* y);
+// SiTU-GLU: y = [b1 tanh(g/b1) sigmoid(g)] * [b2 tanh(u/b2)], in float,
+// evaluated as ((b1 * tanh(g / b1)) * Sigmoid(g)) * (b2 * tanh(u / b2)).
+void SituGlu(const float* g, const float* u, size_t n, float beta1, float beta2,
+             float* y);
 
-// In-place softmax: subtract max, exp in float, sum in double, divide.
+// In-place softmax: subtract max, exp in float, sum in double
+// (sequentially), x[i] = (float)((double)e[i] / sum).
 void Softmax(float* x, size_t n);
 
-// sigmoid and SiLU helpers used elementwise by the model.
+// sigmoid and SiLU helpers used elementwise by the model, in float:
+// Sigmoid(x) = 1 / (1 + exp(-x)); SiLU(x) = x * Sigmoid(x).
 float Sigmoid(float x);
 void SiluInPlace(float* x, size_t n);
 

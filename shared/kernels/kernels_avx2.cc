@@ -32,9 +32,10 @@ inline void Load16(const float* p, __m256d* out) {
 inline void Load16(const uint16_t* p, __m256d* out) {
   for (int h = 0; h < 2; ++h) {
     // bf16 -> f32 is a 16-bit left shift of the bits: exact.
-    const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * h));
-    const __m256 v = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+    const __m128i bits =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * h));
+    const __m256 v =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
     out[2 * h] = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
     out[2 * h + 1] = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
   }
@@ -47,7 +48,8 @@ inline void Step16(const W* const* w, const float* x, __m256d (*acc)[4]) {
   for (int r = 0; r < R; ++r) {
     __m256d wv[4];
     Load16(w[r], wv);
-    for (int i = 0; i < 4; ++i) acc[r][i] = _mm256_fmadd_pd(wv[i], xv[i], acc[r][i]);
+    for (int i = 0; i < 4; ++i)
+      acc[r][i] = _mm256_fmadd_pd(wv[i], xv[i], acc[r][i]);
   }
 }
 
@@ -147,8 +149,7 @@ void Mxfp4Rows(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
     const uint8_t* packed = w.packed + r * (cols / 2);
     const uint8_t* scales = w.scales + r * groups;
     for (size_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
-      const size_t nt =
-          n_tokens - t0 < kTokenTile ? n_tokens - t0 : kTokenTile;
+      const size_t nt = n_tokens - t0 < kTokenTile ? n_tokens - t0 : kTokenTile;
       double total[kTokenTile] = {0.0, 0.0, 0.0, 0.0};
       for (size_t g = 0; g < groups; ++g) {
         const uint64_t s = scales[g];
@@ -160,8 +161,7 @@ void Mxfp4Rows(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
           const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(
               reinterpret_cast<const __m128i*>(packed + g * 16 + 8 * half)));
           const __m256 lo = DecodeE2m1(bytes, magnitudes);
-          const __m256 hi =
-              DecodeE2m1(_mm256_srli_epi32(bytes, 4), magnitudes);
+          const __m256 hi = DecodeE2m1(_mm256_srli_epi32(bytes, 4), magnitudes);
           wv[half][0] = _mm256_cvtps_pd(_mm256_castps256_ps128(lo));
           wv[half][1] = _mm256_cvtps_pd(_mm256_extractf128_ps(lo, 1));
           wv[2 + half][0] = _mm256_cvtps_pd(_mm256_castps256_ps128(hi));
@@ -179,8 +179,8 @@ void Mxfp4Rows(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
             e0 = _mm256_fmadd_pd(wv[1][h], _mm256_loadu_pd(xg + 8 + 4 * h), e0);
             __m256d e1 =
                 _mm256_mul_pd(wv[2][h], _mm256_loadu_pd(xg + 16 + 4 * h));
-            e1 = _mm256_fmadd_pd(wv[3][h], _mm256_loadu_pd(xg + 24 + 4 * h),
-                                 e1);
+            e1 =
+                _mm256_fmadd_pd(wv[3][h], _mm256_loadu_pd(xg + 24 + 4 * h), e1);
             lane[h] = _mm256_add_pd(e0, e1);
           }
           // Lanes i += i+4 is lane[0] + lane[1]; then +2, +1.

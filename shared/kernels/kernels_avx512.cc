@@ -15,6 +15,11 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own
+// intrinsic headers as maybe-uninitialized (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace flotilla::kernels::internal {
 namespace {
@@ -41,8 +46,8 @@ inline void Load16(const uint16_t* p, __mmask16 mask, __m512d* lo,
                    __m512d* hi) {
   // bf16 -> f32 is a 16-bit left shift of the bits: exact.
   const __m256i bits = _mm256_maskz_loadu_epi16(mask, p);
-  const __m512 v = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+  const __m512 v =
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
   *lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
   *hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
 }
@@ -138,4 +143,5 @@ const KernelTable& Avx512Table() {
 
 }  // namespace flotilla::kernels::internal
 
+#pragma GCC diagnostic pop
 #pragma GCC pop_options

@@ -22,6 +22,11 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own
+// intrinsic headers as maybe-uninitialized (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace flotilla::kernels::internal {
 namespace {
@@ -31,8 +36,7 @@ namespace {
 // they add +0.0 to lanes that are never -0.0: no change, as in the scalar.
 template <int R, int T>
 inline void Step32(const uint16_t* w, size_t cols, const double* const* xd,
-                   size_t c, __mmask32 mask, __m512d (*p)[T],
-                   __m512d (*q)[T]) {
+                   size_t c, __mmask32 mask, __m512d (*p)[T], __m512d (*q)[T]) {
   const __m512i zero = _mm512_setzero_si512();
   for (int r = 0; r < R; ++r) {
     const __m512i bits = _mm512_maskz_loadu_epi16(mask, w + r * cols + c);
@@ -90,9 +94,8 @@ void Block(const uint16_t* w, size_t cols, const double* const* xd,
 }
 
 template <int R, int T>
-void BlockToY(const uint16_t* data, size_t rows, size_t cols,
-              const double* xd, size_t x_stride, size_t r, size_t t,
-              float* y) {
+void BlockToY(const uint16_t* data, size_t rows, size_t cols, const double* xd,
+              size_t x_stride, size_t r, size_t t, float* y) {
   const double* xs[T];
   for (int k = 0; k < T; ++k) xs[k] = xd + (t + k) * x_stride;
   double out[T * R];
@@ -110,9 +113,8 @@ constexpr int kRows = 4;
 constexpr int kTokens = 2;
 
 template <int R>
-void RowBlock(const uint16_t* data, size_t rows, size_t cols,
-              const double* xd, size_t x_stride, size_t n_tokens, size_t r,
-              float* y) {
+void RowBlock(const uint16_t* data, size_t rows, size_t cols, const double* xd,
+              size_t x_stride, size_t n_tokens, size_t r, float* y) {
   size_t t = 0;
   for (; t + kTokens <= n_tokens; t += kTokens) {
     BlockToY<R, kTokens>(data, rows, cols, xd, x_stride, r, t, y);
@@ -141,4 +143,5 @@ void Bf16RowsAvx512(const uint16_t* data, size_t rows, size_t cols,
 
 }  // namespace flotilla::kernels::internal
 
+#pragma GCC diagnostic pop
 #pragma GCC pop_options

@@ -23,14 +23,19 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")
+// GCC 12 reports the _mm512_undefined_* placeholders inside its own
+// intrinsic headers as maybe-uninitialized (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace flotilla::kernels::internal {
 namespace {
 
 // The E2M1 table as doubles, for the two-register permute below.
-alignas(64) const double kLut[16] = {0.0,  0.5,  1.0,  1.5,  2.0,  3.0,
-                                     4.0,  6.0,  -0.0, -0.5, -1.0, -1.5,
-                                     -2.0, -3.0, -4.0, -6.0};
+alignas(64) const
+    double kLut[16] = {0.0,  0.5,  1.0,  1.5,  2.0,  3.0,  4.0,  6.0,
+                       -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
 
 // Lane p of a folded 8-row vector holds row kRowOfLane[p] (see Fold8Rows);
 // kLaneOfRow is the inverse.
@@ -50,8 +55,8 @@ template <int NT>
 inline void GroupLanes(const uint8_t* p, const Lut& lut, const __m512d (*x)[4],
                        __m512d* lanes) {
   // vpermt2pd reads index bits 0-3 only: the low nibble needs no masking.
-  const __m512i q0 =
-      _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m512i q0 = _mm512_cvtepu8_epi64(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   const __m512i q1 = _mm512_cvtepu8_epi64(
       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
   const __m512d wa = _mm512_permutex2var_pd(lut.lo, q0, lut.hi);
@@ -110,7 +115,8 @@ void Block8(const uint8_t* packed, size_t packed_stride, const uint8_t* scales,
       const size_t col = (g0 + g) * 32;
       __m512d x[NT][4];
       for (int k = 0; k < NT; ++k) {
-        for (int q = 0; q < 4; ++q) x[k][q] = _mm512_loadu_pd(xd[k] + col + 8 * q);
+        for (int q = 0; q < 4; ++q)
+          x[k][q] = _mm512_loadu_pd(xd[k] + col + 8 * q);
       }
       const uint8_t* p = packed + col / 2;
       __m512d half[2][NT];
@@ -161,8 +167,8 @@ double Row1(const uint8_t* packed, const uint8_t* scales, size_t groups,
     for (int q = 0; q < 4; ++q) x[0][q] = _mm512_loadu_pd(xd + g * 32 + 8 * q);
     __m512d v;
     GroupLanes<1>(packed + g * 16, lut, x, &v);
-    const __m256d v4 = _mm256_add_pd(_mm512_castpd512_pd256(v),
-                                     _mm512_extractf64x4_pd(v, 1));
+    const __m256d v4 =
+        _mm256_add_pd(_mm512_castpd512_pd256(v), _mm512_extractf64x4_pd(v, 1));
     const __m128d v2 =
         _mm_add_pd(_mm256_castpd256_pd128(v4), _mm256_extractf128_pd(v4, 1));
     const double sum = _mm_cvtsd_f64(_mm_add_sd(v2, _mm_unpackhi_pd(v2, v2)));
@@ -180,9 +186,9 @@ constexpr size_t kTokenTile = 2;
 
 }  // namespace
 
-void Mxfp4RowsAvx512(const Mxfp4Matrix& w, const float* /*x*/,
-                     const double* xd, size_t n_tokens, size_t row_begin,
-                     size_t row_end, float* y) {
+void Mxfp4RowsAvx512(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
+                     size_t n_tokens, size_t row_begin, size_t row_end,
+                     float* y) {
   const size_t cols = w.cols, groups = cols / 32, stride = cols / 2;
   size_t r = row_begin;
   // Tokens loop inside a block of 8 rows: the block (8 x 1.9 KB for a K3
@@ -212,13 +218,13 @@ void Mxfp4RowsAvx512(const Mxfp4Matrix& w, const float* /*x*/,
   }
   for (; r < row_end; ++r) {
     for (size_t t = 0; t < n_tokens; ++t) {
-      y[t * w.rows + r] = static_cast<float>(
-          Row1(w.packed + r * stride, w.scales + r * groups, groups,
-               xd + t * cols));
+      y[t * w.rows + r] = static_cast<float>(Row1(
+          w.packed + r * stride, w.scales + r * groups, groups, xd + t * cols));
     }
   }
 }
 
 }  // namespace flotilla::kernels::internal
 
+#pragma GCC diagnostic pop
 #pragma GCC pop_options

@@ -26,9 +26,7 @@ double Tree16(double* lane) {
 }
 
 inline float LoadWeight(const float* w, size_t c) { return w[c]; }
-inline float LoadWeight(const uint16_t* w, size_t c) {
-  return Bf16ToF32(w[c]);
-}
+inline float LoadWeight(const uint16_t* w, size_t c) { return Bf16ToF32(w[c]); }
 
 // Dot16: lane c % 16 accumulates column c in increasing c. Lanes start at
 // +0.0, so a lane that never receives a product stays +0.0; SIMD tails that
@@ -37,8 +35,8 @@ template <typename W>
 double Dot16(const W* w, const float* x, size_t n) {
   double lane[16] = {};
   for (size_t c = 0; c < n; ++c) {
-    lane[c % 16] += static_cast<double>(LoadWeight(w, c)) *
-                    static_cast<double>(x[c]);
+    lane[c % 16] +=
+        static_cast<double>(LoadWeight(w, c)) * static_cast<double>(x[c]);
   }
   return Tree16(lane);
 }
@@ -58,9 +56,9 @@ void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
   }
 }
 
-void DenseRowsScalar(const DenseMatrix& w, const float* x,
-                     const double* /*xd*/, size_t n_tokens, size_t row_begin,
-                     size_t row_end, float* y) {
+void DenseRowsScalar(const DenseMatrix& w, const float* x, const double* /*xd*/,
+                     size_t n_tokens, size_t row_begin, size_t row_end,
+                     float* y) {
   if (w.type == DenseType::kBF16) {
     DenseRowsT(static_cast<const uint16_t*>(w.data), w.rows, w.cols, x,
                n_tokens, row_begin, row_end, y);

@@ -1,18 +1,18 @@
 // Kernel correctness against the reference fixture pack
 // (tests/data/k3/FORMAT.md sections 4.1 and 4.2) and the numeric bars of
 // K3-ARCHITECTURE.md section 5.
+#include "shared/kernels/kernels.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "shared/kernels/kernels.h"
 
 namespace flotilla::kernels {
 namespace {
@@ -237,8 +237,8 @@ TEST(DenseTest, MatchesDirectDot16) {
   std::vector<float> w(rows * cols), x(n_tokens * cols), y(n_tokens * rows);
   for (float& v : w) v = dist(rng);
   for (float& v : x) v = dist(rng);
-  MatMul({DenseType::kF32, w.data(), rows, cols}, x.data(), n_tokens,
-         y.data(), nullptr);
+  MatMul({DenseType::kF32, w.data(), rows, cols}, x.data(), n_tokens, y.data(),
+         nullptr);
   for (size_t t = 0; t < n_tokens; ++t) {
     for (size_t r = 0; r < rows; ++r) {
       const float want = static_cast<float>(

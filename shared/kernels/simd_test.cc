@@ -1,6 +1,8 @@
 // Every SIMD level the CPU supports, and every thread count, must give the
 // same bits as the scalar reference: the reduction order is part of the
 // contract (kernels.h), not an implementation detail.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,8 +10,6 @@
 #include <random>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "shared/kernels/kernels.h"
 
@@ -145,9 +145,9 @@ TEST_F(SimdTest, DenseMatMulMatchesScalarAndThreadCounts) {
       std::memcpy(&u, &wf[i], sizeof u);
       wb[i] = static_cast<uint16_t>(u >> 16);
     }
-    const DenseMatrix w = bf16
-        ? DenseMatrix{DenseType::kBF16, wb.data(), rows, cols}
-        : DenseMatrix{DenseType::kF32, wf.data(), rows, cols};
+    const DenseMatrix w =
+        bf16 ? DenseMatrix{DenseType::kBF16, wb.data(), rows, cols}
+             : DenseMatrix{DenseType::kF32, wf.data(), rows, cols};
     std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
     SetSimdLevel(SimdLevel::kScalar);
     MatMul(w, x.data(), n_tokens, want.data(), nullptr);
@@ -155,8 +155,8 @@ TEST_F(SimdTest, DenseMatMulMatchesScalarAndThreadCounts) {
     all.push_back(SimdLevel::kScalar);
     for (SimdLevel level : all) {
       SetSimdLevel(level);
-      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2,
-                               &pool3}) {
+      for (ThreadPool* pool :
+           {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
         std::fill(got.begin(), got.end(), NAN);
         MatMul(w, x.data(), n_tokens, got.data(), pool);
         ExpectSameBits(got, want, SimdLevelName(level));
@@ -178,7 +178,9 @@ TEST_F(SimdTest, Mxfp4MatMulMatchesScalarAndThreadCounts) {
     for (uint8_t& s : scales) {
       // Mostly realistic exponents, plus the extremes 0 and 255.
       const int pick = byte(rng_);
-      s = static_cast<uint8_t>(pick < 8 ? 0 : pick < 16 ? 255 : 100 + pick % 50);
+      s = static_cast<uint8_t>(pick < 8    ? 0
+                               : pick < 16 ? 255
+                                           : 100 + pick % 50);
     }
     std::vector<float> x = RandomFloats(n_tokens * cols);
     for (auto [i, j] : PlantCancellingPairs(&x, n_tokens, cols)) {
@@ -200,8 +202,8 @@ TEST_F(SimdTest, Mxfp4MatMulMatchesScalarAndThreadCounts) {
     all.push_back(SimdLevel::kScalar);
     for (SimdLevel level : all) {
       SetSimdLevel(level);
-      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2,
-                               &pool3}) {
+      for (ThreadPool* pool :
+           {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
         std::fill(got.begin(), got.end(), NAN);
         MatMulMxfp4(w, x.data(), n_tokens, got.data(), pool);
         ExpectSameBits(got, want, SimdLevelName(level));
@@ -234,6 +236,42 @@ TEST_F(SimdTest, LargeMatricesSplitAcrossThreads) {
     ExpectSameBits(got, want_d, SimdLevelName(level));
     MatMulMxfp4(mw, x.data(), n_tokens, got.data(), &pool);
     ExpectSameBits(got, want_m, SimdLevelName(level));
+  }
+}
+
+TEST_F(SimdTest, LongBatchesSplitIntoPasses) {
+  // More tokens than one pass over the weights (kTokensPerPass = 32).
+  const size_t rows = 21, cols = 200, n_tokens = 70;
+  std::vector<uint16_t> wb(rows * cols);
+  for (size_t i = 0; i < wb.size(); ++i) {
+    wb[i] = static_cast<uint16_t>(0x3c00 + Uniform(0, 0x7ff));
+  }
+  std::vector<uint8_t> packed(rows * 224 / 2), scales(rows * 224 / 32);
+  for (uint8_t& b : packed) b = static_cast<uint8_t>(Uniform(0, 255));
+  for (uint8_t& s : scales) s = static_cast<uint8_t>(Uniform(118, 124));
+  const DenseMatrix dw{DenseType::kBF16, wb.data(), rows, cols};
+  const Mxfp4Matrix mw{packed.data(), scales.data(), rows, 224};
+  const std::vector<float> x = RandomFloats(n_tokens * 224);
+  ThreadPool pool(2);
+  std::vector<SimdLevel> all = SupportedSimdLevels();
+  all.push_back(SimdLevel::kScalar);
+  for (SimdLevel level : all) {
+    SetSimdLevel(level);
+    std::vector<float> batch(n_tokens * rows), one(rows);
+    MatMul(dw, x.data(), n_tokens, batch.data(), &pool);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      MatMul(dw, x.data() + t * cols, 1, one.data(), nullptr);
+      for (size_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(Bits(batch[t * rows + r]), Bits(one[r])) << t << " " << r;
+      }
+    }
+    MatMulMxfp4(mw, x.data(), n_tokens, batch.data(), &pool);
+    for (size_t t = 0; t < n_tokens; ++t) {
+      MatMulMxfp4(mw, x.data() + t * 224, 1, one.data(), nullptr);
+      for (size_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(Bits(batch[t * rows + r]), Bits(one[r])) << t << " " << r;
+      }
+    }
   }
 }
 

@@ -27,7 +27,8 @@ class ThreadPool {
   int num_threads() const { return num_threads_; }
 
   // Calls fn(begin, end) over disjoint ranges covering [0, n). Chunks are at
-  // least `min_chunk` long (except the last) to keep overhead low.
+  // least `min_chunk` long (except the last) to keep overhead low. fn must
+  // not call ParallelFor on the same pool (the pool is not re-entrant).
   void ParallelFor(size_t n, size_t min_chunk,
                    const std::function<void(size_t, size_t)>& fn);
 

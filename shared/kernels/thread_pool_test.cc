@@ -1,11 +1,11 @@
 #include "shared/kernels/thread_pool.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace flotilla::kernels {
 namespace {

@@ -39,7 +39,8 @@ void BytePairMergeQuadratic(absl::string_view piece, const RankMap& ranks,
   std::vector<Part> parts;
   parts.reserve(n + 1);
   for (size_t i = 0; i < n; ++i) {
-    parts.push_back({i, i + 1 < n ? RankOf(ranks, piece.substr(i, 2)) : kNoRank});
+    parts.push_back(
+        {i, i + 1 < n ? RankOf(ranks, piece.substr(i, 2)) : kNoRank});
   }
   parts.push_back({n, kNoRank});  // Sentinel: end of the last part.
 
@@ -66,7 +67,8 @@ void BytePairMergeQuadratic(absl::string_view piece, const RankMap& ranks,
   }
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     out->push_back(MustRank(
-        ranks, piece.substr(parts[i].start, parts[i + 1].start - parts[i].start)));
+        ranks,
+        piece.substr(parts[i].start, parts[i + 1].start - parts[i].start)));
   }
 }
 

@@ -94,9 +94,12 @@ TEST(BytePairTest, HeapMatchesQuadraticOnCl100k) {
   for (const RankEntry& e : *entries) ranks[e.bytes] = e.rank;
 
   std::mt19937 rng(7);
-  const std::string alphabets[] = {
-      "abcdefghijklmnopqrstuvwxyz", "aaab", "     \n\t", "0123456789",
-      "etaoin shrdlu", "\xe4\xb8\xad\xe6\x96\x87\xe3\x81\x82"};
+  const std::string alphabets[] = {"abcdefghijklmnopqrstuvwxyz",
+                                   "aaab",
+                                   "     \n\t",
+                                   "0123456789",
+                                   "etaoin shrdlu",
+                                   "\xe4\xb8\xad\xe6\x96\x87\xe3\x81\x82"};
   int compared = 0;
   for (int iter = 0; iter < 1500; ++iter) {
     const size_t len = 2 + rng() % (iter < 1000 ? 64 : 700);

@@ -5,9 +5,11 @@
 // the same ranks, with the markers as special tokens.
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -128,7 +130,28 @@ TEST_F(KimiTokenizerTest, MarkersInsideText) {
   EXPECT_THAT(glued, ::testing::Contains(sep));
   EXPECT_EQ(*tokenizer_->Decode(glued), "abc<|sep|>def");
   // An incomplete marker is ordinary text.
-  EXPECT_THAT(tokenizer_->Encode("<|sep|"), ::testing::Not(::testing::Contains(sep)));
+  EXPECT_THAT(tokenizer_->Encode("<|sep|"),
+              ::testing::Not(::testing::Contains(sep)));
+}
+
+// Encode is const and shared across request threads.
+TEST_F(KimiTokenizerTest, ConcurrentEncodesAgree) {
+  std::vector<std::string> texts;
+  for (const auto& t : (*corpus_)["with_markers"]) texts.push_back(t);
+  std::vector<std::vector<int32_t>> want;
+  for (const std::string& t : texts) want.push_back(tokenizer_->Encode(t));
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < texts.size() * 2; i += 3) {
+        const size_t k = i % texts.size();
+        if (tokenizer_->Encode(texts[k]) != want[k]) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST_F(KimiTokenizerTest, DecodeErrorsNameTheId) {

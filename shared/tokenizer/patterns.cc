@@ -75,7 +75,7 @@ std::string PunctuationClass() {
 }
 
 std::string KimiPattern() {
-  return absl::StrCat(HanClass(), "+|",                                 // H
+  return absl::StrCat(HanClass(), "+|",                                  // H
                       WordBranches(KimiUpperClass(), KimiLowerClass()),  // AB
                       "|", kNumbers,                                     // C
                       "|", PunctuationBranch("\\r\\n"),                  // D

@@ -227,8 +227,8 @@ TEST(PretokenizerTest, ClassesMatchPythonRegexOnJointlyAssignedCodePoints) {
         continue;
       }
       if (++mismatches <= 5) {
-        ADD_FAILURE() << name << ": U+" << std::hex << cp << " python="
-                      << py[cp] << " pcre2=" << pcre[cp];
+        ADD_FAILURE() << name << ": U+" << std::hex << cp
+                      << " python=" << py[cp] << " pcre2=" << pcre[cp];
       }
     }
     EXPECT_EQ(mismatches, 0) << name;

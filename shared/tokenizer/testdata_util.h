@@ -39,8 +39,8 @@ inline std::unique_ptr<TiktokenBpe> LoadBpe(
     ADD_FAILURE() << pretokenizer.status();
     return nullptr;
   }
-  absl::StatusOr<std::unique_ptr<TiktokenBpe>> bpe = TiktokenBpe::Load(
-      TestdataPath(ranks_file), "", *std::move(pretokenizer));
+  absl::StatusOr<std::unique_ptr<TiktokenBpe>> bpe =
+      TiktokenBpe::Load(TestdataPath(ranks_file), "", *std::move(pretokenizer));
   if (!bpe.ok()) {
     ADD_FAILURE() << bpe.status();
     return nullptr;

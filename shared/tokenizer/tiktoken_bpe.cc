@@ -13,7 +13,8 @@ namespace {
 
 // Prefixes a status message with the file it came from, keeping the code.
 absl::Status InFile(const absl::Status& status, absl::string_view path) {
-  return absl::Status(status.code(), absl::StrCat(path, ": ", status.message()));
+  return absl::Status(status.code(),
+                      absl::StrCat(path, ": ", status.message()));
 }
 
 }  // namespace
@@ -60,7 +61,8 @@ absl::StatusOr<std::unique_ptr<TiktokenBpe>> TiktokenBpe::Create(
           "added token '", token.content, "' reuses BPE rank ", token.id));
     }
     bpe->decoder_.emplace(token.id, token.content);
-    FLOTILLA_RETURN_IF_ERROR(bpe->added_.Add(std::move(token.content), token.id));
+    FLOTILLA_RETURN_IF_ERROR(
+        bpe->added_.Add(std::move(token.content), token.id));
     max_id = std::max(max_id, token.id);
   }
   bpe->vocab_size_ = max_id + 1;

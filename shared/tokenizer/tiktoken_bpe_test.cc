@@ -21,7 +21,8 @@ using testing::Quote;
 
 // Compares EncodeOrdinary on every corpus string with tiktoken's ids, and
 // checks that decoding gives the text back.
-void ExpectMatchesGolden(const TiktokenBpe& bpe, const std::string& golden_file) {
+void ExpectMatchesGolden(const TiktokenBpe& bpe,
+                         const std::string& golden_file) {
   const nlohmann::json corpus = LoadJson("corpus.json");
   const nlohmann::json golden = LoadJson(golden_file);
   ASSERT_FALSE(corpus.is_discarded() || golden.is_discarded());
@@ -70,10 +71,14 @@ TEST(TiktokenBpeTest, RandomBytesRoundTrip) {
   std::unique_ptr<TiktokenBpe> bpe =
       LoadBpe("cl100k_base.tiktoken", Pretokenizer::Kimi());
   ASSERT_NE(bpe, nullptr);
-  const std::string fragments[] = {
-      "hello", " world", "\xe4\xbd\xa0", "\xe4\xbd", "\xbd", "\xf0\x9f\x98\x80",
-      "\xf0\x9f", "\xed\xa0\x80", "\xc0\xaf", "\xf4\x90\x80\x80", "\r\n", "  ",
-      "'s", "123", "\xcc\x81", "\x00"};
+  const std::string fragments[] = {"hello",        " world",
+                                   "\xe4\xbd\xa0", "\xe4\xbd",
+                                   "\xbd",         "\xf0\x9f\x98\x80",
+                                   "\xf0\x9f",     "\xed\xa0\x80",
+                                   "\xc0\xaf",     "\xf4\x90\x80\x80",
+                                   "\r\n",         "  ",
+                                   "'s",           "123",
+                                   "\xcc\x81",     "\x00"};
   std::mt19937 rng(12345);
   for (int iter = 0; iter < 3000; ++iter) {
     std::string text;
@@ -104,9 +109,11 @@ std::unique_ptr<TiktokenBpe> TinyWithAdded(std::vector<AddedToken> added) {
 }
 
 TEST(TiktokenBpeTest, AddedTokensLeftmostThenLongest) {
-  std::unique_ptr<TiktokenBpe> bpe =
-      TinyWithAdded({{300, "<|"}, {301, "<|open|>"}, {302, "bcdef"},
-                     {303, "ab"}, {304, "<|open|>think"}});
+  std::unique_ptr<TiktokenBpe> bpe = TinyWithAdded({{300, "<|"},
+                                                    {301, "<|open|>"},
+                                                    {302, "bcdef"},
+                                                    {303, "ab"},
+                                                    {304, "<|open|>think"}});
   ASSERT_NE(bpe, nullptr);
   // Longest at the same position.
   EXPECT_THAT(bpe->Encode("<|open|>x"), ElementsAre(301, 'x'));

@@ -23,8 +23,7 @@ namespace {
 
 absl::Status LineError(absl::string_view source, int line,
                        absl::string_view msg) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(source, ":", line, ": ", msg));
+  return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": ", msg));
 }
 
 // Maps a base64 alphabet character to its 6-bit value, or -1.
@@ -143,8 +142,8 @@ absl::StatusOr<std::vector<RankEntry>> ParseTiktokenModel(
     auto [rit, rank_new] = rank_line.emplace(rank, line_no);
     if (!rank_new) {
       return LineError(source, line_no,
-                       absl::StrCat("duplicate rank ", rank,
-                                    " (first on line ", rit->second, ")"));
+                       absl::StrCat("duplicate rank ", rank, " (first on line ",
+                                    rit->second, ")"));
     }
     auto [bit, bytes_new] = bytes_line.emplace(*bytes, line_no);
     if (!bytes_new) {
@@ -200,8 +199,9 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(
     }
     out.push_back(std::move(token));
   }
-  std::sort(out.begin(), out.end(),
-            [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+  std::sort(
+      out.begin(), out.end(),
+      [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
   return out;
 }
 

@@ -19,8 +19,8 @@ TEST(StrictBase64Test, DecodesCanonicalInput) {
 }
 
 TEST(StrictBase64Test, RejectsMalformedInput) {
-  for (const char* bad : {"IQ=", "I===", "IQ==IQ==x", "I Q=", "IQ-=", "IR==",
-                          "aGl=", "=QQQ", "IQ=Q"}) {
+  for (const char* bad : {"IQ=", "I===", "IQ==IQ==x",
+                          "I Q=", "IQ-=", "IR==", "aGl=", "=QQQ", "IQ=Q"}) {
     EXPECT_FALSE(StrictBase64Decode(bad).ok()) << bad;
   }
 }
@@ -62,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadModelCase{"IQ==  0\n", ":1: expected 'base64 rank'"},
         BadModelCase{"IQ==\n", ":1: expected"},
         BadModelCase{"IQ== 0 extra\n", ":1: expected"},
-        BadModelCase{"IQ== 0\nIg== 0\n", ":2: duplicate rank 0 (first on line 1)"},
+        BadModelCase{"IQ== 0\nIg== 0\n",
+                     ":2: duplicate rank 0 (first on line 1)"},
         BadModelCase{"IQ== 0\n\nIQ== 1\n", ":3: duplicate token IQ=="},
         BadModelCase{"= 0\n", ":1: base64 length"},
         BadModelCase{"\n\n", "/d/tiktoken.model: no tokens"}));

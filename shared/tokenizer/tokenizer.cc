@@ -16,8 +16,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadKimi(
   // encoded as plain text.
   FLOTILLA_ASSIGN_OR_RETURN(
       std::unique_ptr<TiktokenBpe> bpe,
-      TiktokenBpe::Load(dir + "/tiktoken.model",
-                        dir + "/tokenizer_config.json",
+      TiktokenBpe::Load(dir + "/tiktoken.model", dir + "/tokenizer_config.json",
                         std::move(pretokenizer)));
   return std::unique_ptr<Tokenizer>(std::move(bpe));
 }

@@ -1,0 +1,385 @@
+#include "coordinator/streaming_trunk.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/io/checksum.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+
+std::string RegionName(const model::PackRegion& r) {
+  return r.kind == "layer" ? absl::StrCat("layer ", r.layer) : r.kind;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
+    const model::PackManifest& manifest, const model::K3Config& config,
+    const StreamingTrunkOptions& options) {
+  const int layers = config.num_hidden_layers;
+  if (options.pinned_layers < 0 || options.pinned_layers > layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pinned_layers ", options.pinned_layers,
+                     " outside 0..", layers));
+  }
+  if (options.pinned_layers < layers && options.ring_slots < 2) {
+    return absl::InvalidArgumentError("the trunk ring needs >= 2 slots");
+  }
+  auto t = std::unique_ptr<StreamingTrunk>(new StreamingTrunk());
+  t->config_ = config;
+  t->manifest_ = manifest;
+  t->options_ = options;
+  const model::PackManifest& m = t->manifest_;
+  FLOTILLA_ASSIGN_OR_RETURN(
+      t->file_, io::File::Open(options.pack_dir + "/" + m.trunk_file, true));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      t->pinned_reader_,
+      io::CreateBatchReader(options.reader, options.queue_depth));
+
+  // Layouts of every layer, validated before anything is read.
+  uint64_t max_unpinned = 0;
+  for (int layer = 0; layer < layers; ++layer) {
+    const model::PackRegion* r = m.FindLayer(layer);
+    if (r == nullptr) {
+      return absl::DataLossError(
+          absl::StrCat("pack manifest has no region for layer ", layer));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(RegionLayout layout,
+                              LayoutFromJson(r->layout_json));
+    if (layout.size != r->size) {
+      return absl::DataLossError(absl::StrCat(
+          "layer ", layer, " region size ", r->size,
+          " differs from its layout size ", layout.size));
+    }
+    t->layouts_.push_back(std::move(layout));
+    if (layer >= options.pinned_layers) {
+      max_unpinned = std::max(max_unpinned, r->size);
+    }
+  }
+
+  // Model-level vectors: always resident (a few KB).
+  const model::PackRegion* g = m.FindRegion("globals");
+  t->embed_region_ = m.FindRegion("embed");
+  t->lm_head_region_ = m.FindRegion("lm_head");
+  if (g == nullptr || t->embed_region_ == nullptr ||
+      t->lm_head_region_ == nullptr) {
+    return absl::DataLossError(
+        "pack manifest lacks the globals, embed or lm_head region");
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(t->globals_buf_,
+                            io::AlignedBuffer::Allocate(g->size, true));
+  FLOTILLA_RETURN_IF_ERROR(
+      t->ReadRegion(*g, t->pinned_reader_.get(), t->globals_buf_.data()));
+  FLOTILLA_ASSIGN_OR_RETURN(RegionLayout g_layout,
+                            LayoutFromJson(g->layout_json));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      t->globals_, BindGlobals(g_layout, t->globals_buf_.data(), config));
+
+  // Vocab regions: pinned, or read piecewise with chunk checksums.
+  for (const model::PackRegion* r : {t->embed_region_, t->lm_head_region_}) {
+    FLOTILLA_ASSIGN_OR_RETURN(RegionLayout layout,
+                              LayoutFromJson(r->layout_json));
+    const RegionField* f = layout.Find("matrix");
+    if (f == nullptr || f->shape.size() != 2 ||
+        f->shape[0] != config.vocab_size ||
+        f->shape[1] != config.hidden_size) {
+      return absl::DataLossError(absl::StrCat(
+          "pack region ", r->kind, " does not hold a [vocab][hidden] matrix"));
+    }
+    t->vocab_field_offset_ = f->offset;
+    t->vocab_type_ = f->dtype == model::DType::kBF16
+                         ? kernels::DenseType::kBF16
+                         : kernels::DenseType::kF32;
+    const bool pinned = r == t->embed_region_ ? options.embed_pinned
+                                              : options.lm_head_pinned;
+    if (!pinned && (r->chunk_rows == 0 ||
+                    r->chunk_checksums.size() !=
+                        (config.vocab_size + r->chunk_rows - 1) /
+                            r->chunk_rows)) {
+      return absl::DataLossError(absl::StrCat(
+          "pack region ", r->kind,
+          " has no chunk checksums; re-run flotilla-tool pack"));
+    }
+    if (!pinned) continue;
+    io::AlignedBuffer& buf =
+        r == t->embed_region_ ? t->embed_buf_ : t->lm_head_buf_;
+    FLOTILLA_ASSIGN_OR_RETURN(buf, io::AlignedBuffer::Allocate(r->size, true));
+    FLOTILLA_RETURN_IF_ERROR(
+        t->ReadRegion(*r, t->pinned_reader_.get(), buf.data()));
+    FLOTILLA_ASSIGN_OR_RETURN(Matrix mat,
+                              BindVocab(layout, buf.data(), config));
+    (r == t->embed_region_ ? t->embed_ : t->lm_head_) = mat;
+  }
+
+  // The pinned prefix.
+  for (int layer = 0; layer < options.pinned_layers; ++layer) {
+    Pinned p;
+    const model::PackRegion* r = m.FindLayer(layer);
+    FLOTILLA_ASSIGN_OR_RETURN(p.buffer,
+                              io::AlignedBuffer::Allocate(r->size, true));
+    FLOTILLA_RETURN_IF_ERROR(
+        t->ReadRegion(*r, t->pinned_reader_.get(), p.buffer.data()));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        p.weights,
+        BindLayer(t->layouts_[layer], p.buffer.data(), config, layer));
+    t->pinned_.push_back(std::move(p));
+  }
+
+  // The ring over the rest.
+  t->unpinned_ = layers - options.pinned_layers;
+  if (t->unpinned_ > 0) {
+    t->slots_.resize(options.ring_slots);
+    for (Slot& s : t->slots_) {
+      FLOTILLA_ASSIGN_OR_RETURN(
+          s.buffer, io::AlignedBuffer::Allocate(max_unpinned, true));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(
+        t->ring_reader_,
+        io::CreateBatchReader(options.reader, options.queue_depth));
+    t->reader_thread_ = std::thread([p = t.get()] { p->ReaderLoop(); });
+  }
+  t->ResetStats();
+  return t;
+}
+
+StreamingTrunk::~StreamingTrunk() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (reader_thread_.joinable()) reader_thread_.join();
+}
+
+const char* StreamingTrunk::reader_name() const {
+  return pinned_reader_ ? pinned_reader_->name() : "none";
+}
+
+absl::Status StreamingTrunk::ReadRegion(const model::PackRegion& r,
+                                        io::BatchReader* reader,
+                                        uint8_t* dst) {
+  io::ReadRequest req;
+  req.file = &file_;
+  req.offset = r.offset;
+  req.length = r.size;
+  req.dst = dst;
+  FLOTILLA_RETURN_IF_ERROR(reader->Submit({req}));
+  FLOTILLA_ASSIGN_OR_RETURN(io::ReadCompletion done, reader->WaitOne());
+  if (!done.status.ok()) {
+    return absl::Status(done.status.code(),
+                        absl::StrCat("reading trunk region ", RegionName(r),
+                                     ": ", done.status.message()));
+  }
+  return VerifyRegion(r, dst, RegionName(r));
+}
+
+absl::Status StreamingTrunk::VerifyRegion(const model::PackRegion& r,
+                                          const uint8_t* data,
+                                          const std::string& what) const {
+  if (!options_.verify_checksums) return absl::OkStatus();
+  const uint64_t got = io::Checksum64(data, r.size);
+  if (got == r.checksum) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "checksum mismatch in trunk region ", what, " of ", file_.path(),
+      " at offset ", r.offset, " (", r.size, " bytes): expected ",
+      io::ChecksumHex(r.checksum), ", read ", io::ChecksumHex(got),
+      "; the file is damaged: re-run flotilla-tool pack"));
+}
+
+void StreamingTrunk::ReaderLoop() {
+  const uint64_t slots = slots_.size();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock,
+             [&] { return stop_ || next_read_ < next_consume_ + slots; });
+    if (stop_) return;
+    const uint64_t item = next_read_;
+    Slot& slot = slots_[item % slots];
+    slot.item = item;
+    slot.ready = false;
+    lock.unlock();
+    const int layer = ItemLayer(item);
+    const model::PackRegion* r = manifest_.FindLayer(layer);
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status status =
+        ReadRegion(*r, ring_reader_.get(), slot.buffer.data());
+    const double seconds = Since(start);
+    absl::StatusOr<LayerWeights> w =
+        status.ok()
+            ? BindLayer(layouts_[layer], slot.buffer.data(), config_, layer)
+            : absl::StatusOr<LayerWeights>(status);
+    lock.lock();
+    slot.status = w.status();
+    if (w.ok()) slot.weights = *w;
+    slot.ready = true;
+    ++next_read_;
+    stats_.bytes_read += r->size;
+    stats_.regions_read += 1;
+    stats_.read_seconds += seconds;
+    cv_.notify_all();
+  }
+}
+
+absl::Status StreamingTrunk::BeginStep() {
+  if (unpinned_ == 0) return absl::OkStatus();
+  // A forward pass that failed part-way left items of its step unconsumed;
+  // skip them so the ring is aligned with layer order again.
+  while (next_consume_ % unpinned_ != 0) {
+    auto w = AcquireLayer(ItemLayer(next_consume_));
+    if (w.ok()) ReleaseLayer(ItemLayer(next_consume_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
+  if (layer < 0 || layer >= config_.num_hidden_layers) {
+    return absl::OutOfRangeError(absl::StrCat("no layer ", layer));
+  }
+  if (layer < options_.pinned_layers) return &pinned_[layer].weights;
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t item = next_consume_;
+  if (ItemLayer(item) != layer) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "trunk layers must be acquired in order: expected layer ",
+        ItemLayer(item), ", got ", layer));
+  }
+  Slot& slot = slots_[item % slots_.size()];
+  const auto start = std::chrono::steady_clock::now();
+  cv_.wait(lock, [&] { return stop_ || (slot.item == item && slot.ready); });
+  stats_.wait_seconds += Since(start);
+  if (stop_) return absl::CancelledError("trunk reader stopped");
+  if (!slot.status.ok()) {
+    // Consume the failed item so the ring stays in step.
+    ++next_consume_;
+    cv_.notify_all();
+    return slot.status;
+  }
+  slot.in_use = true;
+  return &slot.weights;
+}
+
+void StreamingTrunk::ReleaseLayer(int layer) {
+  if (layer < options_.pinned_layers) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = slots_[next_consume_ % slots_.size()];
+  slot.in_use = false;
+  ++next_consume_;
+  cv_.notify_all();
+}
+
+absl::StatusOr<const uint8_t*> StreamingTrunk::ReadVocabRows(
+    const model::PackRegion& r, uint64_t first, uint64_t count,
+    io::AlignedBuffer* scratch) {
+  const uint64_t vocab = config_.vocab_size, cr = r.chunk_rows;
+  const uint64_t row_bytes =
+      config_.hidden_size * (vocab_type_ == kernels::DenseType::kBF16 ? 2 : 4);
+  const uint64_t c0 = first / cr, c1 = (first + count - 1) / cr;
+  const uint64_t row_begin = c0 * cr, row_end = std::min(vocab, (c1 + 1) * cr);
+  const uint64_t begin = r.offset + vocab_field_offset_ + row_begin * row_bytes;
+  const uint64_t length = (row_end - row_begin) * row_bytes;
+  const io::AlignedRange range = io::AlignForDirectIo(begin, length);
+  if (scratch->size() < range.length) {
+    FLOTILLA_ASSIGN_OR_RETURN(*scratch,
+                              io::AlignedBuffer::Allocate(range.length, true));
+  }
+  FLOTILLA_RETURN_IF_ERROR(
+      file_.ReadAt(range.offset, range.length, scratch->data()));
+  const uint8_t* rows = scratch->data() + range.skip;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.bytes_read += range.length;
+  }
+  for (uint64_t c = c0; c <= c1 && options_.verify_checksums; ++c) {
+    const uint64_t c_rows = std::min(vocab, (c + 1) * cr) - c * cr;
+    const uint8_t* p = rows + (c - c0) * cr * row_bytes;
+    const uint64_t got = io::Checksum64(p, c_rows * row_bytes);
+    if (got != r.chunk_checksums[c]) {
+      return absl::DataLossError(absl::StrCat(
+          "checksum mismatch in ", r.kind, " rows ", c * cr, "..",
+          c * cr + c_rows - 1, " of ", file_.path(), " at offset ",
+          begin + (c - c0) * cr * row_bytes, ": expected ",
+          io::ChecksumHex(r.chunk_checksums[c]), ", read ",
+          io::ChecksumHex(got)));
+    }
+  }
+  return rows + (first - row_begin) * row_bytes;
+}
+
+absl::Status StreamingTrunk::EmbedRows(const std::vector<int32_t>& ids,
+                                       float* out) {
+  const size_t e = config_.hidden_size;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] < 0 || ids[t] >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", ids[t], " outside the embedding"));
+    }
+    if (options_.embed_pinned) {
+      embed_.RowF32(ids[t], out + t * e);
+      continue;
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(
+        const uint8_t* row,
+        ReadVocabRows(*embed_region_, ids[t], 1, &vocab_scratch_));
+    Matrix one;
+    one.type = vocab_type_;
+    one.data = row;
+    one.rows = 1;
+    one.cols = e;
+    one.RowF32(0, out + t * e);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StreamingTrunk::LmHead(const float* x, size_t rows,
+                                    float* logits, kernels::ThreadPool* pool) {
+  if (options_.lm_head_pinned) {
+    kernels::MatMul(lm_head_.view(), x, rows, logits, pool);
+    return absl::OkStatus();
+  }
+  const uint64_t vocab = config_.vocab_size, e = config_.hidden_size;
+  const uint64_t cr = lm_head_region_->chunk_rows;
+  const uint64_t row_bytes =
+      e * (vocab_type_ == kernels::DenseType::kBF16 ? 2 : 4);
+  const uint64_t per_pass = std::max<uint64_t>(
+      cr, options_.lm_head_chunk_bytes / row_bytes / cr * cr);
+  std::vector<float> part(rows * per_pass);
+  // Each logit is one row's dot product, computed the same way as with a
+  // pinned lm_head, so chunking cannot change a bit of the result.
+  for (uint64_t base = 0; base < vocab; base += per_pass) {
+    const uint64_t n = std::min(per_pass, vocab - base);
+    FLOTILLA_ASSIGN_OR_RETURN(
+        const uint8_t* data,
+        ReadVocabRows(*lm_head_region_, base, n, &vocab_scratch_));
+    kernels::DenseMatrix m;
+    m.type = vocab_type_;
+    m.data = data;
+    m.rows = n;
+    m.cols = e;
+    kernels::MatMul(m, x, rows, part.data(), pool);
+    for (size_t t = 0; t < rows; ++t) {
+      std::memcpy(logits + t * vocab + base, part.data() + t * n,
+                  n * sizeof(float));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TrunkStats StreamingTrunk::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void StreamingTrunk::ResetStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = TrunkStats();
+}
+
+}  // namespace flotilla::coordinator

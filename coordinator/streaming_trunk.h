@@ -1,0 +1,134 @@
+// StreamingTrunk: trunk weights from a packed trunk file (flotilla-tool
+// pack) within a memory plan. Layers [0, pinned_layers) are read once and
+// stay resident; the others stream through a ring of `ring_slots` buffers:
+// a reader thread keeps the disk busy with the next layers (O_DIRECT, one
+// large chunked read per region through a BatchReader) while the current
+// layer computes, cycling through the unpinned layers token after token.
+// Every region is checked against its XXH3 checksum before use, so a flipped
+// byte on disk is an error naming the layer, file and offset, never silently
+// wrong output. Unpinned embedding rows are read on demand and the unpinned
+// lm_head is applied chunk by chunk, each chunk verified.
+//
+// Thread-safety: one forward pass at a time calls the TrunkProvider methods;
+// the reader thread is internal.
+#ifndef FLOTILLA_COORDINATOR_STREAMING_TRUNK_H_
+#define FLOTILLA_COORDINATOR_STREAMING_TRUNK_H_
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/trunk.h"
+#include "shared/io/aligned_buffer.h"
+#include "shared/io/batch_reader.h"
+#include "shared/io/file.h"
+#include "shared/model/pack_manifest.h"
+
+namespace flotilla::coordinator {
+
+struct StreamingTrunkOptions {
+  std::string pack_dir;
+  int pinned_layers = 0;
+  int ring_slots = 2;  // >= 2 when some layer is not pinned
+  bool lm_head_pinned = true;
+  bool embed_pinned = true;
+  bool verify_checksums = true;
+  io::ReaderKind reader = io::ReaderKind::kAuto;
+  int queue_depth = 8;
+  uint64_t lm_head_chunk_bytes = 64ull << 20;  // when streamed
+};
+
+// Counters since the last ResetStats(), for --stats.
+struct TrunkStats {
+  uint64_t bytes_read = 0;      // trunk regions + vocab chunks
+  uint64_t regions_read = 0;
+  double read_seconds = 0;      // reader thread busy reading
+  double wait_seconds = 0;      // forward pass blocked on the ring
+};
+
+class StreamingTrunk : public TrunkProvider {
+ public:
+  static absl::StatusOr<std::unique_ptr<StreamingTrunk>> Open(
+      const model::PackManifest& manifest, const model::K3Config& config,
+      const StreamingTrunkOptions& options);
+  ~StreamingTrunk() override;
+
+  absl::Status BeginStep() override;
+  absl::StatusOr<const LayerWeights*> AcquireLayer(int layer) override;
+  void ReleaseLayer(int layer) override;
+  const GlobalWeights& globals() const override { return globals_; }
+  absl::Status EmbedRows(const std::vector<int32_t>& ids,
+                         float* out) override;
+  absl::Status LmHead(const float* x, size_t rows, float* logits,
+                      kernels::ThreadPool* pool) override;
+
+  TrunkStats stats() const;
+  void ResetStats();
+  bool direct_io() const { return file_.direct(); }
+  const char* reader_name() const;
+
+ private:
+  struct Slot {
+    io::AlignedBuffer buffer;
+    uint64_t item = UINT64_MAX;  // stream position held (see ItemLayer)
+    bool ready = false;
+    bool in_use = false;
+    absl::Status status;
+    LayerWeights weights;
+  };
+  struct Pinned {
+    io::AlignedBuffer buffer;
+    LayerWeights weights;
+  };
+
+  StreamingTrunk() = default;
+  absl::Status ReadRegion(const model::PackRegion& r, io::BatchReader* reader,
+                          uint8_t* dst);
+  absl::Status VerifyRegion(const model::PackRegion& r, const uint8_t* data,
+                            const std::string& what) const;
+  // Reads rows [first, first + count) of a vocab region, verifying every
+  // chunk it touches; returns a pointer to the first row's bytes inside
+  // `scratch`.
+  absl::StatusOr<const uint8_t*> ReadVocabRows(const model::PackRegion& r,
+                                               uint64_t first, uint64_t count,
+                                               io::AlignedBuffer* scratch);
+  void ReaderLoop();
+  int ItemLayer(uint64_t item) const {
+    return options_.pinned_layers + static_cast<int>(item % unpinned_);
+  }
+
+  model::K3Config config_;
+  model::PackManifest manifest_;
+  std::vector<RegionLayout> layouts_;  // per layer
+  const model::PackRegion* embed_region_ = nullptr;
+  const model::PackRegion* lm_head_region_ = nullptr;
+  kernels::DenseType vocab_type_ = kernels::DenseType::kBF16;
+  StreamingTrunkOptions options_;
+  io::File file_;
+  std::unique_ptr<io::BatchReader> pinned_reader_;
+  std::vector<Pinned> pinned_;
+  io::AlignedBuffer globals_buf_, embed_buf_, lm_head_buf_;
+  GlobalWeights globals_;
+  Matrix embed_, lm_head_;  // valid when pinned
+  uint64_t vocab_field_offset_ = 0;  // "matrix" field offset in vocab regions
+  io::AlignedBuffer vocab_scratch_;
+
+  // Ring (guarded by mu_).
+  int unpinned_ = 0;
+  std::vector<Slot> slots_;
+  uint64_t next_read_ = 0;     // next stream item the reader loads
+  uint64_t next_consume_ = 0;  // next stream item the forward pass takes
+  bool stop_ = false;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread reader_thread_;
+  std::unique_ptr<io::BatchReader> ring_reader_;
+  TrunkStats stats_;  // guarded by mu_
+};
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_STREAMING_TRUNK_H_

@@ -1,0 +1,115 @@
+#include "shared/experts/expert_engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/io/aligned_buffer.h"
+
+namespace flotilla::experts {
+
+absl::StatusOr<std::unique_ptr<ExpertEngine>> ExpertEngine::Create(
+    ExpertIndex index, float beta1, float beta2, kernels::ThreadPool* pool,
+    const ExpertEngineOptions& options) {
+  auto engine = std::unique_ptr<ExpertEngine>(new ExpertEngine());
+  engine->index_ = std::make_unique<ExpertIndex>(std::move(index));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      engine->executor_,
+      ExpertExecutor::Create(*engine->index_, beta1, beta2, pool));
+  FetcherOptions fo = options.fetcher;
+  if (options.cache_bytes > 0) {
+    // The fetcher's slot size (ExpertFetcher::slot_bytes()).
+    const uint64_t slot = std::max<uint64_t>(
+        engine->index_->max_aligned_run_bytes(), io::kDirectIoAlignment);
+    fo.cache_slots = static_cast<int>(std::min<uint64_t>(
+        options.cache_bytes / slot, 1u << 20));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(engine->fetcher_,
+                            ExpertFetcher::Create(engine->index_.get(), fo));
+  return engine;
+}
+
+absl::Status ExpertEngine::ComputeLayer(
+    int layer, const float* z, int rows, const ExpertAssignment* tasks,
+    size_t num_tasks, float* out, const std::vector<ExpertKey>* lookahead) {
+  if (!index_->HasLayer(layer)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " has no routed experts"));
+  }
+  if (rows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("negative rows ", rows));
+  }
+  const int num_experts = index_->num_experts();
+  const size_t lat = executor_->latent();
+  // Counting sort of task indices by expert: stable, so each expert's rows
+  // stay in task order (the order LocalExperts uses).
+  group_begin_.assign(num_experts + 1, 0);
+  for (size_t i = 0; i < num_tasks; ++i) {
+    const ExpertAssignment& t = tasks[i];
+    if (t.expert < 0 || t.expert >= num_experts || t.row < 0 ||
+        t.row >= rows ||
+        index_->Find(ExpertKey{layer, t.expert}) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert task ", i, " (row ", t.row, ", expert ", t.expert,
+          ") out of range"));
+    }
+    ++group_begin_[t.expert + 1];
+  }
+  keys_.clear();
+  size_t largest = 0;
+  for (int e = 0; e < num_experts; ++e) {
+    const uint32_t count = group_begin_[e + 1];
+    if (count > 0) keys_.push_back(ExpertKey{layer, e});
+    largest = std::max<size_t>(largest, count);
+    group_begin_[e + 1] += group_begin_[e];
+  }
+  order_.resize(num_tasks);
+  {
+    // Fill using a moving cursor per expert; group_begin_ is restored after.
+    for (size_t i = 0; i < num_tasks; ++i) {
+      order_[group_begin_[tasks[i].expert]++] = static_cast<uint32_t>(i);
+    }
+    for (int e = num_experts; e > 0; --e) group_begin_[e] = group_begin_[e - 1];
+    group_begin_[0] = 0;
+  }
+  if (xin_.size() < largest * lat) {
+    xin_.resize(largest * lat);
+    y_.resize(largest * lat);
+  }
+  task_out_.resize(num_tasks * lat);
+
+  auto on_ready = [&](const ExpertKey& key,
+                      const uint8_t* run) -> absl::Status {
+    const uint32_t begin = group_begin_[key.expert];
+    const size_t n = group_begin_[key.expert + 1] - begin;
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(xin_.data() + i * lat,
+                  z + static_cast<size_t>(tasks[order_[begin + i]].row) * lat,
+                  lat * sizeof(float));
+    }
+    executor_->Compute(*index_->Find(key), run, xin_.data(), n, y_.data());
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(task_out_.data() + order_[begin + i] * lat,
+                  y_.data() + i * lat, lat * sizeof(float));
+    }
+    return absl::OkStatus();
+  };
+  FLOTILLA_RETURN_IF_ERROR(fetcher_->Fetch(keys_, on_ready, lookahead));
+
+  // Combine in task order, per row, in double: the same arithmetic as
+  // LocalExperts, whatever order the experts completed in.
+  acc_.assign(static_cast<size_t>(rows) * lat, 0.0);
+  for (size_t i = 0; i < num_tasks; ++i) {
+    double* a = acc_.data() + static_cast<size_t>(tasks[i].row) * lat;
+    const float* v = task_out_.data() + i * lat;
+    const double w = tasks[i].weight;
+    for (size_t j = 0; j < lat; ++j) a[j] += w * v[j];
+  }
+  for (size_t i = 0; i < acc_.size(); ++i) {
+    out[i] = static_cast<float>(acc_[i]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace flotilla::experts

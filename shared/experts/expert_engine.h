@@ -1,0 +1,90 @@
+// ExpertEngine: one MoE layer's routed experts for a batch of rows, streamed
+// from disk. ExpertIndex (where) + ExpertFetcher (reads into slots) +
+// ExpertExecutor (compute). Used by the coordinator's StreamingExperts and,
+// later, by expert workers serving Compute RPCs.
+//
+// ComputeLayer groups the (row, expert, weight) assignments by expert, fetches
+// every distinct expert once (all reads issued at once, slots permitting),
+// computes each expert on its gathered rows as soon as its bytes land, keeps
+// one output per assignment, and finally combines per row IN ASSIGNMENT
+// ORDER, accumulating in double and rounding once. Completion order, slot
+// count, cache and prefetch therefore never change a bit of the result, and
+// it is bitwise identical to coordinator::LocalExperts.
+//
+// Thread-compatibility: not thread-safe; one thread calls ComputeLayer /
+// Prefetch at a time. Scratch is reused across calls.
+#ifndef FLOTILLA_SHARED_EXPERTS_EXPERT_ENGINE_H_
+#define FLOTILLA_SHARED_EXPERTS_EXPERT_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shared/experts/expert_executor.h"
+#include "shared/experts/expert_fetcher.h"
+#include "shared/experts/expert_index.h"
+#include "shared/kernels/thread_pool.h"
+
+namespace flotilla::experts {
+
+// One routed (row, expert) pair of a layer; same layout as the coordinator's
+// ExpertTask.
+struct ExpertAssignment {
+  int32_t row = 0;     // row of z / out
+  int32_t expert = 0;  // expert index within the layer
+  float weight = 0;    // combine weight
+};
+
+struct ExpertEngineOptions {
+  FetcherOptions fetcher;
+  // When > 0, sets fetcher.cache_slots to how many whole slots fit in it.
+  uint64_t cache_bytes = 0;
+};
+
+class ExpertEngine {
+ public:
+  // beta1/beta2: SiTU betas. `pool` may be null and must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<ExpertEngine>> Create(
+      ExpertIndex index, float beta1, float beta2, kernels::ThreadPool* pool,
+      const ExpertEngineOptions& options);
+
+  // z: [rows][L]; out: [rows][L], overwritten (rows no assignment names are
+  // zero). out[r] = sum over r's assignments, in order, of weight * E(z[r]).
+  // `lookahead`: see ExpertFetcher::Fetch. Errors name the layer, expert,
+  // file and offset.
+  absl::Status ComputeLayer(int layer, const float* z, int rows,
+                            const ExpertAssignment* tasks, size_t num_tasks,
+                            float* out,
+                            const std::vector<ExpertKey>* lookahead = nullptr);
+
+  // Immediate prefetch (ExpertFetcher::Prefetch).
+  absl::Status Prefetch(const std::vector<ExpertKey>& keys) {
+    return fetcher_->Prefetch(keys);
+  }
+
+  const ExpertIndex& index() const { return *index_; }
+  ExpertFetcher& fetcher() { return *fetcher_; }
+  const FetchStats& stats() const { return fetcher_->stats(); }
+  size_t latent() const { return executor_->latent(); }
+
+ private:
+  ExpertEngine() = default;
+
+  // Owned on the heap so the fetcher's pointer stays valid.
+  std::unique_ptr<ExpertIndex> index_;
+  std::unique_ptr<ExpertExecutor> executor_;
+  std::unique_ptr<ExpertFetcher> fetcher_;
+  // Scratch reused across calls.
+  std::vector<uint32_t> group_begin_;  // [num_experts + 1] into order_
+  std::vector<uint32_t> order_;        // task indices grouped by expert
+  std::vector<ExpertKey> keys_;        // distinct experts, ascending
+  std::vector<float> xin_, y_;         // [n][L] gathered rows / outputs
+  std::vector<float> task_out_;        // [num_tasks][L]
+  std::vector<double> acc_;            // [rows][L]
+};
+
+}  // namespace flotilla::experts
+
+#endif  // FLOTILLA_SHARED_EXPERTS_EXPERT_ENGINE_H_

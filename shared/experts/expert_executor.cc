@@ -1,0 +1,86 @@
+#include "shared/experts/expert_executor.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "shared/kernels/kernels.h"
+
+namespace flotilla::experts {
+
+absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::Create(
+    const ExpertIndex& index, float beta1, float beta2,
+    kernels::ThreadPool* pool) {
+  const MatrixShape& w1 = index.shape(0);
+  const MatrixShape& w2 = index.shape(1);
+  const MatrixShape& w3 = index.shape(2);
+  if (w1.rows == 0 || w1.cols == 0 || w3.rows != w1.rows ||
+      w3.cols != w1.cols || w2.rows != w1.cols || w2.cols != w1.rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert shapes w1 [", w1.rows, ",", w1.cols, "], w2 [", w2.rows, ",",
+        w2.cols, "], w3 [", w3.rows, ",", w3.cols,
+        "] do not form an expert (need w1 = w3 = [I,L], w2 = [L,I])"));
+  }
+  if (index.format() == ExpertFormat::kMxfp4 &&
+      (w1.cols % 32 != 0 || w2.cols % 32 != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MXFP4 expert widths ", w1.cols, " and ", w2.cols,
+        " must be multiples of 32"));
+  }
+  if (!(beta1 > 0) || !(beta2 > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SiTU betas must be positive, got ", beta1, " and ", beta2));
+  }
+  auto executor = std::unique_ptr<ExpertExecutor>(
+      new ExpertExecutor(index.format(), w1.cols, w1.rows, beta1, beta2, pool));
+  for (int w = 0; w < 3; ++w) executor->shapes_[w] = index.shape(w);
+  return executor;
+}
+
+void ExpertExecutor::Apply(int which, const ExpertLocation& loc,
+                           const uint8_t* run, const float* x, size_t n,
+                           float* y) {
+  const MatrixShape& s = shapes_[which];
+  if (format_ == ExpertFormat::kMxfp4) {
+    kernels::Mxfp4Matrix w;
+    w.packed = run + loc.tensor_offsets[2 * which];
+    w.scales = run + loc.tensor_offsets[2 * which + 1];
+    w.rows = s.rows;
+    w.cols = s.cols;
+    kernels::MatMulMxfp4(w, x, n, y, pool_);
+    return;
+  }
+  const bool f32 = format_ == ExpertFormat::kF32;
+  const size_t elem = f32 ? sizeof(float) : sizeof(uint16_t);
+  const uint8_t* data = run + loc.tensor_offsets[which];
+  if (reinterpret_cast<uintptr_t>(data) % elem != 0) {
+    // The kernels read the matrix as float / uint16_t; keep that defined.
+    const size_t bytes = s.rows * s.cols * elem;
+    dense_copy_.resize((bytes + sizeof(float) - 1) / sizeof(float));
+    std::memcpy(dense_copy_.data(), data, bytes);
+    data = reinterpret_cast<const uint8_t*>(dense_copy_.data());
+  }
+  kernels::DenseMatrix w;
+  w.type = f32 ? kernels::DenseType::kF32 : kernels::DenseType::kBF16;
+  w.data = data;
+  w.rows = s.rows;
+  w.cols = s.cols;
+  kernels::MatMul(w, x, n, y, pool_);
+}
+
+void ExpertExecutor::Compute(const ExpertLocation& loc, const uint8_t* run,
+                             const float* x, size_t n, float* y) {
+  if (n == 0) return;
+  if (h1_.size() < n * inter_) {
+    h1_.resize(n * inter_);
+    h3_.resize(n * inter_);
+    act_.resize(n * inter_);
+  }
+  // Same sequence as the reference: gate, up, SiTU-GLU, down.
+  Apply(0, loc, run, x, n, h1_.data());
+  Apply(2, loc, run, x, n, h3_.data());
+  kernels::SituGlu(h1_.data(), h3_.data(), n * inter_, beta1_, beta2_,
+                   act_.data());
+  Apply(1, loc, run, act_.data(), n, y);
+}
+
+}  // namespace flotilla::experts

@@ -1,0 +1,342 @@
+#include "shared/experts/expert_index.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "shared/base/status_macros.h"
+#include "shared/experts/index_builder.h"
+#include "shared/io/aligned_buffer.h"
+
+namespace flotilla::experts {
+namespace {
+
+using model::DType;
+using model::TensorInfo;
+
+enum Part { kPacked = 0, kScale = 1, kDense = 2 };
+constexpr const char* kSuffix[3] = {"weight_packed", "weight_scale", "weight"};
+
+struct ParsedName {
+  ExpertKey key;
+  int which = 0;  // 0, 1, 2 for w1, w2, w3
+  Part part = kPacked;
+};
+
+// Parses "<prefix>layers.{L}.block_sparse_moe.experts.{e}.w{1,2,3}.{suffix}".
+bool ParseExpertName(absl::string_view name, ParsedName* out) {
+  constexpr absl::string_view kMid = ".block_sparse_moe.experts.";
+  const size_t mid = name.find(kMid);
+  if (mid == absl::string_view::npos) return false;
+  const absl::string_view head = name.substr(0, mid);
+  const size_t layers = head.rfind("layers.");
+  if (layers == absl::string_view::npos) return false;
+  if (!absl::SimpleAtoi(head.substr(layers + 7), &out->key.layer)) {
+    return false;
+  }
+  absl::string_view tail = name.substr(mid + kMid.size());
+  const size_t dot = tail.find('.');
+  if (dot == absl::string_view::npos ||
+      !absl::SimpleAtoi(tail.substr(0, dot), &out->key.expert)) {
+    return false;
+  }
+  tail = tail.substr(dot + 1);
+  if (tail.size() < 4 || tail[0] != 'w' || tail[1] < '1' || tail[1] > '3' ||
+      tail[2] != '.') {
+    return false;
+  }
+  out->which = tail[1] - '1';
+  const absl::string_view suffix = tail.substr(3);
+  for (int p = 0; p < 3; ++p) {
+    if (suffix == kSuffix[p]) {
+      out->part = static_cast<Part>(p);
+      return out->key.layer >= 0 && out->key.expert >= 0;
+    }
+  }
+  return false;
+}
+
+std::string ShapeText(const std::vector<int64_t>& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
+}
+
+std::string Where(const TensorInfo* t) {
+  return absl::StrCat("tensor ", t->name, " in ", t->file);
+}
+
+absl::Status Check2d(const TensorInfo* t) {
+  if (t->shape.size() != 2 || t->shape[0] <= 0 || t->shape[1] <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(t), " has shape ", ShapeText(t->shape),
+                     ", expected a non-empty 2-D matrix"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckU8(const TensorInfo* t) {
+  if (t->dtype != DType::kU8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(t), " has dtype ", model::DTypeName(t->dtype), ", expected U8"));
+  }
+  return Check2d(t);
+}
+
+// The tensors of one expert found in the source, [which][part].
+struct Group {
+  const TensorInfo* t[3][3] = {};
+};
+
+// Validates one MXFP4 matrix; appends its two tensors to `parts`.
+absl::Status BindMxfp4(const Group& g, const ExpertKey& key, int w,
+                       MatrixShape* shape,
+                       std::vector<const TensorInfo*>* parts) {
+  const TensorInfo* packed = g.t[w][kPacked];
+  const TensorInfo* scale = g.t[w][kScale];
+  if (packed == nullptr || scale == nullptr) {
+    const TensorInfo* have = packed != nullptr ? packed : scale;
+    return absl::NotFoundError(absl::StrCat(
+        "missing tensor ",
+        ExpertTensorName(key.layer, key.expert, w,
+                         packed == nullptr ? "weight_packed" : "weight_scale"),
+        " (", have->name, " exists in ", have->file, ")"));
+  }
+  FLOTILLA_RETURN_IF_ERROR(CheckU8(packed));
+  FLOTILLA_RETURN_IF_ERROR(CheckU8(scale));
+  if (packed->shape[0] != scale->shape[0]) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(scale), " has ", scale->shape[0], " rows but ", packed->name,
+        " has ", packed->shape[0]));
+  }
+  if (scale->shape[1] * 32 != packed->shape[1] * 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(scale), " has ", scale->shape[1], " columns; expected ",
+        packed->shape[1] * 2, " / 32 for ", packed->name, " of shape ",
+        ShapeText(packed->shape), " (MXFP4 group size 32)"));
+  }
+  shape->rows = packed->shape[0];
+  shape->cols = packed->shape[1] * 2;
+  parts->push_back(packed);
+  parts->push_back(scale);
+  return absl::OkStatus();
+}
+
+absl::Status BindDense(const Group& g, const ExpertKey& key, int w,
+                       DType* dtype, MatrixShape* shape,
+                       std::vector<const TensorInfo*>* parts) {
+  const TensorInfo* t = g.t[w][kDense];
+  if (t == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "missing tensor ",
+        ExpertTensorName(key.layer, key.expert, w, "weight_packed"),
+        " (nor a dense ", ExpertTensorName(key.layer, key.expert, w, "weight"),
+        ")"));
+  }
+  if (t->dtype != DType::kF32 && t->dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(t), " has dtype ", model::DTypeName(t->dtype),
+        ", expected F32 or BF16"));
+  }
+  if (w > 0 && t->dtype != *dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(t), " has dtype ", model::DTypeName(t->dtype), " but w1 is ",
+        model::DTypeName(*dtype), " (an expert's matrices share one dtype)"));
+  }
+  *dtype = t->dtype;
+  FLOTILLA_RETURN_IF_ERROR(Check2d(t));
+  shape->rows = t->shape[0];
+  shape->cols = t->shape[1];
+  parts->push_back(t);
+  return absl::OkStatus();
+}
+
+// Checks that `parts` share one file and form one run (allowing fewer than
+// `max_gap` unused bytes); fills the run fields of `loc`.
+absl::Status BindRun(const ExpertKey& key,
+                     const std::vector<const TensorInfo*>& parts,
+                     uint64_t max_gap, ExpertLocation* loc, bool* has_gap) {
+  std::vector<const TensorInfo*> sorted = parts;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const TensorInfo* a, const TensorInfo* b) {
+              return a->offset < b->offset;
+            });
+  uint64_t end = 0, used = 0;
+  if (parts[0]->file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor ", parts[0]->name,
+        " has no backing file (in-memory source): it cannot be streamed"));
+  }
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const TensorInfo* t = sorted[i];
+    if (t->file != parts[0]->file) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(t), " is not in ", parts[0]->file, " with ", parts[0]->name,
+          ": an expert must be one run in one file (run `flotilla-tool pack` "
+          "to write packed expert files)"));
+    }
+    if (i > 0 && t->offset < end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(t), " overlaps ", sorted[i - 1]->name));
+    }
+    end = t->offset + t->nbytes;
+    used += t->nbytes;
+  }
+  loc->offset = sorted[0]->offset;
+  loc->length = end - loc->offset;
+  const uint64_t gap = loc->length - used;
+  if (gap >= max_gap) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "layer ", key.layer, " expert ", key.expert, " in ", parts[0]->file,
+        " is not one contiguous run: its ", parts.size(), " tensors span ",
+        loc->length, " bytes from offset ", loc->offset, " with ", gap,
+        " unused bytes between them (limit ", max_gap,
+        "); run `flotilla-tool pack` to write packed expert files"));
+  }
+  *has_gap = gap > 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    loc->tensor_offsets[i] = parts[i]->offset - loc->offset;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* ExpertFormatName(ExpertFormat format) {
+  switch (format) {
+    case ExpertFormat::kMxfp4:
+      return "mxfp4";
+    case ExpertFormat::kF32:
+      return "f32";
+    case ExpertFormat::kBF16:
+      return "bf16";
+  }
+  return "?";
+}
+
+absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
+    const model::TensorSource& source, const ExpertIndexOptions& options) {
+  std::map<ExpertKey, Group> groups;
+  for (const std::string& name : source.Names()) {
+    ParsedName p;
+    if (!ParseExpertName(name, &p)) continue;
+    if (options.only_layer >= 0 && p.key.layer != options.only_layer) continue;
+    groups[p.key].t[p.which][p.part] = source.Find(name);
+  }
+  IndexBuilder builder;
+  std::string source_name;
+  size_t noncontiguous = 0;
+  std::vector<const TensorInfo*> parts;
+  for (const auto& [key, g] : groups) {
+    parts.clear();
+    std::array<MatrixShape, 3> shapes;
+    ExpertFormat format = ExpertFormat::kMxfp4;
+    const bool mxfp4 = g.t[0][kPacked] != nullptr || g.t[0][kScale] != nullptr;
+    DType dtype = DType::kF32;
+    for (int w = 0; w < 3; ++w) {
+      if (mxfp4) {
+        FLOTILLA_RETURN_IF_ERROR(BindMxfp4(g, key, w, &shapes[w], &parts));
+      } else {
+        FLOTILLA_RETURN_IF_ERROR(
+            BindDense(g, key, w, &dtype, &shapes[w], &parts));
+      }
+    }
+    if (!mxfp4) {
+      format = dtype == DType::kBF16 ? ExpertFormat::kBF16 : ExpertFormat::kF32;
+    }
+    ExpertLocation loc;
+    bool has_gap = false;
+    FLOTILLA_RETURN_IF_ERROR(
+        BindRun(key, parts, options.max_gap_bytes, &loc, &has_gap));
+    noncontiguous += has_gap ? 1 : 0;
+    if (source_name.empty()) source_name = parts[0]->file;
+    FLOTILLA_RETURN_IF_ERROR(builder.Add(key, parts[0]->file, loc, format,
+                                         shapes, Where(parts[0])));
+  }
+  builder.set_noncontiguous(noncontiguous);
+  return builder.Finish(options.config, options.only_layer,
+                        source_name.empty() ? "the checkpoint" : source_name);
+}
+
+const ExpertLocation* ExpertIndex::Find(const ExpertKey& key) const {
+  if (key.layer < 0 || key.layer >= num_layers_ || key.expert < 0 ||
+      key.expert >= num_experts_) {
+    return nullptr;
+  }
+  const ExpertLocation& loc =
+      locations_[static_cast<size_t>(key.layer) * num_experts_ + key.expert];
+  return loc.present ? &loc : nullptr;
+}
+
+absl::StatusOr<const ExpertLocation*> ExpertIndex::Get(
+    const ExpertKey& key) const {
+  const ExpertLocation* loc = Find(key);
+  if (loc == nullptr) {
+    return absl::NotFoundError(absl::StrCat("layer ", key.layer, " expert ",
+                                            key.expert,
+                                            " is not in the expert index"));
+  }
+  return loc;
+}
+
+bool ExpertIndex::HasLayer(int layer) const {
+  if (layer < 0 || layer >= num_layers_) return false;
+  for (int e = 0; e < num_experts_; ++e) {
+    if (locations_[static_cast<size_t>(layer) * num_experts_ + e].present) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<ExpertKey> ExpertIndex::Keys() const {
+  std::vector<ExpertKey> keys;
+  keys.reserve(size_);
+  for (int l = 0; l < num_layers_; ++l) {
+    for (int e = 0; e < num_experts_; ++e) {
+      if (Find(ExpertKey{l, e}) != nullptr) keys.push_back(ExpertKey{l, e});
+    }
+  }
+  return keys;
+}
+
+uint64_t ExpertIndex::RunBytesFor(const model::K3Config& config,
+                                  ExpertFormat format) {
+  const uint64_t params = 3ull * config.routed_expert_hidden_size *
+                          config.moe_intermediate_size;
+  switch (format) {
+    case ExpertFormat::kMxfp4:
+      return params / 2 + params / 32;
+    case ExpertFormat::kF32:
+      return params * 4;
+    case ExpertFormat::kBF16:
+      return params * 2;
+  }
+  return 0;
+}
+
+uint64_t ExpertIndex::SlotBytesFor(uint64_t run_bytes) {
+  return io::AlignUp(run_bytes) + io::kDirectIoAlignment;
+}
+
+absl::Status ExpertIndex::SetChecksum(const ExpertKey& key,
+                                      uint64_t checksum) {
+  FLOTILLA_ASSIGN_OR_RETURN(const ExpertLocation* loc, Get(key));
+  ExpertLocation* mutable_loc = const_cast<ExpertLocation*>(loc);
+  mutable_loc->has_checksum = true;
+  mutable_loc->checksum = checksum;
+  return absl::OkStatus();
+}
+
+std::string ExpertIndex::Describe(const ExpertKey& key) const {
+  const ExpertLocation* loc = Find(key);
+  if (loc == nullptr) {
+    return absl::StrCat("layer ", key.layer, " expert ", key.expert);
+  }
+  return absl::StrCat("layer ", key.layer, " expert ", key.expert, " (",
+                      files_[loc->file], " at offset ", loc->offset, ", ",
+                      loc->length, " bytes)");
+}
+
+}  // namespace flotilla::experts

@@ -1,0 +1,99 @@
+// ExpertIndex::FromPackManifest: experts located by a `flotilla-tool pack`
+// manifest. Uses only the PackManifest fields (not its functions), so this
+// library does not depend on how the manifest is parsed.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/experts/expert_index.h"
+#include "shared/experts/index_builder.h"
+
+namespace flotilla::experts {
+namespace {
+
+std::string JoinPath(const std::string& dir, const std::string& file) {
+  if (file.empty() || file[0] == '/' || dir.empty()) return file;
+  return dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+absl::StatusOr<ExpertFormat> ParseFormat(const std::string& text,
+                                         const std::string& source) {
+  if (text == "mxfp4") return ExpertFormat::kMxfp4;
+  if (text == "f32") return ExpertFormat::kF32;
+  if (text == "bf16") return ExpertFormat::kBF16;
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, ": unknown expert_format \"", text,
+                   "\" (expected mxfp4, bf16 or f32)"));
+}
+
+}  // namespace
+
+absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
+    const model::PackManifest& manifest, const model::K3Config& config,
+    const std::string& model_dir, const std::string& pack_dir) {
+  const std::string source = JoinPath(pack_dir, "manifest.json");
+  if (!manifest.complete) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        source, " is incomplete (a pack is running or was interrupted); "
+                "finish it with `flotilla-tool pack`"));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(const ExpertFormat format,
+                            ParseFormat(manifest.expert_format, source));
+  const uint64_t lat = config.routed_expert_hidden_size;
+  const uint64_t inter = config.moe_intermediate_size;
+  const std::array<MatrixShape, 3> shapes = {
+      MatrixShape{inter, lat}, MatrixShape{lat, inter},
+      MatrixShape{inter, lat}};
+  // Byte size of each tensor in tensor_offsets order.
+  std::array<uint64_t, 6> sizes{};
+  int num_tensors = 0;
+  for (int w = 0; w < 3; ++w) {
+    const uint64_t n = shapes[w].rows * shapes[w].cols;
+    if (format == ExpertFormat::kMxfp4) {
+      sizes[num_tensors++] = n / 2;
+      sizes[num_tensors++] = n / 32;
+    } else {
+      sizes[num_tensors++] = n * (format == ExpertFormat::kF32 ? 4 : 2);
+    }
+  }
+  const std::string& dir =
+      manifest.experts_in_model_dir ? model_dir : pack_dir;
+  IndexBuilder builder;
+  for (size_t i = 0; i < manifest.experts.size(); ++i) {
+    const model::PackExpert& e = manifest.experts[i];
+    const std::string what =
+        absl::StrCat(source, " experts[", i, "] (layer ", e.layer,
+                     ", expert ", e.expert, ")");
+    if (e.file < 0 ||
+        static_cast<size_t>(e.file) >= manifest.expert_files.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": file index ", e.file, " outside expert_files (",
+          manifest.expert_files.size(), " entries)"));
+    }
+    if (e.length == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": empty run"));
+    }
+    for (int t = 0; t < num_tensors; ++t) {
+      if (e.tensor_offsets[t] > e.length ||
+          sizes[t] > e.length - e.tensor_offsets[t]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": tensor ", t, " at run offset ", e.tensor_offsets[t],
+            " (", sizes[t], " bytes for the config's shapes) runs past the ",
+            e.length, "-byte run"));
+      }
+    }
+    ExpertLocation loc;
+    loc.offset = e.offset;
+    loc.length = e.length;
+    loc.tensor_offsets = e.tensor_offsets;
+    loc.has_checksum = true;
+    loc.checksum = e.checksum;
+    FLOTILLA_RETURN_IF_ERROR(
+        builder.Add(ExpertKey{e.layer, e.expert},
+                    JoinPath(dir, manifest.expert_files[e.file]), loc, format,
+                    shapes, what));
+  }
+  return builder.Finish(&config, /*only_layer=*/-1, source);
+}
+
+}  // namespace flotilla::experts

@@ -1,0 +1,449 @@
+#include "tools/pack.h"
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/trunk_region.h"
+#include "shared/base/status_macros.h"
+#include "shared/io/checksum.h"
+#include "shared/model/json_util.h"
+#include "shared/model/pack_manifest.h"
+#include "shared/model/safetensors.h"
+#include "tools/pack_io.h"
+#include "tools/pack_plan.h"
+#include "tools/pack_state.h"
+#include "tools/progress.h"
+
+namespace flotilla::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Expert runs are read (or copied) in batches of this many bytes: large
+// sequential reads, and a bounded buffer per thread.
+constexpr uint64_t kBatchBytes = uint64_t{64} << 20;
+// In place, batches skip at most this much between runs (in K3's shards a
+// layer's 896 experts are back to back; a gap is trunk data).
+constexpr uint64_t kMaxGapBytes = uint64_t{1} << 20;
+// While experts are processed the progress record is rewritten at most this
+// often; a killed pack redoes at most this much work.
+constexpr auto kStateInterval = std::chrono::seconds(1);
+
+std::string RegionName(const PlannedRegion& r) {
+  return r.kind == "layer" ? absl::StrCat("layer ", r.layer) : r.kind;
+}
+
+bool Exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
+
+absl::Status Remove(const std::string& path) {
+  std::error_code ec;
+  fs::remove(path, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot remove ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+std::string ManifestPlanId(model::PackManifest m) {
+  for (auto& r : m.regions) r.checksum = 0;
+  for (auto& e : m.experts) e.checksum = 0;
+  m.complete = false;
+  const std::string text = model::PackManifestToJson(m);
+  return io::ChecksumHex(io::Checksum64(text.data(), text.size()));
+}
+
+absl::Status Refuse(const std::string& why) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      why, "; pass --force to overwrite it, or choose another --out"));
+}
+
+// How a pack starts: already complete, resuming a state, or fresh.
+struct Start {
+  bool complete = false;
+  std::optional<PackState> resume;
+};
+
+absl::StatusOr<Start> Inspect(const std::string& dir, const PackPlan& plan,
+                              bool force, FILE* log) {
+  const std::string manifest_path = dir + "/" + kManifestFile;
+  const std::string state_path = dir + "/" + kStateFile;
+  bool have_pack_record = false;
+  if (Exists(manifest_path)) {
+    have_pack_record = true;
+    absl::StatusOr<std::string> text =
+        model::internal::ReadSmallFile(manifest_path);
+    absl::StatusOr<model::PackManifest> m =
+        text.ok() ? model::PackManifestFromJson(*text, manifest_path)
+                  : absl::StatusOr<model::PackManifest>(text.status());
+    if (!m.ok()) {
+      if (!force) return Refuse(std::string(m.status().message()));
+    } else if (m->source_fingerprint != plan.fingerprint) {
+      if (!force) {
+        return Refuse(absl::StrCat(
+            dir, " holds a pack of another checkpoint (fingerprint ",
+            m->source_fingerprint, "; this model is ", plan.fingerprint, ")"));
+      }
+    } else if (m->complete && ManifestPlanId(*m) == plan.Id()) {
+      return Start{true, std::nullopt};
+    } else if (log != nullptr) {
+      std::fprintf(log, "pack: %s is from an older pack layout; repacking\n",
+                   manifest_path.c_str());
+    }
+  }
+  if (Exists(state_path)) {
+    have_pack_record = true;
+    absl::StatusOr<std::string> text =
+        model::internal::ReadSmallFile(state_path);
+    absl::StatusOr<PackState> s =
+        text.ok() ? PackStateFromJson(*text, state_path)
+                  : absl::StatusOr<PackState>(text.status());
+    if (!s.ok()) {
+      if (!force) return Refuse(std::string(s.status().message()));
+    } else if (s->fingerprint != plan.fingerprint) {
+      if (!force) {
+        return Refuse(absl::StrCat(
+            dir,
+            " holds an unfinished pack of another checkpoint"
+            " (fingerprint ",
+            s->fingerprint, "; this model is ", plan.fingerprint, ")"));
+      }
+    } else if (s->plan_id == plan.Id() &&
+               s->regions.size() == plan.regions.size() &&
+               s->experts.size() == plan.experts.size()) {
+      return Start{false, std::move(*s)};
+    } else if (log != nullptr) {
+      std::fprintf(log, "pack: %s is for another pack layout; starting over\n",
+                   state_path.c_str());
+    }
+  }
+  if (!have_pack_record && !force &&
+      (Exists(dir + "/" + kTrunkFile) || Exists(dir + "/" + kExpertsFile))) {
+    return Refuse(absl::StrCat(dir, " holds pack files but neither ",
+                               kManifestFile, " nor ", kStateFile));
+  }
+  return Start{};
+}
+
+// One unit of work: a trunk region, or a batch of expert runs.
+struct Unit {
+  bool region = false;
+  size_t index = 0;  // region index, or batch index
+};
+
+class Packer {
+ public:
+  Packer(const PackOptions& options, const PackPlan& plan,
+         const model::TensorSource& source, std::string dir, PackState state)
+      : options_(options),
+        plan_(plan),
+        source_(source),
+        dir_(std::move(dir)),
+        state_(std::move(state)) {}
+
+  absl::StatusOr<PackResult> Run(bool fresh);
+
+ private:
+  absl::Status OpenFiles(bool fresh);
+  absl::StatusOr<uint64_t> PackRegion(size_t i);
+  absl::Status PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
+                         std::vector<uint64_t>* sums);
+  // Records a finished unit; saves the state when due.
+  void Done(const Unit& u, uint64_t region_sum,
+            const std::vector<uint64_t>& expert_sums);
+  absl::Status SaveState();  // requires mu_
+  absl::Status Finish();
+
+  const PackOptions& options_;
+  const PackPlan& plan_;
+  const model::TensorSource& source_;
+  const std::string dir_;
+  OutFile trunk_, experts_out_;
+  std::vector<io::File> shards_;  // in-place expert files
+  std::vector<Run> runs_;         // per expert, where its run is read
+  std::vector<RunBatch> batches_;
+  std::unique_ptr<ProgressMeter> progress_;
+  std::atomic<bool> stop_{false};
+
+  std::mutex mu_;
+  PackState state_;  // guarded by mu_
+  absl::Status error_;
+  uint64_t units_done_ = 0;
+  Clock::time_point last_save_;
+};
+
+absl::Status Packer::OpenFiles(bool fresh) {
+  FLOTILLA_ASSIGN_OR_RETURN(
+      trunk_, OutFile::Open(dir_ + "/" + kTrunkFile, plan_.trunk_bytes, fresh));
+  if (!plan_.experts_in_model_dir) {
+    FLOTILLA_ASSIGN_OR_RETURN(experts_out_,
+                              OutFile::Open(dir_ + "/" + kExpertsFile,
+                                            plan_.experts_file_bytes, fresh));
+  } else {
+    if (fresh) FLOTILLA_RETURN_IF_ERROR(Remove(dir_ + "/" + kExpertsFile));
+    for (const std::string& f : plan_.expert_files) {
+      FLOTILLA_ASSIGN_OR_RETURN(
+          io::File file,
+          io::File::Open(options_.model_dir + "/" + f, /*direct=*/true));
+      shards_.push_back(std::move(file));
+    }
+  }
+  for (const PlannedExpert& e : plan_.experts) {
+    runs_.push_back({e.file, e.offset, e.length});
+  }
+  // Packed runs are separated only by padding to 4 KiB.
+  batches_ = MakeRunBatches(
+      runs_, kBatchBytes,
+      plan_.experts_in_model_dir ? kMaxGapBytes : io::kDirectIoAlignment);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Packer::PackRegion(size_t i) {
+  const PlannedRegion& r = plan_.regions[i];
+  const model::K3Config& c = plan_.config;
+  absl::StatusOr<coordinator::Region> region =
+      r.kind == "layer"     ? coordinator::BuildLayerRegion(source_, c, r.layer)
+      : r.kind == "embed"   ? coordinator::BuildVocabRegion(source_, c, false)
+      : r.kind == "lm_head" ? coordinator::BuildVocabRegion(source_, c, true)
+                            : coordinator::BuildGlobalsRegion(source_, c);
+  if (!region.ok()) {
+    return absl::Status(region.status().code(),
+                        absl::StrCat("building region ", RegionName(r), ": ",
+                                     region.status().message()));
+  }
+  if (coordinator::LayoutToJson(region->layout) !=
+      coordinator::LayoutToJson(r.layout)) {
+    return absl::InternalError(absl::StrCat(
+        "region ", RegionName(r),
+        ": the region builder's layout differs from the pack plan's"));
+  }
+  const uint64_t sum = io::Checksum64(region->bytes.data(), r.layout.size);
+  FLOTILLA_RETURN_IF_ERROR(
+      trunk_.Write(region->bytes.data(), r.layout.size, r.offset));
+  FLOTILLA_RETURN_IF_ERROR(trunk_.Sync());
+  progress_->Add(r.layout.size);
+  return sum;
+}
+
+absl::Status Packer::PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
+                               std::vector<uint64_t>* sums) {
+  sums->clear();
+  uint64_t bytes = 0;
+  if (plan_.experts_in_model_dir) {
+    FLOTILLA_ASSIGN_OR_RETURN(std::vector<const uint8_t*> starts,
+                              ReadRunBatch(shards_[b.file], runs_, b, buf));
+    for (size_t i = b.begin; i < b.end; ++i) {
+      sums->push_back(io::Checksum64(starts[i - b.begin], runs_[i].length));
+      bytes += runs_[i].length;
+    }
+  } else {
+    const uint64_t length = io::AlignUp(b.span_length);
+    if (buf->size() < length) {
+      FLOTILLA_ASSIGN_OR_RETURN(
+          *buf, io::AlignedBuffer::Allocate(length, /*prefault=*/false));
+    }
+    std::memset(buf->data(), 0, length);
+    for (size_t i = b.begin; i < b.end; ++i) {
+      const PlannedExpert& e = plan_.experts[i];
+      uint8_t* base = buf->data() + (e.offset - b.span_offset);
+      for (size_t t = 0; t < e.tensors.size(); ++t) {
+        FLOTILLA_RETURN_IF_ERROR(
+            source_.ReadRaw(*e.tensors[t], base + e.tensor_offsets[t]));
+      }
+      sums->push_back(io::Checksum64(base, e.length));
+      bytes += e.length;
+    }
+    FLOTILLA_RETURN_IF_ERROR(
+        experts_out_.Write(buf->data(), length, b.span_offset));
+    FLOTILLA_RETURN_IF_ERROR(experts_out_.Sync());
+  }
+  progress_->Add(bytes);
+  return absl::OkStatus();
+}
+
+absl::Status Packer::SaveState() {
+  last_save_ = Clock::now();
+  return WriteFileAtomically(dir_ + "/" + kStateFile, PackStateToJson(state_));
+}
+
+void Packer::Done(const Unit& u, uint64_t region_sum,
+                  const std::vector<uint64_t>& expert_sums) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (u.region) {
+    state_.regions[u.index] = region_sum;
+  } else {
+    const RunBatch& b = batches_[u.index];
+    for (size_t i = b.begin; i < b.end; ++i) {
+      state_.experts[i] = expert_sums[i - b.begin];
+    }
+  }
+  ++units_done_;
+  if (options_.stop_after_units > 0 &&
+      units_done_ >= options_.stop_after_units) {
+    stop_ = true;
+  }
+  if (u.region || stop_ || Clock::now() - last_save_ >= kStateInterval) {
+    absl::Status s = SaveState();
+    if (!s.ok() && error_.ok()) {
+      error_ = s;
+      stop_ = true;
+    }
+  }
+}
+
+absl::Status Packer::Finish() {
+  std::vector<uint64_t> region_sums, expert_sums;
+  for (const auto& s : state_.regions) region_sums.push_back(*s);
+  for (const auto& s : state_.experts) expert_sums.push_back(*s);
+  const model::PackManifest m =
+      plan_.ToManifest(region_sums, expert_sums, /*complete=*/true);
+  FLOTILLA_RETURN_IF_ERROR(WriteFileAtomically(dir_ + "/" + kManifestFile,
+                                               model::PackManifestToJson(m)));
+  FLOTILLA_RETURN_IF_ERROR(Remove(dir_ + "/" + kStateFile));
+  return SyncDir(dir_);
+}
+
+absl::StatusOr<PackResult> Packer::Run(bool fresh) {
+  if (fresh) {
+    // The state goes first and a stale manifest goes before any data
+    // changes, so an interruption never leaves a "complete" manifest over
+    // half-rewritten files.
+    FLOTILLA_RETURN_IF_ERROR(SaveState());
+    FLOTILLA_RETURN_IF_ERROR(Remove(dir_ + "/" + kManifestFile));
+    FLOTILLA_RETURN_IF_ERROR(SyncDir(dir_));
+  }
+  FLOTILLA_RETURN_IF_ERROR(OpenFiles(fresh));
+  std::vector<Unit> units;
+  uint64_t already = 0;
+  for (size_t i = 0; i < plan_.regions.size(); ++i) {
+    if (state_.regions[i]) {
+      already += plan_.regions[i].layout.size;
+    } else {
+      units.push_back({true, i});
+    }
+  }
+  for (size_t b = 0; b < batches_.size(); ++b) {
+    bool pending = false;
+    for (size_t i = batches_[b].begin; i < batches_[b].end; ++i) {
+      if (state_.experts[i]) {
+        already += runs_[i].length;
+      } else {
+        pending = true;
+      }
+    }
+    if (pending) units.push_back({false, b});
+  }
+  progress_ = std::make_unique<ProgressMeter>(
+      "pack", plan_.trunk_bytes + plan_.expert_bytes, already,
+      options_.progress);
+  last_save_ = Clock::now();
+  std::vector<io::AlignedBuffer> buffers(options_.threads);
+  RunParallel(
+      units.size(), options_.threads,
+      [&](size_t k, int worker) {
+        const Unit& u = units[k];
+        absl::Status s;
+        uint64_t region_sum = 0;
+        std::vector<uint64_t> sums;
+        if (u.region) {
+          absl::StatusOr<uint64_t> sum = PackRegion(u.index);
+          s = sum.status();
+          if (sum.ok()) region_sum = *sum;
+        } else {
+          s = PackBatch(batches_[u.index], &buffers[worker], &sums);
+        }
+        if (s.ok()) return Done(u, region_sum, sums);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (error_.ok()) error_ = s;
+        stop_ = true;
+      },
+      &stop_);
+  progress_->Finish();
+  PackResult result;
+  result.pack_dir = dir_;
+  result.resumed = !fresh;
+  result.units_done = units_done_;
+  result.bytes = progress_->done() - already;
+  result.seconds = progress_->seconds();
+  result.experts_in_model_dir = plan_.experts_in_model_dir;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_.ok()) {
+    (void)SaveState();  // keep what finished; the error is what matters
+    return error_;
+  }
+  if (state_.regions_done() < state_.regions.size() ||
+      state_.experts_done() < state_.experts.size()) {
+    FLOTILLA_RETURN_IF_ERROR(SaveState());
+    return absl::AbortedError(absl::StrCat(
+        "pack stopped after ", units_done_,
+        " units as asked (FLOTILLA_PACK_STOP_AFTER); run it again to "
+        "resume"));
+  }
+  FLOTILLA_RETURN_IF_ERROR(Finish());
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options) {
+  if (options.model_dir.empty()) {
+    return absl::InvalidArgumentError("--model is required");
+  }
+  if (options.threads < 1 || options.threads > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be in 1..64 (got ", options.threads, ")"));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(
+      std::unique_ptr<model::SafetensorsCheckpoint> ckpt,
+      model::SafetensorsCheckpoint::OpenDir(options.model_dir));
+  FLOTILLA_ASSIGN_OR_RETURN(PackPlan plan, PlanPack(options.model_dir, *ckpt));
+  const std::string dir = options.out_dir.empty()
+                              ? options.model_dir + "/flotilla-pack"
+                              : options.out_dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create pack dir ", dir, ": ", ec.message(),
+                     " (pass --out to write it elsewhere)"));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(
+      Start start, Inspect(dir, plan, options.force, options.progress));
+  PackResult result;
+  if (start.complete) {
+    if (Exists(dir + "/" + kStateFile)) {
+      FLOTILLA_RETURN_IF_ERROR(Remove(dir + "/" + kStateFile));
+    }
+    result.pack_dir = dir;
+    result.already_complete = true;
+    result.experts_in_model_dir = plan.experts_in_model_dir;
+  } else {
+    const bool fresh = !start.resume.has_value();
+    PackState state;
+    if (fresh) {
+      state.fingerprint = plan.fingerprint;
+      state.plan_id = plan.Id();
+      state.regions.resize(plan.regions.size());
+      state.experts.resize(plan.experts.size());
+    } else {
+      state = std::move(*start.resume);
+    }
+    Packer packer(options, plan, *ckpt, dir, std::move(state));
+    FLOTILLA_ASSIGN_OR_RETURN(result, packer.Run(fresh));
+  }
+  if (options.verify) {
+    FLOTILLA_RETURN_IF_ERROR(
+        VerifyPack(options.model_dir, dir, options.threads, options.progress));
+  }
+  return result;
+}
+
+}  // namespace flotilla::tools

@@ -1,0 +1,97 @@
+// flotilla-tool pack: command line for tools/pack.h.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "shared/io/memory_budget.h"
+#include "tools/commands.h"
+#include "tools/flag_parser.h"
+#include "tools/pack.h"
+
+namespace flotilla::tools {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: flotilla-tool pack --model DIR [--out DIR] [--verify]\n"
+    "           [--threads N] [--force]\n\n"
+    "Packs a Kimi K3 checkpoint for streaming: writes trunk.bin (every\n"
+    "layer's non-expert tensors, embedding, lm_head and model vectors as\n"
+    "compute-ready regions at fixed 4 KiB-aligned offsets) and\n"
+    "manifest.json (offsets, layouts, XXH3 checksums, source fingerprint).\n"
+    "Experts are served in place from the shards when each is one\n"
+    "contiguous run; otherwise they are copied into experts.bin.\n"
+    "An interrupted pack resumes when run again. --verify re-reads every\n"
+    "region and expert run and checks its checksum.\n";
+
+// Test hook: FLOTILLA_PACK_STOP_AFTER=K stops a pack after K regions /
+// expert batches, as if it had been killed (kept out of --help).
+constexpr char kStopEnv[] = "FLOTILLA_PACK_STOP_AFTER";
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "flotilla-tool pack: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int RunPack(int argc, char** argv) {
+  PackOptions options;
+  int64_t threads = options.threads;
+  FlagParser flags(kUsage);
+  flags.String("model", &options.model_dir,
+               "checkpoint dir (config.json, *.safetensors)");
+  flags.String("out", &options.out_dir,
+               "pack dir (default: <model>/flotilla-pack)");
+  flags.Bool("verify", &options.verify,
+             "re-read everything and check every checksum");
+  flags.Int("threads", &threads,
+            "regions / expert batches in flight (default 2)");
+  flags.Bool("force", &options.force,
+             "overwrite a pack dir made from another checkpoint");
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    return Fail(kExitUsage, std::string(s.message()));
+  }
+  if (flags.help()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (!flags.positional().empty()) {
+    return Fail(kExitUsage, absl::StrCat("unexpected argument '",
+                                         flags.positional()[0], "'"));
+  }
+  if (options.model_dir.empty()) return Fail(kExitUsage, "--model is required");
+  if (threads < 1 || threads > 64) {
+    return Fail(kExitUsage, "--threads must be in 1..64");
+  }
+  options.threads = static_cast<int>(threads);
+  if (const char* stop = std::getenv(kStopEnv); stop != nullptr) {
+    if (!absl::SimpleAtoi(stop, &options.stop_after_units) ||
+        options.stop_after_units == 0) {
+      return Fail(kExitUsage, absl::StrCat(kStopEnv,
+                                           ": expected a count "
+                                           ">= 1, got '",
+                                           stop, "'"));
+    }
+  }
+  absl::StatusOr<PackResult> r = PackCheckpoint(options);
+  if (!r.ok()) return Fail(kExitFailure, std::string(r.status().message()));
+  if (r->already_complete) {
+    std::printf("pack: %s is up to date%s\n", r->pack_dir.c_str(),
+                options.verify ? " and verified" : "");
+  } else {
+    const double rate = r->seconds > 0 ? r->bytes / r->seconds : 0;
+    std::printf("pack: wrote %s (%s in %.1f s, %s/s%s; experts %s)%s\n",
+                r->pack_dir.c_str(), io::FormatBytes(r->bytes).c_str(),
+                r->seconds,
+                io::FormatBytes(static_cast<uint64_t>(rate)).c_str(),
+                r->resumed ? ", resumed" : "",
+                r->experts_in_model_dir ? "served in place from the model dir"
+                                        : "copied to experts.bin",
+                options.verify ? "; verified" : "");
+  }
+  return kExitOk;
+}
+
+}  // namespace flotilla::tools

@@ -1,0 +1,306 @@
+#include "tools/pack_plan.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/trunk_schema.h"
+#include "coordinator/weights.h"
+#include "shared/base/status_macros.h"
+#include "shared/io/aligned_buffer.h"
+#include "shared/io/checksum.h"
+#include "shared/model/checkpoint_fingerprint.h"
+#include "shared/model/json_util.h"
+
+namespace flotilla::tools {
+namespace {
+
+using coordinator::FieldKind;
+using coordinator::FieldSpec;
+using coordinator::RegionField;
+using coordinator::RegionLayout;
+using model::DType;
+using model::TensorInfo;
+
+// Must match trunk_region.cc; a mismatch is caught when the built region is
+// compared with its plan.
+constexpr uint64_t kFieldAlign = 64;
+
+std::string Shape(const std::vector<int64_t>& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
+}
+
+std::vector<int64_t> SpecShape(const FieldSpec& f) {
+  if (f.kind == FieldKind::kMatrix || f.kind == FieldKind::kUkT) {
+    return {static_cast<int64_t>(f.rows), static_cast<int64_t>(f.cols)};
+  }
+  return {static_cast<int64_t>(f.rows)};
+}
+
+// The dtype the builder gives a field, checking only what the layout needs
+// (tensor presence, matrix shape and dtype); the builder checks the rest.
+absl::StatusOr<DType> FieldDType(const model::TensorSource& source,
+                                 const FieldSpec& f,
+                                 const std::vector<FieldSpec>& schema) {
+  if (f.kind == FieldKind::kUkT) {
+    for (const FieldSpec& other : schema) {
+      if (other.field == f.src) return FieldDType(source, other, schema);
+    }
+    return absl::InternalError(absl::StrCat("uk_t without ", f.src));
+  }
+  for (const std::string& name : {f.src, f.src2}) {
+    if (name.empty()) continue;
+    if (source.Find(name) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("missing tensor ", name));
+    }
+  }
+  if (f.kind != FieldKind::kMatrix) return DType::kF32;
+  const TensorInfo* t = source.Find(f.src);
+  if (t->shape != SpecShape(f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", f.src, " in ", t->file, " has shape ",
+                     Shape(t->shape), ", expected ", Shape(SpecShape(f))));
+  }
+  if (t->dtype == DType::kBF16) return DType::kBF16;
+  if (t->dtype == DType::kF32 || t->dtype == DType::kF16) return DType::kF32;
+  return absl::InvalidArgumentError(
+      absl::StrCat("tensor ", f.src, " in ", t->file, " has dtype ",
+                   model::DTypeName(t->dtype), ", expected BF16, F16 or F32"));
+}
+
+absl::StatusOr<RegionLayout> ResolveLayout(
+    const model::TensorSource& source, const std::vector<FieldSpec>& schema) {
+  RegionLayout layout;
+  uint64_t offset = 0;
+  for (const FieldSpec& spec : schema) {
+    FLOTILLA_ASSIGN_OR_RETURN(DType dtype, FieldDType(source, spec, schema));
+    RegionField f;
+    f.name = spec.field;
+    f.dtype = dtype;
+    f.shape = SpecShape(spec);
+    f.offset = offset;
+    f.nbytes =
+        spec.rows * std::max<size_t>(spec.cols, 1) * model::DTypeSize(dtype);
+    offset = (offset + f.nbytes + kFieldAlign - 1) / kFieldAlign * kFieldAlign;
+    layout.fields.push_back(std::move(f));
+  }
+  layout.size = io::AlignUp(std::max<uint64_t>(offset, 1));
+  return layout;
+}
+
+// One of w1/w2/w3 of an expert: [rows][cols] logical.
+absl::Status AddMatrix(const model::TensorSource& source,
+                       const std::string& base, int64_t rows, int64_t cols,
+                       std::string* format, PlannedExpert* out) {
+  const TensorInfo* packed = source.Find(base + "weight_packed");
+  const TensorInfo* dense = source.Find(base + "weight");
+  std::string this_format;
+  std::vector<std::pair<const TensorInfo*, std::vector<int64_t>>> want;
+  if (packed != nullptr) {
+    const TensorInfo* scale = source.Find(base + "weight_scale");
+    if (scale == nullptr) {
+      return absl::NotFoundError(absl::StrCat("missing tensor ", base,
+                                              "weight_scale (", base,
+                                              "weight_packed exists)"));
+    }
+    if (cols % 32 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MXFP4 expert ", base, ": width ", cols, " is not a multiple of 32"));
+    }
+    this_format = "mxfp4";
+    want = {{packed, {rows, cols / 2}}, {scale, {rows, cols / 32}}};
+  } else if (dense != nullptr) {
+    this_format = dense->dtype == DType::kBF16 ? "bf16" : "f32";
+    want = {{dense, {rows, cols}}};
+  } else {
+    return absl::NotFoundError(absl::StrCat("missing tensor ", base,
+                                            "weight_packed (nor a dense ", base,
+                                            "weight)"));
+  }
+  for (const auto& [t, shape] : want) {
+    // A dense expert's format comes from its own dtype: BF16, else F32.
+    const bool dtype_ok = this_format == "mxfp4" ? t->dtype == DType::kU8
+                                                 : t->dtype == DType::kBF16 ||
+                                                       t->dtype == DType::kF32;
+    if (!dtype_ok || t->shape != shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert tensor ", t->name, " in ", t->file, " is ",
+          model::DTypeName(t->dtype), " ", Shape(t->shape), ", expected ",
+          this_format == "mxfp4" ? "U8 " : "F32/BF16 ", Shape(shape)));
+    }
+    out->tensors.push_back(t);
+  }
+  if (format->empty()) *format = this_format;
+  if (*format != this_format) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert ", base, " is ", this_format, " but earlier experts are ",
+        *format, "; mixed expert formats are not supported"));
+  }
+  return absl::OkStatus();
+}
+
+// Whether the expert's tensors tile one run of one file; sets the run.
+bool Contiguous(PlannedExpert* e) {
+  std::vector<const TensorInfo*> byoff = e->tensors;
+  std::sort(byoff.begin(), byoff.end(),
+            [](const TensorInfo* a, const TensorInfo* b) {
+              return a->offset < b->offset;
+            });
+  for (size_t i = 1; i < byoff.size(); ++i) {
+    if (byoff[i]->file != byoff[0]->file ||
+        byoff[i]->offset != byoff[i - 1]->offset + byoff[i - 1]->nbytes) {
+      return false;
+    }
+  }
+  e->offset = byoff.front()->offset;
+  e->length = byoff.back()->offset + byoff.back()->nbytes - e->offset;
+  for (size_t i = 0; i < e->tensors.size(); ++i) {
+    e->tensor_offsets[i] = e->tensors[i]->offset - e->offset;
+  }
+  return true;
+}
+
+absl::Status PlanExperts(const std::string& model_dir,
+                         const model::TensorSource& source, PackPlan* plan) {
+  const model::K3Config& c = plan->config;
+  const int64_t lat = c.routed_expert_hidden_size,
+                inter = c.moe_intermediate_size;
+  bool in_place = true;
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (c.IsDenseLayer(layer)) continue;
+    for (int x = 0; x < c.num_experts; ++x) {
+      PlannedExpert e;
+      e.layer = layer;
+      e.expert = x;
+      const std::string base = absl::StrCat(
+          coordinator::LayerPrefix(layer), "block_sparse_moe.experts.", x, ".");
+      FLOTILLA_RETURN_IF_ERROR(AddMatrix(source, base + "w1.", inter, lat,
+                                         &plan->expert_format, &e));
+      FLOTILLA_RETURN_IF_ERROR(AddMatrix(source, base + "w2.", lat, inter,
+                                         &plan->expert_format, &e));
+      FLOTILLA_RETURN_IF_ERROR(AddMatrix(source, base + "w3.", inter, lat,
+                                         &plan->expert_format, &e));
+      in_place = Contiguous(&e) && in_place;
+      plan->experts.push_back(std::move(e));
+    }
+  }
+  plan->experts_in_model_dir = in_place;
+  plan->expert_bytes = 0;
+  if (in_place) {
+    std::map<std::string, int> index;
+    for (PlannedExpert& e : plan->experts) {
+      FLOTILLA_ASSIGN_OR_RETURN(std::string rel,
+                                PathRelativeTo(model_dir, e.tensors[0]->file));
+      auto [it, added] =
+          index.emplace(rel, static_cast<int>(plan->expert_files.size()));
+      if (added) plan->expert_files.push_back(rel);
+      e.file = it->second;
+      plan->expert_bytes += e.length;
+    }
+    return absl::OkStatus();
+  }
+  // Copy every expert: canonical tensor order, runs 4 KiB-aligned so each
+  // expert is one O_DIRECT read.
+  plan->expert_files = {kExpertsFile};
+  uint64_t offset = 0;
+  for (PlannedExpert& e : plan->experts) {
+    e.file = 0;
+    e.offset = offset;
+    e.length = 0;
+    e.tensor_offsets = {};
+    for (size_t i = 0; i < e.tensors.size(); ++i) {
+      e.tensor_offsets[i] = e.length;
+      e.length += e.tensors[i]->nbytes;
+    }
+    offset = io::AlignUp(offset + e.length);
+    plan->expert_bytes += e.length;
+  }
+  plan->experts_file_bytes = offset;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PathRelativeTo(const std::string& dir,
+                                           const std::string& file) {
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path(file).lexically_normal().lexically_relative(
+      fs::path(dir).lexically_normal());
+  if (rel.empty() || *rel.begin() == ".." || rel.is_absolute()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, " is not inside the model dir ", dir));
+  }
+  return rel.string();
+}
+
+absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
+                                  const model::TensorSource& source) {
+  PackPlan plan;
+  FLOTILLA_ASSIGN_OR_RETURN(plan.config_text, model::internal::ReadSmallFile(
+                                                  model_dir + "/config.json"));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      plan.config,
+      model::ParseK3Config(plan.config_text, model_dir + "/config.json"));
+  FLOTILLA_ASSIGN_OR_RETURN(plan.fingerprint,
+                            model::FingerprintCheckpoint(model_dir, source));
+  const model::K3Config& c = plan.config;
+  auto add = [&](const std::string& kind, int layer,
+                 const std::vector<FieldSpec>& schema) -> absl::Status {
+    PlannedRegion r;
+    r.kind = kind;
+    r.layer = layer;
+    r.offset = plan.trunk_bytes;
+    FLOTILLA_ASSIGN_OR_RETURN(r.layout, ResolveLayout(source, schema));
+    plan.trunk_bytes += r.layout.size;
+    plan.regions.push_back(std::move(r));
+    return absl::OkStatus();
+  };
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    FLOTILLA_RETURN_IF_ERROR(
+        add("layer", l,
+            coordinator::LayerSchema(c, l, coordinator::kAllLayerParts)));
+  }
+  FLOTILLA_RETURN_IF_ERROR(
+      add("embed", -1, coordinator::VocabSchema(c, false)));
+  FLOTILLA_RETURN_IF_ERROR(
+      add("lm_head", -1, coordinator::VocabSchema(c, true)));
+  FLOTILLA_RETURN_IF_ERROR(add("globals", -1, coordinator::GlobalsSchema(c)));
+  FLOTILLA_RETURN_IF_ERROR(PlanExperts(model_dir, source, &plan));
+  return plan;
+}
+
+model::PackManifest PackPlan::ToManifest(
+    const std::vector<uint64_t>& region_sums,
+    const std::vector<uint64_t>& expert_sums, bool complete) const {
+  model::PackManifest m;
+  m.source_fingerprint = fingerprint;
+  m.config_json = config_text;
+  m.trunk_file = kTrunkFile;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const PlannedRegion& r = regions[i];
+    m.regions.push_back({r.kind, r.layer, r.offset, r.layout.size,
+                         i < region_sums.size() ? region_sums[i] : 0,
+                         coordinator::LayoutToJson(r.layout)});
+  }
+  m.expert_format = expert_format.empty() ? "mxfp4" : expert_format;
+  m.experts_in_model_dir = experts_in_model_dir;
+  m.expert_files = expert_files;
+  m.experts.reserve(experts.size());
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const PlannedExpert& e = experts[i];
+    m.experts.push_back({e.layer, e.expert, e.file, e.offset, e.length,
+                         i < expert_sums.size() ? expert_sums[i] : 0,
+                         e.tensor_offsets});
+  }
+  m.complete = complete;
+  return m;
+}
+
+std::string PackPlan::Id() const {
+  const std::string text = model::PackManifestToJson(ToManifest({}, {}, false));
+  return io::ChecksumHex(io::Checksum64(text.data(), text.size()));
+}
+
+}  // namespace flotilla::tools

@@ -1,0 +1,83 @@
+#include "tools/pack_state.h"
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "shared/io/checksum.h"
+
+namespace flotilla::tools {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kStateVersion = 1;
+
+json SumsToJson(const std::vector<std::optional<uint64_t>>& sums) {
+  json a = json::array();
+  for (const auto& s : sums) {
+    a.push_back(s ? json(io::ChecksumHex(*s)) : json(nullptr));
+  }
+  return a;
+}
+
+bool SumsFromJson(const json& a, std::vector<std::optional<uint64_t>>* out) {
+  if (!a.is_array()) return false;
+  for (const json& v : a) {
+    if (v.is_null()) {
+      out->push_back(std::nullopt);
+      continue;
+    }
+    if (!v.is_string()) return false;
+    absl::StatusOr<uint64_t> sum = io::ParseChecksumHex(v.get<std::string>());
+    if (!sum.ok()) return false;
+    out->push_back(*sum);
+  }
+  return true;
+}
+
+size_t CountDone(const std::vector<std::optional<uint64_t>>& v) {
+  size_t n = 0;
+  for (const auto& s : v) n += s.has_value();
+  return n;
+}
+
+}  // namespace
+
+size_t PackState::regions_done() const { return CountDone(regions); }
+size_t PackState::experts_done() const { return CountDone(experts); }
+
+std::string PackStateToJson(const PackState& s) {
+  json j = {{"version", kStateVersion},
+            {"fingerprint", s.fingerprint},
+            {"plan_id", s.plan_id},
+            {"regions", SumsToJson(s.regions)},
+            {"experts", SumsToJson(s.experts)}};
+  return j.dump() + "\n";
+}
+
+absl::StatusOr<PackState> PackStateFromJson(absl::string_view text,
+                                            absl::string_view source) {
+  const json j = json::parse(text.begin(), text.end(), nullptr,
+                             /*allow_exceptions=*/false);
+  PackState s;
+  auto str = [&](const char* key, std::string* out) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) return false;
+    *out = it->get<std::string>();
+    return true;
+  };
+  const bool ok =
+      !j.is_discarded() && j.is_object() && j.contains("version") &&
+      j["version"] == kStateVersion && str("fingerprint", &s.fingerprint) &&
+      str("plan_id", &s.plan_id) && j.contains("regions") &&
+      SumsFromJson(j["regions"], &s.regions) && j.contains("experts") &&
+      SumsFromJson(j["experts"], &s.experts);
+  if (!ok) {
+    return absl::DataLossError(absl::StrCat(
+        source,
+        " is not a pack progress record of this version; remove the "
+        "pack dir (or pass --force) to start over"));
+  }
+  return s;
+}
+
+}  // namespace flotilla::tools
