@@ -19,9 +19,24 @@ struct ExpertTask {
   float weight = 0;    // combine weight (after renormalisation and scaling)
 };
 
+// Counters since the backend was created (for --stats).
+struct ExpertBackendStats {
+  uint64_t bytes_read = 0;      // expert bytes read from disk
+  uint64_t experts_read = 0;    // expert runs read
+  uint64_t experts_used = 0;    // distinct experts computed, summed per layer
+  uint64_t cache_hits = 0;      // served from a resident cache, no read
+  uint64_t prefetch_hits = 0;   // served from a lookahead prefetch
+  double io_wait_seconds = 0;   // blocked waiting for expert bytes
+  double compute_seconds = 0;   // computing experts
+};
+
 class ExpertBackend {
  public:
   virtual ~ExpertBackend() = default;
+
+  virtual ExpertBackendStats backend_stats() const {
+    return ExpertBackendStats();
+  }
 
   // z: [rows][latent] latent activations. out: [rows][latent], overwritten:
   // out[r] = sum over r's tasks, in task order, of weight * E(z[r]) where

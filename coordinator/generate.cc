@@ -40,14 +40,24 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
   std::vector<float> logits;
 
   auto start = std::chrono::steady_clock::now();
-  FLOTILLA_RETURN_IF_ERROR(model.Forward(&state, prompt, false, &logits));
+  const size_t chunk = options.prefill_chunk > 0
+                           ? static_cast<size_t>(options.prefill_chunk)
+                           : prompt.size();
+  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+    const size_t end = std::min(prompt.size(), begin + chunk);
+    const std::vector<int32_t> part(prompt.begin() + begin,
+                                    prompt.begin() + end);
+    FLOTILLA_RETURN_IF_ERROR(model.Forward(&state, part, false, &logits));
+  }
   result.prefill_seconds = SecondsSince(start);
 
   start = std::chrono::steady_clock::now();
   for (int step = 0; step < options.max_tokens; ++step) {
     if (step > 0) {
+      const auto step_start = std::chrono::steady_clock::now();
       FLOTILLA_RETURN_IF_ERROR(model.Forward(
           &state, {result.generated_ids.back()}, false, &logits));
+      result.step_seconds.push_back(SecondsSince(step_start));
     }
     const int32_t id = sampler.Sample(logits.data(), vocab);
     result.generated_ids.push_back(id);

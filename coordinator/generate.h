@@ -20,6 +20,10 @@ struct GenerateOptions {
   SamplerOptions sampler;            // temperature 0 = greedy
   std::vector<int32_t> stop_ids;     // generation ends after one of these
   bool keep_logits = false;          // fill GenerateResult::logits
+  // Tokens per prefill forward pass (0 = the whole prompt at once). Results
+  // do not depend on it: every token's arithmetic is the same whatever the
+  // batch it runs in.
+  int prefill_chunk = 0;
 };
 
 struct GenerateResult {
@@ -29,6 +33,7 @@ struct GenerateResult {
   std::string finish_reason;  // "length" or "stop"
   double prefill_seconds = 0;
   double decode_seconds = 0;  // all decode steps together
+  std::vector<double> step_seconds;  // each decode forward pass
   size_t state_bytes = 0;     // KDA state + MLA cache at the end
 };
 

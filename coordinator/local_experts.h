@@ -33,8 +33,11 @@ class LocalExperts : public ExpertBackend {
                             const std::vector<ExpertTask>& tasks,
                             float* out) override;
 
-  // Bytes of expert weights read so far (for stats).
-  uint64_t bytes_read() const { return bytes_read_; }
+  ExpertBackendStats backend_stats() const override {
+    ExpertBackendStats s;
+    s.bytes_read = bytes_read_;
+    return s;
+  }
 
  private:
   // One of w1, w2, w3 of one expert.

@@ -21,9 +21,11 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/engine.h"
 #include "coordinator/generate.h"
 #include "coordinator/model.h"
 #include "nlohmann/json.hpp"
+#include "shared/io/memory_budget.h"
 #include "shared/kernels/kernels.h"
 #include "shared/tokenizer/tokenizer.h"
 
@@ -46,6 +48,31 @@ ABSL_FLAG(std::string, dump_logits, "",
           "write little-endian float32 [steps][vocab]; row s holds the "
           "logits that chose generated token s");
 ABSL_FLAG(bool, json, false, "print one JSON object instead of text");
+ABSL_FLAG(std::string, mem, "auto",
+          "memory budget: a size (8G, 512M) or a preset: laptop (8G), "
+          "desktop (32G), workstation (96G), server (128G), max, auto "
+          "(MemAvailable)");
+ABSL_FLAG(bool, plan, false,
+          "print the memory plan (and predicted s/token) and exit; needs "
+          "only config.json");
+ABSL_FLAG(bool, stats, false,
+          "print per-token I/O and timing statistics (always in --json)");
+ABSL_FLAG(std::string, pack, "",
+          "packed trunk folder (default <model>/flotilla-pack when present)");
+ABSL_FLAG(std::string, expert_cache, "0",
+          "resident expert cache size (e.g. 2G); 0 = none");
+ABSL_FLAG(bool, expert_prefetch, false,
+          "prefetch the next layer's likely experts into idle bandwidth");
+ABSL_FLAG(std::string, reader, "auto", "I/O engine: auto, uring or pread");
+ABSL_FLAG(int32_t, queue_depth, 32, "expert reads in flight at most");
+ABSL_FLAG(int32_t, max_context, 4096,
+          "context length the memory plan reserves MLA cache for");
+ABSL_FLAG(int32_t, prefill_chunk, 256,
+          "prompt tokens per forward pass (0 = whole prompt)");
+ABSL_FLAG(double, disk_gbps, 3.0,
+          "disk read bandwidth (GB/s) used for --plan predictions");
+ABSL_FLAG(bool, verify_checksums, true,
+          "verify every streamed region and expert against its checksum");
 
 namespace {
 
@@ -61,7 +88,9 @@ constexpr char kUsage[] =
     "           (--prompt TEXT | --prompt-file F | --ids 1,2,3)\n"
     "           [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "           [--seed S] [--threads N] [--stop-ids IDS] [--config FILE]\n"
-    "           [--dump-logits FILE] [--json]\n\n"
+    "           [--dump-logits FILE] [--json] [--mem SIZE|PRESET] [--plan]\n"
+    "           [--stats] [--pack DIR] [--expert-cache SIZE]\n"
+    "           [--expert-prefetch] [--reader auto|uring|pread]\n\n"
     "Runs a Kimi K3 checkpoint (Hugging Face layout) on this machine.\n"
     "--json prints {prompt_ids, generated_ids, text (with a tokenizer),\n"
     "finish_reason, timings, memory}.\n";
@@ -95,13 +124,6 @@ int RunGenerate() {
   using Clock = std::chrono::steady_clock;
   const std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) return Fail(kExitUsage, "--model is required");
-  const int sources = !absl::GetFlag(FLAGS_prompt).empty() +
-                      !absl::GetFlag(FLAGS_prompt_file).empty() +
-                      !absl::GetFlag(FLAGS_ids).empty();
-  if (sources != 1) {
-    return Fail(kExitUsage,
-                "give exactly one of --prompt, --prompt-file or --ids");
-  }
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads < 0 || threads > 1024) {
     return Fail(kExitUsage, absl::StrCat("--threads must be in 0..1024, got ",
@@ -127,6 +149,44 @@ int RunGenerate() {
   }
   options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
 
+  flotilla::coordinator::EngineOptions eo;
+  eo.model_dir = dir;
+  eo.config_path = absl::GetFlag(FLAGS_config);
+  eo.pack_dir = absl::GetFlag(FLAGS_pack);
+  eo.mem = absl::GetFlag(FLAGS_mem);
+  eo.threads = threads;
+  eo.max_context = absl::GetFlag(FLAGS_max_context);
+  eo.prefill_chunk = absl::GetFlag(FLAGS_prefill_chunk);
+  eo.expert_prefetch = absl::GetFlag(FLAGS_expert_prefetch);
+  eo.reader = absl::GetFlag(FLAGS_reader);
+  eo.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+  eo.verify_checksums = absl::GetFlag(FLAGS_verify_checksums);
+  eo.disk_gbps = absl::GetFlag(FLAGS_disk_gbps);
+  {
+    auto cache = flotilla::io::ParseByteSize(absl::GetFlag(FLAGS_expert_cache));
+    if (!cache.ok()) return Fail(kExitUsage, absl::StrCat("--expert-cache: ", cache.status().message()));
+    eo.expert_cache_bytes = *cache;
+  }
+  if (eo.max_context < 1 || eo.prefill_chunk < 0 || eo.queue_depth < 1 ||
+      !(eo.disk_gbps > 0)) {
+    return Fail(kExitUsage,
+                "--max-context and --queue-depth must be >= 1, "
+                "--prefill-chunk >= 0, --disk-gbps > 0");
+  }
+  if (absl::GetFlag(FLAGS_plan)) {
+    auto plan = flotilla::coordinator::PlanEngine(eo);
+    if (!plan.ok()) return Fail(kExitRuntime, plan.status().ToString());
+    std::fputs(plan->ToString().c_str(), stdout);
+    return 0;
+  }
+
+  const int sources = !absl::GetFlag(FLAGS_prompt).empty() +
+                      !absl::GetFlag(FLAGS_prompt_file).empty() +
+                      !absl::GetFlag(FLAGS_ids).empty();
+  if (sources != 1) {
+    return Fail(kExitUsage,
+                "give exactly one of --prompt, --prompt-file or --ids");
+  }
   const auto load_start = Clock::now();
   std::unique_ptr<flotilla::tokenizer::Tokenizer> tokenizer;
   if (FileExists(dir + "/tiktoken.model")) {
@@ -136,12 +196,15 @@ int RunGenerate() {
     const int32_t end = tokenizer->AddedTokenId("<|end_of_msg|>");
     if (end >= 0) options.stop_ids.push_back(end);
   }
-  flotilla::coordinator::ModelOptions model_options;
-  model_options.threads = threads;
-  auto model = K3Model::OpenDir(dir, absl::GetFlag(FLAGS_config), model_options);
-  if (!model.ok()) return Fail(kExitRuntime, model.status().ToString());
+  auto engine = flotilla::coordinator::OpenEngine(eo);
+  if (!engine.ok()) return Fail(kExitRuntime, engine.status().ToString());
+  auto* model = &(*engine)->model;
+  options.prefill_chunk = eo.prefill_chunk;
   const double load_seconds =
       std::chrono::duration<double>(Clock::now() - load_start).count();
+  if (!absl::GetFlag(FLAGS_json) && (*engine)->streaming) {
+    std::fputs((*engine)->plan.ToString().c_str(), stderr);
+  }
 
   std::vector<int32_t> prompt;
   if (!absl::GetFlag(FLAGS_ids).empty()) {
@@ -165,7 +228,17 @@ int RunGenerate() {
   }
 
   const bool json = absl::GetFlag(FLAGS_json);
+  flotilla::coordinator::Engine& eng = **engine;
+  // Decode-phase counters: snapshot after the prefill (first token).
+  flotilla::coordinator::TrunkStats trunk_at_decode;
+  flotilla::coordinator::ExpertBackendStats experts_at_decode;
+  bool first_token = true;
   auto on_token = [&](int32_t id) {
+    if (first_token) {
+      first_token = false;
+      if (eng.trunk != nullptr) trunk_at_decode = eng.trunk->stats();
+      experts_at_decode = eng.model->experts()->backend_stats();
+    }
     if (json) return true;
     if (tokenizer != nullptr) {
       auto piece = tokenizer->Decode({id});
@@ -185,6 +258,38 @@ int RunGenerate() {
   }
   const size_t n_gen = result->generated_ids.size();
   const double decode_steps = n_gen > 1 ? n_gen - 1 : 0;
+  // Per decoded token (the prefill is reported separately).
+  nlohmann::json stats;
+  {
+    flotilla::coordinator::TrunkStats t;
+    if (eng.trunk != nullptr) t = eng.trunk->stats();
+    const auto x = eng.model->experts()->backend_stats();
+    const double steps = std::max(1.0, decode_steps);
+    std::vector<double> sorted = result->step_seconds;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    const double trunk_bytes = (t.bytes_read - trunk_at_decode.bytes_read) / steps;
+    const double expert_bytes = (x.bytes_read - experts_at_decode.bytes_read) / steps;
+    const double io_wait = ((t.wait_seconds - trunk_at_decode.wait_seconds) +
+                            (x.io_wait_seconds - experts_at_decode.io_wait_seconds)) / steps;
+    stats = {
+        {"mode", eng.streaming ? "streaming" : "in-memory"},
+        {"decode_steps", decode_steps},
+        {"median_s_per_token", median},
+        {"trunk_bytes_per_token", trunk_bytes},
+        {"expert_bytes_per_token", expert_bytes},
+        {"expert_cache_hits_per_token", (x.cache_hits - experts_at_decode.cache_hits) / steps},
+        {"expert_prefetch_hits_per_token", (x.prefetch_hits - experts_at_decode.prefetch_hits) / steps},
+        {"read_gb_per_s", median > 0 ? (trunk_bytes + expert_bytes) / median / 1e9 : 0.0},
+        {"io_wait_s_per_token", io_wait},
+        {"compute_s_per_token", std::max(0.0, (result->decode_seconds / steps) - io_wait)},
+        {"peak_rss_bytes", flotilla::io::PeakRssBytes()},
+        {"budget_bytes", eng.plan.budget_bytes},
+        {"planned_bytes", eng.plan.total_bytes},
+        {"pinned_layers", eng.plan.pinned_layers},
+        {"direct_io", eng.trunk != nullptr && eng.trunk->direct_io()},
+    };
+  }
   if (json) {
     nlohmann::json out;
     out["model"] = dir;
@@ -206,6 +311,7 @@ int RunGenerate() {
         {"decode_tokens_per_s", result->decode_seconds > 0 && decode_steps > 0 ? decode_steps / result->decode_seconds : 0.0}};
     out["memory"] = {{"trunk_bytes", (*model)->resident_trunk_bytes()},
                      {"sequence_state_bytes", result->state_bytes}};
+    out["stats"] = stats;
     // Generated bytes may be invalid UTF-8 (a token can end mid-character):
     // such bytes become U+FFFD in the JSON text.
     std::printf("%s\n",
@@ -219,6 +325,10 @@ int RunGenerate() {
                  "prefill %.3f s, decode %.3f s\n",
                  prompt.size(), n_gen, result->finish_reason.c_str(),
                  load_seconds, result->prefill_seconds, result->decode_seconds);
+    if (absl::GetFlag(FLAGS_stats)) {
+      std::fprintf(stderr, "[flotilla] stats per decoded token: %s\n",
+                   stats.dump(1).c_str());
+    }
   }
   return 0;
 }

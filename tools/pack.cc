@@ -24,9 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Expert runs are read (or copied) in batches of this many bytes: large
-// sequential reads, and a bounded buffer per thread.
-constexpr uint64_t kBatchBytes = uint64_t{64} << 20;
 // In place, batches skip at most this much between runs (in K3's shards a
 // layer's 896 experts are back to back; a gap is trunk data).
 constexpr uint64_t kMaxGapBytes = uint64_t{1} << 20;
@@ -54,7 +51,10 @@ absl::Status Remove(const std::string& path) {
 }
 
 std::string ManifestPlanId(model::PackManifest m) {
-  for (auto& r : m.regions) r.checksum = 0;
+  for (auto& r : m.regions) {
+    r.checksum = 0;
+    r.chunk_checksums.clear();
+  }
   for (auto& e : m.experts) e.checksum = 0;
   m.complete = false;
   const std::string text = model::PackManifestToJson(m);
@@ -153,11 +153,11 @@ class Packer {
 
  private:
   absl::Status OpenFiles(bool fresh);
-  absl::StatusOr<uint64_t> PackRegion(size_t i);
+  absl::StatusOr<RegionSums> PackRegion(size_t i);
   absl::Status PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
                          std::vector<uint64_t>* sums);
   // Records a finished unit; saves the state when due.
-  void Done(const Unit& u, uint64_t region_sum,
+  void Done(const Unit& u, RegionSums region_sums,
             const std::vector<uint64_t>& expert_sums);
   absl::Status SaveState();  // requires mu_
   absl::Status Finish();
@@ -168,7 +168,7 @@ class Packer {
   const std::string dir_;
   OutFile trunk_, experts_out_;
   std::vector<io::File> shards_;  // in-place expert files
-  std::vector<Run> runs_;         // per expert, where its run is read
+  std::vector<FileRun> runs_;     // per expert, where its run is read
   std::vector<RunBatch> batches_;
   std::unique_ptr<ProgressMeter> progress_;
   std::atomic<bool> stop_{false};
@@ -201,12 +201,12 @@ absl::Status Packer::OpenFiles(bool fresh) {
   }
   // Packed runs are separated only by padding to 4 KiB.
   batches_ = MakeRunBatches(
-      runs_, kBatchBytes,
+      runs_, options_.batch_bytes,
       plan_.experts_in_model_dir ? kMaxGapBytes : io::kDirectIoAlignment);
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> Packer::PackRegion(size_t i) {
+absl::StatusOr<RegionSums> Packer::PackRegion(size_t i) {
   const PlannedRegion& r = plan_.regions[i];
   const model::K3Config& c = plan_.config;
   absl::StatusOr<coordinator::Region> region =
@@ -225,12 +225,14 @@ absl::StatusOr<uint64_t> Packer::PackRegion(size_t i) {
         "region ", RegionName(r),
         ": the region builder's layout differs from the pack plan's"));
   }
-  const uint64_t sum = io::Checksum64(region->bytes.data(), r.layout.size);
+  RegionSums sums;
+  sums.checksum = io::Checksum64(region->bytes.data(), r.layout.size);
+  sums.chunks = ChunkChecksums(r.kind, r.layout, region->bytes.data());
   FLOTILLA_RETURN_IF_ERROR(
       trunk_.Write(region->bytes.data(), r.layout.size, r.offset));
   FLOTILLA_RETURN_IF_ERROR(trunk_.Sync());
   progress_->Add(r.layout.size);
-  return sum;
+  return sums;
 }
 
 absl::Status Packer::PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
@@ -274,11 +276,11 @@ absl::Status Packer::SaveState() {
   return WriteFileAtomically(dir_ + "/" + kStateFile, PackStateToJson(state_));
 }
 
-void Packer::Done(const Unit& u, uint64_t region_sum,
+void Packer::Done(const Unit& u, RegionSums region_sums,
                   const std::vector<uint64_t>& expert_sums) {
   std::lock_guard<std::mutex> lock(mu_);
   if (u.region) {
-    state_.regions[u.index] = region_sum;
+    state_.regions[u.index] = std::move(region_sums);
   } else {
     const RunBatch& b = batches_[u.index];
     for (size_t i = b.begin; i < b.end; ++i) {
@@ -300,7 +302,8 @@ void Packer::Done(const Unit& u, uint64_t region_sum,
 }
 
 absl::Status Packer::Finish() {
-  std::vector<uint64_t> region_sums, expert_sums;
+  std::vector<RegionSums> region_sums;
+  std::vector<uint64_t> expert_sums;
   for (const auto& s : state_.regions) region_sums.push_back(*s);
   for (const auto& s : state_.experts) expert_sums.push_back(*s);
   const model::PackManifest m =
@@ -351,16 +354,16 @@ absl::StatusOr<PackResult> Packer::Run(bool fresh) {
       [&](size_t k, int worker) {
         const Unit& u = units[k];
         absl::Status s;
-        uint64_t region_sum = 0;
+        RegionSums region_sums;
         std::vector<uint64_t> sums;
         if (u.region) {
-          absl::StatusOr<uint64_t> sum = PackRegion(u.index);
-          s = sum.status();
-          if (sum.ok()) region_sum = *sum;
+          absl::StatusOr<RegionSums> r = PackRegion(u.index);
+          s = r.status();
+          if (r.ok()) region_sums = std::move(*r);
         } else {
           s = PackBatch(batches_[u.index], &buffers[worker], &sums);
         }
-        if (s.ok()) return Done(u, region_sum, sums);
+        if (s.ok()) return Done(u, std::move(region_sums), sums);
         std::lock_guard<std::mutex> lock(mu_);
         if (error_.ok()) error_ = s;
         stop_ = true;
@@ -396,6 +399,9 @@ absl::StatusOr<PackResult> Packer::Run(bool fresh) {
 absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options) {
   if (options.model_dir.empty()) {
     return absl::InvalidArgumentError("--model is required");
+  }
+  if (options.batch_bytes == 0) {
+    return absl::InvalidArgumentError("batch_bytes must be > 0");
   }
   if (options.threads < 1 || options.threads > 64) {
     return absl::InvalidArgumentError(

@@ -29,6 +29,9 @@ struct PackOptions {
   int threads = 2;
   bool force = false;   // overwrite a pack dir of another checkpoint
   bool verify = false;  // re-read and check every checksum afterwards
+  // Expert runs are read (in place) or copied in batches of about this
+  // many bytes: large reads, bounded memory per thread.
+  uint64_t batch_bytes = uint64_t{64} << 20;
   // Test hook: stop (Aborted) once this many units (regions or expert
   // batches) are recorded; 0 = run to the end.
   uint64_t stop_after_units = 0;

@@ -128,11 +128,11 @@ absl::Status WriteFileAtomically(const std::string& path,
   return SyncDir(std::filesystem::path(path).parent_path().string());
 }
 
-std::vector<RunBatch> MakeRunBatches(const std::vector<Run>& runs,
+std::vector<RunBatch> MakeRunBatches(const std::vector<FileRun>& runs,
                                      uint64_t max_bytes, uint64_t max_gap) {
   std::vector<RunBatch> batches;
   for (size_t i = 0; i < runs.size(); ++i) {
-    const Run& r = runs[i];
+    const FileRun& r = runs[i];
     if (!batches.empty()) {
       RunBatch& b = batches.back();
       const uint64_t end = b.span_offset + b.span_length;
@@ -153,8 +153,8 @@ uint64_t BatchBufferBytes(const RunBatch& batch) {
 }
 
 absl::StatusOr<std::vector<const uint8_t*>> ReadRunBatch(
-    const io::File& file, const std::vector<Run>& runs, const RunBatch& batch,
-    io::AlignedBuffer* buffer) {
+    const io::File& file, const std::vector<FileRun>& runs,
+    const RunBatch& batch, io::AlignedBuffer* buffer) {
   const io::AlignedRange range =
       io::AlignForDirectIo(batch.span_offset, batch.span_length);
   if (batch.span_offset + batch.span_length > file.size()) {
@@ -175,9 +175,10 @@ absl::StatusOr<std::vector<const uint8_t*>> ReadRunBatch(
   return starts;
 }
 
-absl::StatusOr<uint64_t> ChecksumFileRange(const io::File& file,
-                                           uint64_t offset, uint64_t length,
-                                           io::AlignedBuffer* buffer) {
+absl::Status StreamFileRange(
+    const io::File& file, uint64_t offset, uint64_t length,
+    io::AlignedBuffer* buffer,
+    const std::function<void(const uint8_t*, uint64_t, uint64_t)>& visit) {
   if (offset + length > file.size()) {
     return absl::OutOfRangeError(absl::StrCat(file.path(), " is ", file.size(),
                                               " bytes; expected at least ",
@@ -189,18 +190,15 @@ absl::StatusOr<uint64_t> ChecksumFileRange(const io::File& file,
     FLOTILLA_ASSIGN_OR_RETURN(
         *buffer, io::AlignedBuffer::Allocate(need, /*prefault=*/false));
   }
-  io::Checksum64Stream sum;
   uint64_t done = 0;
   while (done < length) {
     const uint64_t want = std::min(kWriteChunk, length - done);
-    // Offsets are 4 KiB-aligned (regions); the read length is widened to
-    // the block and the tail ignored.
     const io::AlignedRange r = io::AlignForDirectIo(offset + done, want);
     FLOTILLA_RETURN_IF_ERROR(file.ReadAt(r.offset, r.length, buffer->data()));
-    sum.Update(buffer->data() + r.skip, want);
+    visit(buffer->data() + r.skip, done, want);
     done += want;
   }
-  return sum.Digest();
+  return absl::OkStatus();
 }
 
 void RunParallel(size_t n, int threads,

@@ -63,7 +63,7 @@ absl::Status WriteFileAtomically(const std::string& path,
 absl::Status SyncDir(const std::string& dir);
 
 // A byte run in one of several files.
-struct Run {
+struct FileRun {
   int file = 0;
   uint64_t offset = 0;
   uint64_t length = 0;
@@ -80,7 +80,7 @@ struct RunBatch {
 // Groups consecutive runs of the same file into batches of at most
 // `max_bytes` (a longer run is a batch of its own), breaking where runs go
 // backwards or leave a gap over `max_gap` bytes (reading it would be waste).
-std::vector<RunBatch> MakeRunBatches(const std::vector<Run>& runs,
+std::vector<RunBatch> MakeRunBatches(const std::vector<FileRun>& runs,
                                      uint64_t max_bytes, uint64_t max_gap);
 
 // Buffer bytes ReadRunBatch needs for `batch`: its span widened to 4 KiB.
@@ -89,14 +89,16 @@ uint64_t BatchBufferBytes(const RunBatch& batch);
 // Reads `batch` from `file` (opened O_DIRECT where possible) into `buffer`
 // and returns a pointer to each run's first byte (runs[begin..end)).
 absl::StatusOr<std::vector<const uint8_t*>> ReadRunBatch(
-    const io::File& file, const std::vector<Run>& runs, const RunBatch& batch,
-    io::AlignedBuffer* buffer);
+    const io::File& file, const std::vector<FileRun>& runs,
+    const RunBatch& batch, io::AlignedBuffer* buffer);
 
-// Streams `length` bytes at `offset` of `file` through `buffer` and returns
-// their XXH3-64 (for regions too large to hold at once).
-absl::StatusOr<uint64_t> ChecksumFileRange(const io::File& file,
-                                           uint64_t offset, uint64_t length,
-                                           io::AlignedBuffer* buffer);
+// Reads `length` bytes at `offset` of `file` through `buffer` in 64 MiB
+// pieces (regions are too large to hold twice) and calls
+// visit(data, position_in_range, n) for each piece, in order.
+absl::Status StreamFileRange(
+    const io::File& file, uint64_t offset, uint64_t length,
+    io::AlignedBuffer* buffer,
+    const std::function<void(const uint8_t*, uint64_t, uint64_t)>& visit);
 
 // Calls fn(i, worker) for every i in [0, n) on `threads` threads (worker in
 // [0, threads)), handing out indices in increasing order; stops handing them

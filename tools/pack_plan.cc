@@ -271,8 +271,30 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
   return plan;
 }
 
+uint64_t ChunkRowsFor(const std::string& kind) {
+  return kind == "embed" || kind == "lm_head" ? model::kVocabChunkRows : 0;
+}
+
+std::vector<uint64_t> ChunkChecksums(const std::string& kind,
+                                     const RegionLayout& layout,
+                                     const uint8_t* base) {
+  std::vector<uint64_t> sums;
+  const uint64_t chunk_rows = ChunkRowsFor(kind);
+  const RegionField* f = layout.Find("matrix");
+  if (chunk_rows == 0 || f == nullptr || f->shape.empty() || f->shape[0] <= 0) {
+    return sums;
+  }
+  const uint64_t rows = f->shape[0], row_bytes = f->nbytes / rows;
+  for (uint64_t r = 0; r < rows; r += chunk_rows) {
+    const uint64_t n = std::min(chunk_rows, rows - r);
+    sums.push_back(
+        io::Checksum64(base + f->offset + r * row_bytes, n * row_bytes));
+  }
+  return sums;
+}
+
 model::PackManifest PackPlan::ToManifest(
-    const std::vector<uint64_t>& region_sums,
+    const std::vector<RegionSums>& region_sums,
     const std::vector<uint64_t>& expert_sums, bool complete) const {
   model::PackManifest m;
   m.source_fingerprint = fingerprint;
@@ -280,9 +302,17 @@ model::PackManifest PackPlan::ToManifest(
   m.trunk_file = kTrunkFile;
   for (size_t i = 0; i < regions.size(); ++i) {
     const PlannedRegion& r = regions[i];
-    m.regions.push_back({r.kind, r.layer, r.offset, r.layout.size,
-                         i < region_sums.size() ? region_sums[i] : 0,
-                         coordinator::LayoutToJson(r.layout)});
+    model::PackRegion& out = m.regions.emplace_back();
+    out.kind = r.kind;
+    out.layer = r.layer;
+    out.offset = r.offset;
+    out.size = r.layout.size;
+    out.layout_json = coordinator::LayoutToJson(r.layout);
+    out.chunk_rows = ChunkRowsFor(r.kind);
+    if (i < region_sums.size()) {
+      out.checksum = region_sums[i].checksum;
+      out.chunk_checksums = region_sums[i].chunks;
+    }
   }
   m.expert_format = expert_format.empty() ? "mxfp4" : expert_format;
   m.experts_in_model_dir = experts_in_model_dir;

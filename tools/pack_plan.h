@@ -54,6 +54,22 @@ struct PlannedExpert {
   std::vector<const model::TensorInfo*> tensors;
 };
 
+// Checksums of one written region: the whole region, plus one per
+// model::kVocabChunkRows rows for "embed" and "lm_head" (empty otherwise).
+struct RegionSums {
+  uint64_t checksum = 0;
+  std::vector<uint64_t> chunks;
+};
+
+// The chunk_rows a region of this kind gets in the manifest.
+uint64_t ChunkRowsFor(const std::string& kind);
+
+// Per-chunk checksums of a vocab region's "matrix" field (`base` holds the
+// region); empty when the region has no chunks.
+std::vector<uint64_t> ChunkChecksums(const std::string& kind,
+                                     const coordinator::RegionLayout& layout,
+                                     const uint8_t* base);
+
 struct PackPlan {
   model::K3Config config;
   std::string config_text;  // config.json, verbatim
@@ -69,8 +85,8 @@ struct PackPlan {
   uint64_t expert_bytes = 0;           // sum of run lengths
 
   // The manifest this plan produces, with the given checksums (one per
-  // region / expert, in plan order).
-  model::PackManifest ToManifest(const std::vector<uint64_t>& region_sums,
+  // region / expert, in plan order; missing ones are zero / empty).
+  model::PackManifest ToManifest(const std::vector<RegionSums>& region_sums,
                                  const std::vector<uint64_t>& expert_sums,
                                  bool complete) const;
   // Identifies the plan (offsets, layouts, formats; not checksums): a

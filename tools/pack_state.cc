@@ -11,6 +11,51 @@ using json = nlohmann::json;
 
 constexpr int kStateVersion = 1;
 
+json RegionsToJson(const std::vector<std::optional<RegionSums>>& regions) {
+  json a = json::array();
+  for (const auto& r : regions) {
+    if (!r) {
+      a.push_back(nullptr);
+      continue;
+    }
+    json chunks = json::array();
+    for (uint64_t c : r->chunks) chunks.push_back(io::ChecksumHex(c));
+    a.push_back({{"checksum", io::ChecksumHex(r->checksum)},
+                 {"chunks", std::move(chunks)}});
+  }
+  return a;
+}
+
+bool ParseSum(const json& v, uint64_t* out) {
+  if (!v.is_string()) return false;
+  absl::StatusOr<uint64_t> sum = io::ParseChecksumHex(v.get<std::string>());
+  if (!sum.ok()) return false;
+  *out = *sum;
+  return true;
+}
+
+bool RegionsFromJson(const json& a,
+                     std::vector<std::optional<RegionSums>>* out) {
+  if (!a.is_array()) return false;
+  for (const json& v : a) {
+    if (v.is_null()) {
+      out->push_back(std::nullopt);
+      continue;
+    }
+    RegionSums r;
+    if (!v.is_object() || !v.contains("checksum") ||
+        !ParseSum(v["checksum"], &r.checksum) || !v.contains("chunks") ||
+        !v["chunks"].is_array()) {
+      return false;
+    }
+    for (const json& c : v["chunks"]) {
+      if (!ParseSum(c, &r.chunks.emplace_back())) return false;
+    }
+    out->push_back(std::move(r));
+  }
+  return true;
+}
+
 json SumsToJson(const std::vector<std::optional<uint64_t>>& sums) {
   json a = json::array();
   for (const auto& s : sums) {
@@ -26,15 +71,15 @@ bool SumsFromJson(const json& a, std::vector<std::optional<uint64_t>>* out) {
       out->push_back(std::nullopt);
       continue;
     }
-    if (!v.is_string()) return false;
-    absl::StatusOr<uint64_t> sum = io::ParseChecksumHex(v.get<std::string>());
-    if (!sum.ok()) return false;
-    out->push_back(*sum);
+    uint64_t sum = 0;
+    if (!ParseSum(v, &sum)) return false;
+    out->push_back(sum);
   }
   return true;
 }
 
-size_t CountDone(const std::vector<std::optional<uint64_t>>& v) {
+template <typename T>
+size_t CountDone(const std::vector<std::optional<T>>& v) {
   size_t n = 0;
   for (const auto& s : v) n += s.has_value();
   return n;
@@ -49,7 +94,7 @@ std::string PackStateToJson(const PackState& s) {
   json j = {{"version", kStateVersion},
             {"fingerprint", s.fingerprint},
             {"plan_id", s.plan_id},
-            {"regions", SumsToJson(s.regions)},
+            {"regions", RegionsToJson(s.regions)},
             {"experts", SumsToJson(s.experts)}};
   return j.dump() + "\n";
 }
@@ -69,7 +114,7 @@ absl::StatusOr<PackState> PackStateFromJson(absl::string_view text,
       !j.is_discarded() && j.is_object() && j.contains("version") &&
       j["version"] == kStateVersion && str("fingerprint", &s.fingerprint) &&
       str("plan_id", &s.plan_id) && j.contains("regions") &&
-      SumsFromJson(j["regions"], &s.regions) && j.contains("experts") &&
+      RegionsFromJson(j["regions"], &s.regions) && j.contains("experts") &&
       SumsFromJson(j["experts"], &s.experts);
   if (!ok) {
     return absl::DataLossError(absl::StrCat(

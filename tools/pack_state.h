@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tools/pack_plan.h"
 
 namespace flotilla::tools {
 
@@ -21,7 +22,7 @@ struct PackState {
   std::string fingerprint;  // of the source checkpoint
   std::string plan_id;      // PackPlan::Id(): offsets and layouts
   // One entry per planned region / expert; set once durably written.
-  std::vector<std::optional<uint64_t>> regions;
+  std::vector<std::optional<RegionSums>> regions;
   std::vector<std::optional<uint64_t>> experts;
 
   size_t regions_done() const;

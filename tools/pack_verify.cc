@@ -1,10 +1,13 @@
 // VerifyPack (declared in pack.h): re-reads a finished pack and checks
 // every checksum of its manifest.
+#include <algorithm>
 #include <cinttypes>
+#include <memory>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "coordinator/trunk_region.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
 #include "shared/model/checkpoint_fingerprint.h"
@@ -32,6 +35,64 @@ std::string Mismatch(const std::string& what, const std::string& path,
                       offset, " (", length, " bytes): read ",
                       io::ChecksumHex(got), ", manifest has ",
                       io::ChecksumHex(want));
+}
+
+// Checks one region: its whole checksum and, for vocab regions, every
+// chunk's. Returns the failure ("" when it matches).
+std::string VerifyRegion(const io::File& trunk, const model::PackRegion& r,
+                         io::AlignedBuffer* buf) {
+  const std::string name = RegionName(r);
+  uint64_t moff = 0, mend = 0, chunk_bytes = 0;
+  if (r.chunk_rows > 0) {
+    absl::StatusOr<coordinator::RegionLayout> layout =
+        coordinator::LayoutFromJson(r.layout_json);
+    const coordinator::RegionField* f =
+        layout.ok() ? layout->Find("matrix") : nullptr;
+    if (f == nullptr || f->shape.size() != 2 || f->shape[0] <= 0) {
+      return absl::StrCat(name, ": chunked region without a matrix field");
+    }
+    moff = f->offset;
+    mend = f->offset + f->nbytes;
+    chunk_bytes = r.chunk_rows * (f->nbytes / f->shape[0]);
+  }
+  io::Checksum64Stream whole;
+  auto chunk = std::make_unique<io::Checksum64Stream>();
+  std::string failure;
+  const absl::Status read = StreamFileRange(
+      trunk, r.offset, r.size, buf,
+      [&](const uint8_t* data, uint64_t pos, uint64_t n) {
+        whole.Update(data, n);
+        uint64_t a = std::max(pos, moff);
+        const uint64_t b = std::min(pos + n, mend);
+        while (chunk_bytes > 0 && a < b) {
+          const uint64_t k = (a - moff) / chunk_bytes;
+          const uint64_t end = std::min(moff + (k + 1) * chunk_bytes, mend);
+          const uint64_t take = std::min(b, end) - a;
+          chunk->Update(data + (a - pos), take);
+          a += take;
+          if (a != end) continue;
+          const uint64_t got = chunk->Digest();
+          const uint64_t len = end - (moff + k * chunk_bytes);
+          if (failure.empty() && k < r.chunk_checksums.size() &&
+              got != r.chunk_checksums[k]) {
+            failure = Mismatch(
+                absl::StrCat(
+                    name, " rows ", k * r.chunk_rows, "..",
+                    k * r.chunk_rows + len / (chunk_bytes / r.chunk_rows) - 1),
+                trunk.path(), r.offset + moff + k * chunk_bytes, len, got,
+                r.chunk_checksums[k]);
+          }
+          chunk = std::make_unique<io::Checksum64Stream>();
+        }
+      });
+  if (!read.ok()) return absl::StrCat(name, ": ", read.message());
+  // A chunk names the damaged rows: more useful than the whole region.
+  if (!failure.empty()) return failure;
+  if (whole.Digest() != r.checksum) {
+    return Mismatch(name, trunk.path(), r.offset, r.size, whole.Digest(),
+                    r.checksum);
+  }
+  return "";
 }
 
 }  // namespace
@@ -63,7 +124,7 @@ absl::Status VerifyPack(const std::string& model_dir,
         io::File file, io::File::Open(expert_base + "/" + f, /*direct=*/true));
     files.push_back(std::move(file));
   }
-  std::vector<Run> runs;
+  std::vector<FileRun> runs;
   uint64_t total = 0;
   for (const model::PackRegion& r : m.regions) total += r.size;
   for (const model::PackExpert& e : m.experts) {
@@ -87,15 +148,7 @@ absl::Status VerifyPack(const std::string& model_dir,
         io::AlignedBuffer* buf = &buffers[worker];
         if (k < m.regions.size()) {
           const model::PackRegion& r = m.regions[k];
-          absl::StatusOr<uint64_t> sum =
-              ChecksumFileRange(trunk, r.offset, r.size, buf);
-          if (!sum.ok()) {
-            failures[k] =
-                absl::StrCat(RegionName(r), ": ", sum.status().message());
-          } else if (*sum != r.checksum) {
-            failures[k] = Mismatch(RegionName(r), trunk_path, r.offset, r.size,
-                                   *sum, r.checksum);
-          }
+          failures[k] = VerifyRegion(trunk, r, buf);
           meter.Add(r.size);
           return;
         }

@@ -43,7 +43,9 @@ std::vector<model::TensorToWrite> ToWrite(const SynthShard& shard,
 }
 
 std::string IndexJson(const std::vector<SynthShard>& shards) {
-  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  // A plain (sorted) object: ordered_json inserts in linear time, far too
+  // slow for the real model's 500k names; Hugging Face sorts them too.
+  nlohmann::json map = nlohmann::json::object();
   uint64_t total = 0;
   for (const SynthShard& s : shards) {
     for (const SynthTensor& t : s.tensors) {
@@ -52,8 +54,8 @@ std::string IndexJson(const std::vector<SynthShard>& shards) {
     }
   }
   // Hugging Face's total_size counts tensor data only, not headers.
-  nlohmann::ordered_json index = {{"metadata", {{"total_size", total}}},
-                                  {"weight_map", std::move(map)}};
+  nlohmann::json index = {{"metadata", {{"total_size", total}}},
+                          {"weight_map", std::move(map)}};
   return index.dump(1) + "\n";
 }
 
@@ -140,8 +142,8 @@ absl::Status PrepareOutDir(const std::string& dir, bool force,
   const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   if (avail + reclaim < need_bytes + kFreeSpaceReserve) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "not enough disk space in ", dir, ": the checkpoint needs ",
-        need_bytes, " bytes (", Gb(need_bytes), ") plus ", Gb(kFreeSpaceReserve),
+        "not enough disk space in ", dir, ": the checkpoint needs ", need_bytes,
+        " bytes (", Gb(need_bytes), ") plus ", Gb(kFreeSpaceReserve),
         " headroom; ", Gb(avail), " free", reclaim ? " + " : "",
         reclaim ? Gb(reclaim) + " in files --force replaces" : ""));
   }
@@ -170,10 +172,10 @@ absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
   for (const SynthFile& f : files) total += f.bytes;
 
   model::SafetensorsWriterOptions wo;
-  wo.threads = o.threads > 0
-                   ? o.threads
-                   : static_cast<int>(
-                         std::max(1u, std::thread::hardware_concurrency()));
+  wo.threads =
+      o.threads > 0
+          ? o.threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   wo.direct_io = o.direct_io;
   // Big buffers amortise syscalls and thread hand-offs; small checkpoints
   // get small ones so that they do not pay to fault in 192 MB.
@@ -201,8 +203,8 @@ absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
   if (o.on_progress) {
     monitor = std::thread([&] {
       std::unique_lock<std::mutex> l(mu);
-      const auto interval = std::chrono::duration<double>(
-          std::max(0.05, o.progress_interval_s));
+      const auto interval =
+          std::chrono::duration<double>(std::max(0.05, o.progress_interval_s));
       while (!cv.wait_for(l, interval, [&] { return done; })) {
         o.on_progress(progress());
       }

@@ -52,8 +52,9 @@ absl::StatusOr<std::vector<SynthFile>> PlanSynthFiles(
 
 // Checks `dir` can take `need_bytes`: refuses a non-empty directory unless
 // `force`, and too little free space (statvfs) counting what --force would
-// replace. With `force`, removes the files a previous synth left (*.safetensors,
-// the index, config.json); other files are kept. Creates `dir` if missing.
+// replace. With `force`, removes the files a previous synth left
+// (*.safetensors, the index, config.json); other files are kept. Creates `dir`
+// if missing.
 absl::Status PrepareOutDir(const std::string& dir, bool force,
                            uint64_t need_bytes);
 

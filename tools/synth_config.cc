@@ -120,8 +120,8 @@ double ShortestFloat(float f) {
 const std::vector<SynthPreset>& SynthPresets() {
   static const std::vector<SynthPreset> presets = {
       {"k3-tiny", "ckpt_A's dimensions: 13 layers, hidden 128 (~4 MB)", false},
-      {"k3-bench",
-       "24 layers, hidden 2048, 256 experts of 1.25 MB (~9.3 GB)", false},
+      {"k3-bench", "24 layers, hidden 2048, 256 experts of 1.25 MB (~9.3 GB)",
+       false},
       {"k3-full", "the real 93-layer K3 (~1.5 TB; needs --force)", true},
   };
   return presets;
@@ -194,10 +194,10 @@ absl::Status CheckSynthesizable(const K3Config& c) {
   // the latent width for w1/w3, the expert width for w2.
   if (c.routed_expert_hidden_size % 32 != 0 ||
       c.moe_intermediate_size % 32 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "routed_expert_hidden_size (", c.routed_expert_hidden_size,
-        ") and moe_intermediate_size (", c.moe_intermediate_size,
-        ") must be multiples of 32 (the MXFP4 group)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("routed_expert_hidden_size (", c.routed_expert_hidden_size,
+                     ") and moe_intermediate_size (", c.moe_intermediate_size,
+                     ") must be multiples of 32 (the MXFP4 group)"));
   }
   return absl::OkStatus();
 }

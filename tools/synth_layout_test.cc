@@ -26,7 +26,7 @@ using model::DType;
 using model::SafetensorsCheckpoint;
 using model::TensorInfo;
 
-constexpr float kE2M1[16] = {0, .5, 1, 1.5, 2, 3, 4, 6,
+constexpr float kE2M1[16] = {0,   .5,  1,  1.5,  2,  3,  4,  6,
                              -0., -.5, -1, -1.5, -2, -3, -4, -6};
 
 std::string Layer(int l) {
@@ -80,9 +80,9 @@ TEST_F(SynthLayoutTest, ExpertsAreContiguousInReleaseOrder) {
       const std::string base =
           absl::StrCat(Layer(l), "block_sparse_moe.experts.", e, ".");
       uint64_t next = 0;
-      for (const char* part : {"w1.weight_packed", "w1.weight_scale",
-                               "w2.weight_packed", "w2.weight_scale",
-                               "w3.weight_packed", "w3.weight_scale"}) {
+      for (const char* part :
+           {"w1.weight_packed", "w1.weight_scale", "w2.weight_packed",
+            "w2.weight_scale", "w3.weight_packed", "w3.weight_scale"}) {
         const TensorInfo& t = Info(base + part);
         EXPECT_EQ(t.dtype, DType::kU8);
         EXPECT_EQ(t.shape.size(), 2u);
@@ -95,13 +95,13 @@ TEST_F(SynthLayoutTest, ExpertsAreContiguousInReleaseOrder) {
     }
   }
   // Experts follow their layer's trunk in the same shard; layer 0 is dense.
-  EXPECT_EQ(ckpt_->Find(Layer(0) + "block_sparse_moe.experts.0.w1.weight_packed"),
-            nullptr);
+  EXPECT_EQ(
+      ckpt_->Find(Layer(0) + "block_sparse_moe.experts.0.w1.weight_packed"),
+      nullptr);
   EXPECT_EQ(fs::path(Info(Layer(0) + "mlp.down_proj.weight").file).filename(),
             ShardName(1, n));
-  EXPECT_EQ(
-      fs::path(Info("language_model.lm_head.weight").file).filename(),
-      ShardName(n, n));
+  EXPECT_EQ(fs::path(Info("language_model.lm_head.weight").file).filename(),
+            ShardName(n, n));
 }
 
 TEST_F(SynthLayoutTest, DtypesShapesAndHeaders) {
@@ -109,9 +109,9 @@ TEST_F(SynthLayoutTest, DtypesShapesAndHeaders) {
   EXPECT_EQ(Info(Layer(3) + "self_attn.kv_b_proj.weight").dtype, DType::kBF16);
   EXPECT_EQ(Info(Layer(1) + "block_sparse_moe.gate.weight").dtype,
             DType::kBF16);
-  EXPECT_EQ(Info(Layer(1) + "block_sparse_moe.gate.e_score_correction_bias")
-                .dtype,
-            DType::kF32);
+  EXPECT_EQ(
+      Info(Layer(1) + "block_sparse_moe.gate.e_score_correction_bias").dtype,
+      DType::kF32);
   EXPECT_EQ(Info(Layer(1) + "input_layernorm.weight").dtype, DType::kF32);
   const int64_t p = config_.kda_num_heads * config_.kda_head_dim;
   EXPECT_EQ(Info(Layer(1) + "self_attn.q_conv1d.weight").shape,

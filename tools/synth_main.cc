@@ -49,12 +49,12 @@ void ReportProgress(const SynthProgress& p, bool tty) {
   const double left = p.bytes_total > p.bytes_done && mbps > 0
                           ? (p.bytes_total - p.bytes_done) / (mbps * 1e6)
                           : 0;
-  std::fprintf(stderr,
-               "%ssynth: shard %d/%d, %s / %s (%.0f%%), %.0f MB/s, ETA %.0f s%s",
-               tty ? "\r" : "", p.shard, p.shards, Human(p.bytes_done).c_str(),
-               Human(p.bytes_total).c_str(),
-               p.bytes_total ? 100.0 * p.bytes_done / p.bytes_total : 100.0,
-               mbps, left, tty ? "   " : "\n");
+  std::fprintf(
+      stderr, "%ssynth: shard %d/%d, %s / %s (%.0f%%), %.0f MB/s, ETA %.0f s%s",
+      tty ? "\r" : "", p.shard, p.shards, Human(p.bytes_done).c_str(),
+      Human(p.bytes_total).c_str(),
+      p.bytes_total ? 100.0 * p.bytes_done / p.bytes_total : 100.0, mbps, left,
+      tty ? "   " : "\n");
   std::fflush(stderr);
 }
 
@@ -92,19 +92,19 @@ int RunSynth(int argc, char** argv) {
     return kExitOk;
   }
   if (!flags.positional().empty()) {
-    return Fail(kExitUsage,
-                absl::StrCat("unexpected argument '", flags.positional()[0],
-                             "'"));
+    return Fail(kExitUsage, absl::StrCat("unexpected argument '",
+                                         flags.positional()[0], "'"));
   }
   if (preset.empty() == config_path.empty()) {
     return Fail(kExitUsage, "give exactly one of --preset or --config");
   }
   if (out.empty() && !dry_run) return Fail(kExitUsage, "--out is required");
   int shards = 0;
-  if (shards_text != "auto" && (!absl::SimpleAtoi(shards_text, &shards) ||
-                                shards < 1)) {
+  if (shards_text != "auto" &&
+      (!absl::SimpleAtoi(shards_text, &shards) || shards < 1)) {
     return Fail(kExitUsage, absl::StrCat("--shards: expected auto or a count "
-                                         ">= 1, got '", shards_text, "'"));
+                                         ">= 1, got '",
+                                         shards_text, "'"));
   }
   if (threads < 0 || threads > 256) {
     return Fail(kExitUsage, "--threads must be in 0..256");
@@ -114,15 +114,18 @@ int RunSynth(int argc, char** argv) {
   absl::StatusOr<model::K3Config> config;
   if (!preset.empty()) {
     config = SynthPresetConfig(preset);
-    if (!config.ok()) return Fail(kExitUsage, std::string(config.status().message()));
+    if (!config.ok())
+      return Fail(kExitUsage, std::string(config.status().message()));
     for (const SynthPreset& p : SynthPresets()) {
       if (preset == p.name) needs_force = p.needs_force;
     }
   } else {
     auto text = ReadFile(config_path);
-    if (!text.ok()) return Fail(kExitFailure, std::string(text.status().message()));
+    if (!text.ok())
+      return Fail(kExitFailure, std::string(text.status().message()));
     config = model::ParseK3Config(*text, config_path);
-    if (!config.ok()) return Fail(kExitFailure, std::string(config.status().message()));
+    if (!config.ok())
+      return Fail(kExitFailure, std::string(config.status().message()));
   }
 
   if (config_only) {
@@ -138,7 +141,8 @@ int RunSynth(int argc, char** argv) {
   }
 
   auto files = PlanSynthFiles(*config, shards);
-  if (!files.ok()) return Fail(kExitUsage, std::string(files.status().message()));
+  if (!files.ok())
+    return Fail(kExitUsage, std::string(files.status().message()));
   uint64_t total = 0;
   for (const SynthFile& f : *files) total += f.bytes;
   if (dry_run) {
@@ -152,10 +156,10 @@ int RunSynth(int argc, char** argv) {
     return kExitOk;
   }
   if (needs_force && !force) {
-    return Fail(kExitUsage,
-                absl::StrCat("preset ", preset, " is ", total, " bytes (",
-                             Human(total), "); pass --force to write it, or "
-                             "--config-only for just config.json"));
+    return Fail(kExitUsage, absl::StrCat("preset ", preset, " is ", total,
+                                         " bytes (", Human(total),
+                                         "); pass --force to write it, or "
+                                         "--config-only for just config.json"));
   }
   if (absl::Status s = PrepareOutDir(out, force, total); !s.ok()) {
     return Fail(kExitFailure, std::string(s.message()));
@@ -174,13 +178,12 @@ int RunSynth(int argc, char** argv) {
   auto result = WriteSynthCheckpoint(o);
   if (tty) std::fputc('\n', stderr);
   if (!result.ok()) return Fail(kExitFailure, result.status().ToString());
-  std::printf(
-      "wrote %s: %d shards, %llu bytes (%s) in %.2f s, %.0f MB/s%s\n",
-      out.c_str(), result->shards,
-      static_cast<unsigned long long>(result->bytes), Human(result->bytes).c_str(),
-      result->seconds,
-      result->seconds > 0 ? result->bytes / result->seconds / 1e6 : 0.0,
-      result->direct_io ? " (O_DIRECT)" : " (buffered)");
+  std::printf("wrote %s: %d shards, %llu bytes (%s) in %.2f s, %.0f MB/s%s\n",
+              out.c_str(), result->shards,
+              static_cast<unsigned long long>(result->bytes),
+              Human(result->bytes).c_str(), result->seconds,
+              result->seconds > 0 ? result->bytes / result->seconds / 1e6 : 0.0,
+              result->direct_io ? " (O_DIRECT)" : " (buffered)");
   return kExitOk;
 }
 

@@ -47,8 +47,8 @@ class Builder {
     Uniform(name, DType::kF32, {1, e}, 0,
             UniformForStd(1.0 / std::sqrt(static_cast<double>(e))));
   }
-  void Uniform(const std::string& name, DType dtype,
-               std::vector<int64_t> shape, float center, float half_width) {
+  void Uniform(const std::string& name, DType dtype, std::vector<int64_t> shape,
+               float center, float half_width) {
     SynthTensor t;
     t.name = name;
     t.dtype = dtype;
@@ -172,8 +172,8 @@ void AddExperts(const K3Config& c, int layer, std::vector<SynthTensor>* out) {
   Builder b(out);
   const int64_t l = c.routed_expert_hidden_size, i = c.moe_intermediate_size;
   for (int x = 0; x < c.num_experts; ++x) {
-    const std::string base = absl::StrCat(
-        kPrefix, "layers.", layer, ".block_sparse_moe.experts.", x, ".");
+    const std::string base = absl::StrCat(kPrefix, "layers.", layer,
+                                          ".block_sparse_moe.experts.", x, ".");
     b.Mxfp4(base + "w1.", i, l);  // gate: [I][latent]
     b.Mxfp4(base + "w2.", l, i);  // down: [latent][I]
     b.Mxfp4(base + "w3.", i, l);  // up:   [I][latent]
@@ -215,8 +215,8 @@ int Mxfp4ScaleBase(int64_t fan_in) {
   return std::clamp(s, 1, 253);  // s + 1 never reaches 255 (NaN)
 }
 
-absl::StatusOr<std::vector<SynthShard>> PlanSynthCheckpoint(
-    const K3Config& c, int shards) {
+absl::StatusOr<std::vector<SynthShard>> PlanSynthCheckpoint(const K3Config& c,
+                                                            int shards) {
   const int layers = c.num_hidden_layers;
   const int units = layers + 1;  // each layer, then the model-level tensors
   if (shards == 0) shards = units;

@@ -1,6 +1,8 @@
 // End to end: a synthesized k3-tiny checkpoint opens with the engine's
 // K3Model::OpenDir and generates finite, non-trivial logits; the bytes and
 // the generated ids depend on the seed and nothing else.
+#include "tools/synth.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include "coordinator/model.h"
 #include "gtest/gtest.h"
 #include "shared/model/config.h"
-#include "tools/synth.h"
 #include "tools/synth_config.h"
 #include "tools/synth_test_util.h"
 

@@ -90,7 +90,8 @@ TEST_F(ToolCliTest, WritesTinyAndRefusesToOverwriteWithoutForce) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("14 shards"));
   EXPECT_TRUE(model::SafetensorsCheckpoint::OpenDir(out).ok());
-  const std::string first = Slurp(fs::path(out) / "model-00002-of-00014.safetensors");
+  const std::string first =
+      Slurp(fs::path(out) / "model-00002-of-00014.safetensors");
 
   r = Run("synth --preset k3-tiny --out " + out + " --seed 4");
   EXPECT_EQ(r.code, 1);
@@ -98,7 +99,8 @@ TEST_F(ToolCliTest, WritesTinyAndRefusesToOverwriteWithoutForce) {
   EXPECT_THAT(r.err, HasSubstr("--force"));
 
   // --force replaces the previous shards (none left over with --shards 2).
-  r = Run("synth --preset k3-tiny --out " + out + " --seed 3 --force --shards 2");
+  r = Run("synth --preset k3-tiny --out " + out +
+          " --seed 3 --force --shards 2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(fs::exists(fs::path(out) / "model-00002-of-00014.safetensors"));
   EXPECT_TRUE(fs::exists(fs::path(out) / "model-00002-of-00002.safetensors"));

@@ -1,5 +1,11 @@
 #include "shared/io/disk_probe.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/io/aligned_buffer.h"
@@ -48,6 +54,42 @@ TEST(DiskProbeTest, Errors) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(ProbeRandomReads(dir.File("missing"), 4096, 1, 1, 0).ok());
   EXPECT_FALSE(ProbeRandomReads(path, 4096, 0, 1, 0).ok());
+}
+
+}  // namespace
+}  // namespace flotilla::io
+
+namespace flotilla::io {
+namespace {
+
+// Manual measurement, skipped unless FLOTILLA_PROBE_PATH names a large file
+// on the disk to measure. Optional: FLOTILLA_PROBE_READ_SIZE (bytes,
+// default 1250000 = one k3-bench expert), FLOTILLA_PROBE_QDS (default
+// "1,32"), FLOTILLA_PROBE_SECONDS (default 3), FLOTILLA_PROBE_READER
+// (auto|io_uring|pread). Drop the page cache first for cold numbers; with
+// O_DIRECT it matters only if the filesystem refused O_DIRECT.
+TEST(DiskProbeManualTest, Measure) {
+  const char* path = std::getenv("FLOTILLA_PROBE_PATH");
+  if (path == nullptr) GTEST_SKIP() << "set FLOTILLA_PROBE_PATH to measure";
+  auto env = [](const char* name, const char* dflt) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : dflt);
+  };
+  uint64_t read_size = 0;
+  double seconds = 0;
+  ASSERT_TRUE(
+      absl::SimpleAtoi(env("FLOTILLA_PROBE_READ_SIZE", "1250000"), &read_size));
+  ASSERT_TRUE(absl::SimpleAtod(env("FLOTILLA_PROBE_SECONDS", "3"), &seconds));
+  auto kind = ParseReaderKind(env("FLOTILLA_PROBE_READER", "auto"));
+  ASSERT_TRUE(kind.ok()) << kind.status();
+  for (absl::string_view qd_text :
+       absl::StrSplit(env("FLOTILLA_PROBE_QDS", "1,32"), ',')) {
+    int qd = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(qd_text, &qd)) << qd_text;
+    auto r = ProbeRandomReads(path, read_size, qd, seconds, 0, *kind);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::printf("probe %s\n", FormatProbeResult(*r).c_str());
+  }
 }
 
 }  // namespace

@@ -60,13 +60,13 @@ class UringReader final : public BatchReader {
     // The kernel may still be writing into caller buffers: drain everything
     // already submitted before tearing the ring down.
     pending_.clear();
-    while (free_slots_.size() < slots_.size()) {
+    while (in_kernel_ > 0) {
       io_uring_cqe* cqe = nullptr;
       const int ret = io_uring_wait_cqe(&ring_, &cqe);
       if (ret == -EINTR) continue;
       if (ret < 0) break;  // Ring is broken; nothing more will complete.
-      free_slots_.push_back(static_cast<size_t>(io_uring_cqe_get_data64(cqe)));
       io_uring_cqe_seen(&ring_, cqe);
+      --in_kernel_;
     }
     io_uring_queue_exit(&ring_);
   }
@@ -95,9 +95,13 @@ class UringReader final : public BatchReader {
           "BatchReader::WaitOne with no reads in flight");
     }
     while (completed_.empty()) {
-      // in_flight_ > 0 with nothing completed means some piece is in the
-      // kernel (FillAndSubmit never leaves pending work with free slots),
-      // so this wait cannot hang on an empty ring.
+      // Never wait on a ring the kernel holds nothing for: that would hang.
+      // (FillAndSubmit leaves pending work only when all slots are busy, so
+      // this fires only after a failed io_uring_submit.)
+      if (in_kernel_ == 0) {
+        return absl::InternalError(
+            "io_uring reader has reads pending but none submitted");
+      }
       io_uring_cqe* cqe = nullptr;
       const int ret = io_uring_wait_cqe(&ring_, &cqe);
       if (ret == -EINTR) continue;
@@ -111,6 +115,7 @@ class UringReader final : public BatchReader {
         ++seen;
       }
       io_uring_cq_advance(&ring_, seen);
+      in_kernel_ -= seen;
       FLOTILLA_RETURN_IF_ERROR(FillAndSubmit());
     }
     ReadCompletion c = std::move(completed_.front());
@@ -179,7 +184,6 @@ class UringReader final : public BatchReader {
   }
 
   absl::Status FillAndSubmit() {
-    unsigned prepared = 0;
     while (!pending_.empty() && !free_slots_.empty()) {
       io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
       if (sqe == nullptr) break;  // SQ full: submit what we have first.
@@ -193,13 +197,19 @@ class UringReader final : public BatchReader {
       io_uring_prep_read(sqe, p.file->fd(), p.dst,
                          static_cast<unsigned>(p.remaining), p.offset);
       io_uring_sqe_set_data64(sqe, slot);
-      ++prepared;
     }
-    while (prepared > 0) {
+    // Flush everything in the SQ, including SQEs an earlier call could not
+    // submit.
+    while (io_uring_sq_ready(&ring_) > 0) {
       const int ret = io_uring_submit(&ring_);
-      if (ret == -EINTR || ret == -EAGAIN || ret == -EBUSY) continue;
+      if (ret == -EINTR) continue;
+      if ((ret == -EAGAIN || ret == -EBUSY) && in_kernel_ > 0) {
+        break;  // Kernel is short of resources: retry after reaping.
+      }
+      if (ret == -EAGAIN || ret == -EBUSY) continue;
       if (ret < 0) return UringError(ret, "io_uring_submit");
-      prepared -= std::min<unsigned>(prepared, static_cast<unsigned>(ret));
+      if (ret == 0) break;
+      in_kernel_ += static_cast<size_t>(ret);
     }
     return absl::OkStatus();
   }
@@ -213,7 +223,8 @@ class UringReader final : public BatchReader {
   std::unordered_map<uint64_t, RequestState> requests_;
   std::deque<ReadCompletion> completed_;
   uint64_t next_id_ = 0;
-  size_t in_flight_ = 0;
+  size_t in_flight_ = 0;  // Requests submitted, not yet returned.
+  size_t in_kernel_ = 0;  // SQEs the kernel accepted and we have not reaped.
 };
 
 absl::Status UringReader::Init() {

@@ -32,12 +32,16 @@ json RegionToJson(const PackRegion& r) {
   // An unparsable layout can only come from a caller bug; keep the text so
   // the loader's error shows it.
   if (layout.is_discarded()) layout = r.layout_json;
+  json chunks = json::array();
+  for (uint64_t c : r.chunk_checksums) chunks.push_back(Hex64(c));
   return {{"kind", r.kind},
           {"layer", r.layer},
           {"offset", r.offset},
           {"size", r.size},
           {"checksum", Hex64(r.checksum)},
-          {"layout", std::move(layout)}};
+          {"layout", std::move(layout)},
+          {"chunk_rows", r.chunk_rows},
+          {"chunk_checksums", std::move(chunks)}};
 }
 
 json ExpertToJson(const PackExpert& e) {
@@ -50,10 +54,70 @@ json ExpertToJson(const PackExpert& e) {
           {"tensor_offsets", e.tensor_offsets}};
 }
 
+// Rows of a vocab region's "matrix" field, or 0 when its layout lacks a
+// well-formed one inside the region.
+uint64_t MatrixRows(const json& layout, uint64_t region_size) {
+  auto fields = layout.find("fields");
+  if (fields == layout.end() || !fields->is_array()) return 0;
+  for (const json& f : *fields) {
+    if (!f.is_object() || f.value("name", "") != "matrix") continue;
+    auto shape = f.find("shape"), offset = f.find("offset"),
+         nbytes = f.find("nbytes");
+    if (shape == f.end() || !shape->is_array() || shape->size() != 2 ||
+        !(*shape)[0].is_number_unsigned() || offset == f.end() ||
+        !offset->is_number_unsigned() || nbytes == f.end() ||
+        !nbytes->is_number_unsigned() ||
+        offset->get<uint64_t>() > region_size ||
+        nbytes->get<uint64_t>() > region_size - offset->get<uint64_t>()) {
+      return 0;
+    }
+    return (*shape)[0].get<uint64_t>();
+  }
+  return 0;
+}
+
+// chunk_rows / chunk_checksums: only vocab regions carry them, one checksum
+// per chunk_rows rows of the matrix.
+void ParseChunks(Reader& rd, const json& j, const json& layout,
+                 const std::string& where, PackRegion* r) {
+  const json& chunks = *j.find("chunk_checksums");
+  const std::string at = Reader::Path(where, "chunk_checksums");
+  if (!chunks.is_array()) return rd.Fail(at, "expected an array");
+  for (const json& c : chunks) {
+    uint64_t v = 0;
+    if (!c.is_string() || !ParseHex64(c.get<std::string>(), &v)) {
+      return rd.Fail(at, "expected 16 lower-case hex digits each");
+    }
+    r->chunk_checksums.push_back(v);
+  }
+  if (r->chunk_rows == 0) {
+    if (!r->chunk_checksums.empty()) {
+      rd.Fail(at, "chunk checksums without chunk_rows");
+    }
+    return;
+  }
+  if (r->kind != "embed" && r->kind != "lm_head") {
+    return rd.Fail(Reader::Path(where, "chunk_rows"),
+                   "only embed and lm_head regions have chunks");
+  }
+  const uint64_t rows = MatrixRows(layout, r->size);
+  if (rows == 0) {
+    return rd.Fail(Reader::Path(where, "layout"),
+                   "a chunked region needs a 2-D \"matrix\" field inside it");
+  }
+  const uint64_t want = (rows + r->chunk_rows - 1) / r->chunk_rows;
+  if (r->chunk_checksums.size() != want) {
+    rd.Fail(at,
+            absl::StrCat(r->chunk_checksums.size(), " checksums; ", rows,
+                         " rows in chunks of ", r->chunk_rows, " need ", want));
+  }
+}
+
 void ParseRegion(Reader& rd, const json& j, const std::string& where,
                  PackRegion* r) {
   if (!rd.Object(j, where,
-                 {"kind", "layer", "offset", "size", "checksum", "layout"})) {
+                 {"kind", "layer", "offset", "size", "checksum", "layout",
+                  "chunk_rows", "chunk_checksums"})) {
     return;
   }
   r->kind = rd.String(j, where, "kind");
@@ -61,6 +125,7 @@ void ParseRegion(Reader& rd, const json& j, const std::string& where,
   r->offset = rd.U64(j, where, "offset");
   r->size = rd.U64(j, where, "size");
   r->checksum = rd.Checksum(j, where, "checksum");
+  r->chunk_rows = rd.U64(j, where, "chunk_rows");
   if (!rd.ok()) return;
   const json& layout = *j.find("layout");
   if (!layout.is_object()) {
@@ -89,6 +154,7 @@ void ParseRegion(Reader& rd, const json& j, const std::string& where,
                    absl::StrCat("offset ", r->offset, " and size ", r->size,
                                 " must be multiples of 4096, size > 0"));
   }
+  ParseChunks(rd, j, layout, where, r);
 }
 
 void ParseExpert(Reader& rd, const json& j, const std::string& where,

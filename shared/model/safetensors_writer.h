@@ -49,7 +49,7 @@ struct TensorToWrite {
 
 // Where every byte of a shard goes; computed without writing anything.
 struct ShardLayout {
-  std::string header;          // JSON, space-padded to a multiple of 8
+  std::string header;           // JSON, space-padded to a multiple of 8
   std::vector<uint64_t> begin;  // per tensor, relative to the data area
   std::vector<uint64_t> nbytes;
   uint64_t data_bytes = 0;
@@ -66,9 +66,9 @@ absl::StatusOr<ShardLayout> LayoutShard(
     const std::vector<std::pair<std::string, std::string>>& metadata = {});
 
 struct SafetensorsWriterOptions {
-  int threads = 1;                       // producer threads, >= 1
+  int threads = 1;                         // producer threads, >= 1
   size_t buffer_bytes = size_t{64} << 20;  // per buffer; rounded to 4 KiB
-  int buffers = 3;                       // >= 2: fill one while writing one
+  int buffers = 3;                         // >= 2: fill one while writing one
   // O_DIRECT keeps a multi-GB write out of the page cache (which would evict
   // everything else and stall on writeback). Falls back to buffered writes
   // where the filesystem refuses it (tmpfs).
@@ -132,7 +132,7 @@ class SafetensorsWriter {
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::atomic<uint64_t> bytes_written_{0};
   bool used_direct_ = false;
-  std::string current_path_;             // for error messages
+  std::string current_path_;                // for error messages
   std::atomic<bool> direct_failed_{false};  // O_DIRECT dropped mid-shard
 
   // Fill stage: the current batch of pieces, claimed by index.

@@ -27,7 +27,8 @@ const char kBackslash[] = "back\\slash\tand ü";
 
 // A byte of tensor `id` at `offset`: cheap, and different per tensor.
 uint8_t PatternByte(int id, uint64_t offset) {
-  uint64_t x = (offset + 1) * 0x9E3779B97F4A7C15ull ^ (id * 0xBF58476D1CE4E5B9ull);
+  uint64_t x =
+      (offset + 1) * 0x9E3779B97F4A7C15ull ^ (id * 0xBF58476D1CE4E5B9ull);
   return static_cast<uint8_t>((x >> 29) ^ (x >> 47));
 }
 
@@ -44,11 +45,9 @@ std::vector<TensorToWrite> SampleTensors(Recorder* rec) {
     std::vector<int64_t> shape;
   };
   const std::vector<Spec> specs = {
-      {"a.f32", DType::kF32, {3, 5}},
-      {kQuoted, DType::kBF16, {7}},
+      {"a.f32", DType::kF32, {3, 5}},       {kQuoted, DType::kBF16, {7}},
       {"odd.u8", DType::kU8, {3}},  // leaves the next tensor unaligned
-      {kBackslash, DType::kF16, {2, 2, 2}},
-      {"empty", DType::kF32, {0, 4}},
+      {kBackslash, DType::kF16, {2, 2, 2}}, {"empty", DType::kF32, {0, 4}},
       {"big.u8", DType::kU8, {3, 1000003}},  // spans several granules
       {"tail.bf16", DType::kBF16, {1, 33}},
   };
@@ -62,8 +61,10 @@ std::vector<TensorToWrite> SampleTensors(Recorder* rec) {
                      if (off / kFillGranule != (off + n - 1) / kFillGranule ||
                          off + n > bytes || n == 0) {
                        std::lock_guard<std::mutex> l(rec->mu);
-                       if (off + n > bytes || n == 0) rec->out_of_range = true;
-                       else rec->crossed_granule = true;
+                       if (off + n > bytes || n == 0)
+                         rec->out_of_range = true;
+                       else
+                         rec->crossed_granule = true;
                      }
                      for (uint64_t j = 0; j < n; ++j) {
                        dst[j] = PatternByte(id, off + j);
@@ -79,8 +80,8 @@ std::string ReadAll(const std::string& path) {
 }
 
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/st_writer_" + std::to_string(getpid()) +
-         "_" + name;
+  return ::testing::TempDir() + "/st_writer_" + std::to_string(getpid()) + "_" +
+         name;
 }
 
 absl::Status Write(const std::string& path, const SafetensorsWriterOptions& o,
@@ -159,7 +160,9 @@ TEST(SafetensorsWriterTest, BytesIndependentOfThreadsBuffersAndIoMode) {
   unlink(b.c_str());
 }
 
-TEST(SafetensorsWriterTest, FallsBackToBufferedWhereDirectIoIsRefused) {
+// tmpfs refuses O_DIRECT before Linux 6.6 (the writer then goes buffered)
+// and accepts it after; either way the shard must come out right.
+TEST(SafetensorsWriterTest, WritesToTmpfs) {
   struct stat st;
   if (stat("/dev/shm", &st) != 0) GTEST_SKIP() << "no /dev/shm";
   Recorder rec;
@@ -169,7 +172,6 @@ TEST(SafetensorsWriterTest, FallsBackToBufferedWhereDirectIoIsRefused) {
   auto writer = SafetensorsWriter::Create({});
   ASSERT_TRUE(writer.ok());
   ASSERT_TRUE((*writer)->WriteShard(path, tensors).ok());
-  EXPECT_FALSE((*writer)->used_direct_io());  // tmpfs has no O_DIRECT
   auto ckpt = SafetensorsCheckpoint::OpenFile(path);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
   unlink(path.c_str());

@@ -25,24 +25,35 @@ absl::StatusOr<std::unique_ptr<TiktokenBpe>> TiktokenBpe::Create(
   if (pretokenizer == nullptr) {
     return absl::InvalidArgumentError("no pre-tokenizer");
   }
-  std::unique_ptr<TiktokenBpe> bpe(new TiktokenBpe());
-  bpe->ranks_.reserve(ranks.size());
-  bpe->decoder_.reserve(ranks.size() + added_tokens.size());
   int32_t max_id = -1;
-  for (RankEntry& entry : ranks) {
-    if (entry.bytes.empty() || entry.rank < 0) {
+  for (const RankEntry& entry : ranks) {
+    if (entry.bytes.empty() || entry.rank < 0 || entry.rank > kMaxTokenId) {
       return absl::InvalidArgumentError(
           absl::StrCat("bad rank entry ", entry.rank));
     }
-    if (!bpe->decoder_.emplace(entry.rank, entry.bytes).second) {
+    max_id = std::max(max_id, entry.rank);
+  }
+  for (const AddedToken& token : added_tokens) {
+    if (token.id < 0 || token.id > kMaxTokenId) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("added token id ", token.id, " out of range"));
+    }
+    max_id = std::max(max_id, token.id);
+  }
+  std::unique_ptr<TiktokenBpe> bpe(new TiktokenBpe());
+  bpe->ranks_.reserve(ranks.size());
+  bpe->decoder_.resize(max_id + 1);  // Tokens are non-empty: "" is unused.
+  for (RankEntry& entry : ranks) {
+    std::string& slot = bpe->decoder_[entry.rank];
+    if (!slot.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("duplicate rank ", entry.rank));
     }
+    slot = entry.bytes;
     if (!bpe->ranks_.emplace(std::move(entry.bytes), entry.rank).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("duplicate token bytes for rank ", entry.rank));
     }
-    max_id = std::max(max_id, entry.rank);
   }
   for (int b = 0; b < 256; ++b) {
     if (!bpe->ranks_.contains(std::string(1, static_cast<char>(b)))) {
@@ -51,19 +62,14 @@ absl::StatusOr<std::unique_ptr<TiktokenBpe>> TiktokenBpe::Create(
     }
   }
   for (AddedToken& token : added_tokens) {
-    if (token.id < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("negative added token id ", token.id));
-    }
-    if (bpe->decoder_.contains(token.id) &&
-        bpe->added_.ContentOf(token.id) == nullptr) {
+    std::string& slot = bpe->decoder_[token.id];
+    if (!slot.empty() && bpe->added_.ContentOf(token.id) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "added token '", token.content, "' reuses BPE rank ", token.id));
     }
-    bpe->decoder_.emplace(token.id, token.content);
+    if (slot.empty()) slot = token.content;
     FLOTILLA_RETURN_IF_ERROR(
         bpe->added_.Add(std::move(token.content), token.id));
-    max_id = std::max(max_id, token.id);
   }
   bpe->vocab_size_ = max_id + 1;
   bpe->pretokenizer_ = std::move(pretokenizer);
@@ -128,11 +134,10 @@ absl::StatusOr<std::string> TiktokenBpe::Decode(
     const std::vector<int32_t>& ids) const {
   std::string out;
   for (const int32_t id : ids) {
-    const auto it = decoder_.find(id);
-    if (it == decoder_.end()) {
+    if (id < 0 || id >= vocab_size_ || decoder_[id].empty()) {
       return absl::InvalidArgumentError(absl::StrCat("unknown token id ", id));
     }
-    out += it->second;
+    out += decoder_[id];
   }
   return out;
 }

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "shared/tokenizer/added_tokens.h"
@@ -51,8 +50,8 @@ class TiktokenBpe : public Tokenizer {
   TiktokenBpe() = default;
 
   RankMap ranks_;
-  // Id -> bytes for ranks and added tokens alike.
-  absl::flat_hash_map<int32_t, std::string> decoder_;
+  // Id -> bytes for ranks and added tokens alike; "" marks an unused id.
+  std::vector<std::string> decoder_;
   AddedTokenMatcher added_;
   std::unique_ptr<Pretokenizer> pretokenizer_;
   int32_t vocab_size_ = 0;

@@ -165,6 +165,8 @@ TEST(TiktokenBpeTest, CreateValidates) {
   EXPECT_THAT(make(bytes, {{300, "<x>"}, {300, "<y>"}}).message(),
               HasSubstr("appears twice"));
   EXPECT_THAT(make(bytes, {{300, ""}}).message(), HasSubstr("empty"));
+  EXPECT_THAT(make(bytes, {{1 << 24, "<x>"}}).message(),
+              HasSubstr("out of range"));
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -36,15 +35,15 @@ int Base64Value(char c) {
   return -1;
 }
 
-// Parses a decimal id/rank that must fit in a non-negative int32.
+// Parses a decimal id/rank in [0, kMaxTokenId].
 bool ParseId(absl::string_view s, int32_t* out) {
-  if (s.empty() || s.size() > 10) return false;
+  if (s.empty() || s.size() > 9) return false;
   int64_t v = 0;
   for (char c : s) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return false;
     v = v * 10 + (c - '0');
   }
-  if (v > std::numeric_limits<int32_t>::max()) return false;
+  if (v > kMaxTokenId) return false;
   *out = static_cast<int32_t>(v);
   return true;
 }
@@ -114,11 +113,13 @@ absl::StatusOr<std::vector<RankEntry>> ParseTiktokenModel(
     absl::string_view contents, absl::string_view source) {
   std::vector<RankEntry> entries;
   entries.reserve(std::count(contents.begin(), contents.end(), '\n') + 1);
-  // Values are 1-based line numbers, kept for duplicate diagnostics.
-  absl::flat_hash_map<int32_t, int> rank_line;
-  absl::flat_hash_map<std::string, int> bytes_line;
-  rank_line.reserve(entries.capacity());
-  bytes_line.reserve(entries.capacity());
+  // 1-based line of each rank / token seen so far, for duplicate errors.
+  // Tokens are keyed by their base64 text (a view into `contents`):
+  // StrictBase64Decode accepts one spelling per byte string, so equal
+  // bytes means equal text, and no decoded copy is hashed.
+  std::vector<int> rank_line;
+  absl::flat_hash_map<absl::string_view, int> token_line;
+  token_line.reserve(entries.capacity());
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(contents, '\n')) {
     ++line_no;
@@ -139,13 +140,16 @@ absl::StatusOr<std::vector<RankEntry>> ParseTiktokenModel(
       return LineError(source, line_no, bytes.status().message());
     }
     if (bytes->empty()) return LineError(source, line_no, "empty token");
-    auto [rit, rank_new] = rank_line.emplace(rank, line_no);
-    if (!rank_new) {
+    if (static_cast<size_t>(rank) >= rank_line.size()) {
+      rank_line.resize(rank + 1, 0);
+    }
+    if (rank_line[rank] != 0) {
       return LineError(source, line_no,
                        absl::StrCat("duplicate rank ", rank, " (first on line ",
-                                    rit->second, ")"));
+                                    rank_line[rank], ")"));
     }
-    auto [bit, bytes_new] = bytes_line.emplace(*bytes, line_no);
+    rank_line[rank] = line_no;
+    auto [bit, bytes_new] = token_line.emplace(fields[0], line_no);
     if (!bytes_new) {
       return LineError(source, line_no,
                        absl::StrCat("duplicate token ", fields[0],

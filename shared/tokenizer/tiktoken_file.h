@@ -13,6 +13,10 @@
 
 namespace flotilla::tokenizer {
 
+// Largest accepted rank or added-token id. Keeps id-indexed tables dense
+// and small; real vocabularies (Kimi: 163,840) are far below it.
+inline constexpr int32_t kMaxTokenId = (1 << 24) - 1;
+
 // One BPE token: its raw bytes and rank (which is also its id).
 struct RankEntry {
   std::string bytes;

@@ -57,6 +57,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadModelCase{"IQ== 0\nIg== x1\n", "/d/tiktoken.model:2: bad rank"},
         BadModelCase{"IQ== 0\nIg== -1\n", ":2: bad rank '-1'"},
         BadModelCase{"IQ== 99999999999\n", ":1: bad rank"},
+        BadModelCase{"IQ== 16777216\n", ":1: bad rank '16777216'"},
         BadModelCase{"IQ== 0\nI*== 1\n", ":2: invalid base64"},
         BadModelCase{"IQ== 0\nIQ 1\n", ":2: base64 length"},
         BadModelCase{"IQ==  0\n", ":1: expected 'base64 rank'"},

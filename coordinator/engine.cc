@@ -1,0 +1,186 @@
+#include "coordinator/engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/local_experts.h"
+#include "coordinator/trunk_region.h"
+#include "shared/base/status_macros.h"
+#include "shared/io/aligned_buffer.h"
+#include "shared/model/pack_manifest.h"
+#include "shared/model/safetensors.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+std::string ResolvePackDir(const EngineOptions& o) {
+  if (!o.pack_dir.empty()) return o.pack_dir;
+  const std::string candidate = o.model_dir + "/flotilla-pack";
+  return Exists(candidate + "/manifest.json") ? candidate : "";
+}
+
+// MXFP4 expert run: w1 and w3 [I][L], w2 [L][I], each packed (cols/2 bytes
+// per row) plus scales (cols/32 per row); one aligned read may need an extra
+// 4 KiB when the run does not start on a block boundary.
+uint64_t ExpertSlotBytesFromConfig(const model::K3Config& c) {
+  const uint64_t i = c.moe_intermediate_size, l = c.routed_expert_hidden_size;
+  const uint64_t run = 2 * i * (l / 2 + l / 32) + l * (i / 2 + i / 32);
+  return io::AlignUp(run) + io::kDirectIoAlignment;
+}
+
+PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
+                      uint64_t budget) {
+  PlanInputs in;
+  in.config = c;
+  in.budget_bytes = budget;
+  in.max_context = o.max_context;
+  in.prefill_chunk = o.prefill_chunk;
+  in.expert_cache_bytes = o.expert_cache_bytes;
+  in.disk_bytes_per_second = o.disk_gbps * 1e9;
+  in.vocab_chunk_bytes =
+      io::AlignUp(model::kVocabChunkRows * c.hidden_size * 2) +
+      io::kDirectIoAlignment;
+  return in;
+}
+
+PlanInputs InputsFromConfig(const model::K3Config& c, const EngineOptions& o,
+                            uint64_t budget) {
+  PlanInputs in = BaseInputs(c, o, budget);
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    in.layer_region_bytes.push_back(PlanLayerLayout(c, layer).size);
+  }
+  in.vocab_region_bytes = PlanVocabLayout(c).size;
+  in.globals_bytes = io::AlignUp(2ull * c.hidden_size * 4);
+  in.expert_run_bytes = ExpertSlotBytesFromConfig(c);
+  return in;
+}
+
+absl::StatusOr<PlanInputs> InputsFromManifest(const model::PackManifest& m,
+                                              const model::K3Config& c,
+                                              const EngineOptions& o,
+                                              uint64_t budget) {
+  PlanInputs in = BaseInputs(c, o, budget);
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const model::PackRegion* r = m.FindLayer(layer);
+    if (r == nullptr) {
+      return absl::DataLossError(
+          absl::StrCat("pack manifest has no region for layer ", layer));
+    }
+    in.layer_region_bytes.push_back(r->size);
+  }
+  const model::PackRegion* embed = m.FindRegion("embed");
+  const model::PackRegion* globals = m.FindRegion("globals");
+  if (embed == nullptr || globals == nullptr) {
+    return absl::DataLossError("pack manifest lacks embed/globals regions");
+  }
+  in.vocab_region_bytes = embed->size;
+  in.globals_bytes = globals->size;
+  for (const model::PackExpert& e : m.experts) {
+    in.expert_run_bytes = std::max(
+        in.expert_run_bytes, io::AlignForDirectIo(e.offset, e.length).length);
+  }
+  return in;
+}
+
+absl::StatusOr<model::K3Config> LoadConfig(const EngineOptions& o,
+                                           const model::PackManifest* m) {
+  const std::string path =
+      o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
+  if (o.config_path.empty() && m != nullptr && !Exists(path)) {
+    return model::ParseK3Config(m->config_json, "pack manifest config");
+  }
+  return model::LoadK3Config(path);
+}
+
+}  // namespace
+
+absl::StatusOr<MemoryPlan> PlanEngine(const EngineOptions& o) {
+  FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
+  const std::string pack = ResolvePackDir(o);
+  if (!pack.empty()) {
+    FLOTILLA_ASSIGN_OR_RETURN(model::PackManifest m,
+                              model::LoadPackManifest(pack));
+    FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
+    FLOTILLA_ASSIGN_OR_RETURN(PlanInputs in,
+                              InputsFromManifest(m, c, o, budget));
+    return MakeMemoryPlan(in);
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
+  return MakeMemoryPlan(InputsFromConfig(c, o, budget));
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
+  FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
+  auto engine = std::make_unique<Engine>();
+  engine->accountant = std::make_unique<io::MemoryAccountant>(budget);
+  engine->pack_dir = ResolvePackDir(o);
+  ModelOptions model_options;
+  model_options.threads = o.threads;
+
+  if (engine->pack_dir.empty()) {
+    // No pack: the whole trunk is built in RAM, which only works when it fits.
+    FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
+    PlanInputs in = InputsFromConfig(c, o, UINT64_MAX / 4);
+    FLOTILLA_ASSIGN_OR_RETURN(engine->plan, MakeMemoryPlan(in));
+    engine->plan.budget_bytes = budget;
+    uint64_t trunk = 2 * in.vocab_region_bytes + in.globals_bytes;
+    for (uint64_t b : in.layer_region_bytes) trunk += b;
+    if (!engine->accountant->Charge("trunk.resident", trunk).ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the trunk of ", o.model_dir, " (", trunk / 1e9,
+          " GB) does not fit the memory budget (", budget / 1e9,
+          " GB); run `flotilla-tool pack --model ", o.model_dir,
+          "` to stream it from disk"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(
+        engine->model, K3Model::OpenDir(o.model_dir, o.config_path,
+                                        model_options));
+    return engine;
+  }
+
+  FLOTILLA_ASSIGN_OR_RETURN(model::PackManifest m,
+                            model::LoadPackManifest(engine->pack_dir));
+  if (!m.complete) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the pack in ", engine->pack_dir,
+        " is incomplete; re-run flotilla-tool pack to finish it"));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
+  FLOTILLA_ASSIGN_OR_RETURN(PlanInputs in,
+                            InputsFromManifest(m, c, o, budget));
+  FLOTILLA_ASSIGN_OR_RETURN(engine->plan, MakeMemoryPlan(in));
+  for (const auto& [owner, bytes] : engine->plan.charges) {
+    FLOTILLA_RETURN_IF_ERROR(engine->accountant->Charge(owner, bytes));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(io::ReaderKind reader,
+                            io::ParseReaderKind(o.reader));
+  StreamingTrunkOptions to;
+  to.pack_dir = engine->pack_dir;
+  to.pinned_layers = engine->plan.pinned_layers;
+  to.ring_slots = std::max(2, engine->plan.ring_slots);
+  to.lm_head_pinned = engine->plan.lm_head_pinned;
+  to.embed_pinned = engine->plan.embed_pinned;
+  to.verify_checksums = o.verify_checksums;
+  to.reader = reader;
+  to.queue_depth = std::min(o.queue_depth, 16);
+  FLOTILLA_ASSIGN_OR_RETURN(auto trunk, StreamingTrunk::Open(m, c, to));
+  engine->trunk = trunk.get();
+  engine->streaming = true;
+
+  auto pool = std::make_unique<kernels::ThreadPool>(o.threads);
+  FLOTILLA_ASSIGN_OR_RETURN(auto source,
+                            model::SafetensorsCheckpoint::OpenDir(o.model_dir));
+  std::shared_ptr<model::TensorSource> shared_source(std::move(source));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      auto experts, LocalExperts::Create(shared_source.get(), c, pool.get()));
+  engine->model =
+      K3Model::FromParts(c, std::move(pool), std::move(trunk),
+                         std::move(experts), shared_source);
+  return engine;
+}
+
+}  // namespace flotilla::coordinator

@@ -1,0 +1,58 @@
+// Opening a model the way the command line asks for it: in memory (a small
+// model with no pack), or streamed from a pack within a memory budget. Also
+// the planner entry point behind `generate --plan`, which needs only a
+// config.json (a user sizing hardware for a model they do not hold yet).
+#ifndef FLOTILLA_COORDINATOR_ENGINE_H_
+#define FLOTILLA_COORDINATOR_ENGINE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/memory_plan.h"
+#include "coordinator/model.h"
+#include "coordinator/streaming_trunk.h"
+#include "shared/io/memory_budget.h"
+
+namespace flotilla::coordinator {
+
+class StreamingExperts;
+
+struct EngineOptions {
+  std::string model_dir;
+  std::string config_path;  // empty: <model_dir>/config.json
+  std::string pack_dir;     // empty: <model_dir>/flotilla-pack when present
+  std::string mem = "auto";  // size or preset (see io::ResolveBudget)
+  int threads = 1;
+  int max_context = 4096;   // MLA cache positions the plan reserves
+  int prefill_chunk = 256;  // tokens per forward pass at most
+  uint64_t expert_cache_bytes = 0;
+  bool expert_prefetch = false;  // next-layer lookahead
+  std::string reader = "auto";   // auto, uring, pread
+  int queue_depth = 32;
+  bool verify_checksums = true;
+  double disk_gbps = 3.0;  // for predictions in the plan
+};
+
+// What OpenEngine built, and where its counters live.
+struct Engine {
+  std::unique_ptr<K3Model> model;
+  MemoryPlan plan;
+  bool streaming = false;
+  std::string pack_dir;
+  StreamingTrunk* trunk = nullptr;        // owned by model; null in memory
+  StreamingExperts* experts = nullptr;    // owned by model; null in memory
+  std::unique_ptr<io::MemoryAccountant> accountant;
+};
+
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(
+    const EngineOptions& options);
+
+// The plan for `options` without loading weights: region sizes come from
+// the pack manifest when there is one, else from the config alone (BF16
+// trunk, MXFP4 experts, as released).
+absl::StatusOr<MemoryPlan> PlanEngine(const EngineOptions& options);
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_ENGINE_H_
