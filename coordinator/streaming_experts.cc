@@ -39,17 +39,16 @@ absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::Create(
 }
 
 absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::FromIndex(
-    ExpertIndex index, const model::K3Config& config,
-    kernels::ThreadPool* pool, const StreamingExpertsOptions& options) {
+    ExpertIndex index, const model::K3Config& config, kernels::ThreadPool* pool,
+    const StreamingExpertsOptions& options) {
   if (index.shape(0).rows !=
           static_cast<uint64_t>(config.moe_intermediate_size) ||
       index.shape(0).cols !=
           static_cast<uint64_t>(config.routed_expert_hidden_size)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "expert index has w1 [", index.shape(0).rows, ",",
-        index.shape(0).cols, "] but the config wants [",
-        config.moe_intermediate_size, ",", config.routed_expert_hidden_size,
-        "]"));
+        "expert index has w1 [", index.shape(0).rows, ",", index.shape(0).cols,
+        "] but the config wants [", config.moe_intermediate_size, ",",
+        config.routed_expert_hidden_size, "]"));
   }
   experts::ExpertEngineOptions eo;
   eo.fetcher.slots = options.slots;

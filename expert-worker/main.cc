@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,9 +25,16 @@
 
 ABSL_FLAG(std::string, model, "",
           "checkpoint folder (config.json, *.safetensors); required");
-ABSL_FLAG(std::string, shard, "0/1",
-          "K/N: serve shard K (zero-based) of N; expert e of every MoE layer "
-          "belongs to shard e mod N");
+ABSL_FLAG(std::string, shard, "",
+          "K/N: this is worker K (zero-based) of N (default 0/1); experts are "
+          "placed by the rotate-v1 rule: expert e of layer l has primary "
+          "(e + l) mod N (shared/placement)");
+ABSL_FLAG(int32_t, replicas, 1,
+          "R: every expert is held by R distinct workers of the N (with "
+          "--shard); the coordinator retries on a replica when one fails");
+ABSL_FLAG(std::string, placement, "",
+          "placement JSON file (e.g. placement.json written by `flotilla-tool "
+          "pack --workers`) instead of --shard/--replicas");
 ABSL_FLAG(int32_t, port, -1,
           "gRPC port to serve on; 0 picks a free port (printed at start); "
           "-1 (default) prints the shard plan and exits without serving");
@@ -35,6 +43,13 @@ ABSL_FLAG(std::string, mem, "8G",
           "memory budget, bytes with optional K/M/G/T suffix (powers of 1024)");
 ABSL_FLAG(int32_t, threads, 0,
           "expert compute threads; 0 = one per hardware thread");
+ABSL_FLAG(int32_t, fetch_slots, 16,
+          "expert runs read / computed at once (each one expert's size)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain: serve TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA: require client certificates signed by it (mutual TLS)");
 
 namespace {
 
@@ -48,11 +63,14 @@ constexpr int kMaxThreads = 4096;
 // from the flags' real names, defaults and help strings.
 void PrintUsage() {
   std::printf(
-      "usage: %s --model DIR [--shard K/N] [--port P] [--host ADDR]\n"
-      "       [--mem SIZE] [--threads N]\n\n"
-      "Serves shard K of N of a checkpoint's routed experts over gRPC\n"
-      "(flotilla.v1.ExpertService, grpc.health.v1, server reflection).\n"
-      "Stops cleanly on SIGINT/SIGTERM.\n\nflags:\n",
+      "usage: %s --model DIR (--shard K/N [--replicas R] | --placement FILE)\n"
+      "       [--port P] [--host ADDR] [--mem SIZE] [--threads N]\n"
+      "       [--fetch-slots S] [--tls-cert F --tls-key F [--tls-ca F]]\n\n"
+      "Serves worker K of N's share of a checkpoint's routed experts over\n"
+      "gRPC (flotilla.v1.ExpertService, grpc.health.v1, server reflection),\n"
+      "reading them with O_DIRECT from the HF shards in place or from a\n"
+      "`flotilla-tool pack --workers` folder. Stops cleanly on SIGINT/SIGTERM.\n"
+      "Flag names take dashes or underscores.\n\nflags:\n",
       kProgram);
   std::vector<const absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
@@ -63,9 +81,10 @@ void PrintUsage() {
   std::sort(flags.begin(), flags.end(),
             [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
   for (const absl::CommandLineFlag* flag : flags) {
-    std::printf("  --%s (default \"%s\")\n      %s\n",
-                std::string(flag->Name()).c_str(), flag->DefaultValue().c_str(),
-                flag->Help().c_str());
+    std::string name(flag->Name());
+    std::replace(name.begin(), name.end(), '_', '-');
+    std::printf("  --%s (default \"%s\")\n      %s\n", name.c_str(),
+                flag->DefaultValue().c_str(), flag->Help().c_str());
   }
   std::printf("  -h, --help\n      print this help and exit\n");
 }
@@ -99,7 +118,23 @@ int main(int argc, char** argv) {
   }
   absl::SetProgramUsageMessage(
       "Serves a shard of a model's routed experts over gRPC; see --help.");
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // Documented flags use dashes (--tls-cert); absl names use underscores.
+  // Translate names, never values.
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& arg = args[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(arg.find('='), arg.size());
+    for (size_t j = 2; j < end; ++j) {
+      if (arg[j] == '-') arg[j] = '_';
+    }
+  }
+  std::vector<char*> new_argv;
+  for (std::string& a : args) new_argv.push_back(a.data());
+  new_argv.push_back(nullptr);
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), new_argv.data());
   if (positional.size() > 1) {
     std::fprintf(stderr,
                  "%s: unexpected argument '%s' (every option is a --flag)\n",
@@ -108,27 +143,49 @@ int main(int argc, char** argv) {
   }
 
   namespace ew = flotilla::expert_worker;
-  const std::string model = absl::GetFlag(FLAGS_model);
-  if (model.empty()) return UsageError("model", "is required");
+  ew::PlanOptions options;
+  options.model_dir = absl::GetFlag(FLAGS_model);
+  if (options.model_dir.empty()) return UsageError("model", "is required");
 
-  const absl::StatusOr<ew::ShardSpec> shard =
-      ew::ParseShardSpec(absl::GetFlag(FLAGS_shard));
-  if (!shard.ok()) {
-    return UsageError("shard", std::string(shard.status().message()));
+  const std::string shard_text = absl::GetFlag(FLAGS_shard);
+  options.shard_given = !shard_text.empty();
+  if (options.shard_given) {
+    const absl::StatusOr<ew::ShardSpec> shard = ew::ParseShardSpec(shard_text);
+    if (!shard.ok()) {
+      return UsageError("shard", std::string(shard.status().message()));
+    }
+    options.shard = *shard;
   }
+  options.replicas = absl::GetFlag(FLAGS_replicas);
+  options.placement_file = absl::GetFlag(FLAGS_placement);
+  if (!options.placement_file.empty() && options.replicas != 1) {
+    return UsageError("replicas",
+                      "comes from the --placement file; do not give both");
+  }
+  if (options.replicas < 1) return UsageError("replicas", "must be >= 1");
 
   const int32_t port = absl::GetFlag(FLAGS_port);
   if (port < -1 || port > 65535) {
     return UsageError("port", "must be in [0, 65535], or -1 not to serve");
   }
-  const std::string host = absl::GetFlag(FLAGS_host);
-  if (host.empty()) return UsageError("host", "must not be empty");
+  ew::ServeOptions serve;
+  serve.host = absl::GetFlag(FLAGS_host);
+  serve.port = port;
+  if (serve.host.empty()) return UsageError("host", "must not be empty");
+  serve.tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  serve.tls.key = absl::GetFlag(FLAGS_tls_key);
+  serve.tls.ca = absl::GetFlag(FLAGS_tls_ca);
+  if (serve.tls.enabled() && (serve.tls.cert.empty() || serve.tls.key.empty())) {
+    return UsageError(serve.tls.cert.empty() ? "tls-cert" : "tls-key",
+                      "TLS needs both --tls-cert and --tls-key");
+  }
 
   const absl::StatusOr<uint64_t> mem_bytes =
       ew::ParseByteSize(absl::GetFlag(FLAGS_mem));
   if (!mem_bytes.ok()) {
     return UsageError("mem", std::string(mem_bytes.status().message()));
   }
+  options.memory_budget_bytes = *mem_bytes;
 
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads < 0 || threads > kMaxThreads) {
@@ -140,15 +197,29 @@ int main(int argc, char** argv) {
     // hardware_concurrency may report 0 when unknown.
     threads = std::max(1u, std::thread::hardware_concurrency());
   }
+  options.compute_threads = threads;
+  ew::ComputeOptions compute_options;
+  compute_options.fetch_slots = absl::GetFlag(FLAGS_fetch_slots);
+  compute_options.max_response_bytes = ew::kMaxMessageBytes;
+  if (compute_options.fetch_slots < 1 || compute_options.fetch_slots > 4096) {
+    return UsageError("fetch-slots", "must be in [1, 4096]");
+  }
 
-  const absl::StatusOr<ew::ShardPlan> plan =
-      ew::BuildShardPlan(model, *shard, *mem_bytes, threads);
+  // Before any thread exists (the compute pool and readers start below).
+  if (absl::Status s = ew::BlockShutdownSignals(); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kProgram,
+                 std::string(s.message()).c_str());
+    return kExitRuntime;
+  }
+  const absl::StatusOr<ew::ShardPlan> plan = ew::BuildShardPlan(options);
   if (plan.status().code() == absl::StatusCode::kOutOfRange) {
-    return UsageError("shard", std::string(plan.status().message()));
+    return UsageError(options.placement_file.empty() ? "shard" : "placement",
+                      std::string(plan.status().message()));
   }
   if (!plan.ok()) {
     // The model folder is a flag too: name it, since that is what to fix.
-    std::fprintf(stderr, "%s: --model %s: %s\n", kProgram, model.c_str(),
+    std::fprintf(stderr, "%s: --model %s: %s\n", kProgram,
+                 options.model_dir.c_str(),
                  std::string(plan.status().message()).c_str());
     return kExitRuntime;
   }
@@ -156,10 +227,15 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (port == -1) return 0;
 
-  ew::ServeOptions serve;
-  serve.host = host;
-  serve.port = port;
-  const absl::Status status = ew::ServeUntilSignal(*plan, serve);
+  absl::StatusOr<std::unique_ptr<ew::ExpertCompute>> compute =
+      ew::ExpertCompute::Create(*plan, compute_options);
+  if (!compute.ok()) {
+    std::fprintf(stderr, "%s: --model %s: %s\n", kProgram,
+                 options.model_dir.c_str(),
+                 std::string(compute.status().message()).c_str());
+    return kExitRuntime;
+  }
+  const absl::Status status = ew::ServeUntilSignal(compute->get(), serve);
   if (!status.ok()) {
     std::fprintf(stderr, "%s: %s\n", kProgram,
                  std::string(status.message()).c_str());

@@ -1,6 +1,14 @@
 // The worker's gRPC front: ExpertService (callback API) plus the standard
-// health and reflection services. gRPC stays behind this header so that the
-// rest of the worker (and its tests) compile without gRPC headers.
+// health and reflection services, optionally over TLS / mutual TLS. gRPC
+// stays behind this header so that the rest of the worker (and its tests)
+// compile without gRPC headers.
+//
+// Threading: gRPC's callback threads only parse, validate (cheap, bounded)
+// and enqueue; one compute thread runs the calls in arrival order on the
+// ExpertCompute (reads with O_DIRECT at high queue depth, expert kernels on
+// its own thread pool) and finishes each reactor from there. So no gRPC
+// thread ever blocks on disk or compute, and Info / health stay responsive
+// while a large call runs.
 #ifndef FLOTILLA_EXPERT_WORKER_SERVER_H_
 #define FLOTILLA_EXPERT_WORKER_SERVER_H_
 
@@ -8,30 +16,43 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "expert-worker/expert_compute.h"
 #include "expert-worker/shard_plan.h"
+#include "shared/transport/tls_options.h"
 
 namespace flotilla::expert_worker {
 
 // Reported in InfoResponse.worker_version.
-inline constexpr char kWorkerVersion[] = "flotilla-expert-worker 0.1.0-dev";
+inline constexpr char kWorkerVersion[] = "flotilla-expert-worker 0.2.0";
 
 // Largest request or response message, in bytes. A step's Compute carries
 // rows x latent width floats (14 KiB per row for K3), so this admits
 // thousands of rows; the coordinator splits above it (Info reports it).
 inline constexpr uint64_t kMaxMessageBytes = uint64_t{64} << 20;
 
+// Calls waiting for the compute thread before new ones get
+// RESOURCE_EXHAUSTED. A coordinator has one call per layer in flight, so
+// this only bounds memory against misbehaving clients.
+inline constexpr int kMaxQueuedCalls = 64;
+
 struct ServeOptions {
   std::string host = "0.0.0.0";  // address to bind
   int port = 0;                  // 0 = any free port (printed at start)
+  transport::TlsFiles tls;       // empty: plaintext; ca set: mutual TLS
 };
 
-// Serves `plan` until SIGINT or SIGTERM arrives, then stops accepting calls,
-// marks health NOT_SERVING, drains in-flight calls (bounded wait) and
-// returns OK. Prints "listening on HOST:PORT" to stdout once serving.
-// Must be called before any other thread exists: it blocks SIGINT/SIGTERM
-// in the calling thread so every thread gRPC starts inherits the mask and
-// the signals can only be taken by sigwait here.
-absl::Status ServeUntilSignal(const ShardPlan& plan,
+// Blocks SIGINT and SIGTERM in the calling thread. Call it first in main,
+// before any thread exists (the compute pool, the fetcher's readers, gRPC's
+// threads all inherit the mask), so that only ServeUntilSignal's sigwait
+// takes them: shutting down in a signal handler is not an option, since
+// grpc::Server::Shutdown is not async-signal-safe.
+absl::Status BlockShutdownSignals();
+
+// Serves `compute` until SIGINT or SIGTERM arrives (BlockShutdownSignals
+// must have run), then marks health NOT_SERVING, stops accepting calls,
+// drains in-flight calls (bounded wait) and returns OK. Prints "listening
+// on HOST:PORT" to stdout once serving.
+absl::Status ServeUntilSignal(ExpertCompute* compute,
                               const ServeOptions& options);
 
 }  // namespace flotilla::expert_worker

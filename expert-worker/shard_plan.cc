@@ -1,15 +1,13 @@
 #include "expert-worker/shard_plan.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -17,65 +15,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "shared/base/status_macros.h"
+#include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/config.h"
+#include "shared/model/safetensors.h"
+#include "shared/placement/placement.h"
 
 namespace flotilla::expert_worker {
-namespace {
 
 namespace fs = std::filesystem;
-
-// A safetensors header is a JSON table of tensor names and offsets; real
-// checkpoints have headers of a few MB. Anything above this is a corrupt or
-// foreign file, and we refuse rather than allocate what it claims.
-constexpr uint64_t kMaxSafetensorsHeaderBytes = uint64_t{256} << 20;
-
-absl::StatusOr<std::string> ReadWholeFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  std::string bytes((std::istreambuf_iterator<char>(in)),
-                    std::istreambuf_iterator<char>());
-  if (in.bad())
-    return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
-  return bytes;
-}
-
-// Returns the 8-byte length prefix and JSON header of a safetensors file.
-absl::StatusOr<std::string> ReadSafetensorsHeader(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  unsigned char prefix[8];
-  if (!in.read(reinterpret_cast<char*>(prefix), sizeof(prefix))) {
-    return absl::DataLossError(
-        absl::StrCat(path.string(), ": shorter than a safetensors header"));
-  }
-  uint64_t header_bytes = 0;  // little-endian on disk, whatever the host
-  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | prefix[i];
-  if (header_bytes > kMaxSafetensorsHeaderBytes) {
-    return absl::DataLossError(absl::StrCat(path.string(), ": header of ",
-                                            header_bytes,
-                                            " bytes is not plausible"));
-  }
-  std::string out(reinterpret_cast<const char*>(prefix), sizeof(prefix));
-  out.resize(sizeof(prefix) + header_bytes);
-  if (!in.read(out.data() + sizeof(prefix),
-               static_cast<std::streamsize>(header_bytes))) {
-    return absl::DataLossError(
-        absl::StrCat(path.string(), ": truncated safetensors header"));
-  }
-  return out;
-}
-
-// Feeds a length-prefixed section so that no two different sequences of
-// sections hash the same concatenated bytes.
-void HashSection(XXH3_state_t* state, absl::string_view bytes) {
-  const uint64_t n = bytes.size();
-  XXH3_64bits_update(state, &n, sizeof(n));
-  XXH3_64bits_update(state, bytes.data(), bytes.size());
-}
-
-}  // namespace
 
 absl::StatusOr<ShardSpec> ParseShardSpec(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, '/');
@@ -143,94 +90,103 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   return value << shift;
 }
 
-std::vector<uint32_t> OwnedExperts(const ShardSpec& shard, int num_experts) {
-  std::vector<uint32_t> experts;
-  for (int e = shard.index; e < num_experts; e += shard.count) {
-    experts.push_back(static_cast<uint32_t>(e));
-  }
-  return experts;
-}
-
-absl::StatusOr<std::string> ModelFingerprint(const std::string& model_dir) {
-  const fs::path dir(model_dir);
-  std::error_code ec;
-  std::vector<fs::path> shards;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() == ".safetensors") {
-      shards.push_back(entry.path());
-    }
-  }
-  if (ec) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot list ", model_dir, ": ", ec.message()));
-  }
-  // Directory order is unspecified; name order makes the hash stable.
-  std::sort(shards.begin(), shards.end());
-
-  XXH3_state_t* state = XXH3_createState();
-  if (state == nullptr) return absl::ResourceExhaustedError("XXH3 state");
-  XXH3_64bits_reset(state);
-  absl::Status status = [&]() -> absl::Status {
-    FLOTILLA_ASSIGN_OR_RETURN(std::string config,
-                              ReadWholeFile(dir / "config.json"));
-    HashSection(state, config);
-    const fs::path index = dir / "model.safetensors.index.json";
-    if (fs::exists(index, ec)) {
-      FLOTILLA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(index));
-      HashSection(state, text);
-    }
-    for (const fs::path& shard : shards) {
-      HashSection(state, shard.filename().string());
-      const uintmax_t size = fs::file_size(shard, ec);
-      if (ec) {
-        return absl::NotFoundError(
-            absl::StrCat("cannot stat ", shard.string(), ": ", ec.message()));
-      }
-      HashSection(state, absl::StrCat(size));
-      FLOTILLA_ASSIGN_OR_RETURN(std::string header,
-                                ReadSafetensorsHeader(shard));
-      HashSection(state, header);
-    }
-    return absl::OkStatus();
-  }();
-  const uint64_t digest = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  if (!status.ok()) return status;
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx",
-                static_cast<unsigned long long>(digest));
-  return absl::StrCat("cfg-xxh3:", hex);
-}
-
-absl::StatusOr<ShardPlan> BuildShardPlan(const std::string& model_dir,
-                                         const ShardSpec& shard,
-                                         uint64_t memory_budget_bytes,
-                                         int compute_threads) {
-  FLOTILLA_ASSIGN_OR_RETURN(
-      model::K3Config config,
-      model::LoadK3Config((fs::path(model_dir) / "config.json").string()));
-  if (shard.count > config.num_experts) {
-    // Some shard would own nothing at all: almost surely a typo in --shard.
-    // OutOfRange (not InvalidArgument) so callers can blame the shard, not
-    // the checkpoint.
-    return absl::OutOfRangeError(
-        absl::StrCat("shard count ", shard.count, " exceeds the model's ",
-                     config.num_experts, " experts per layer"));
-  }
+absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
   ShardPlan plan;
-  plan.shard = shard;
-  plan.num_layers = config.num_hidden_layers;
-  plan.num_experts = config.num_experts;
-  plan.row_width = config.routed_expert_hidden_size;
-  plan.memory_budget_bytes = memory_budget_bytes;
-  plan.compute_threads = compute_threads;
-  const std::vector<uint32_t> experts = OwnedExperts(shard, config.num_experts);
-  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
-    if (config.IsDenseLayer(layer)) continue;
-    plan.owned_experts[layer] = experts;
+  plan.model_dir = o.model_dir;
+  FLOTILLA_ASSIGN_OR_RETURN(
+      plan.config,
+      model::LoadK3Config((fs::path(o.model_dir) / "config.json").string()));
+  const model::K3Config& c = plan.config;
+  std::vector<int> moe_layers;
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (!c.IsDenseLayer(layer)) moe_layers.push_back(layer);
   }
-  FLOTILLA_ASSIGN_OR_RETURN(plan.model_fingerprint,
-                            ModelFingerprint(model_dir));
+  placement::Placement p;
+  if (!o.placement_file.empty()) {
+    FLOTILLA_ASSIGN_OR_RETURN(p, placement::Placement::Load(o.placement_file));
+    if (p.num_experts() != c.num_experts) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          o.placement_file, " places ", p.num_experts(),
+          " experts per layer but the model has ", c.num_experts));
+    }
+    for (int layer : moe_layers) {
+      if (p.Holders(layer, 0) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            o.placement_file, " does not place MoE layer ", layer));
+      }
+    }
+    int worker = p.worker();
+    if (worker < 0) {
+      if (!o.shard_given) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            o.placement_file,
+            " does not say which worker this is; add --shard K/N"));
+      }
+      worker = o.shard.index;
+    }
+    if (o.shard_given &&
+        (o.shard.index != worker || o.shard.count != p.workers())) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "shard ", o.shard.index, "/", o.shard.count, " disagrees with ",
+          o.placement_file, " (worker ", worker, " of ", p.workers(), ")"));
+    }
+    plan.shard = ShardSpec{worker, p.workers()};
+    plan.placement = o.placement_file;
+  } else {
+    if (o.shard.count > c.num_experts) {
+      // Some worker would own nothing at all: almost surely a typo. OutOfRange
+      // (not InvalidArgument) so callers can blame the flag, not the model.
+      return absl::OutOfRangeError(
+          absl::StrCat("shard count ", o.shard.count, " exceeds the model's ",
+                       c.num_experts, " experts per layer"));
+    }
+    if (o.replicas < 1 || o.replicas > o.shard.count) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "replicas ", o.replicas, " must be in [1, ", o.shard.count,
+          "]: each replica lives on a different worker"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(
+        p, placement::Placement::Rotate(moe_layers, c.num_experts,
+                                        o.shard.count, o.replicas));
+    plan.shard = o.shard;
+    plan.placement = placement::kRotateRule;
+  }
+  plan.replicas = p.replicas();
+  plan.num_layers = c.num_hidden_layers;
+  plan.num_experts = c.num_experts;
+  plan.row_width = c.routed_expert_hidden_size;
+  plan.memory_budget_bytes = o.memory_budget_bytes;
+  plan.compute_threads = o.compute_threads;
+  for (int layer : moe_layers) {
+    std::vector<uint32_t> owned = p.Owned(plan.shard.index, layer);
+    if (!owned.empty()) plan.owned_experts[layer] = std::move(owned);
+  }
+
+  // The one fingerprint function (shared/model) that pack and the
+  // coordinator use too, so all three agree on what "same checkpoint" is.
+  FLOTILLA_ASSIGN_OR_RETURN(auto ckpt,
+                            model::SafetensorsCheckpoint::OpenDir(o.model_dir));
+  FLOTILLA_ASSIGN_OR_RETURN(const std::string own,
+                            model::FingerprintCheckpoint(o.model_dir, *ckpt));
+  plan.model_fingerprint = own;
+  if (!p.source_fingerprint().empty()) {
+    std::error_code ec;
+    const bool own_folder =
+        fs::equivalent(fs::path(o.placement_file).parent_path().empty()
+                           ? fs::path(".")
+                           : fs::path(o.placement_file).parent_path(),
+                       fs::path(o.model_dir), ec);
+    if (own_folder) {
+      // A `pack --workers` folder: its files are a re-cut of the source
+      // checkpoint, which pack fingerprinted when it wrote them.
+      plan.model_fingerprint = p.source_fingerprint();
+    } else if (own != p.source_fingerprint()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          o.placement_file, " was made for checkpoint fingerprint ",
+          p.source_fingerprint(), " but ", o.model_dir, " has fingerprint ",
+          own));
+    }
+  }
   return plan;
 }
 
@@ -240,13 +196,14 @@ std::string DescribeShardPlan(const ShardPlan& plan) {
     owned += experts.size();
   }
   return absl::StrCat(
-      "shard ", plan.shard.index, "/", plan.shard.count, "\n",  //
-      "model fingerprint ", plan.model_fingerprint, "\n",       //
+      "shard ", plan.shard.index, "/", plan.shard.count, ", replicas ",
+      plan.replicas, ", placement ", plan.placement, "\n",       //
+      "model ", plan.model_dir, "\n",                            //
+      "model fingerprint ", plan.model_fingerprint, "\n",        //
       "layers ", plan.num_layers, " (", plan.owned_experts.size(),
-      " MoE), experts per layer ", plan.num_experts, ", row width ",
-      plan.row_width, "\n",  //
-      "owned (layer, expert) pairs ", owned, " (experts e with e mod ",
-      plan.shard.count, " == ", plan.shard.index, ")\n",  //
+      " with owned experts), experts per layer ", plan.num_experts,
+      ", row width ", plan.row_width, "\n",  //
+      "owned (layer, expert) pairs ", owned, "\n",  //
       "memory budget ", plan.memory_budget_bytes, " bytes, compute threads ",
       plan.compute_threads, "\n");
 }

@@ -1,8 +1,9 @@
-// What an expert worker serves: which experts of which layers (its shard of
-// the model), how much memory and how many threads it may use, and the
-// fingerprint of the checkpoint. Built once at start-up from flags and the
-// checkpoint folder; immutable afterwards, so safe to read from any thread.
-// No gRPC or protobuf here: the server translates this into InfoResponse.
+// What an expert worker serves: which experts of which layers (its share of
+// the fleet's placement), how much memory and how many threads it may use,
+// and the fingerprint of the checkpoint. Built once at start-up from flags
+// and the checkpoint folder; immutable afterwards, so safe to read from any
+// thread. No gRPC or protobuf here: the server translates this into
+// InfoResponse.
 #ifndef FLOTILLA_EXPERT_WORKER_SHARD_PLAN_H_
 #define FLOTILLA_EXPERT_WORKER_SHARD_PLAN_H_
 
@@ -13,10 +14,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "shared/model/config.h"
 
 namespace flotilla::expert_worker {
 
-// Shard `index` of `count`: 0 <= index < count.
+// Worker `index` of `count`: 0 <= index < count.
 struct ShardSpec {
   int index = 0;
   int count = 1;
@@ -30,40 +32,47 @@ absl::StatusOr<ShardSpec> ParseShardSpec(absl::string_view text);
 // Must be > 0 and fit in 63 bits.
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 
-// Placement: expert e of every MoE layer belongs to shard e mod count. Same
-// experts in every layer keeps the rule trivial to state and check; the
-// coordinator does not rely on it (it asks each worker via Info).
-std::vector<uint32_t> OwnedExperts(const ShardSpec& shard, int num_experts);
-
-// Fingerprint of the checkpoint in `model_dir`: "cfg-xxh3:<16 hex digits>",
-// an XXH3-64 over config.json, model.safetensors.index.json (if present),
-// and each *.safetensors file's name, size and JSON header, in name order.
-// It tells apart checkpoints of different shape or layout cheaply (no weight
-// bytes are read), so it cannot tell two trainings of one layout apart; the
-// pack manifest's checksums are the stronger check once pack exists.
-absl::StatusOr<std::string> ModelFingerprint(const std::string& model_dir);
+struct PlanOptions {
+  std::string model_dir;  // config.json + *.safetensors (HF or pack --workers)
+  // Placement by rule (shared/placement "rotate-v1"): this worker is
+  // shard.index of shard.count, every expert held by `replicas` workers.
+  // Ignored when placement_file is set, except that a given shard must
+  // agree with the file.
+  ShardSpec shard;
+  bool shard_given = false;  // --shard appeared on the command line
+  int replicas = 1;
+  // A placement JSON file (shared/placement/placement.h); its "worker"
+  // names this worker, else shard.index does.
+  std::string placement_file;
+  uint64_t memory_budget_bytes = 0;
+  int compute_threads = 1;
+};
 
 struct ShardPlan {
-  ShardSpec shard;
+  ShardSpec shard;        // this worker's index and the fleet's size
+  int replicas = 1;       // holders per expert in the fleet
+  std::string placement;  // "rotate-v1" or the placement file's path
+  std::string model_dir;
+  model::K3Config config;
   int num_layers = 0;   // decoder layers (num_hidden_layers)
   int num_experts = 0;  // routed experts per MoE layer
   int row_width = 0;    // latent width of expert inputs/outputs (floats)
   // MoE layer index -> sorted experts this worker owns; layers where it owns
   // none are absent.
   std::map<int, std::vector<uint32_t>> owned_experts;
+  // model::FingerprintCheckpoint of the source checkpoint: of model_dir, or
+  // for a `pack --workers` folder the one its placement.json records.
   std::string model_fingerprint;
   uint64_t memory_budget_bytes = 0;  // --mem
   int compute_threads = 1;           // --threads, resolved; >= 1
 };
 
-// Reads `model_dir`/config.json and builds the plan. OutOfRange when the
-// shard count exceeds num_experts (some shard would own nothing); other
-// errors concern the checkpoint (missing or invalid config, unreadable
-// safetensors header) and name the file.
-absl::StatusOr<ShardPlan> BuildShardPlan(const std::string& model_dir,
-                                         const ShardSpec& shard,
-                                         uint64_t memory_budget_bytes,
-                                         int compute_threads);
+// Reads `options.model_dir`/config.json and the placement, and builds the
+// plan. OutOfRange when the shard / replica counts do not fit the model
+// (more workers than experts, more replicas than workers) or disagree with
+// the placement file; other errors concern the checkpoint or the placement
+// file and name the file.
+absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& options);
 
 // One line per fact, for logs and for running without --port.
 std::string DescribeShardPlan(const ShardPlan& plan);

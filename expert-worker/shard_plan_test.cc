@@ -4,18 +4,21 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/model/checkpoint_fingerprint.h"
+#include "shared/model/safetensors.h"
+#include "shared/placement/placement.h"
 
 namespace flotilla::expert_worker {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 const std::string kCkptA = std::string(FLOTILLA_TEST_DATA_DIR) + "/k3/ckpt_A";
 const std::string kCkptC = std::string(FLOTILLA_TEST_DATA_DIR) + "/k3/ckpt_C";
@@ -58,24 +61,19 @@ TEST(ParseByteSizeTest, RejectsJunkZeroAndOverflow) {
   }
 }
 
-TEST(OwnedExpertsTest, ShardsPartitionTheExperts) {
-  constexpr int kExperts = 10;
-  constexpr int kShards = 3;
-  std::multiset<uint32_t> all;
-  for (int k = 0; k < kShards; ++k) {
-    for (uint32_t e : OwnedExperts(ShardSpec{k, kShards}, kExperts)) {
-      EXPECT_EQ(static_cast<int>(e) % kShards, k);
-      all.insert(e);
-    }
-  }
-  ASSERT_EQ(all.size(), static_cast<size_t>(kExperts));
-  for (int e = 0; e < kExperts; ++e) EXPECT_EQ(all.count(e), 1u) << e;
-  EXPECT_THAT(OwnedExperts(ShardSpec{1, 3}, kExperts), ElementsAre(1, 4, 7));
+PlanOptions Options(const std::string& dir, int k, int n, int replicas = 1) {
+  PlanOptions o;
+  o.model_dir = dir;
+  o.shard = ShardSpec{k, n};
+  o.shard_given = true;
+  o.replicas = replicas;
+  o.memory_budget_bytes = uint64_t{1} << 30;
+  o.compute_threads = 3;
+  return o;
 }
 
 TEST(BuildShardPlanTest, TinyCheckpoint) {
-  const absl::StatusOr<ShardPlan> plan =
-      BuildShardPlan(kCkptA, ShardSpec{1, 2}, uint64_t{1} << 30, 3);
+  const absl::StatusOr<ShardPlan> plan = BuildShardPlan(Options(kCkptA, 1, 2));
   ASSERT_TRUE(plan.ok()) << plan.status();
   // ckpt_A: 13 layers, first_k_dense_replace 1, 8 experts, latent width 64.
   EXPECT_EQ(plan->num_layers, 13);
@@ -83,58 +81,93 @@ TEST(BuildShardPlanTest, TinyCheckpoint) {
   EXPECT_EQ(plan->row_width, 64);
   EXPECT_EQ(plan->owned_experts.size(), 12u);
   EXPECT_EQ(plan->owned_experts.count(0), 0u);  // the dense layer
-  for (const auto& [layer, experts] : plan->owned_experts) {
-    EXPECT_THAT(experts, ElementsAre(1, 3, 5, 7)) << layer;
-  }
+  // rotate-v1: primary (e + layer) mod 2.
+  EXPECT_THAT(plan->owned_experts.at(5), ElementsAre(0, 2, 4, 6));
+  EXPECT_THAT(plan->owned_experts.at(4), ElementsAre(1, 3, 5, 7));
   EXPECT_EQ(plan->memory_budget_bytes, uint64_t{1} << 30);
   EXPECT_EQ(plan->compute_threads, 3);
-  EXPECT_THAT(plan->model_fingerprint, StartsWith("cfg-xxh3:"));
+  EXPECT_EQ(plan->placement, "rotate-v1");
   EXPECT_THAT(DescribeShardPlan(*plan), HasSubstr("shard 1/2"));
 }
 
-TEST(BuildShardPlanTest, ShardCountAboveExpertsIsOutOfRange) {
-  const absl::StatusOr<ShardPlan> plan =
-      BuildShardPlan(kCkptA, ShardSpec{0, 9}, 1 << 20, 1);
+TEST(BuildShardPlanTest, ShardsPartitionOrReplicateEveryExpert) {
+  for (int replicas : {1, 2, 3}) {
+    std::multiset<std::pair<int, uint32_t>> all;
+    for (int k = 0; k < 3; ++k) {
+      auto plan = BuildShardPlan(Options(kCkptA, k, 3, replicas));
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ(plan->replicas, replicas);
+      for (const auto& [layer, experts] : plan->owned_experts) {
+        for (uint32_t e : experts) all.insert({layer, e});
+      }
+    }
+    ASSERT_EQ(all.size(), 12u * 8u * replicas);
+    for (int layer = 1; layer < 13; ++layer) {
+      for (uint32_t e = 0; e < 8; ++e) {
+        EXPECT_EQ(all.count({layer, e}), static_cast<size_t>(replicas));
+      }
+    }
+  }
+}
+
+TEST(BuildShardPlanTest, FingerprintIsTheSharedOne) {
+  auto a = BuildShardPlan(Options(kCkptA, 0, 1));
+  auto c = BuildShardPlan(Options(kCkptC, 0, 1));
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto ckpt = model::SafetensorsCheckpoint::OpenDir(kCkptA);
+  ASSERT_TRUE(ckpt.ok());
+  EXPECT_EQ(a->model_fingerprint, *model::FingerprintCheckpoint(kCkptA, **ckpt));
+  EXPECT_NE(a->model_fingerprint, c->model_fingerprint);
+}
+
+TEST(BuildShardPlanTest, CountsThatDoNotFitAreOutOfRange) {
+  auto plan = BuildShardPlan(Options(kCkptA, 0, 9));
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(std::string(plan.status().message()), HasSubstr("9"));
+  plan = BuildShardPlan(Options(kCkptA, 0, 2, 3));
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(std::string(plan.status().message()), HasSubstr("replicas"));
+}
+
+TEST(BuildShardPlanTest, PlacementFileNamesTheWorker) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "placement_plan";
+  std::filesystem::create_directories(dir);
+  auto p = placement::Placement::Rotate({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+                                        8, 4, 2);
+  ASSERT_TRUE(p.ok());
+  p->set_worker(3);
+  const std::string file = (dir / "placement.json").string();
+  std::ofstream(file) << p->ToJson();
+  PlanOptions o = Options(kCkptA, 0, 1);
+  o.shard_given = false;
+  o.placement_file = file;
+  auto plan = BuildShardPlan(o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->shard.index, 3);
+  EXPECT_EQ(plan->shard.count, 4);
+  EXPECT_EQ(plan->replicas, 2);
+  EXPECT_EQ(plan->owned_experts.at(7), p->Owned(3, 7));
+  // A --shard that disagrees with the file is refused.
+  o.shard_given = true;
+  o.shard = ShardSpec{1, 4};
+  EXPECT_EQ(BuildShardPlan(o).status().code(), absl::StatusCode::kOutOfRange);
+  // A file made from another checkpoint is refused, naming both.
+  p->set_source_fingerprint("00000000deadbeef");
+  std::ofstream(file) << p->ToJson();
+  o.shard_given = false;
+  auto refused = BuildShardPlan(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("00000000deadbeef"));
 }
 
 TEST(BuildShardPlanTest, MissingModelFails) {
   const absl::StatusOr<ShardPlan> plan =
-      BuildShardPlan("/nonexistent/flotilla-model", ShardSpec{}, 1 << 20, 1);
+      BuildShardPlan(Options("/nonexistent/flotilla-model", 0, 1));
   EXPECT_FALSE(plan.ok());
   EXPECT_NE(plan.status().code(), absl::StatusCode::kOutOfRange);
-}
-
-TEST(ModelFingerprintTest, StableAndDistinguishesCheckpoints) {
-  const absl::StatusOr<std::string> a1 = ModelFingerprint(kCkptA);
-  const absl::StatusOr<std::string> a2 = ModelFingerprint(kCkptA);
-  const absl::StatusOr<std::string> c = ModelFingerprint(kCkptC);
-  ASSERT_TRUE(a1.ok()) << a1.status();
-  ASSERT_TRUE(a2.ok()) << a2.status();
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(*a1, *a2);
-  EXPECT_NE(*a1, *c);
-  EXPECT_EQ(a1->size(), std::string("cfg-xxh3:").size() + 16);
-}
-
-TEST(ModelFingerprintTest, CorruptSafetensorsHeaderIsAnError) {
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / "fingerprint_corrupt";
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(kCkptA + "/config.json", dir / "config.json",
-                             std::filesystem::copy_options::overwrite_existing);
-  {
-    // Claims a header far larger than the file: must not be trusted.
-    std::ofstream out(dir / "model.safetensors", std::ios::binary);
-    const unsigned char prefix[8] = {0xff, 0xff, 0xff, 0xff,
-                                     0xff, 0xff, 0xff, 0x7f};
-    out.write(reinterpret_cast<const char*>(prefix), sizeof(prefix));
-  }
-  const absl::StatusOr<std::string> fp = ModelFingerprint(dir.string());
-  EXPECT_EQ(fp.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(fp.status().message()),
-              HasSubstr("model.safetensors"));
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ inline constexpr int kExitUsage = 2;    // bad command line
 int RunSynth(int argc, char** argv);
 // flotilla-tool pack: writes the trunk file and pack manifest (pack.h).
 int RunPack(int argc, char** argv);
+// flotilla-tool doctor: machine checks and per-model predictions (doctor.h).
+int RunDoctor(int argc, char** argv);
 
 }  // namespace flotilla::tools
 

@@ -24,6 +24,8 @@ constexpr Command kCommands[] = {
      "write a random-weight K3 checkpoint in the Hugging Face layout"},
     {"pack", flotilla::tools::RunPack,
      "write trunk.bin + manifest.json for streaming (resumable, --verify)"},
+    {"doctor", flotilla::tools::RunDoctor,
+     "measure RAM and disk; recommend a budget, predict s/token"},
 };
 
 void PrintUsage(FILE* out) {

@@ -22,8 +22,8 @@ absl::StatusOr<std::unique_ptr<ExpertEngine>> ExpertEngine::Create(
     // The fetcher's slot size (ExpertFetcher::slot_bytes()).
     const uint64_t slot = std::max<uint64_t>(
         engine->index_->max_aligned_run_bytes(), io::kDirectIoAlignment);
-    fo.cache_slots = static_cast<int>(std::min<uint64_t>(
-        options.cache_bytes / slot, 1u << 20));
+    fo.cache_slots = static_cast<int>(
+        std::min<uint64_t>(options.cache_bytes / slot, 1u << 20));
   }
   FLOTILLA_ASSIGN_OR_RETURN(engine->fetcher_,
                             ExpertFetcher::Create(engine->index_.get(), fo));
@@ -47,12 +47,11 @@ absl::Status ExpertEngine::ComputeLayer(
   group_begin_.assign(num_experts + 1, 0);
   for (size_t i = 0; i < num_tasks; ++i) {
     const ExpertAssignment& t = tasks[i];
-    if (t.expert < 0 || t.expert >= num_experts || t.row < 0 ||
-        t.row >= rows ||
+    if (t.expert < 0 || t.expert >= num_experts || t.row < 0 || t.row >= rows ||
         index_->Find(ExpertKey{layer, t.expert}) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "expert task ", i, " (row ", t.row, ", expert ", t.expert,
-          ") out of range"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert task ", i, " (row ", t.row, ", expert ",
+                       t.expert, ") out of range"));
     }
     ++group_begin_[t.expert + 1];
   }
@@ -79,21 +78,11 @@ absl::Status ExpertEngine::ComputeLayer(
   }
   task_out_.resize(num_tasks * lat);
 
-  auto on_ready = [&](const ExpertKey& key,
-                      const uint8_t* run) -> absl::Status {
-    const uint32_t begin = group_begin_[key.expert];
-    const size_t n = group_begin_[key.expert + 1] - begin;
-    for (size_t i = 0; i < n; ++i) {
-      std::memcpy(xin_.data() + i * lat,
-                  z + static_cast<size_t>(tasks[order_[begin + i]].row) * lat,
-                  lat * sizeof(float));
-    }
-    executor_->Compute(*index_->Find(key), run, xin_.data(), n, y_.data());
-    for (size_t i = 0; i < n; ++i) {
-      std::memcpy(task_out_.data() + order_[begin + i] * lat,
-                  y_.data() + i * lat, lat * sizeof(float));
-    }
-    return absl::OkStatus();
+  z_ = z;
+  tasks_ = tasks;
+  // Captures only `this`, so std::function stores it without allocating.
+  auto on_ready = [this](const ExpertKey& key, const uint8_t* run) {
+    return OnReady(key, run);
   };
   FLOTILLA_RETURN_IF_ERROR(fetcher_->Fetch(keys_, on_ready, lookahead));
 
@@ -108,6 +97,23 @@ absl::Status ExpertEngine::ComputeLayer(
   }
   for (size_t i = 0; i < acc_.size(); ++i) {
     out[i] = static_cast<float>(acc_[i]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpertEngine::OnReady(const ExpertKey& key, const uint8_t* run) {
+  const size_t lat = executor_->latent();
+  const uint32_t begin = group_begin_[key.expert];
+  const size_t n = group_begin_[key.expert + 1] - begin;
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(xin_.data() + i * lat,
+                z_ + static_cast<size_t>(tasks_[order_[begin + i]].row) * lat,
+                lat * sizeof(float));
+  }
+  executor_->Compute(*index_->Find(key), run, xin_.data(), n, y_.data());
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(task_out_.data() + order_[begin + i] * lat, y_.data() + i * lat,
+                lat * sizeof(float));
   }
   return absl::OkStatus();
 }

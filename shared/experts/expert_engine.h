@@ -71,11 +71,16 @@ class ExpertEngine {
 
  private:
   ExpertEngine() = default;
+  // Fetch callback: computes `key`'s rows of the current call.
+  absl::Status OnReady(const ExpertKey& key, const uint8_t* run);
 
   // Owned on the heap so the fetcher's pointer stays valid.
   std::unique_ptr<ExpertIndex> index_;
   std::unique_ptr<ExpertExecutor> executor_;
   std::unique_ptr<ExpertFetcher> fetcher_;
+  // The current ComputeLayer call's inputs (valid during it only).
+  const float* z_ = nullptr;
+  const ExpertAssignment* tasks_ = nullptr;
   // Scratch reused across calls.
   std::vector<uint32_t> group_begin_;  // [num_experts + 1] into order_
   std::vector<uint32_t> order_;        // task indices grouped by expert

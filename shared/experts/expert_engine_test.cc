@@ -44,7 +44,8 @@ Case RandomCase(int rows, int topk, int num_experts, size_t latent,
 
 absl::StatusOr<std::unique_ptr<ExpertEngine>> CkptAEngine(
     const ExpertEngineOptions& options, kernels::ThreadPool* pool) {
-  const model::K3Config c = testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
+  const model::K3Config c =
+      testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
   auto source = model::SafetensorsCheckpoint::OpenDir(K3Path("ckpt_A"));
   if (!source.ok()) return source.status();
   ExpertIndexOptions io;
@@ -59,9 +60,10 @@ absl::StatusOr<std::unique_ptr<ExpertEngine>> CkptAEngine(
 // stream I/O, combined in task order in double.
 std::vector<float> Reference(ExpertEngine& engine, int layer, const Case& c) {
   const ExpertIndex& index = engine.index();
-  const model::K3Config cfg = testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
-  auto exec = ExpertExecutor::Create(index, cfg.situ_beta,
-                                     cfg.situ_linear_beta, nullptr);
+  const model::K3Config cfg =
+      testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
+  auto exec = ExpertExecutor::Create(index, cfg.situ_beta, cfg.situ_linear_beta,
+                                     nullptr);
   EXPECT_TRUE(exec.ok());
   const size_t lat = engine.latent();
   std::vector<double> acc(c.rows * lat, 0.0);
@@ -81,7 +83,8 @@ std::vector<float> Reference(ExpertEngine& engine, int layer, const Case& c) {
 TEST(ExpertEngineTest, BitwiseIdenticalAcrossSlotsCacheAndLookahead) {
   kernels::ThreadPool pool(2);
   const Case c = RandomCase(/*rows=*/7, /*topk=*/3, /*num_experts=*/8, 64, 1);
-  const int configs[][3] = {{1, 0, 0}, {3, 0, 1}, {16, 0, 0}, {2, 5, 1}, {2, 16, 1}};
+  const int configs[][3] = {
+      {1, 0, 0}, {3, 0, 1}, {16, 0, 0}, {2, 5, 1}, {2, 16, 1}};
   std::vector<float> want;
   for (const auto& [slots, cache, lookahead] : configs) {
     ExpertEngineOptions o;
@@ -94,9 +97,9 @@ TEST(ExpertEngineTest, BitwiseIdenticalAcrossSlotsCacheAndLookahead) {
     for (int layer : {4, 5, 4}) {
       std::vector<float> out(c.rows * 64, -1.f);
       ASSERT_TRUE((*engine)
-                      ->ComputeLayer(layer, c.z.data(), c.rows,
-                                     c.tasks.data(), c.tasks.size(),
-                                     out.data(), lookahead ? &next : nullptr)
+                      ->ComputeLayer(layer, c.z.data(), c.rows, c.tasks.data(),
+                                     c.tasks.size(), out.data(),
+                                     lookahead ? &next : nullptr)
                       .ok());
       if (layer == 4) {
         EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size() * 4), 0)
@@ -128,8 +131,9 @@ TEST(ExpertEngineTest, RejectsBadTasks) {
   EXPECT_THAT(s.message(), ::testing::HasSubstr("no routed experts"));
   // No tasks: zeros.
   out.assign(out.size(), 5.f);
-  ASSERT_TRUE(
-      (*engine)->ComputeLayer(3, z.data(), 2, tasks.data(), 0, out.data()).ok());
+  ASSERT_TRUE((*engine)
+                  ->ComputeLayer(3, z.data(), 2, tasks.data(), 0, out.data())
+                  .ok());
   EXPECT_EQ(out, std::vector<float>(out.size(), 0.f));
 }
 

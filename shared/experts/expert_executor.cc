@@ -22,9 +22,9 @@ absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::Create(
   }
   if (index.format() == ExpertFormat::kMxfp4 &&
       (w1.cols % 32 != 0 || w2.cols % 32 != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MXFP4 expert widths ", w1.cols, " and ", w2.cols,
-        " must be multiples of 32"));
+    return absl::InvalidArgumentError(absl::StrCat("MXFP4 expert widths ",
+                                                   w1.cols, " and ", w2.cols,
+                                                   " must be multiples of 32"));
   }
   if (!(beta1 > 0) || !(beta2 > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(

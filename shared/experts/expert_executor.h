@@ -35,8 +35,8 @@ class ExpertExecutor {
       const ExpertIndex& index, float beta1, float beta2,
       kernels::ThreadPool* pool);
 
-  size_t latent() const { return latent_; }        // L
-  size_t intermediate() const { return inter_; }   // I
+  size_t latent() const { return latent_; }       // L
+  size_t intermediate() const { return inter_; }  // I
 
   // x: [n][L] input rows; y: [n][L] output (must not alias x). `run` holds
   // the expert's `loc.length` run bytes.
@@ -44,8 +44,8 @@ class ExpertExecutor {
                size_t n, float* y);
 
  private:
-  ExpertExecutor(ExpertFormat format, size_t latent, size_t inter,
-                 float beta1, float beta2, kernels::ThreadPool* pool)
+  ExpertExecutor(ExpertFormat format, size_t latent, size_t inter, float beta1,
+                 float beta2, kernels::ThreadPool* pool)
       : format_(format),
         latent_(latent),
         inter_(inter),

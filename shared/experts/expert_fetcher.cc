@@ -30,19 +30,17 @@ std::string FetchStats::ToString() const {
   const double gbps =
       fetch_seconds > 0 ? bytes_read / fetch_seconds / 1e9 : 0.0;
   return absl::StrCat(
-      "experts: ", experts_requested, " requested in ", fetches,
-      " fetches; ", reads, " reads, ", io::FormatBytes(bytes_read),
-      " read (", io::FormatBytes(run_bytes_read), " expert runs); cache hits ",
-      cache_hits, " (", absl::SixDigits(100 * cache_hit_rate()),
-      "%); prefetch ", prefetch_issued, " issued, ", prefetch_hits,
-      " used (", absl::SixDigits(100 * prefetch_hit_rate()), "%), ",
-      prefetch_wasted, " wasted, ", prefetch_dropped, " dropped; ",
-      checksums_verified, " checksums; time ",
-      absl::SixDigits(fetch_seconds), " s in Fetch (",
+      "experts: ", experts_requested, " requested in ", fetches, " fetches; ",
+      reads, " reads, ", io::FormatBytes(bytes_read), " read (",
+      io::FormatBytes(run_bytes_read), " expert runs); cache hits ", cache_hits,
+      " (", absl::SixDigits(100 * cache_hit_rate()), "%); prefetch ",
+      prefetch_issued, " issued, ", prefetch_hits, " used (",
+      absl::SixDigits(100 * prefetch_hit_rate()), "%), ", prefetch_wasted,
+      " wasted, ", prefetch_dropped, " dropped; ", checksums_verified,
+      " checksums; time ", absl::SixDigits(fetch_seconds), " s in Fetch (",
       absl::SixDigits(gbps), " GB/s), ", absl::SixDigits(io_wait_seconds),
-      " s waiting on disk, ",
-      absl::SixDigits(compute_seconds), " s computing, ",
-      absl::SixDigits(verify_seconds), " s verifying");
+      " s waiting on disk, ", absl::SixDigits(compute_seconds),
+      " s computing, ", absl::SixDigits(verify_seconds), " s verifying");
 }
 
 absl::StatusOr<std::unique_ptr<ExpertFetcher>> ExpertFetcher::Create(
@@ -50,12 +48,11 @@ absl::StatusOr<std::unique_ptr<ExpertFetcher>> ExpertFetcher::Create(
   if (index == nullptr || index->size() == 0) {
     return absl::InvalidArgumentError("ExpertFetcher needs a non-empty index");
   }
-  if (options.slots < 1 || options.cache_slots < 0 ||
-      options.queue_depth < 1) {
+  if (options.slots < 1 || options.cache_slots < 0 || options.queue_depth < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "expert fetcher needs slots >= 1, cache_slots >= 0 and queue_depth "
-        ">= 1; got ", options.slots, ", ", options.cache_slots, ", ",
-        options.queue_depth));
+        ">= 1; got ",
+        options.slots, ", ", options.cache_slots, ", ", options.queue_depth));
   }
   auto fetcher =
       std::unique_ptr<ExpertFetcher>(new ExpertFetcher(index, options));
@@ -89,8 +86,7 @@ absl::Status ExpertFetcher::Init() {
       absl::Status s = options_.accountant->Charge(
           kCacheOwner, slot_bytes_ * options_.cache_slots);
       if (!s.ok()) {
-        options_.accountant->Release(kSlotsOwner,
-                                     slot_bytes_ * options_.slots);
+        options_.accountant->Release(kSlotsOwner, slot_bytes_ * options_.slots);
         return s;
       }
     }
@@ -100,9 +96,8 @@ absl::Status ExpertFetcher::Init() {
   const int n = options_.slots + options_.cache_slots;
   slots_.resize(n);
   for (Slot& slot : slots_) {
-    FLOTILLA_ASSIGN_OR_RETURN(
-        slot.buffer, io::AlignedBuffer::Allocate(slot_bytes_,
-                                                 options_.prefault));
+    FLOTILLA_ASSIGN_OR_RETURN(slot.buffer, io::AlignedBuffer::Allocate(
+                                               slot_bytes_, options_.prefault));
   }
   where_.reserve(n);
   io::BatchReaderOptions ro;

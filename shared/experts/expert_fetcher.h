@@ -26,9 +26,9 @@
 //    demand read.
 //
 // After Fetch returns (OK) the only reads in flight are prefetches for other
-// layers; after an error, none. On any error every read in flight is drained before
-// returning, so no buffer is written after the error is reported, and a run
-// that failed its checksum is never kept.
+// layers; after an error, none. On any error every read in flight is drained
+// before returning, so no buffer is written after the error is reported, and a
+// run that failed its checksum is never kept.
 //
 // Thread-compatibility: not thread-safe. One thread calls Fetch/Prefetch;
 // on_ready runs on that thread and must not call back into the fetcher.
@@ -83,9 +83,9 @@ struct FetchStats {
   uint64_t run_bytes_read = 0;     // of which expert run bytes
   uint64_t cache_hits = 0;         // keys resident when requested
   uint64_t prefetch_issued = 0;
-  uint64_t prefetch_hits = 0;      // keys whose prefetch read was used
-  uint64_t prefetch_wasted = 0;    // prefetched runs nobody asked for
-  uint64_t prefetch_dropped = 0;   // hints with no free slot
+  uint64_t prefetch_hits = 0;     // keys whose prefetch read was used
+  uint64_t prefetch_wasted = 0;   // prefetched runs nobody asked for
+  uint64_t prefetch_dropped = 0;  // hints with no free slot
   uint64_t checksums_verified = 0;
   double fetch_seconds = 0;    // inside Fetch
   double io_wait_seconds = 0;  // blocked in BatchReader::WaitOne
@@ -145,14 +145,14 @@ class ExpertFetcher {
     SlotState state = SlotState::kFree;
     ExpertKey key;
     const ExpertLocation* loc = nullptr;
-    uint64_t skip = 0;      // run starts at buffer.data() + skip
-    bool prefetch = false;  // prefetched and not yet used by a Fetch
-    bool orphan = false;    // prefetch the current Fetch dropped; reading
+    uint64_t skip = 0;         // run starts at buffer.data() + skip
+    bool prefetch = false;     // prefetched and not yet used by a Fetch
+    bool orphan = false;       // prefetch the current Fetch dropped; reading
     absl::Status read_status;  // of the landed read
-    bool wanted = false;    // requested by the Fetch in progress
-    bool cached = false;    // resident cache entry (landed, verified)
-    bool verified = false;  // checksum checked (or none to check)
-    uint64_t last_use = 0;  // LRU tick
+    bool wanted = false;       // requested by the Fetch in progress
+    bool cached = false;       // resident cache entry (landed, verified)
+    bool verified = false;     // checksum checked (or none to check)
+    uint64_t last_use = 0;     // LRU tick
   };
 
   ExpertFetcher(const ExpertIndex* index, const FetcherOptions& options)
@@ -189,8 +189,8 @@ class ExpertFetcher {
   const FetcherOptions options_;
   uint64_t slot_bytes_ = 0;
   bool all_direct_ = true;
-  bool charged_ = false;  // slot memory charged to options_.accountant
-  absl::Status broken_;  // set when the reader itself failed
+  bool charged_ = false;         // slot memory charged to options_.accountant
+  absl::Status broken_;          // set when the reader itself failed
   std::vector<io::File> files_;  // parallel to index_->files()
   std::vector<Slot> slots_;
   // Slot of every key that is reading or landed.

@@ -55,9 +55,9 @@ absl::Status ExpertFetcher::Fetch(const std::vector<ExpertKey>& keys,
   return status;
 }
 
-absl::Status ExpertFetcher::FetchLoop(
-    const std::vector<ExpertKey>& keys, const ReadyFn& on_ready,
-    const std::vector<ExpertKey>* lookahead) {
+absl::Status ExpertFetcher::FetchLoop(const std::vector<ExpertKey>& keys,
+                                      const ReadyFn& on_ready,
+                                      const std::vector<ExpertKey>* lookahead) {
   ++stats_.fetches;
   stats_.experts_requested += keys.size();
   misses_.clear();
@@ -98,8 +98,8 @@ absl::Status ExpertFetcher::FetchLoop(
   for (int s = 0; s < static_cast<int>(slots_.size()); ++s) {
     Slot& slot = slots_[s];
     if (!slot.prefetch || slot.wanted ||
-        std::find(fetch_layers_.begin(), fetch_layers_.end(),
-                  slot.key.layer) == fetch_layers_.end()) {
+        std::find(fetch_layers_.begin(), fetch_layers_.end(), slot.key.layer) ==
+            fetch_layers_.end()) {
       continue;
     }
     if (slot.state == SlotState::kLanded) {
@@ -179,10 +179,9 @@ absl::Status ExpertFetcher::VerifyRun(const Slot& slot) {
 absl::Status ExpertFetcher::Consume(int s, const ReadyFn& on_ready) {
   Slot& slot = slots_[s];
   if (!slot.read_status.ok()) {
-    return absl::Status(
-        slot.read_status.code(),
-        absl::StrCat("reading ", index_->Describe(slot.key), ": ",
-                     slot.read_status.message()));
+    return absl::Status(slot.read_status.code(),
+                        absl::StrCat("reading ", index_->Describe(slot.key),
+                                     ": ", slot.read_status.message()));
   }
   if (!slot.verified) {
     FLOTILLA_RETURN_IF_ERROR(VerifyRun(slot));

@@ -167,7 +167,8 @@ TEST(ExpertFetcherTest, PrefetchHitsAndWaste) {
 }
 
 TEST(ExpertFetcherTest, LookaheadForNextLayerSurvivesTheStep) {
-  auto source = model::SafetensorsCheckpoint::OpenDir(testing::K3Path("ckpt_A"));
+  auto source =
+      model::SafetensorsCheckpoint::OpenDir(testing::K3Path("ckpt_A"));
   ASSERT_TRUE(source.ok());
   auto index = ExpertIndex::FromTensorSource(**source, {});
   ASSERT_TRUE(index.ok());
@@ -182,7 +183,8 @@ TEST(ExpertFetcherTest, LookaheadForNextLayerSurvivesTheStep) {
     return absl::OkStatus();
   };
   const std::vector<ExpertKey> next = {{2, 0}, {2, 6}};
-  ASSERT_TRUE((*f)->Fetch({{1, 3}, {1, 4}, {1, 5}, {1, 7}}, record, &next).ok());
+  ASSERT_TRUE(
+      (*f)->Fetch({{1, 3}, {1, 4}, {1, 5}, {1, 7}}, record, &next).ok());
   EXPECT_EQ((*f)->stats().prefetch_issued, 2u);
   ASSERT_TRUE((*f)->Fetch({{2, 0}, {2, 1}}, record).ok());
   const FetchStats& st = (*f)->stats();
@@ -191,8 +193,8 @@ TEST(ExpertFetcherTest, LookaheadForNextLayerSurvivesTheStep) {
   EXPECT_EQ(st.reads, 7u);
   for (const auto& [k, bytes] : got) {
     const ExpertLocation* loc = index->Find(ExpertKey{k.first, k.second});
-    EXPECT_EQ(bytes, testing::ReadBytes(index->files()[0], loc->offset,
-                                        loc->length))
+    EXPECT_EQ(bytes,
+              testing::ReadBytes(index->files()[0], loc->offset, loc->length))
         << k.first << "/" << k.second;
   }
 }
@@ -232,7 +234,8 @@ TEST(ExpertFetcherTest, ChecksumMismatchNamesLayerExpertFileOffset) {
 
 TEST(ExpertFetcherTest, FlippedByteOnDiskIsCaught) {
   testing::TempDir dir;
-  const std::string copy = dir.CopyIn(CacheFixturePath(), "experts.safetensors");
+  const std::string copy =
+      dir.CopyIn(CacheFixturePath(), "experts.safetensors");
   ExpertIndex index = CacheIndex(copy);
   for (int e = 0; e < 24; ++e) {
     const std::vector<uint8_t> run = CacheFixtureRun(e);
@@ -245,14 +248,13 @@ TEST(ExpertFetcherTest, FlippedByteOnDiskIsCaught) {
   testing::FlipByte(copy, loc->offset + 1000);
   auto f = ExpertFetcher::Create(&index, FetcherOptions());
   ASSERT_TRUE(f.ok());
-  absl::Status s = (*f)->Fetch(Layer0({16, 17, 18}),
-                               [](const ExpertKey&, const uint8_t*) {
-                                 return absl::OkStatus();
-                               });
+  absl::Status s = (*f)->Fetch(
+      Layer0({16, 17, 18}),
+      [](const ExpertKey&, const uint8_t*) { return absl::OkStatus(); });
   ASSERT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), HasSubstr("layer 0 expert 17 in " + copy +
-                                     " at offset " +
-                                     std::to_string(loc->offset)));
+  EXPECT_THAT(s.message(),
+              HasSubstr("layer 0 expert 17 in " + copy + " at offset " +
+                        std::to_string(loc->offset)));
 }
 
 TEST(ExpertFetcherTest, BadRequestsAndCallbackErrors) {
@@ -264,14 +266,12 @@ TEST(ExpertFetcherTest, BadRequestsAndCallbackErrors) {
   auto ok = [](const ExpertKey&, const uint8_t*) { return absl::OkStatus(); };
   EXPECT_EQ((*f)->Fetch(Layer0({1, 2, 1}), ok).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*f)->Fetch(Layer0({24}), ok).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ((*f)->Fetch(Layer0({24}), ok).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ((*f)->Fetch({{1, 0}}, ok).code(), absl::StatusCode::kNotFound);
-  absl::Status s = (*f)->Fetch(
-      Layer0({3, 4, 5, 6, 7}), [](const ExpertKey& k, const uint8_t*) {
-        return k.expert == 5 ? absl::CancelledError("stop at 5")
-                             : absl::OkStatus();
-      });
+  absl::Status s = (*f)->Fetch(Layer0({3, 4, 5, 6, 7}), [](const ExpertKey& k,
+                                                           const uint8_t*) {
+    return k.expert == 5 ? absl::CancelledError("stop at 5") : absl::OkStatus();
+  });
   EXPECT_EQ(s.code(), absl::StatusCode::kCancelled);
   EXPECT_TRUE(FetchAndCheck(f->get(), Layer0({3, 4, 5, 6, 7})).ok());
   EXPECT_TRUE(FetchAndCheck(f->get(), {}).ok());

@@ -106,9 +106,9 @@ absl::Status BindMxfp4(const Group& g, const ExpertKey& key, int w,
   FLOTILLA_RETURN_IF_ERROR(CheckU8(packed));
   FLOTILLA_RETURN_IF_ERROR(CheckU8(scale));
   if (packed->shape[0] != scale->shape[0]) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(scale), " has ", scale->shape[0], " rows but ", packed->name,
-        " has ", packed->shape[0]));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(scale), " has ", scale->shape[0], " rows but ",
+                     packed->name, " has ", packed->shape[0]));
   }
   if (scale->shape[1] * 32 != packed->shape[1] * 2) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -135,9 +135,9 @@ absl::Status BindDense(const Group& g, const ExpertKey& key, int w,
         ")"));
   }
   if (t->dtype != DType::kF32 && t->dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(t), " has dtype ", model::DTypeName(t->dtype),
-        ", expected F32 or BF16"));
+    return absl::InvalidArgumentError(absl::StrCat(Where(t), " has dtype ",
+                                                   model::DTypeName(t->dtype),
+                                                   ", expected F32 or BF16"));
   }
   if (w > 0 && t->dtype != *dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -177,8 +177,8 @@ absl::Status BindRun(const ExpertKey& key,
           "to write packed expert files)"));
     }
     if (i > 0 && t->offset < end) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          Where(t), " overlaps ", sorted[i - 1]->name));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(t), " overlaps ", sorted[i - 1]->name));
     }
     end = t->offset + t->nbytes;
     used += t->nbytes;
@@ -251,8 +251,8 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
         BindRun(key, parts, options.max_gap_bytes, &loc, &has_gap));
     noncontiguous += has_gap ? 1 : 0;
     if (source_name.empty()) source_name = parts[0]->file;
-    FLOTILLA_RETURN_IF_ERROR(builder.Add(key, parts[0]->file, loc, format,
-                                         shapes, Where(parts[0])));
+    FLOTILLA_RETURN_IF_ERROR(
+        builder.Add(key, parts[0]->file, loc, format, shapes, Where(parts[0])));
   }
   builder.set_noncontiguous(noncontiguous);
   return builder.Finish(options.config, options.only_layer,
@@ -303,8 +303,8 @@ std::vector<ExpertKey> ExpertIndex::Keys() const {
 
 uint64_t ExpertIndex::RunBytesFor(const model::K3Config& config,
                                   ExpertFormat format) {
-  const uint64_t params = 3ull * config.routed_expert_hidden_size *
-                          config.moe_intermediate_size;
+  const uint64_t params =
+      3ull * config.routed_expert_hidden_size * config.moe_intermediate_size;
   switch (format) {
     case ExpertFormat::kMxfp4:
       return params / 2 + params / 32;
@@ -320,8 +320,7 @@ uint64_t ExpertIndex::SlotBytesFor(uint64_t run_bytes) {
   return io::AlignUp(run_bytes) + io::kDirectIoAlignment;
 }
 
-absl::Status ExpertIndex::SetChecksum(const ExpertKey& key,
-                                      uint64_t checksum) {
+absl::Status ExpertIndex::SetChecksum(const ExpertKey& key, uint64_t checksum) {
   FLOTILLA_ASSIGN_OR_RETURN(const ExpertLocation* loc, Get(key));
   ExpertLocation* mutable_loc = const_cast<ExpertLocation*>(loc);
   mutable_loc->has_checksum = true;

@@ -33,17 +33,18 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
     const std::string& model_dir, const std::string& pack_dir) {
   const std::string source = JoinPath(pack_dir, "manifest.json");
   if (!manifest.complete) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        source, " is incomplete (a pack is running or was interrupted); "
-                "finish it with `flotilla-tool pack`"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(source,
+                     " is incomplete (a pack is running or was interrupted); "
+                     "finish it with `flotilla-tool pack`"));
   }
   FLOTILLA_ASSIGN_OR_RETURN(const ExpertFormat format,
                             ParseFormat(manifest.expert_format, source));
   const uint64_t lat = config.routed_expert_hidden_size;
   const uint64_t inter = config.moe_intermediate_size;
-  const std::array<MatrixShape, 3> shapes = {
-      MatrixShape{inter, lat}, MatrixShape{lat, inter},
-      MatrixShape{inter, lat}};
+  const std::array<MatrixShape, 3> shapes = {MatrixShape{inter, lat},
+                                             MatrixShape{lat, inter},
+                                             MatrixShape{inter, lat}};
   // Byte size of each tensor in tensor_offsets order.
   std::array<uint64_t, 6> sizes{};
   int num_tensors = 0;
@@ -56,19 +57,17 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
       sizes[num_tensors++] = n * (format == ExpertFormat::kF32 ? 4 : 2);
     }
   }
-  const std::string& dir =
-      manifest.experts_in_model_dir ? model_dir : pack_dir;
+  const std::string& dir = manifest.experts_in_model_dir ? model_dir : pack_dir;
   IndexBuilder builder;
   for (size_t i = 0; i < manifest.experts.size(); ++i) {
     const model::PackExpert& e = manifest.experts[i];
-    const std::string what =
-        absl::StrCat(source, " experts[", i, "] (layer ", e.layer,
-                     ", expert ", e.expert, ")");
+    const std::string what = absl::StrCat(source, " experts[", i, "] (layer ",
+                                          e.layer, ", expert ", e.expert, ")");
     if (e.file < 0 ||
         static_cast<size_t>(e.file) >= manifest.expert_files.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": file index ", e.file, " outside expert_files (",
-          manifest.expert_files.size(), " entries)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": file index ", e.file, " outside expert_files (",
+                       manifest.expert_files.size(), " entries)"));
     }
     if (e.length == 0) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": empty run"));
@@ -77,8 +76,8 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
       if (e.tensor_offsets[t] > e.length ||
           sizes[t] > e.length - e.tensor_offsets[t]) {
         return absl::InvalidArgumentError(absl::StrCat(
-            what, ": tensor ", t, " at run offset ", e.tensor_offsets[t],
-            " (", sizes[t], " bytes for the config's shapes) runs past the ",
+            what, ": tensor ", t, " at run offset ", e.tensor_offsets[t], " (",
+            sizes[t], " bytes for the config's shapes) runs past the ",
             e.length, "-byte run"));
       }
     }

@@ -13,8 +13,8 @@ namespace {
 using model::DType;
 using testing::CacheFixturePath;
 using testing::FakeSource;
-using testing::K3Path;
 using ::testing::HasSubstr;
+using testing::K3Path;
 
 std::string Name(int layer, int e, int w, const char* suffix) {
   return absl::StrCat("language_model.model.layers.", layer,
@@ -39,7 +39,8 @@ void AddMxfp4Expert(FakeSource* s, int layer, int e, const std::string& file,
 }
 
 TEST(ExpertIndexTest, CkptAMatchesConfigAndHeaders) {
-  const model::K3Config c = testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
+  const model::K3Config c =
+      testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
   auto source = model::SafetensorsCheckpoint::OpenDir(K3Path("ckpt_A"));
   ASSERT_TRUE(source.ok()) << source.status();
   ExpertIndexOptions options;
@@ -96,7 +97,8 @@ TEST(ExpertIndexTest, CacheFixtureWithoutConfig) {
 
 TEST(ExpertIndexTest, ConfigMismatchNamesMissingTensor) {
   // ckpt_A has 8 experts per layer; ckpt_C's config asks for 32.
-  const model::K3Config c = testing::LoadConfigOrDie(K3Path("ckpt_C/config.json"));
+  const model::K3Config c =
+      testing::LoadConfigOrDie(K3Path("ckpt_C/config.json"));
   auto source = model::SafetensorsCheckpoint::OpenDir(K3Path("ckpt_A"));
   ASSERT_TRUE(source.ok());
   ExpertIndexOptions options;
@@ -106,7 +108,8 @@ TEST(ExpertIndexTest, ConfigMismatchNamesMissingTensor) {
   EXPECT_THAT(index.status().message(),
               HasSubstr("experts.8.w1.weight_packed"));
   // only_layer restricts both the scan and the completeness check.
-  const model::K3Config a = testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
+  const model::K3Config a =
+      testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
   options.config = &a;
   options.only_layer = 5;
   index = ExpertIndex::FromTensorSource(**source, options);
@@ -221,8 +224,8 @@ model::PackManifest CkptAManifest(const ExpertIndex& index) {
     e.offset = loc->offset;
     e.length = loc->length;
     e.tensor_offsets = loc->tensor_offsets;
-    const std::vector<uint8_t> run = testing::ReadBytes(
-        index.files()[loc->file], loc->offset, loc->length);
+    const std::vector<uint8_t> run =
+        testing::ReadBytes(index.files()[loc->file], loc->offset, loc->length);
     e.checksum = io::Checksum64(run.data(), run.size());
     m.experts.push_back(e);
   }
@@ -230,7 +233,8 @@ model::PackManifest CkptAManifest(const ExpertIndex& index) {
 }
 
 TEST(ExpertIndexTest, FromPackManifest) {
-  const model::K3Config c = testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
+  const model::K3Config c =
+      testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
   auto source = model::SafetensorsCheckpoint::OpenDir(K3Path("ckpt_A"));
   ASSERT_TRUE(source.ok());
   auto scanned = ExpertIndex::FromTensorSource(**source, {});

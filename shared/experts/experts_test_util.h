@@ -52,8 +52,7 @@ class FakeSource : public model::TensorSource {
            uint64_t offset);
   const model::TensorInfo* Find(absl::string_view name) const override;
   std::vector<std::string> Names() const override;
-  absl::Status ReadRaw(const model::TensorInfo& info,
-                       void* dst) const override;
+  absl::Status ReadRaw(const model::TensorInfo& info, void* dst) const override;
 
  private:
   std::map<std::string, model::TensorInfo, std::less<>> infos_;

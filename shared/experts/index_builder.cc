@@ -37,10 +37,10 @@ absl::Status IndexBuilder::Add(const ExpertKey& key,
     have_format_ = true;
   } else {
     if (format != index_.format_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, ": expert format ", ExpertFormatName(format),
-          " differs from the other experts' ",
-          ExpertFormatName(index_.format_)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": expert format ", ExpertFormatName(format),
+                       " differs from the other experts' ",
+                       ExpertFormatName(index_.format_)));
     }
     for (int w = 0; w < 3; ++w) {
       if (shapes[w].rows != index_.shapes_[w].rows ||
@@ -51,21 +51,20 @@ absl::Status IndexBuilder::Add(const ExpertKey& key,
       }
     }
   }
-  auto [it, inserted] = file_ids_.emplace(
-      file_path, static_cast<uint32_t>(index_.files_.size()));
+  auto [it, inserted] =
+      file_ids_.emplace(file_path, static_cast<uint32_t>(index_.files_.size()));
   if (inserted) index_.files_.push_back(file_path);
   location.file = it->second;
   location.present = true;
   if (!experts_.emplace(key, location).second) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": layer ", key.layer, " expert ", key.expert,
-                     " is listed twice"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": layer ", key.layer,
+                                                   " expert ", key.expert,
+                                                   " is listed twice"));
   }
   return absl::OkStatus();
 }
 
-absl::Status IndexBuilder::CheckConfig(const model::K3Config& c,
-                                       int only_layer,
+absl::Status IndexBuilder::CheckConfig(const model::K3Config& c, int only_layer,
                                        const std::string& source) const {
   const uint64_t lat = c.routed_expert_hidden_size;
   const uint64_t inter = c.moe_intermediate_size;
@@ -90,8 +89,8 @@ absl::Status IndexBuilder::CheckConfig(const model::K3Config& c,
       return absl::InvalidArgumentError(absl::StrCat(
           "expert ", ExpertTensorName(key.layer, key.expert, 0, "*"), " in ",
           source, " is outside the config (", c.num_hidden_layers,
-          " layers, first ", c.first_k_dense_replace, " dense, ",
-          c.num_experts, " experts)"));
+          " layers, first ", c.first_k_dense_replace, " dense, ", c.num_experts,
+          " experts)"));
     }
   }
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
@@ -105,17 +104,16 @@ absl::Status IndexBuilder::CheckConfig(const model::K3Config& c,
                              index_.format_ == ExpertFormat::kMxfp4
                                  ? "weight_packed"
                                  : "weight"),
-            " (expert ", e, " of layer ", layer, " is not in ", source,
-            ")"));
+            " (expert ", e, " of layer ", layer, " is not in ", source, ")"));
       }
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<ExpertIndex> IndexBuilder::Finish(
-    const model::K3Config* config, int only_layer,
-    const std::string& source) {
+absl::StatusOr<ExpertIndex> IndexBuilder::Finish(const model::K3Config* config,
+                                                 int only_layer,
+                                                 const std::string& source) {
   if (config != nullptr) {
     FLOTILLA_RETURN_IF_ERROR(CheckConfig(*config, only_layer, source));
   }
@@ -139,8 +137,8 @@ absl::StatusOr<ExpertIndex> IndexBuilder::Finish(
       ExpertLocation{});
   x.size_ = experts_.size();
   for (const auto& [key, loc] : experts_) {
-    x.locations_[static_cast<size_t>(key.layer) * x.num_experts_ +
-                 key.expert] = loc;
+    x.locations_[static_cast<size_t>(key.layer) * x.num_experts_ + key.expert] =
+        loc;
     x.max_run_bytes_ = std::max(x.max_run_bytes_, loc.length);
     x.max_aligned_run_bytes_ =
         std::max(x.max_aligned_run_bytes_,

@@ -36,8 +36,7 @@ class IndexBuilder {
   void set_noncontiguous(size_t n) { index_.noncontiguous_ = n; }
 
   absl::StatusOr<ExpertIndex> Finish(const model::K3Config* config,
-                                     int only_layer,
-                                     const std::string& source);
+                                     int only_layer, const std::string& source);
 
  private:
   absl::Status CheckConfig(const model::K3Config& config, int only_layer,

@@ -39,6 +39,11 @@ inline void Step32(const uint16_t* w, size_t cols, const double* const* xd,
                    size_t c, __mmask32 mask, __m512d (*p)[T], __m512d (*q)[T]) {
   const __m512i zero = _mm512_setzero_si512();
   for (int r = 0; r < R; ++r) {
+    // Software prefetch 2 KB ahead in each row stream: with 7168-wide rows
+    // the hardware prefetcher alone left a 12288x7168 matvec at about half
+    // of the memory bandwidth. (Prefetches never fault past the end.)
+    _mm_prefetch(reinterpret_cast<const char*>(w + r * cols + c + 1024),
+                 _MM_HINT_T0);
     const __m512i bits = _mm512_maskz_loadu_epi16(mask, w + r * cols + c);
     const __m512 lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, bits));
     const __m512 hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, bits));

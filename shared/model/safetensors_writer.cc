@@ -96,9 +96,11 @@ absl::StatusOr<ShardLayout> LayoutShard(
 
 absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     const SafetensorsWriterOptions& options) {
-  if (options.threads < 1 || options.buffers < 2 || options.buffer_bytes == 0) {
+  if (options.threads < 1 || options.buffers < 2 ||
+      options.buffer_bytes == 0 || options.io_threads < 1) {
     return absl::InvalidArgumentError(
-        "SafetensorsWriter needs threads >= 1, buffers >= 2, buffer_bytes > 0");
+        "SafetensorsWriter needs threads >= 1, buffers >= 2, io_threads >= 1 "
+        "and buffer_bytes > 0");
   }
   auto w = std::unique_ptr<SafetensorsWriter>(new SafetensorsWriter(options));
   for (int i = 0; i < options.buffers; ++i) {
@@ -115,7 +117,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
   for (int i = 1; i < options.threads; ++i) {
     w->fill_threads_.emplace_back([p = w.get()] { p->FillWorker(); });
   }
-  w->io_thread_ = std::thread([p = w.get()] { p->IoWorker(); });
+  for (int i = 0; i < options.io_threads; ++i) {
+    w->io_threads_.emplace_back([p = w.get()] { p->IoWorker(); });
+  }
   return w;
 }
 
@@ -136,7 +140,7 @@ SafetensorsWriter::~SafetensorsWriter() {
     stop_io_ = true;
   }
   io_cv_.notify_all();
-  if (io_thread_.joinable()) io_thread_.join();
+  for (std::thread& t : io_threads_) t.join();
   for (auto& b : buffers_) std::free(b->data);
 }
 

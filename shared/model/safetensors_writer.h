@@ -68,7 +68,10 @@ absl::StatusOr<ShardLayout> LayoutShard(
 struct SafetensorsWriterOptions {
   int threads = 1;                         // producer threads, >= 1
   size_t buffer_bytes = size_t{64} << 20;  // per buffer; rounded to 4 KiB
-  int buffers = 3;                         // >= 2: fill one while writing one
+  int buffers = 4;  // >= 2: fill one while writing the others
+  // Writes in flight. Two keep a virtio/NVMe queue busy while one request
+  // completes (measured: 2 x 64 MiB O_DIRECT writers ~20% faster than one).
+  int io_threads = 2;
   // O_DIRECT keeps a multi-GB write out of the page cache (which would evict
   // everything else and stall on writeback). Falls back to buffered writes
   // where the filesystem refuses it (tmpfs).
@@ -154,7 +157,7 @@ class SafetensorsWriter {
   std::vector<Buffer*> free_;
   absl::Status io_status_;  // first write error of the current shard
   bool stop_io_ = false;
-  std::thread io_thread_;
+  std::vector<std::thread> io_threads_;
 };
 
 }  // namespace flotilla::model

@@ -1,0 +1,234 @@
+#include "expert-worker/expert_compute.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+#include "shared/model/safetensors.h"
+
+namespace flotilla::expert_worker {
+
+using experts::ExpertKey;
+
+absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
+    const ShardPlan& plan, const ComputeOptions& options) {
+  auto self =
+      std::unique_ptr<ExpertCompute>(new ExpertCompute(plan, options));
+  const model::K3Config& c = plan.config;
+  FLOTILLA_ASSIGN_OR_RETURN(auto ckpt,
+                            model::SafetensorsCheckpoint::OpenDir(plan.model_dir));
+  // No config: a `pack --workers` folder holds only this worker's share, so
+  // the index must not demand every expert. Shapes and coverage of what we
+  // serve are checked below instead.
+  experts::ExpertIndexOptions index_options;
+  FLOTILLA_ASSIGN_OR_RETURN(
+      experts::ExpertIndex index,
+      experts::ExpertIndex::FromTensorSource(*ckpt, index_options));
+  const uint64_t lat = c.routed_expert_hidden_size;
+  const uint64_t inter = c.moe_intermediate_size;
+  if (index.size() == 0 || index.shape(0).rows != inter ||
+      index.shape(0).cols != lat || index.shape(1).rows != lat ||
+      index.shape(1).cols != inter || index.shape(2).rows != inter ||
+      index.shape(2).cols != lat) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        plan.model_dir, ": routed experts have w1 [", index.shape(0).rows, ",",
+        index.shape(0).cols, "], w2 [", index.shape(1).rows, ",",
+        index.shape(1).cols, "] but config.json wants w1/w3 [", inter, ",",
+        lat, "] and w2 [", lat, ",", inter, "]"));
+  }
+  self->owned_.assign(plan.num_layers, {});
+  for (const auto& [layer, experts] : plan.owned_experts) {
+    self->owned_[layer].assign(plan.num_experts, false);
+    for (uint32_t e : experts) {
+      if (index.Find(ExpertKey{layer, static_cast<int32_t>(e)}) == nullptr) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            plan.model_dir, " lacks layer ", layer, " expert ", e,
+            ", which the placement assigns to worker ", plan.shard.index,
+            " (copy this worker's folder from `flotilla-tool pack --workers`"
+            " again, or check --shard / --placement)"));
+      }
+      self->owned_[layer][e] = true;
+    }
+  }
+  self->accountant_ =
+      std::make_unique<io::MemoryAccountant>(plan.memory_budget_bytes);
+  self->pool_ = std::make_unique<kernels::ThreadPool>(plan.compute_threads);
+  experts::ExpertEngineOptions eo;
+  eo.fetcher.slots = options.fetch_slots;
+  eo.fetcher.queue_depth = options.queue_depth;
+  eo.fetcher.direct_io = options.direct_io;
+  eo.fetcher.accountant = self->accountant_.get();
+  FLOTILLA_ASSIGN_OR_RETURN(
+      self->engine_,
+      experts::ExpertEngine::Create(std::move(index), c.situ_beta,
+                                    c.situ_linear_beta, self->pool_.get(), eo));
+  return self;
+}
+
+bool ExpertCompute::Owns(int64_t layer, int64_t expert) const {
+  return layer >= 0 && layer < static_cast<int64_t>(owned_.size()) &&
+         expert >= 0 &&
+         expert < static_cast<int64_t>(owned_[layer].size()) &&
+         owned_[layer][expert];
+}
+
+absl::StatusOr<ComputeShape> ExpertCompute::Validate(
+    const ComputeCall& call) const {
+  auto bad = [](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(parts...));
+  };
+  const int64_t layer = call.layer;
+  if (layer < 0 || layer >= plan_.num_layers) {
+    return bad("layer ", layer, " does not exist (the model has ",
+               plan_.num_layers, " layers)");
+  }
+  if (owned_[layer].empty()) {
+    return bad("layer ", layer,
+               plan_.config.IsDenseLayer(static_cast<int>(layer))
+                   ? " is a dense layer (no routed experts)"
+                   : " has no experts on this worker");
+  }
+  if (call.row_width != plan_.row_width) {
+    return bad("row_width ", call.row_width, " but the model's latent width is ",
+               plan_.row_width);
+  }
+  if (call.num_rows <= 0 || call.num_rows > kMaxRowsPerCall) {
+    return bad("num_rows ", call.num_rows, " is outside [1, ", kMaxRowsPerCall,
+               "]");
+  }
+  const uint64_t width = static_cast<uint64_t>(call.row_width);
+  const uint64_t rows = static_cast<uint64_t>(call.num_rows);
+  if (call.activations_size != rows * width) {
+    return bad("activations hold ", call.activations_size,
+               " floats but num_rows x row_width = ", rows * width);
+  }
+  const size_t n = call.assignments.size();
+  if (n == 0 || n > kMaxAssignmentsPerCall) {
+    return bad(n, " assignments (must be in [1, ", kMaxAssignmentsPerCall, "])");
+  }
+  std::vector<uint64_t> pairs(n);
+  for (size_t i = 0; i < n; ++i) {
+    const experts::ExpertAssignment& a = call.assignments[i];
+    if (a.row < 0 || static_cast<uint64_t>(a.row) >= rows) {
+      return bad("assignment ", i, ": row ", a.row, " is not below num_rows ",
+                 rows);
+    }
+    if (!Owns(layer, a.expert)) {
+      return bad("assignment ", i, ": layer ", layer, " expert ", a.expert,
+                 a.expert >= 0 && a.expert < plan_.num_experts
+                     ? " is not owned by this worker"
+                     : " does not exist");
+    }
+    if (!std::isfinite(a.weight)) {
+      return bad("assignment ", i, ": weight is not finite");
+    }
+    pairs[i] = static_cast<uint64_t>(a.row) * plan_.num_experts + a.expert;
+  }
+  std::sort(pairs.begin(), pairs.end());
+  if (std::adjacent_find(pairs.begin(), pairs.end()) != pairs.end()) {
+    return bad("a (row, expert) pair appears more than once");
+  }
+  ComputeShape shape;
+  // Scratch is one row per assignment in both modes; bound it like a
+  // message so no request can make the worker allocate without limit.
+  const uint64_t scratch_bytes = n * width * sizeof(float);
+  if (call.expert_outputs) {
+    shape.output_floats = n * width;
+    shape.response_bytes = scratch_bytes;
+  } else {
+    std::vector<bool> used(rows, false);
+    for (const experts::ExpertAssignment& a : call.assignments) {
+      used[a.row] = true;
+    }
+    for (uint64_t r = 0; r < rows; ++r) {
+      if (used[r]) shape.rows.push_back(static_cast<uint32_t>(r));
+    }
+    shape.output_doubles = shape.rows.size() * width;
+    shape.response_bytes = shape.output_doubles * sizeof(double) +
+                           shape.rows.size() * sizeof(uint32_t);
+  }
+  const uint64_t limit = options_.max_response_bytes;
+  if (std::max(scratch_bytes, shape.response_bytes) + 4096 > limit) {
+    return bad("the call needs ", std::max(scratch_bytes, shape.response_bytes),
+               " bytes of results, above the ", limit,
+               "-byte message limit; split it into smaller calls");
+  }
+  return shape;
+}
+
+absl::Status ExpertCompute::Run(const ComputeCall& call,
+                                const ComputeShape& shape,
+                                float* expert_outputs, double* row_sums,
+                                ComputeCallStats* stats) {
+  const size_t n = call.assignments.size();
+  const size_t width = static_cast<size_t>(call.row_width);
+  z_.resize(n * width);
+  unit_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const experts::ExpertAssignment& a = call.assignments[i];
+    std::memcpy(z_.data() + i * width,
+                call.activations + static_cast<size_t>(a.row) * width,
+                width * sizeof(float));
+    unit_[i] = experts::ExpertAssignment{static_cast<int32_t>(i), a.expert,
+                                         1.0f};
+  }
+  float* out = expert_outputs;
+  if (!call.expert_outputs) {
+    outputs_.resize(n * width);
+    out = outputs_.data();
+  }
+  const experts::FetchStats before = engine_->stats();
+  FLOTILLA_RETURN_IF_ERROR(engine_->ComputeLayer(
+      static_cast<int>(call.layer), z_.data(), static_cast<int>(n),
+      unit_.data(), n, out));
+  const experts::FetchStats& after = engine_->stats();
+  stats->bytes_read = after.bytes_read - before.bytes_read;
+  stats->read_seconds = after.fetch_seconds - before.fetch_seconds;
+  stats->compute_seconds = after.compute_seconds - before.compute_seconds;
+  stats->cache_hits =
+      static_cast<uint32_t>(after.cache_hits - before.cache_hits);
+  stats->experts_computed = static_cast<uint32_t>(after.experts_requested -
+                                                  before.experts_requested);
+  if (call.expert_outputs) return absl::OkStatus();
+
+  row_slot_.assign(static_cast<size_t>(call.num_rows), -1);
+  for (size_t k = 0; k < shape.rows.size(); ++k) {
+    row_slot_[shape.rows[k]] = static_cast<int32_t>(k);
+  }
+  std::fill(row_sums, row_sums + shape.output_doubles, 0.0);
+  // Request order, double products and sums: the same arithmetic as the
+  // single-process combine, restricted to this worker's assignments.
+  for (size_t i = 0; i < n; ++i) {
+    const experts::ExpertAssignment& a = call.assignments[i];
+    double* acc = row_sums + static_cast<size_t>(row_slot_[a.row]) * width;
+    const float* v = out + i * width;
+    const double w = a.weight;
+    for (size_t j = 0; j < width; ++j) acc[j] += w * v[j];
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> ExpertCompute::Prefetch(
+    int64_t layer, const std::vector<uint32_t>& experts) {
+  std::vector<uint32_t> wanted = experts;
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  std::vector<ExpertKey> keys;
+  for (uint32_t e : wanted) {
+    if (Owns(layer, e)) {
+      keys.push_back(ExpertKey{static_cast<int32_t>(layer),
+                               static_cast<int32_t>(e)});
+    }
+  }
+  if (keys.empty()) return 0u;
+  FLOTILLA_RETURN_IF_ERROR(engine_->Prefetch(keys));
+  return static_cast<uint32_t>(keys.size());
+}
+
+std::string ExpertCompute::StatsLine() const {
+  return engine_->stats().ToString();
+}
+
+}  // namespace flotilla::expert_worker

@@ -1,0 +1,128 @@
+// The worker's compute core, free of gRPC and protobuf: validates one
+// Compute call against the shard plan, then runs it on an ExpertEngine
+// (shared/experts: every distinct expert read once with O_DIRECT, all reads
+// issued at once, each expert computed on all its rows as its bytes land).
+//
+// Results: for every assignment i the unweighted expert output
+// E_i = E_expert(z[row]) (float32), computed exactly as LocalExperts and
+// StreamingExperts compute it: the engine is handed one row per assignment
+// with weight 1, and 1.0 * v summed once into a zeroed double and rounded
+// back is v itself, bit for bit. From these either
+//   * expert outputs are returned as they are (the coordinator combines in
+//     task order: bitwise identical to single-process), or
+//   * row sums: per row, sum over its assignments in request order of
+//     double(weight) * E_i, kept in double.
+//
+// Thread-compatibility: Validate is const and may run on any thread
+// concurrently with Run; Run and Prefetch must be called from one thread at
+// a time (the server's compute thread).
+#ifndef FLOTILLA_EXPERT_WORKER_EXPERT_COMPUTE_H_
+#define FLOTILLA_EXPERT_WORKER_EXPERT_COMPUTE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "expert-worker/shard_plan.h"
+#include "shared/experts/expert_engine.h"
+#include "shared/io/memory_budget.h"
+#include "shared/kernels/thread_pool.h"
+
+namespace flotilla::expert_worker {
+
+// Limits that bound the work and memory one call may ask for, whatever its
+// message size. Far above what a forward step needs (K3 prefill of 256
+// tokens x 16 experts = 4096 assignments).
+inline constexpr uint32_t kMaxRowsPerCall = 1 << 16;
+inline constexpr uint32_t kMaxAssignmentsPerCall = 1 << 18;
+
+// One Compute call, borrowed from the request.
+struct ComputeCall {
+  int64_t layer = 0;
+  int64_t row_width = 0;
+  int64_t num_rows = 0;
+  const float* activations = nullptr;  // [num_rows][row_width]
+  uint64_t activations_size = 0;       // floats at `activations`
+  std::vector<experts::ExpertAssignment> assignments;
+  bool expert_outputs = true;  // else row sums
+};
+
+// Output sizes a valid call needs (known after Validate).
+struct ComputeShape {
+  std::vector<uint32_t> rows;  // row-sums mode: distinct rows, ascending
+  uint64_t output_floats = 0;  // expert outputs: assignments * row_width
+  uint64_t output_doubles = 0;  // row sums: rows.size() * row_width
+  uint64_t response_bytes = 0;  // payload of the response, approximately
+};
+
+struct ComputeCallStats {
+  uint64_t bytes_read = 0;
+  double read_seconds = 0;     // inside the fetcher (reads and compute overlap)
+  double compute_seconds = 0;  // expert kernels
+  uint32_t cache_hits = 0;
+  uint32_t experts_computed = 0;
+};
+
+struct ComputeOptions {
+  int fetch_slots = 16;   // runs in flight / being computed
+  int queue_depth = 32;   // reads in flight at most
+  bool direct_io = true;  // O_DIRECT where the filesystem allows
+  uint64_t max_response_bytes = uint64_t{64} << 20;
+};
+
+class ExpertCompute {
+ public:
+  // Opens the checkpoint's headers in plan.model_dir, indexes its experts
+  // and checks that every owned (layer, expert) is there with the config's
+  // shapes; allocates the fetch slots within plan.memory_budget_bytes.
+  static absl::StatusOr<std::unique_ptr<ExpertCompute>> Create(
+      const ShardPlan& plan, const ComputeOptions& options);
+
+  // InvalidArgument (naming the first problem) unless: the layer is an MoE
+  // layer this worker owns experts of; row_width matches the model;
+  // 0 < num_rows <= kMaxRowsPerCall and activations hold exactly
+  // num_rows * row_width floats; 0 < assignments <= kMaxAssignmentsPerCall;
+  // every assignment names a row < num_rows and an expert this worker owns
+  // in that layer, with a finite weight; no (row, expert) pair repeats; and
+  // the response fits max_response_bytes.
+  absl::StatusOr<ComputeShape> Validate(const ComputeCall& call) const;
+
+  // Runs a call that passed Validate (with `shape` from it). Writes
+  // expert_outputs [assignments][row_width] or row_sums [rows][row_width].
+  absl::Status Run(const ComputeCall& call, const ComputeShape& shape,
+                   float* expert_outputs, double* row_sums,
+                   ComputeCallStats* stats);
+
+  // Starts reads of the owned ones among `experts` of `layer` into free
+  // slots (advisory; see ExpertFetcher::Prefetch). Returns how many.
+  absl::StatusOr<uint32_t> Prefetch(int64_t layer,
+                                    const std::vector<uint32_t>& experts);
+
+  const ShardPlan& plan() const { return plan_; }
+  const ComputeOptions& options() const { return options_; }
+  // Fetcher counters since start, for logs.
+  std::string StatsLine() const;
+
+ private:
+  ExpertCompute(const ShardPlan& plan, const ComputeOptions& options)
+      : plan_(plan), options_(options) {}
+  bool Owns(int64_t layer, int64_t expert) const;
+
+  const ShardPlan plan_;
+  const ComputeOptions options_;
+  // owned_[layer][expert]: whether this worker serves it.
+  std::vector<std::vector<bool>> owned_;
+  std::unique_ptr<io::MemoryAccountant> accountant_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<experts::ExpertEngine> engine_;
+  // Scratch reused across calls (the compute thread only).
+  std::vector<float> z_;                            // [n][L] one row per task
+  std::vector<experts::ExpertAssignment> unit_;     // (i, expert, 1.0)
+  std::vector<float> outputs_;                      // [n][L] row-sums mode
+  std::vector<int32_t> row_slot_;                   // row -> index in rows
+};
+
+}  // namespace flotilla::expert_worker
+
+#endif  // FLOTILLA_EXPERT_WORKER_EXPERT_COMPUTE_H_

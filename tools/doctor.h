@@ -1,0 +1,93 @@
+// `flotilla-tool doctor`: measures this machine (RAM, the disk's random and
+// large-read bandwidth with O_DIRECT) and predicts, for a model, what each
+// memory preset would pin and how many seconds a decoded token would take.
+//
+// Prediction: bytes read per token come from the lead's memory planner
+// (coordinator/memory_plan.h: unpinned trunk layers, the lm_head when not
+// pinned, embedding rows, and top_k x MoE layers x expert run). Trunk and
+// vocab bytes are charged at the measured large-read bandwidth (the engine
+// streams whole regions); expert bytes at the random-read bandwidth of
+// expert-sized reads at the queue depth of one layer's reads (top_k). The
+// result is an I/O lower bound: compute overlaps with it.
+#ifndef FLOTILLA_TOOLS_DOCTOR_H_
+#define FLOTILLA_TOOLS_DOCTOR_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/memory_plan.h"
+#include "shared/io/disk_probe.h"
+#include "shared/model/config.h"
+
+namespace flotilla::tools {
+
+struct DoctorOptions {
+  std::string model_dir;  // optional: predict for this model
+  // Where to measure the disk; empty: the model dir, else the cwd.
+  std::string path;
+  double disk_seconds = 2.0;  // per probe
+  // Scratch file size when no model shard is large enough to probe.
+  uint64_t scratch_bytes = uint64_t{3} << 30;
+  int max_context = 4096;  // positions the plan reserves state for
+};
+
+// What a model needs, from its pack manifest, its checkpoint headers, or
+// (lacking both) its config alone.
+struct ModelSizes {
+  model::K3Config config;
+  std::string source;  // "pack manifest", "checkpoint headers", "config.json"
+  std::vector<uint64_t> layer_region_bytes;
+  uint64_t vocab_region_bytes = 0;
+  uint64_t globals_bytes = 0;
+  uint64_t expert_run_bytes = 0;  // the largest expert run
+  std::string largest_shard;      // path, empty without shards
+  uint64_t largest_shard_bytes = 0;
+
+  uint64_t trunk_bytes() const;
+};
+
+absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir);
+
+struct DiskMeasurements {
+  std::string file;      // what was read
+  bool scratch = false;  // a file doctor created (and removed)
+  std::vector<io::DiskProbeResult> random;  // per read size x queue depth
+  io::DiskProbeResult large;                // 64 MiB reads, QD4
+  // Random-read GB/s for `read_size` at the queue depth closest to `qd`
+  // from below (0 when not measured).
+  double RandomGbPerS(uint64_t read_size, int qd) const;
+};
+
+// Reads `path` (a model shard, read-only) or creates a scratch file in dir
+// `path` of `scratch_bytes`, probes it, and removes what it created.
+absl::StatusOr<DiskMeasurements> MeasureDisk(
+    const std::string& probe_file, const std::string& scratch_dir,
+    uint64_t scratch_bytes, const std::vector<uint64_t>& read_sizes,
+    const std::vector<int>& queue_depths, double seconds, FILE* log);
+
+struct Prediction {
+  std::string preset;  // "laptop", ..., "auto"
+  uint64_t budget_bytes = 0;
+  absl::StatusOr<coordinator::MemoryPlan> plan;
+  // Per token: trunk + lm_head + embedding bytes, and expert run bytes.
+  uint64_t large_read_bytes = 0;
+  uint64_t expert_read_bytes = 0;
+  double seconds_per_token = 0;  // I/O lower bound
+};
+
+// One prediction per preset (and "auto" = `auto_budget`), using
+// `large_gbps` for trunk/vocab bytes and `expert_gbps` for expert bytes.
+std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
+                                       uint64_t auto_budget, int max_context,
+                                       double large_gbps, double expert_gbps);
+
+// The whole check, printing a report on `out`.
+absl::Status RunDoctorChecks(const DoctorOptions& options, FILE* out);
+
+}  // namespace flotilla::tools
+
+#endif  // FLOTILLA_TOOLS_DOCTOR_H_

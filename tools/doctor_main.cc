@@ -1,0 +1,77 @@
+// flotilla-tool doctor: command line for tools/doctor.h.
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "shared/io/memory_budget.h"
+#include "tools/commands.h"
+#include "tools/doctor.h"
+#include "tools/flag_parser.h"
+
+namespace flotilla::tools {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: flotilla-tool doctor [--model DIR] [--path DIR]\n"
+    "           [--disk-seconds S] [--scratch-size SIZE] [--max-context N]\n\n"
+    "Measures RAM and the disk (O_DIRECT random reads of expert-sized\n"
+    "blocks at queue depths 1, 8, 32 and the model's top-k; large 64 MiB\n"
+    "reads), then recommends a memory budget and predicts seconds per token\n"
+    "for the model. The disk is measured on a scratch file in --path\n"
+    "(default: the model dir, else the current dir), removed afterwards, or\n"
+    "read-only on the model's largest shard when it is 2 GiB or more.\n";
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "flotilla-tool doctor: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int RunDoctor(int argc, char** argv) {
+  DoctorOptions options;
+  std::string seconds = "2", scratch = "3G";
+  int64_t max_context = options.max_context;
+  FlagParser flags(kUsage);
+  flags.String("model", &options.model_dir,
+               "model dir to plan for (config.json, shards or a pack)");
+  flags.String("path", &options.path, "dir on the disk to measure");
+  flags.String("disk-seconds", &seconds, "seconds per disk probe (default 2)");
+  flags.String("scratch-size", &scratch, "scratch file size (default 3G)");
+  flags.Int("max-context", &max_context,
+            "positions of KV/state to reserve (default 4096)");
+  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
+    return Fail(kExitUsage, std::string(s.message()));
+  }
+  if (flags.help()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return kExitOk;
+  }
+  if (!flags.positional().empty()) {
+    return Fail(kExitUsage, absl::StrCat("unexpected argument '",
+                                         flags.positional()[0], "'"));
+  }
+  if (!absl::SimpleAtod(seconds, &options.disk_seconds) ||
+      !(options.disk_seconds > 0 && options.disk_seconds <= 600)) {
+    return Fail(kExitUsage, absl::StrCat("--disk-seconds: expected a number "
+                                         "in (0, 600], got '",
+                                         seconds, "'"));
+  }
+  absl::StatusOr<uint64_t> bytes = io::ParseByteSize(scratch);
+  if (!bytes.ok()) {
+    return Fail(kExitUsage,
+                absl::StrCat("--scratch-size: ", bytes.status().message()));
+  }
+  options.scratch_bytes = *bytes;
+  if (max_context < 1 || max_context > (1 << 24)) {
+    return Fail(kExitUsage, "--max-context must be in 1..16777216");
+  }
+  options.max_context = static_cast<int>(max_context);
+  if (absl::Status s = RunDoctorChecks(options, stdout); !s.ok()) {
+    return Fail(kExitFailure, std::string(s.message()));
+  }
+  return kExitOk;
+}
+
+}  // namespace flotilla::tools

@@ -1,0 +1,154 @@
+// Model sizes and per-preset predictions for `flotilla-tool doctor`.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/trunk_region.h"
+#include "shared/base/status_macros.h"
+#include "shared/io/aligned_buffer.h"
+#include "shared/io/memory_budget.h"
+#include "shared/model/json_util.h"
+#include "shared/model/pack_manifest.h"
+#include "shared/model/safetensors.h"
+#include "tools/doctor.h"
+#include "tools/pack_plan.h"
+
+namespace flotilla::tools {
+namespace {
+
+// The presets of io::ResolveBudget, smallest first.
+constexpr const char* kPresets[] = {"laptop", "desktop", "workstation",
+                                    "server"};
+
+// An MXFP4 expert: w1, w3 are [I][l], w2 is [l][I]; 4.25 bits per weight.
+uint64_t Mxfp4RunBytes(const model::K3Config& c) {
+  const uint64_t n = static_cast<uint64_t>(c.moe_intermediate_size) *
+                     c.routed_expert_hidden_size;
+  return 3 * (n / 2 + n / 32);
+}
+
+void FindLargestShard(const std::string& model_dir, ModelSizes* s) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    const uint64_t size = entry.file_size(ec);
+    if (!ec && size > s->largest_shard_bytes) {
+      s->largest_shard_bytes = size;
+      s->largest_shard = entry.path().string();
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t ModelSizes::trunk_bytes() const {
+  uint64_t t = 2 * vocab_region_bytes + globals_bytes;
+  for (uint64_t b : layer_region_bytes) t += b;
+  return t;
+}
+
+absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
+  ModelSizes s;
+  FindLargestShard(model_dir, &s);
+  // 1. A finished pack knows the exact region and run sizes.
+  absl::StatusOr<model::PackManifest> m =
+      model::LoadPackManifest(model_dir + "/flotilla-pack");
+  if (m.ok()) {
+    FLOTILLA_ASSIGN_OR_RETURN(
+        s.config, model::ParseK3Config(m->config_json, "pack manifest"));
+    s.source = "pack manifest";
+    s.layer_region_bytes.assign(s.config.num_hidden_layers, 0);
+    for (const model::PackRegion& r : m->regions) {
+      if (r.kind == "layer") s.layer_region_bytes[r.layer] = r.size;
+      if (r.kind == "embed") s.vocab_region_bytes = r.size;
+      if (r.kind == "globals") s.globals_bytes = r.size;
+    }
+    for (const model::PackExpert& e : m->experts) {
+      s.expert_run_bytes = std::max(s.expert_run_bytes, e.length);
+    }
+    return s;
+  }
+  // 2. The checkpoint's headers: the plan pack would make.
+  absl::StatusOr<std::unique_ptr<model::SafetensorsCheckpoint>> ckpt =
+      model::SafetensorsCheckpoint::OpenDir(model_dir);
+  if (ckpt.ok()) {
+    absl::StatusOr<PackPlan> plan = PlanPack(model_dir, **ckpt);
+    if (plan.ok()) {
+      s.config = plan->config;
+      s.source = "checkpoint headers";
+      for (const PlannedRegion& r : plan->regions) {
+        if (r.kind == "layer") s.layer_region_bytes.push_back(r.layout.size);
+        if (r.kind == "embed") s.vocab_region_bytes = r.layout.size;
+        if (r.kind == "globals") s.globals_bytes = r.layout.size;
+      }
+      for (const PlannedExpert& e : plan->experts) {
+        s.expert_run_bytes = std::max(s.expert_run_bytes, e.length);
+      }
+      return s;
+    }
+  }
+  // 3. The config alone (a machine that does not hold the model): BF16
+  // matrices and MXFP4 experts, as released.
+  FLOTILLA_ASSIGN_OR_RETURN(s.config,
+                            model::LoadK3Config(model_dir + "/config.json"));
+  s.source = "config.json (BF16 trunk and MXFP4 experts assumed)";
+  for (int l = 0; l < s.config.num_hidden_layers; ++l) {
+    s.layer_region_bytes.push_back(
+        coordinator::PlanLayerLayout(s.config, l).size);
+  }
+  s.vocab_region_bytes = coordinator::PlanVocabLayout(s.config).size;
+  // final_norm and out_res_fold: two float vectors of E.
+  s.globals_bytes = io::AlignUp(2 * (s.config.hidden_size * 4ull + 64));
+  s.expert_run_bytes = Mxfp4RunBytes(s.config);
+  return s;
+}
+
+std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
+                                       uint64_t auto_budget, int max_context,
+                                       double large_gbps, double expert_gbps) {
+  std::vector<std::pair<std::string, uint64_t>> budgets;
+  for (const char* p : kPresets) {
+    absl::StatusOr<uint64_t> b = io::ResolveBudget(p);
+    if (b.ok()) budgets.push_back({p, *b});
+  }
+  budgets.push_back({"auto", auto_budget});
+  std::vector<Prediction> out;
+  for (const auto& [name, budget] : budgets) {
+    coordinator::PlanInputs in;
+    in.config = sizes.config;
+    in.budget_bytes = budget;
+    in.layer_region_bytes = sizes.layer_region_bytes;
+    in.vocab_region_bytes = sizes.vocab_region_bytes;
+    const uint64_t row_bytes =
+        sizes.config.vocab_size > 0
+            ? sizes.vocab_region_bytes / sizes.config.vocab_size
+            : 0;
+    in.vocab_chunk_bytes = model::kVocabChunkRows * row_bytes;
+    in.globals_bytes = sizes.globals_bytes;
+    in.expert_run_bytes =
+        io::AlignUp(sizes.expert_run_bytes) + io::kDirectIoAlignment;
+    in.max_context = max_context;
+    in.disk_bytes_per_second = large_gbps * 1e9;
+    Prediction p{name, budget, coordinator::MakeMemoryPlan(in)};
+    if (p.plan.ok()) {
+      const coordinator::MemoryPlan& plan = *p.plan;
+      // Expert reads are charged at the run length actually read (the
+      // planner's slot includes alignment slack).
+      p.expert_read_bytes = plan.expert_read_bytes /
+                            std::max<uint64_t>(in.expert_run_bytes, 1) *
+                            sizes.expert_run_bytes;
+      p.large_read_bytes = plan.trunk_read_bytes + plan.lm_head_read_bytes +
+                           plan.embed_read_bytes;
+      p.seconds_per_token =
+          (large_gbps > 0 ? p.large_read_bytes / (large_gbps * 1e9) : 0) +
+          (expert_gbps > 0 ? p.expert_read_bytes / (expert_gbps * 1e9) : 0);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+}  // namespace flotilla::tools
