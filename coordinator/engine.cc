@@ -6,9 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/local_experts.h"
+#include "coordinator/remote_experts.h"
 #include "coordinator/trunk_region.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
+#include "shared/io/memory_budget.h"
+#include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/pack_manifest.h"
 #include "shared/model/safetensors.h"
 
@@ -41,6 +44,9 @@ PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   in.prefill_chunk = o.prefill_chunk;
   in.expert_cache_bytes = o.expert_cache_bytes;
   in.disk_bytes_per_second = o.disk_gbps * 1e9;
+  in.process_baseline_bytes = io::CurrentRssBytes();
+  in.max_pinned_layers = o.max_pinned_layers;
+  in.stream_vocab = o.stream_vocab;
   in.vocab_chunk_bytes =
       io::AlignUp(model::kVocabChunkRows * c.hidden_size * 2) +
       io::kDirectIoAlignment;
@@ -96,6 +102,20 @@ absl::StatusOr<model::K3Config> LoadConfig(const EngineOptions& o,
   return model::LoadK3Config(path);
 }
 
+// Routed experts on expert workers (--workers); `fingerprint` identifies
+// the checkpoint this coordinator's trunk comes from.
+absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
+    const model::K3Config& c, const EngineOptions& o,
+    const std::string& fingerprint) {
+  RemoteExpertsOptions ro;
+  ro.workers = o.workers;
+  ro.rpc_deadline_ms = o.rpc_deadline_ms;
+  ro.tls = o.worker_tls;
+  ro.expected_fingerprint = fingerprint;
+  FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(c, ro));
+  return std::unique_ptr<ExpertBackend>(std::move(remote));
+}
+
 }  // namespace
 
 absl::StatusOr<MemoryPlan> PlanEngine(const EngineOptions& o) {
@@ -136,6 +156,22 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
           " GB); run `flotilla-tool pack --model ", o.model_dir,
           "` to stream it from disk"));
     }
+    if (!o.workers.empty()) {
+      // Trunk in RAM, routed experts on the workers.
+      FLOTILLA_ASSIGN_OR_RETURN(
+          auto source, model::SafetensorsCheckpoint::OpenDir(o.model_dir));
+      FLOTILLA_ASSIGN_OR_RETURN(
+          const std::string fingerprint,
+          model::FingerprintCheckpoint(o.model_dir, *source));
+      FLOTILLA_ASSIGN_OR_RETURN(auto experts,
+                                ConnectWorkers(c, o, fingerprint));
+      FLOTILLA_ASSIGN_OR_RETURN(auto trunk, InMemoryTrunk::Build(*source, c));
+      std::shared_ptr<model::TensorSource> keep(std::move(source));
+      engine->model = K3Model::FromParts(
+          c, std::make_unique<kernels::ThreadPool>(o.threads),
+          std::move(trunk), std::move(experts), keep);
+      return engine;
+    }
     FLOTILLA_ASSIGN_OR_RETURN(
         engine->model, K3Model::OpenDir(o.model_dir, o.config_path,
                                         model_options));
@@ -171,6 +207,15 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   engine->trunk = trunk.get();
   engine->streaming = true;
 
+  if (!o.workers.empty()) {
+    // Routed experts on the workers: this machine needs only the pack.
+    FLOTILLA_ASSIGN_OR_RETURN(auto experts,
+                              ConnectWorkers(c, o, m.source_fingerprint));
+    engine->model = K3Model::FromParts(
+        c, std::make_unique<kernels::ThreadPool>(o.threads), std::move(trunk),
+        std::move(experts), nullptr);
+    return engine;
+  }
   auto pool = std::make_unique<kernels::ThreadPool>(o.threads);
   FLOTILLA_ASSIGN_OR_RETURN(auto source,
                             model::SafetensorsCheckpoint::OpenDir(o.model_dir));

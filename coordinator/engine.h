@@ -7,12 +7,14 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "coordinator/memory_plan.h"
 #include "coordinator/model.h"
 #include "coordinator/streaming_trunk.h"
 #include "shared/io/memory_budget.h"
+#include "shared/transport/tls_options.h"
 
 namespace flotilla::coordinator {
 
@@ -31,7 +33,15 @@ struct EngineOptions {
   std::string reader = "auto";   // auto, uring, pread
   int queue_depth = 32;
   bool verify_checksums = true;
+  // Expert workers ("host:port", in combine order); empty: experts run in
+  // this process. With workers, routed experts go to RemoteExperts
+  // (remote_experts.h) and this process needs no expert bytes.
+  std::vector<std::string> workers;
+  int rpc_deadline_ms = 10000;  // deadline of every expert-worker call
+  transport::TlsFiles worker_tls;  // CA, and cert + key for mutual TLS
   double disk_gbps = 3.0;  // for predictions in the plan
+  int max_pinned_layers = -1;  // cap on pinned trunk layers (-1 = no cap)
+  bool stream_vocab = false;   // stream embedding rows and the lm_head
 };
 
 // What OpenEngine built, and where its counters live.

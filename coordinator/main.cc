@@ -20,7 +20,9 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "coordinator/engine.h"
 #include "coordinator/generate.h"
 #include "coordinator/model.h"
@@ -71,8 +73,24 @@ ABSL_FLAG(int32_t, prefill_chunk, 256,
           "prompt tokens per forward pass (0 = whole prompt)");
 ABSL_FLAG(double, disk_gbps, 3.0,
           "disk read bandwidth (GB/s) used for --plan predictions");
+ABSL_FLAG(int32_t, max_pinned_layers, -1,
+          "pin at most this many trunk layers (-1 = as many as the budget "
+          "allows)");
+ABSL_FLAG(bool, stream_vocab, false,
+          "never pin the embedding and lm_head (read rows/chunks on demand)");
 ABSL_FLAG(bool, verify_checksums, true,
           "verify every streamed region and expert against its checksum");
+ABSL_FLAG(std::string, workers, "",
+          "expert workers host:port,host:port,...: routed experts run there "
+          "(this machine needs only the trunk); empty = in this process");
+ABSL_FLAG(int32_t, rpc_deadline_ms, 10000,
+          "deadline of every expert-worker call; a call past it is retried "
+          "on a replica");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA that signed the workers' certificates: talk TLS to them");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate for mutual TLS (with --tls-key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
 
 namespace {
 
@@ -90,7 +108,9 @@ constexpr char kUsage[] =
     "           [--seed S] [--threads N] [--stop-ids IDS] [--config FILE]\n"
     "           [--dump-logits FILE] [--json] [--mem SIZE|PRESET] [--plan]\n"
     "           [--stats] [--pack DIR] [--expert-cache SIZE]\n"
-    "           [--expert-prefetch] [--reader auto|uring|pread]\n\n"
+    "           [--expert-prefetch] [--reader auto|uring|pread]\n"
+    "           [--workers H:P,...] [--rpc-deadline-ms MS]\n"
+    "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"
     "Runs a Kimi K3 checkpoint (Hugging Face layout) on this machine.\n"
     "--json prints {prompt_ids, generated_ids, text (with a tokenizer),\n"
     "finish_reason, timings, memory}.\n";
@@ -161,7 +181,22 @@ int RunGenerate() {
   eo.reader = absl::GetFlag(FLAGS_reader);
   eo.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   eo.verify_checksums = absl::GetFlag(FLAGS_verify_checksums);
+  for (absl::string_view w :
+       absl::StrSplit(absl::GetFlag(FLAGS_workers), ',', absl::SkipEmpty())) {
+    const absl::string_view trimmed = absl::StripAsciiWhitespace(w);
+    eo.workers.emplace_back(trimmed.data(), trimmed.size());
+  }
+  eo.rpc_deadline_ms = absl::GetFlag(FLAGS_rpc_deadline_ms);
+  eo.worker_tls.ca = absl::GetFlag(FLAGS_tls_ca);
+  eo.worker_tls.cert = absl::GetFlag(FLAGS_tls_cert);
+  eo.worker_tls.key = absl::GetFlag(FLAGS_tls_key);
+  if (eo.rpc_deadline_ms < 1) return Fail(kExitUsage, "--rpc-deadline-ms must be >= 1");
+  if (eo.worker_tls.cert.empty() != eo.worker_tls.key.empty()) {
+    return Fail(kExitUsage, "--tls-cert and --tls-key go together");
+  }
   eo.disk_gbps = absl::GetFlag(FLAGS_disk_gbps);
+  eo.max_pinned_layers = absl::GetFlag(FLAGS_max_pinned_layers);
+  eo.stream_vocab = absl::GetFlag(FLAGS_stream_vocab);
   {
     auto cache = flotilla::io::ParseByteSize(absl::GetFlag(FLAGS_expert_cache));
     if (!cache.ok()) return Fail(kExitUsage, absl::StrCat("--expert-cache: ", cache.status().message()));
@@ -176,7 +211,11 @@ int RunGenerate() {
   if (absl::GetFlag(FLAGS_plan)) {
     auto plan = flotilla::coordinator::PlanEngine(eo);
     if (!plan.ok()) return Fail(kExitRuntime, plan.status().ToString());
-    std::fputs(plan->ToString().c_str(), stdout);
+    if (absl::GetFlag(FLAGS_json)) {
+      std::printf("%s\n", plan->ToJson().c_str());
+    } else {
+      std::fputs(plan->ToString().c_str(), stdout);
+    }
     return 0;
   }
 

@@ -4,12 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 
 namespace flotilla::coordinator {
 namespace {
 
+// Decimal units, as disk and bandwidth figures are quoted.
 std::string Gb(uint64_t bytes) {
-  return absl::StrFormat("%.3f GB", static_cast<double>(bytes) / 1e9);
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) return absl::StrFormat("%.3f GB", b / 1e9);
+  if (b >= 1e6) return absl::StrFormat("%.2f MB", b / 1e6);
+  return absl::StrFormat("%.1f KB", b / 1e3);
 }
 
 }  // namespace
@@ -75,6 +80,7 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
   plan.expert_slots =
       in.expert_slots > 0 ? in.expert_slots : c.num_experts_per_token;
   std::vector<std::pair<std::string, uint64_t>> fixed = {
+      {"process.baseline", in.process_baseline_bytes},
       {"sequence_state", SequenceStateBytes(c, in.max_context)},
       {"workspace", WorkspaceBytes(c, in.prefill_chunk)},
       {"tokenizer", in.tokenizer_bytes},
@@ -101,7 +107,10 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
   // layers) still fits; pinning every layer frees the ring.
   uint64_t pinned = 0;
   int p = 0;
-  for (; p < layers; ++p) {
+  const int max_pinned =
+      in.max_pinned_layers >= 0 ? std::min(in.max_pinned_layers, layers)
+                                : layers;
+  for (; p < max_pinned; ++p) {
     uint64_t rest_max = 0;
     for (int l = p + 1; l < layers; ++l) {
       rest_max = std::max(rest_max, in.layer_region_bytes[l]);
@@ -133,12 +142,12 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
     plan.charges.push_back(
         {"trunk.ring", static_cast<uint64_t>(plan.ring_slots) * unpinned_max});
   }
-  if (used + in.vocab_region_bytes <= in.budget_bytes) {
+  if (!in.stream_vocab && used + in.vocab_region_bytes <= in.budget_bytes) {
     plan.lm_head_pinned = true;
     used += in.vocab_region_bytes;
     plan.charges.push_back({"lm_head", in.vocab_region_bytes});
   }
-  if (used + in.vocab_region_bytes <= in.budget_bytes) {
+  if (!in.stream_vocab && used + in.vocab_region_bytes <= in.budget_bytes) {
     plan.embed_pinned = true;
     used += in.vocab_region_bytes;
     plan.charges.push_back({"embedding", in.vocab_region_bytes});
@@ -158,6 +167,30 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
   plan.expert_read_bytes = static_cast<uint64_t>(moe_layers) *
                            c.num_experts_per_token * in.expert_run_bytes;
   return plan;
+}
+
+std::string MemoryPlan::ToJson() const {
+  nlohmann::json j;
+  j["budget_bytes"] = budget_bytes;
+  j["total_bytes"] = total_bytes;
+  j["num_layers"] = num_layers;
+  j["pinned_layers"] = pinned_layers;
+  j["ring_slots"] = ring_slots;
+  j["ring_slot_bytes"] = ring_slot_bytes;
+  j["lm_head_pinned"] = lm_head_pinned;
+  j["embed_pinned"] = embed_pinned;
+  j["expert_slots"] = expert_slots;
+  j["expert_slot_bytes"] = expert_slot_bytes;
+  j["expert_cache_slots"] = expert_cache_slots;
+  for (const auto& [owner, bytes] : charges) j["charges"][owner] = bytes;
+  j["read_bytes_per_token"] = {{"trunk", trunk_read_bytes},
+                               {"lm_head", lm_head_read_bytes},
+                               {"embedding", embed_read_bytes},
+                               {"experts", expert_read_bytes},
+                               {"total", read_bytes_per_token()}};
+  j["disk_bytes_per_second"] = disk_bytes_per_second;
+  j["predicted_io_seconds_per_token"] = predicted_io_seconds_per_token();
+  return j.dump();
 }
 
 std::string MemoryPlan::ToString() const {

@@ -35,6 +35,11 @@ struct PlanInputs {
   uint64_t expert_cache_bytes = 0;  // requested expert cache (0 = none)
   int expert_slots = 0;             // requested read buffers (0 = auto)
   uint64_t tokenizer_bytes = 0;
+  // Resident bytes of the process before any model memory (code, libraries,
+  // allocator): charged so the plan bounds the real peak RSS.
+  uint64_t process_baseline_bytes = 0;
+  int max_pinned_layers = -1;  // cap on the pinned prefix (-1 = none)
+  bool stream_vocab = false;   // never pin the embedding and lm_head
   double disk_bytes_per_second = 3e9;  // for the prediction
 };
 
@@ -67,6 +72,7 @@ struct MemoryPlan {
   // when I/O-bound; compute overlaps with it).
   double predicted_io_seconds_per_token() const;
   std::string ToString() const;
+  std::string ToJson() const;
 };
 
 // ResourceExhausted, with the minimum needed and its breakdown, when even

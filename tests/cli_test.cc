@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/testutil/fixture.h"
+#include "tests/testutil/process.h"
 
 namespace flotilla {
 namespace {
@@ -23,18 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 using testutil::DataPath;
 
-struct RunResult {
-  bool exited = false;  // false: killed by a signal (a crash)
-  int code = -1;
-  std::string out, err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
+using RunResult = testutil::CommandResult;
+using testutil::ReadFileBytes;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -48,20 +39,8 @@ class CliTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(tmp_); }
 
   RunResult Run(const std::string& args) {
-    const std::string out = (tmp_ / "stdout").string();
-    const std::string err = (tmp_ / "stderr").string();
-    const std::string cmd = std::string(FLOTILLA_BIN_DIR) +
-                            "/flotilla-coordinator " + args + " >" + out +
-                            " 2>" + err + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    RunResult r;
-    // std::system runs through sh, which reports a child's death by signal
-    // as exit status 128 + signal.
-    r.exited = WIFEXITED(status) && WEXITSTATUS(status) < 128;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = Slurp(out);
-    r.err = Slurp(err);
-    return r;
+    return testutil::RunCommand(
+        testutil::BinPath("flotilla-coordinator") + " " + args, tmp_.string());
   }
 
   // A private copy of ckpt_A whose shard the test may damage.
@@ -79,7 +58,7 @@ class CliTest : public ::testing::Test {
   void EditHeader(const std::string& dir,
                   const std::function<void(nlohmann::json&)>& edit) {
     const std::string path = dir + "/model.safetensors";
-    std::string bytes = Slurp(path);
+    std::string bytes = ReadFileBytes(path);
     uint64_t n = 0;
     std::memcpy(&n, bytes.data(), 8);
     nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
@@ -209,7 +188,7 @@ TEST_F(CliTest, GarbageConfigJson) {
 
 TEST_F(CliTest, GarbageShardHeader) {
   const std::string dir = CopyCheckpoint();
-  std::string bytes = Slurp(dir + "/model.safetensors");
+  std::string bytes = ReadFileBytes(dir + "/model.safetensors");
   bytes[20] = '\x01';
   bytes[21] = '}';
   std::ofstream(dir + "/model.safetensors", std::ios::binary | std::ios::trunc)

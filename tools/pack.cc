@@ -35,104 +35,6 @@ std::string RegionName(const PlannedRegion& r) {
   return r.kind == "layer" ? absl::StrCat("layer ", r.layer) : r.kind;
 }
 
-bool Exists(const std::string& path) {
-  std::error_code ec;
-  return fs::exists(path, ec);
-}
-
-absl::Status Remove(const std::string& path) {
-  std::error_code ec;
-  fs::remove(path, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("cannot remove ", path, ": ", ec.message()));
-  }
-  return absl::OkStatus();
-}
-
-std::string ManifestPlanId(model::PackManifest m) {
-  for (auto& r : m.regions) {
-    r.checksum = 0;
-    r.chunk_checksums.clear();
-  }
-  for (auto& e : m.experts) e.checksum = 0;
-  m.complete = false;
-  const std::string text = model::PackManifestToJson(m);
-  return io::ChecksumHex(io::Checksum64(text.data(), text.size()));
-}
-
-absl::Status Refuse(const std::string& why) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      why, "; pass --force to overwrite it, or choose another --out"));
-}
-
-// How a pack starts: already complete, resuming a state, or fresh.
-struct Start {
-  bool complete = false;
-  std::optional<PackState> resume;
-};
-
-absl::StatusOr<Start> Inspect(const std::string& dir, const PackPlan& plan,
-                              bool force, FILE* log) {
-  const std::string manifest_path = dir + "/" + kManifestFile;
-  const std::string state_path = dir + "/" + kStateFile;
-  bool have_pack_record = false;
-  if (Exists(manifest_path)) {
-    have_pack_record = true;
-    absl::StatusOr<std::string> text =
-        model::internal::ReadSmallFile(manifest_path);
-    absl::StatusOr<model::PackManifest> m =
-        text.ok() ? model::PackManifestFromJson(*text, manifest_path)
-                  : absl::StatusOr<model::PackManifest>(text.status());
-    if (!m.ok()) {
-      if (!force) return Refuse(std::string(m.status().message()));
-    } else if (m->source_fingerprint != plan.fingerprint) {
-      if (!force) {
-        return Refuse(absl::StrCat(
-            dir, " holds a pack of another checkpoint (fingerprint ",
-            m->source_fingerprint, "; this model is ", plan.fingerprint, ")"));
-      }
-    } else if (m->complete && ManifestPlanId(*m) == plan.Id()) {
-      return Start{true, std::nullopt};
-    } else if (log != nullptr) {
-      std::fprintf(log, "pack: %s is from an older pack layout; repacking\n",
-                   manifest_path.c_str());
-    }
-  }
-  if (Exists(state_path)) {
-    have_pack_record = true;
-    absl::StatusOr<std::string> text =
-        model::internal::ReadSmallFile(state_path);
-    absl::StatusOr<PackState> s =
-        text.ok() ? PackStateFromJson(*text, state_path)
-                  : absl::StatusOr<PackState>(text.status());
-    if (!s.ok()) {
-      if (!force) return Refuse(std::string(s.status().message()));
-    } else if (s->fingerprint != plan.fingerprint) {
-      if (!force) {
-        return Refuse(absl::StrCat(
-            dir,
-            " holds an unfinished pack of another checkpoint"
-            " (fingerprint ",
-            s->fingerprint, "; this model is ", plan.fingerprint, ")"));
-      }
-    } else if (s->plan_id == plan.Id() &&
-               s->regions.size() == plan.regions.size() &&
-               s->experts.size() == plan.experts.size()) {
-      return Start{false, std::move(*s)};
-    } else if (log != nullptr) {
-      std::fprintf(log, "pack: %s is for another pack layout; starting over\n",
-                   state_path.c_str());
-    }
-  }
-  if (!have_pack_record && !force &&
-      (Exists(dir + "/" + kTrunkFile) || Exists(dir + "/" + kExpertsFile))) {
-    return Refuse(absl::StrCat(dir, " holds pack files but neither ",
-                               kManifestFile, " nor ", kStateFile));
-  }
-  return Start{};
-}
-
 // One unit of work: a trunk region, or a batch of expert runs.
 struct Unit {
   bool region = false;
@@ -188,7 +90,7 @@ absl::Status Packer::OpenFiles(bool fresh) {
                               OutFile::Open(dir_ + "/" + kExpertsFile,
                                             plan_.experts_file_bytes, fresh));
   } else {
-    if (fresh) FLOTILLA_RETURN_IF_ERROR(Remove(dir_ + "/" + kExpertsFile));
+    if (fresh) FLOTILLA_RETURN_IF_ERROR(RemoveFile(dir_ + "/" + kExpertsFile));
     for (const std::string& f : plan_.expert_files) {
       FLOTILLA_ASSIGN_OR_RETURN(
           io::File file,
@@ -310,7 +212,7 @@ absl::Status Packer::Finish() {
       plan_.ToManifest(region_sums, expert_sums, /*complete=*/true);
   FLOTILLA_RETURN_IF_ERROR(WriteFileAtomically(dir_ + "/" + kManifestFile,
                                                model::PackManifestToJson(m)));
-  FLOTILLA_RETURN_IF_ERROR(Remove(dir_ + "/" + kStateFile));
+  FLOTILLA_RETURN_IF_ERROR(RemoveFile(dir_ + "/" + kStateFile));
   return SyncDir(dir_);
 }
 
@@ -320,7 +222,7 @@ absl::StatusOr<PackResult> Packer::Run(bool fresh) {
     // changes, so an interruption never leaves a "complete" manifest over
     // half-rewritten files.
     FLOTILLA_RETURN_IF_ERROR(SaveState());
-    FLOTILLA_RETURN_IF_ERROR(Remove(dir_ + "/" + kManifestFile));
+    FLOTILLA_RETURN_IF_ERROR(RemoveFile(dir_ + "/" + kManifestFile));
     FLOTILLA_RETURN_IF_ERROR(SyncDir(dir_));
   }
   FLOTILLA_RETURN_IF_ERROR(OpenFiles(fresh));
@@ -422,11 +324,12 @@ absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options) {
                      " (pass --out to write it elsewhere)"));
   }
   FLOTILLA_ASSIGN_OR_RETURN(
-      Start start, Inspect(dir, plan, options.force, options.progress));
+      PackStart start,
+      InspectPackDir(dir, plan, options.force, options.progress));
   PackResult result;
   if (start.complete) {
-    if (Exists(dir + "/" + kStateFile)) {
-      FLOTILLA_RETURN_IF_ERROR(Remove(dir + "/" + kStateFile));
+    if (PathExists(dir + "/" + kStateFile)) {
+      FLOTILLA_RETURN_IF_ERROR(RemoveFile(dir + "/" + kStateFile));
     }
     result.pack_dir = dir;
     result.already_complete = true;

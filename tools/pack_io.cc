@@ -89,6 +89,21 @@ absl::Status OutFile::Sync() const {
   return absl::OkStatus();
 }
 
+bool PathExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
+absl::Status RemoveFile(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("cannot remove ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SyncDir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return Errno(errno, absl::StrCat("cannot open dir ", dir));

@@ -59,6 +59,11 @@ class OutFile {
 // file, never a torn one: write a temp file, fsync, rename, fsync the dir.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view data);
+// Whether `path` exists (false on any error).
+bool PathExists(const std::string& path);
+// Removes `path` if it exists.
+absl::Status RemoveFile(const std::string& path);
+
 // fsync of a directory (after renames and removals in it).
 absl::Status SyncDir(const std::string& dir);
 

@@ -1,8 +1,12 @@
 #include "tools/pack_state.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "shared/io/checksum.h"
+#include "shared/model/json_util.h"
+#include "shared/model/pack_manifest.h"
+#include "tools/pack_io.h"
 
 namespace flotilla::tools {
 namespace {
@@ -85,6 +89,22 @@ size_t CountDone(const std::vector<std::optional<T>>& v) {
   return n;
 }
 
+std::string ManifestPlanId(model::PackManifest m) {
+  for (auto& r : m.regions) {
+    r.checksum = 0;
+    r.chunk_checksums.clear();
+  }
+  for (auto& e : m.experts) e.checksum = 0;
+  m.complete = false;
+  const std::string text = model::PackManifestToJson(m);
+  return io::ChecksumHex(io::Checksum64(text.data(), text.size()));
+}
+
+absl::Status Refuse(const std::string& why) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      why, "; pass --force to overwrite it, or choose another --out"));
+}
+
 }  // namespace
 
 size_t PackState::regions_done() const { return CountDone(regions); }
@@ -123,6 +143,69 @@ absl::StatusOr<PackState> PackStateFromJson(absl::string_view text,
         "pack dir (or pass --force) to start over"));
   }
   return s;
+}
+
+absl::StatusOr<PackStart> InspectPackDir(const std::string& dir,
+                                         const PackPlan& plan, bool force,
+                                         FILE* log) {
+  const std::string manifest_path = dir + "/" + kManifestFile;
+  const std::string state_path = dir + "/" + kStateFile;
+  bool have_pack_record = false;
+  if (PathExists(manifest_path)) {
+    have_pack_record = true;
+    absl::StatusOr<std::string> text =
+        model::internal::ReadSmallFile(manifest_path);
+    absl::StatusOr<model::PackManifest> m =
+        text.ok() ? model::PackManifestFromJson(*text, manifest_path)
+                  : absl::StatusOr<model::PackManifest>(text.status());
+    if (!m.ok()) {
+      if (!force) return Refuse(std::string(m.status().message()));
+    } else if (m->source_fingerprint != plan.fingerprint) {
+      if (!force) {
+        return Refuse(absl::StrCat(
+            dir, " holds a pack of another checkpoint (fingerprint ",
+            m->source_fingerprint, "; this model is ", plan.fingerprint, ")"));
+      }
+    } else if (m->complete && ManifestPlanId(*m) == plan.Id()) {
+      return PackStart{true, std::nullopt};
+    } else if (log != nullptr) {
+      std::fprintf(log, "pack: %s is from an older pack layout; repacking\n",
+                   manifest_path.c_str());
+    }
+  }
+  if (PathExists(state_path)) {
+    have_pack_record = true;
+    absl::StatusOr<std::string> text =
+        model::internal::ReadSmallFile(state_path);
+    absl::StatusOr<PackState> s =
+        text.ok() ? PackStateFromJson(*text, state_path)
+                  : absl::StatusOr<PackState>(text.status());
+    if (!s.ok()) {
+      if (!force) return Refuse(std::string(s.status().message()));
+    } else if (s->fingerprint != plan.fingerprint) {
+      if (!force) {
+        return Refuse(absl::StrCat(
+            dir,
+            " holds an unfinished pack of another checkpoint"
+            " (fingerprint ",
+            s->fingerprint, "; this model is ", plan.fingerprint, ")"));
+      }
+    } else if (s->plan_id == plan.Id() &&
+               s->regions.size() == plan.regions.size() &&
+               s->experts.size() == plan.experts.size()) {
+      return PackStart{false, std::move(*s)};
+    } else if (log != nullptr) {
+      std::fprintf(log, "pack: %s is for another pack layout; starting over\n",
+                   state_path.c_str());
+    }
+  }
+  if (!have_pack_record && !force &&
+      (PathExists(dir + "/" + kTrunkFile) ||
+       PathExists(dir + "/" + kExpertsFile))) {
+    return Refuse(absl::StrCat(dir, " holds pack files but neither ",
+                               kManifestFile, " nor ", kStateFile));
+  }
+  return PackStart{};
 }
 
 }  // namespace flotilla::tools

@@ -8,6 +8,7 @@
 #define FLOTILLA_TOOLS_PACK_STATE_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,19 @@ std::string PackStateToJson(const PackState& state);
 // Errors (DataLoss) name `source` and what is wrong.
 absl::StatusOr<PackState> PackStateFromJson(absl::string_view text,
                                             absl::string_view source);
+
+// How a pack into a directory starts: the pack there is already complete
+// (same checkpoint, same plan), an unfinished one resumes, or it starts
+// fresh. Refuses (FailedPrecondition) a directory holding a pack or pack
+// files of another checkpoint, or records it cannot read, unless `force`.
+// Notes (e.g. "starting over") go to `log` when not null.
+struct PackStart {
+  bool complete = false;
+  std::optional<PackState> resume;
+};
+absl::StatusOr<PackStart> InspectPackDir(const std::string& dir,
+                                         const PackPlan& plan, bool force,
+                                         FILE* log);
 
 }  // namespace flotilla::tools
 

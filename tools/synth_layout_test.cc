@@ -190,5 +190,13 @@ TEST(SynthPlanTest, PresetSizes) {
   EXPECT_FALSE(PlanSynthFiles(odd, 0).ok());
 }
 
+TEST(SynthPlanTest, RefusesWhatTheDiskCannotHold) {
+  const std::string dir = TinyDirs().root + "/space";
+  absl::Status s = PrepareOutDir(dir, false, uint64_t{1} << 60);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("disk space"));
+  EXPECT_TRUE(PrepareOutDir(dir, false, 1).ok());  // created, still empty
+}
+
 }  // namespace
 }  // namespace flotilla::tools

@@ -22,8 +22,8 @@
 //    (prefetch_hits). The first Fetch that touches a prefetched run's layer
 //    without asking for it drops it (prefetch_wasted); so may a demand read
 //    that needs its slot. Hints with no free slot are dropped
-//    (prefetch_dropped): speculation never evicts cached runs nor delays a
-//    demand read.
+//    (prefetch_dropped): speculation never evicts cached runs, and a Fetch's
+//    `lookahead` never goes ahead of that Fetch's own reads.
 //
 // After Fetch returns (OK) the only reads in flight are prefetches for other
 // layers; after an error, none. On any error every read in flight is drained

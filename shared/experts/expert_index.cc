@@ -321,10 +321,11 @@ uint64_t ExpertIndex::SlotBytesFor(uint64_t run_bytes) {
 }
 
 absl::Status ExpertIndex::SetChecksum(const ExpertKey& key, uint64_t checksum) {
-  FLOTILLA_ASSIGN_OR_RETURN(const ExpertLocation* loc, Get(key));
-  ExpertLocation* mutable_loc = const_cast<ExpertLocation*>(loc);
-  mutable_loc->has_checksum = true;
-  mutable_loc->checksum = checksum;
+  FLOTILLA_RETURN_IF_ERROR(Get(key).status());
+  ExpertLocation& loc =
+      locations_[static_cast<size_t>(key.layer) * num_experts_ + key.expert];
+  loc.has_checksum = true;
+  loc.checksum = checksum;
   return absl::OkStatus();
 }
 

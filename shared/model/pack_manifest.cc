@@ -21,6 +21,7 @@ namespace {
 using json = nlohmann::json;
 using internal::Hex64;
 using internal::IsSafeRelativePath;
+using internal::MatrixRows;
 using internal::ParseHex64;
 using internal::Reader;
 
@@ -52,28 +53,6 @@ json ExpertToJson(const PackExpert& e) {
           {"length", e.length},
           {"checksum", Hex64(e.checksum)},
           {"tensor_offsets", e.tensor_offsets}};
-}
-
-// Rows of a vocab region's "matrix" field, or 0 when its layout lacks a
-// well-formed one inside the region.
-uint64_t MatrixRows(const json& layout, uint64_t region_size) {
-  auto fields = layout.find("fields");
-  if (fields == layout.end() || !fields->is_array()) return 0;
-  for (const json& f : *fields) {
-    if (!f.is_object() || f.value("name", "") != "matrix") continue;
-    auto shape = f.find("shape"), offset = f.find("offset"),
-         nbytes = f.find("nbytes");
-    if (shape == f.end() || !shape->is_array() || shape->size() != 2 ||
-        !(*shape)[0].is_number_unsigned() || offset == f.end() ||
-        !offset->is_number_unsigned() || nbytes == f.end() ||
-        !nbytes->is_number_unsigned() ||
-        offset->get<uint64_t>() > region_size ||
-        nbytes->get<uint64_t>() > region_size - offset->get<uint64_t>()) {
-      return 0;
-    }
-    return (*shape)[0].get<uint64_t>();
-  }
-  return 0;
 }
 
 // chunk_rows / chunk_checksums: only vocab regions carry them, one checksum

@@ -60,6 +60,28 @@ inline bool IsSafeRelativePath(const std::string& p) {
   return true;
 }
 
+// Rows of a vocab region's "matrix" field, or 0 when its layout lacks a
+// well-formed one inside the region.
+inline uint64_t MatrixRows(const json& layout, uint64_t region_size) {
+  auto fields = layout.find("fields");
+  if (fields == layout.end() || !fields->is_array()) return 0;
+  for (const json& f : *fields) {
+    if (!f.is_object() || f.value("name", "") != "matrix") continue;
+    auto shape = f.find("shape"), offset = f.find("offset"),
+         nbytes = f.find("nbytes");
+    if (shape == f.end() || !shape->is_array() || shape->size() != 2 ||
+        !(*shape)[0].is_number_unsigned() || offset == f.end() ||
+        !offset->is_number_unsigned() || nbytes == f.end() ||
+        !nbytes->is_number_unsigned() ||
+        offset->get<uint64_t>() > region_size ||
+        nbytes->get<uint64_t>() > region_size - offset->get<uint64_t>()) {
+      return 0;
+    }
+    return (*shape)[0].get<uint64_t>();
+  }
+  return 0;
+}
+
 // Typed field access with errors that name the JSON path. Keeps the first
 // error; later calls are no-ops so parsing code reads straight through.
 class Reader {

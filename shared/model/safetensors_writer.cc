@@ -96,8 +96,8 @@ absl::StatusOr<ShardLayout> LayoutShard(
 
 absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(
     const SafetensorsWriterOptions& options) {
-  if (options.threads < 1 || options.buffers < 2 ||
-      options.buffer_bytes == 0 || options.io_threads < 1) {
+  if (options.threads < 1 || options.buffers < 2 || options.buffer_bytes == 0 ||
+      options.io_threads < 1) {
     return absl::InvalidArgumentError(
         "SafetensorsWriter needs threads >= 1, buffers >= 2, io_threads >= 1 "
         "and buffer_bytes > 0");

@@ -18,7 +18,9 @@ TEST(StatusMappingTest, CodesAndMessagesRoundTrip) {
     EXPECT_EQ(static_cast<int>(g.error_code()), code);
     const absl::Status back = FromGrpcStatus(g);
     EXPECT_EQ(back.code(), s.code());
-    if (code != 0) EXPECT_EQ(back.message(), "why");
+    if (code != 0) {
+      EXPECT_EQ(back.message(), "why");
+    }
   }
   EXPECT_EQ(FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"),
                            "worker a:1: Compute")

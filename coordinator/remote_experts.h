@@ -1,0 +1,120 @@
+// RemoteExperts: the ExpertBackend that sends each MoE layer's routed
+// experts to expert workers over gRPC (flotilla.v1.ExpertService).
+//
+// Per ComputeLayer (one MoE layer of one forward step): every distinct
+// expert the step routed to is given to one worker that holds it; each
+// worker gets ONE Compute call carrying every (row, expert, weight) task of
+// the step that it serves and the activations of just those rows (split only
+// when a message would pass the worker's max_request_bytes). All calls are
+// sent at once (async) with a deadline each; the layer waits for all.
+//
+// Choosing holders: with replicas (R > 1) an expert has several holders;
+// the experts are dealt greedily, in ascending expert order, to the holder
+// with the fewest experts so far in this layer (ties rotate with the
+// expert), so a step's reads are spread evenly over the disks. With R = 1
+// the placement decides alone.
+//
+// Failures: a call that fails (connection lost, deadline, worker error
+// other than INVALID_ARGUMENT) marks its worker down and its experts are
+// re-dealt among their other holders in a new round; a layer fails when some
+// expert has no live holder left, with UNAVAILABLE naming the layer, the
+// experts, the missing worker(s) and their last error. A down worker is
+// skipped for retry_backoff_ms, then probed with Info (fingerprint and
+// ownership re-checked) before it is used again, so a restarted worker is
+// picked up without restarting the coordinator.
+//
+// Determinism (DESIGN.md §6), by OutputKind (proto/flotilla/v1/expert.proto):
+//  * default (row_sums = false): workers return each task's unweighted
+//    expert output; the coordinator sums weight * output per row in TASK
+//    ORDER in double and rounds once, exactly as LocalExperts does. Results
+//    are bitwise identical to the single-process run whatever the worker
+//    count, placement, replica chosen or retry.
+//  * row_sums = true: workers return per-row double partial sums (their
+//    tasks in task order); the coordinator adds the partials in fixed order
+//    (retry round, then worker index in --workers, then split chunk) and
+//    rounds once. Equal to single-process up to double rounding: same token
+//    ids, logits within 1e-6 (tested), fewer bytes when a row has more than
+//    two experts on one worker.
+//
+// At connect, every worker's Info must show the coordinator's checkpoint
+// fingerprint (else FailedPrecondition naming both fingerprints), the
+// model's shape, and together the workers must hold every (layer, expert).
+//
+// Thread-compatibility: one ComputeLayer at a time (the forward pass).
+// Keeps gRPC out of this header (pimpl).
+#ifndef FLOTILLA_COORDINATOR_REMOTE_EXPERTS_H_
+#define FLOTILLA_COORDINATOR_REMOTE_EXPERTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/expert_backend.h"
+#include "shared/model/config.h"
+#include "shared/transport/tls_options.h"
+
+namespace flotilla::coordinator {
+
+struct RemoteExpertsOptions {
+  // "host:port" of every worker; the index in this list is the fixed order
+  // partial sums are combined in, and how errors number workers.
+  std::vector<std::string> workers;
+  // Deadline of every Compute call, and of each probe of a down worker.
+  int rpc_deadline_ms = 10000;
+  // How long Connect waits for each worker to answer Info (workers may
+  // still be starting).
+  int connect_timeout_ms = 30000;
+  // A worker that failed is not used again for this long, then probed.
+  int retry_backoff_ms = 500;
+  transport::TlsFiles tls;  // CA to verify workers; cert + key for mTLS
+  // The coordinator's checkpoint fingerprint (model::FingerprintCheckpoint
+  // or a pack manifest's source_fingerprint). Required.
+  std::string expected_fingerprint;
+  bool row_sums = false;  // see the header comment
+};
+
+// Counters since Connect (for --stats and the benchmarks).
+struct RemoteStats {
+  uint64_t layers = 0;          // ComputeLayer calls with tasks
+  uint64_t calls = 0;           // Compute RPCs sent, retries included
+  uint64_t retried_calls = 0;   // of which re-sent after a failure
+  uint64_t failed_calls = 0;    // RPCs that failed
+  uint64_t request_bytes = 0;   // serialized request payloads
+  uint64_t response_bytes = 0;  // serialized response payloads
+  double layer_seconds = 0;     // wall time inside ComputeLayer
+  // Per layer, the slowest call's worker-side wall time (receive to send),
+  // summed: the part of layer_seconds spent in workers.
+  double worker_seconds = 0;
+  // layer_seconds - worker_seconds: building requests, (de)serialization,
+  // transport, scheduling and the combine.
+  double overhead_seconds() const { return layer_seconds - worker_seconds; }
+};
+
+class RemoteExperts : public ExpertBackend {
+ public:
+  // Opens one channel per worker, asks each for Info (waiting up to
+  // connect_timeout_ms), and checks fingerprint, shape and coverage.
+  static absl::StatusOr<std::unique_ptr<RemoteExperts>> Connect(
+      const model::K3Config& config, const RemoteExpertsOptions& options);
+  ~RemoteExperts() override;
+
+  absl::Status ComputeLayer(int layer, const float* z, int rows,
+                            const std::vector<ExpertTask>& tasks,
+                            float* out) override;
+
+  ExpertBackendStats backend_stats() const override;
+  const RemoteStats& remote_stats() const;
+  // One line per worker: address, shard, owned experts, state.
+  std::string Describe() const;
+
+ private:
+  struct Impl;
+  explicit RemoteExperts(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_REMOTE_EXPERTS_H_

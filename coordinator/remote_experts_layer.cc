@@ -1,0 +1,295 @@
+// RemoteExperts::ComputeLayer: deal a layer's experts to workers, send one
+// call per worker (all at once), retry failed workers' experts on replicas,
+// and combine the results in a fixed order (see remote_experts.h).
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/remote_experts_internal.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+// Room for everything in a message besides the float / double payload.
+constexpr uint64_t kMessageSlackBytes = 64 << 10;
+
+// One Compute RPC: part (or all) of one worker's share of the layer.
+struct Call {
+  int worker = 0;
+  std::vector<int> tasks;  // indices into the layer's tasks, in task order
+  std::vector<int> rows;   // global rows, ascending; request row k = rows[k]
+  v1::ComputeRequest request;
+  v1::ComputeResponse response;
+  grpc::ClientContext context;
+  grpc::Status status;
+  bool ok = false;  // succeeded and passed CheckResponse
+};
+
+// Waits for a batch of async calls.
+struct Pending {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t left = 0;
+};
+
+double Seconds(RemoteClock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Checks a response against its request (never trust the network).
+absl::Status CheckResponse(const Call& c, size_t width, bool row_sums) {
+  const v1::ComputeResponse& r = c.response;
+  if (!row_sums) {
+    if (static_cast<size_t>(r.expert_outputs_size()) != c.tasks.size() * width) {
+      return absl::DataLossError(absl::StrCat(
+          "returned ", r.expert_outputs_size(), " output floats for ",
+          c.tasks.size(), " tasks of width ", width));
+    }
+    return absl::OkStatus();
+  }
+  if (static_cast<size_t>(r.rows_size()) != c.rows.size() ||
+      static_cast<size_t>(r.row_sums_size()) != c.rows.size() * width) {
+    return absl::DataLossError(absl::StrCat(
+        "returned ", r.rows_size(), " rows / ", r.row_sums_size(),
+        " sums for ", c.rows.size(), " rows of width ", width));
+  }
+  for (int k = 0; k < r.rows_size(); ++k) {
+    if (r.rows(k) != static_cast<uint32_t>(k)) {
+      return absl::DataLossError("returned rows out of order");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RemoteExperts::Impl::ComputeLayer(
+    int layer, const float* z, int rows, const std::vector<ExpertTask>& tasks,
+    float* out) {
+  const size_t width = config.routed_expert_hidden_size;
+  if (layer < 0 || layer >= config.num_hidden_layers ||
+      holders[layer].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("layer ", layer, " has no routed experts"));
+  }
+  if (rows < 0) return absl::InvalidArgumentError("negative row count");
+  std::fill(out, out + static_cast<size_t>(rows) * width, 0.0f);
+  if (tasks.empty() || rows == 0) return absl::OkStatus();
+  const RemoteClock::time_point layer_start = RemoteClock::now();
+  const int num_experts = config.num_experts;
+  for (const ExpertTask& t : tasks) {
+    if (t.row < 0 || t.row >= rows || t.expert < 0 || t.expert >= num_experts) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "task (row ", t.row, ", expert ", t.expert, ") out of range"));
+    }
+  }
+  const bool row_sums = options.row_sums;
+  const uint64_t step_id = step++;
+  const int num_workers = static_cast<int>(workers.size());
+
+  std::vector<std::unique_ptr<Call>> calls;
+  std::vector<int> task_call(tasks.size(), -1), task_pos(tasks.size(), -1);
+  std::vector<bool> needed(num_experts, false);
+  for (const ExpertTask& t : tasks) needed[t.expert] = true;
+  std::vector<int> need;  // experts to deal this round, ascending
+  for (int e = 0; e < num_experts; ++e) {
+    if (needed[e]) need.push_back(e);
+  }
+  std::vector<bool> failed(num_workers, false);  // in this layer
+  double slowest_worker = 0;
+
+  for (int round = 0; !need.empty(); ++round) {
+    // Deal: each expert to its least-loaded live holder.
+    std::vector<int> chosen(num_experts, -1), load(num_workers, 0);
+    std::vector<int8_t> usable(num_workers, -1);  // -1: not asked yet
+    std::vector<int> unserved;
+    for (int e : need) {
+      const std::vector<int>& h = holders[layer][e];
+      int best = -1;
+      for (size_t k = 0; k < h.size(); ++k) {
+        const int w = h[(k + e + layer) % h.size()];
+        if (usable[w] < 0) usable[w] = !failed[w] && Usable(w);
+        if (usable[w] && (best < 0 || load[w] < load[best])) best = w;
+      }
+      if (best < 0) {
+        unserved.push_back(e);
+        continue;
+      }
+      chosen[e] = best;
+      ++load[best];
+    }
+    if (!unserved.empty()) {
+      std::set<int> down;
+      for (int e : unserved) down.insert(holders[layer][e].begin(),
+                                         holders[layer][e].end());
+      std::vector<std::string> why;
+      for (int w : down) {
+        why.push_back(absl::StrCat(workers[w].Name(), ": ",
+                                   workers[w].last_error.empty()
+                                       ? "failed"
+                                       : workers[w].last_error));
+      }
+      return absl::UnavailableError(absl::StrCat(
+          "layer ", layer, ": no live expert worker holds expert",
+          unserved.size() > 1 ? "s " : " ", absl::StrJoin(unserved, ","),
+          " (missing: ", absl::StrJoin(why, "; "), ")"));
+    }
+
+    // Build calls: per worker, its tasks in task order; split by rows when
+    // a message would pass the limit.
+    const size_t first_call = calls.size();
+    const uint64_t budget = max_message_bytes - kMessageSlackBytes;
+    for (int w = 0; w < num_workers; ++w) {
+      if (load[w] == 0) continue;
+      std::vector<int> row_tasks(rows, 0);
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        if (chosen[tasks[i].expert] == w) ++row_tasks[tasks[i].row];
+      }
+      std::vector<int> chunk_of(rows, -1);
+      uint64_t chunk_tasks = 0, chunk_rows = 0;
+      int chunk = -1;
+      for (int r = 0; r < rows; ++r) {
+        if (row_tasks[r] == 0) continue;
+        const uint64_t t = chunk_tasks + row_tasks[r], n = chunk_rows + 1;
+        const uint64_t bytes = std::max(n * width * (row_sums ? 8 : 4),
+                                        t * width * 4);
+        if (chunk < 0 || bytes > budget) {
+          calls.push_back(std::make_unique<Call>());
+          calls.back()->worker = w;
+          chunk = static_cast<int>(calls.size() - 1);
+          chunk_tasks = chunk_rows = 0;
+        }
+        chunk_of[r] = chunk;
+        chunk_tasks += row_tasks[r];
+        ++chunk_rows;
+        calls[chunk]->rows.push_back(r);
+      }
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        if (chosen[tasks[i].expert] != w) continue;
+        Call& c = *calls[chunk_of[tasks[i].row]];
+        task_call[i] = chunk_of[tasks[i].row];
+        task_pos[i] = static_cast<int>(c.tasks.size());
+        c.tasks.push_back(static_cast<int>(i));
+      }
+    }
+    Pending pending;
+    pending.left = calls.size() - first_call;
+    for (size_t ci = first_call; ci < calls.size(); ++ci) {
+      Call& c = *calls[ci];
+      v1::ComputeRequest& q = c.request;
+      q.set_layer(layer);
+      q.set_step_id(step_id);
+      q.set_row_width(static_cast<uint32_t>(width));
+      q.set_num_rows(static_cast<uint32_t>(c.rows.size()));
+      q.set_output(row_sums ? v1::OUTPUT_KIND_ROW_SUMS
+                            : v1::OUTPUT_KIND_EXPERT_OUTPUTS);
+      q.mutable_activations()->Resize(static_cast<int>(c.rows.size() * width),
+                                      0.0f);
+      float* act = q.mutable_activations()->mutable_data();
+      std::vector<int> local(rows, -1);
+      for (size_t k = 0; k < c.rows.size(); ++k) {
+        local[c.rows[k]] = static_cast<int>(k);
+        std::memcpy(act + k * width, z + static_cast<size_t>(c.rows[k]) * width,
+                    width * sizeof(float));
+      }
+      q.mutable_assignments()->Reserve(static_cast<int>(c.tasks.size()));
+      for (int i : c.tasks) {
+        v1::Assignment* a = q.add_assignments();
+        a->set_row(static_cast<uint32_t>(local[tasks[i].row]));
+        a->set_expert(static_cast<uint32_t>(tasks[i].expert));
+        a->set_weight(tasks[i].weight);
+      }
+      stats.request_bytes += q.ByteSizeLong();
+      ++stats.calls;
+      if (round > 0) ++stats.retried_calls;
+      c.context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::milliseconds(options.rpc_deadline_ms));
+      workers[c.worker].stub->async()->Compute(
+          &c.context, &c.request, &c.response,
+          [&pending, &c](grpc::Status status) {
+            std::lock_guard<std::mutex> lock(pending.mu);
+            c.status = std::move(status);
+            if (--pending.left == 0) pending.cv.notify_one();
+          });
+    }
+    {
+      std::unique_lock<std::mutex> lock(pending.mu);
+      pending.cv.wait(lock, [&] { return pending.left == 0; });
+    }
+
+    // Collect; failed workers' experts go to the next round.
+    std::vector<bool> retry(num_experts, false);
+    for (size_t ci = first_call; ci < calls.size(); ++ci) {
+      Call& c = *calls[ci];
+      WorkerConn& worker = workers[c.worker];
+      absl::Status s = transport::FromGrpcStatus(c.status);
+      if (s.code() == absl::StatusCode::kInvalidArgument) {
+        // Not a dead worker but a disagreement about the request: a bug or
+        // a mismatched fleet. Retrying elsewhere would hide it.
+        return absl::InternalError(absl::StrCat(
+            "layer ", layer, ": expert ", worker.Name(),
+            " rejected the call: ", s.message()));
+      }
+      if (s.ok()) s = CheckResponse(c, width, row_sums);
+      if (!s.ok()) {
+        ++stats.failed_calls;
+        failed[c.worker] = true;
+        MarkDown(c.worker, absl::StrCat(absl::StatusCodeToString(s.code()),
+                                        ": ", s.message()));
+        for (int i : c.tasks) retry[tasks[i].expert] = true;
+        continue;
+      }
+      c.ok = true;
+      const v1::ComputeStats& st = c.response.stats();
+      stats.response_bytes += c.response.ByteSizeLong();
+      slowest_worker = std::max(slowest_worker, st.wall_seconds());
+      backend.bytes_read += st.bytes_read();
+      backend.experts_used += st.experts_computed();
+      backend.cache_hits += st.cache_hits();
+      backend.experts_read += st.experts_computed() - st.cache_hits();
+      backend.compute_seconds += st.compute_seconds();
+    }
+    need.clear();
+    for (int e = 0; e < num_experts; ++e) {
+      if (retry[e]) need.push_back(e);
+    }
+  }
+
+  // Combine in a fixed order; see remote_experts.h.
+  std::vector<double> acc(static_cast<size_t>(rows) * width, 0.0);
+  if (!row_sums) {
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      double* a = acc.data() + static_cast<size_t>(tasks[i].row) * width;
+      const float* v =
+          calls[task_call[i]]->response.expert_outputs().data() +
+          static_cast<size_t>(task_pos[i]) * width;
+      const double w = tasks[i].weight;
+      for (size_t j = 0; j < width; ++j) a[j] += w * v[j];
+    }
+  } else {
+    // Calls were created round by round, worker by worker, chunk by chunk;
+    // only the successful ones contribute.
+    for (const std::unique_ptr<Call>& c : calls) {
+      if (!c->ok) continue;
+      const double* s = c->response.row_sums().data();
+      for (size_t k = 0; k < c->rows.size(); ++k) {
+        double* a = acc.data() + static_cast<size_t>(c->rows[k]) * width;
+        for (size_t j = 0; j < width; ++j) a[j] += s[k * width + j];
+      }
+    }
+  }
+  for (size_t i = 0; i < acc.size(); ++i) out[i] = static_cast<float>(acc[i]);
+
+  const double wall = Seconds(RemoteClock::now() - layer_start);
+  ++stats.layers;
+  stats.layer_seconds += wall;
+  stats.worker_seconds += std::min(wall, slowest_worker);
+  backend.io_wait_seconds += wall;
+  return absl::OkStatus();
+}
+
+}  // namespace flotilla::coordinator

@@ -1,0 +1,189 @@
+// The worker's compute core on ckpt_A: results combine to exactly what the
+// single-process LocalExperts computes, and malformed calls are refused
+// with InvalidArgument before any work.
+#include "expert-worker/expert_compute.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "coordinator/local_experts.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shared/model/safetensors.h"
+
+namespace flotilla::expert_worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kCkptA = std::string(FLOTILLA_TEST_DATA_DIR) + "/k3/ckpt_A";
+constexpr int kLatent = 64;
+
+std::unique_ptr<ExpertCompute> MakeCompute(int k, int n) {
+  PlanOptions o;
+  o.model_dir = kCkptA;
+  o.shard = ShardSpec{k, n};
+  o.shard_given = true;
+  o.memory_budget_bytes = uint64_t{1} << 30;
+  o.compute_threads = 2;
+  auto plan = BuildShardPlan(o);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  ComputeOptions co;
+  co.fetch_slots = 3;  // fewer than the experts: slots get recycled
+  auto compute = ExpertCompute::Create(*plan, co);
+  EXPECT_TRUE(compute.ok()) << compute.status();
+  return compute.ok() ? std::move(*compute) : nullptr;
+}
+
+// Rows of random activations and a top-2 routing over 8 experts.
+struct Step {
+  int rows = 0;
+  std::vector<float> z;
+  std::vector<experts::ExpertAssignment> tasks;
+};
+
+Step RandomStep(int rows, uint32_t seed) {
+  Step s;
+  s.rows = rows;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  s.z.resize(static_cast<size_t>(rows) * kLatent);
+  for (float& v : s.z) v = normal(rng);
+  for (int r = 0; r < rows; ++r) {
+    const int a = static_cast<int>(rng() % 8);
+    const int b = (a + 1 + static_cast<int>(rng() % 7)) % 8;
+    s.tasks.push_back({r, a, 0.25f + normal(rng) * 0.1f});
+    s.tasks.push_back({r, b, 0.75f + normal(rng) * 0.1f});
+  }
+  return s;
+}
+
+ComputeCall CallFor(const Step& s, int layer, bool expert_outputs) {
+  ComputeCall c;
+  c.layer = layer;
+  c.row_width = kLatent;
+  c.num_rows = s.rows;
+  c.activations = s.z.data();
+  c.activations_size = s.z.size();
+  c.assignments = s.tasks;
+  c.expert_outputs = expert_outputs;
+  return c;
+}
+
+std::vector<float> Local(const Step& s, int layer) {
+  auto config = model::LoadK3Config(kCkptA + "/config.json");
+  auto source = model::SafetensorsCheckpoint::OpenDir(kCkptA);
+  EXPECT_TRUE(config.ok() && source.ok());
+  kernels::ThreadPool pool(1);
+  auto local = coordinator::LocalExperts::Create(source->get(), *config, &pool);
+  EXPECT_TRUE(local.ok()) << local.status();
+  std::vector<coordinator::ExpertTask> tasks;
+  for (const auto& t : s.tasks) tasks.push_back({t.row, t.expert, t.weight});
+  std::vector<float> out(s.z.size());
+  EXPECT_TRUE((*local)->ComputeLayer(layer, s.z.data(), s.rows, tasks,
+                                     out.data()).ok());
+  return out;
+}
+
+TEST(ExpertComputeTest, OutputsCombineBitwiseToLocalExperts) {
+  auto compute = MakeCompute(0, 1);
+  ASSERT_NE(compute, nullptr);
+  for (int layer : {1, 6, 12}) {
+    const Step s = RandomStep(5, 100 + layer);
+    const std::vector<float> want = Local(s, layer);
+
+    ComputeCall call = CallFor(s, layer, /*expert_outputs=*/true);
+    auto shape = compute->Validate(call);
+    ASSERT_TRUE(shape.ok()) << shape.status();
+    std::vector<float> outputs(shape->output_floats);
+    ComputeCallStats stats;
+    ASSERT_TRUE(compute->Run(call, *shape, outputs.data(), nullptr, &stats).ok());
+    EXPECT_GT(stats.bytes_read, 0u);
+    EXPECT_GT(stats.experts_computed, 0u);
+    // The coordinator's combine: task order, double, rounded once.
+    std::vector<double> acc(s.z.size(), 0.0);
+    for (size_t i = 0; i < s.tasks.size(); ++i) {
+      for (int j = 0; j < kLatent; ++j) {
+        acc[s.tasks[i].row * kLatent + j] +=
+            static_cast<double>(s.tasks[i].weight) * outputs[i * kLatent + j];
+      }
+    }
+    for (size_t i = 0; i < acc.size(); ++i) {
+      ASSERT_EQ(static_cast<float>(acc[i]), want[i]) << layer << " " << i;
+    }
+
+    // One worker's row sums are the whole sum: also bitwise.
+    call.expert_outputs = false;
+    shape = compute->Validate(call);
+    ASSERT_TRUE(shape.ok());
+    ASSERT_EQ(shape->rows.size(), 5u);
+    std::vector<double> sums(shape->output_doubles);
+    ASSERT_TRUE(compute->Run(call, *shape, nullptr, sums.data(), &stats).ok());
+    for (size_t i = 0; i < sums.size(); ++i) {
+      ASSERT_EQ(static_cast<float>(sums[i]), want[i]) << layer << " " << i;
+    }
+  }
+}
+
+TEST(ExpertComputeTest, MalformedCallsAreInvalidArgument) {
+  auto compute = MakeCompute(0, 2);  // owns (e + layer) mod 2 == 0
+  ASSERT_NE(compute, nullptr);
+  const Step s = RandomStep(2, 7);
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* says;
+    std::function<void(ComputeCall*)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"dense layer", [](ComputeCall* c) { c->layer = 0; }},
+      {"does not exist", [](ComputeCall* c) { c->layer = 13; }},
+      {"does not exist", [](ComputeCall* c) { c->layer = -1; }},
+      {"latent width", [](ComputeCall* c) { c->row_width = 63; }},
+      {"num_rows", [](ComputeCall* c) { c->num_rows = 0; }},
+      {"num_rows", [](ComputeCall* c) { c->num_rows = 1 << 30; }},
+      {"activations hold", [](ComputeCall* c) { c->activations_size -= 1; }},
+      {"activations hold", [](ComputeCall* c) { c->num_rows = 3; }},
+      {"assignments", [](ComputeCall* c) { c->assignments.clear(); }},
+      {"not owned",
+       [](ComputeCall* c) { c->assignments = {{0, 1, 1.f}}; }},  // (1+2)%2=1
+      {"does not exist",
+       [](ComputeCall* c) { c->assignments = {{0, 8, 1.f}}; }},
+      {"does not exist",
+       [](ComputeCall* c) { c->assignments = {{0, -3, 1.f}}; }},
+      {"not below num_rows",
+       [](ComputeCall* c) { c->assignments = {{2, 0, 1.f}}; }},
+      {"not finite",
+       [inf](ComputeCall* c) { c->assignments = {{0, 0, inf}}; }},
+      {"more than once",
+       [](ComputeCall* c) { c->assignments = {{0, 0, 1.f}, {0, 0, 1.f}}; }},
+      {"assignments",
+       [](ComputeCall* c) {
+         c->assignments.assign(kMaxAssignmentsPerCall + 1, {0, 0, 1.f});
+       }},
+  };
+  for (const Case& c : cases) {
+    ComputeCall call = CallFor(s, 2, true);
+    call.assignments = {{0, 0, 0.5f}, {1, 2, 0.5f}};
+    c.edit(&call);
+    auto shape = compute->Validate(call);
+    ASSERT_FALSE(shape.ok()) << c.says;
+    EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(shape.status().message()), HasSubstr(c.says));
+  }
+  // And a well-formed call still works afterwards.
+  ComputeCall call = CallFor(s, 2, true);
+  call.assignments = {{0, 0, 0.5f}, {1, 2, 0.5f}};
+  auto shape = compute->Validate(call);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  std::vector<float> outputs(shape->output_floats);
+  ComputeCallStats stats;
+  EXPECT_TRUE(compute->Run(call, *shape, outputs.data(), nullptr, &stats).ok());
+}
+
+}  // namespace
+}  // namespace flotilla::expert_worker
