@@ -43,7 +43,8 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
                                  const model::K3Config& c, int layer,
                                  ResidualStreams* s, KdaState* kda,
                                  MlaCache* mla, ExpertBackend* experts,
-                                 kernels::ThreadPool* pool) {
+                                 kernels::ThreadPool* pool,
+                                 const MoeWeights* next_router) {
   const size_t e = c.hidden_size, n = s->steps;
   const float eps = c.rms_norm_eps;
   // a = AR(B + {R_in}) when there are snapshots, else R_in.
@@ -80,7 +81,7 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
     DenseFfnForward(w.dense, c, normed.data(), n, o.data(), pool);
   } else {
     FLOTILLA_RETURN_IF_ERROR(MoeForward(w.moe, c, layer, normed.data(), n,
-                                        experts, o.data(), pool));
+                                        experts, o.data(), pool, next_router));
   }
   for (size_t i = 0; i < n * e; ++i) s->partial[i] += o[i];
   return absl::OkStatus();

@@ -36,7 +36,8 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
                                  const model::K3Config& config, int layer,
                                  ResidualStreams* streams, KdaState* kda,
                                  MlaCache* mla, ExpertBackend* experts,
-                                 kernels::ThreadPool* pool);
+                                 kernels::ThreadPool* pool,
+                                 const MoeWeights* next_router = nullptr);
 
 // hf = AttnRes(blocks + partial) with `fold`, per token: [steps][E].
 void AggregateAll(const ResidualStreams& streams, const float* fold,

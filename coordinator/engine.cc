@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/local_experts.h"
+#include "coordinator/streaming_experts.h"
 #include "coordinator/remote_experts.h"
 #include "coordinator/trunk_region.h"
 #include "shared/base/status_macros.h"
@@ -217,14 +218,23 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     return engine;
   }
   auto pool = std::make_unique<kernels::ThreadPool>(o.threads);
-  FLOTILLA_ASSIGN_OR_RETURN(auto source,
-                            model::SafetensorsCheckpoint::OpenDir(o.model_dir));
-  std::shared_ptr<model::TensorSource> shared_source(std::move(source));
+  // Expert memory is already charged by the plan above (read buffers and
+  // cache), so the backend is not given the accountant.
+  StreamingExpertsOptions eo;
+  eo.slots = engine->plan.expert_slots;
+  eo.cache_bytes = static_cast<uint64_t>(engine->plan.expert_cache_slots) *
+                   engine->plan.expert_slot_bytes;
+  eo.queue_depth = o.queue_depth;
+  eo.reader = reader;
+  eo.verify_checksums = o.verify_checksums;
+  eo.lookahead = o.expert_prefetch;
   FLOTILLA_ASSIGN_OR_RETURN(
-      auto experts, LocalExperts::Create(shared_source.get(), c, pool.get()));
-  engine->model =
-      K3Model::FromParts(c, std::move(pool), std::move(trunk),
-                         std::move(experts), shared_source);
+      auto experts, StreamingExperts::Create(o.model_dir, c, &m,
+                                             engine->pack_dir, pool.get(), eo));
+  engine->experts = experts.get();
+  engine->model = K3Model::FromParts(c, std::move(pool), std::move(trunk),
+                                     std::move(experts), nullptr);
+  engine->model->set_expert_lookahead(o.expert_prefetch);
   return engine;
 }
 

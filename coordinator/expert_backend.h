@@ -38,6 +38,11 @@ class ExpertBackend {
     return ExpertBackendStats();
   }
 
+  // Lookahead: experts `layer` will probably need (predicted from the
+  // previous layer's activations). A hint only: backends may ignore it, and
+  // it never changes results.
+  virtual void HintNextLayer(int layer, const std::vector<int>& experts) {}
+
   // z: [rows][latent] latent activations. out: [rows][latent], overwritten:
   // out[r] = sum over r's tasks, in task order, of weight * E(z[r]) where
   // E(z) = W2 SiTU(W1 z, W3 z). The sum is accumulated in double and rounded

@@ -327,6 +327,10 @@ int RunGenerate() {
         {"planned_bytes", eng.plan.total_bytes},
         {"pinned_layers", eng.plan.pinned_layers},
         {"direct_io", eng.trunk != nullptr && eng.trunk->direct_io()},
+        {"step_seconds", result->step_seconds},
+        {"trunk_read_busy_s_per_token", (t.read_seconds - trunk_at_decode.read_seconds) / steps},
+        {"expert_io_wait_s_per_token", (x.io_wait_seconds - experts_at_decode.io_wait_seconds) / steps},
+        {"trunk_wait_s_per_token", (t.wait_seconds - trunk_at_decode.wait_seconds) / steps},
     };
   }
   if (json) {

@@ -71,6 +71,8 @@ class K3Model {
       std::shared_ptr<void> keep_alive);
 
   TrunkProvider* trunk() { return trunk_.get(); }
+  // Hint each MoE layer's likely experts to the backend one layer ahead.
+  void set_expert_lookahead(bool on) { expert_lookahead_ = on; }
   ExpertBackend* experts() { return experts_.get(); }
   kernels::ThreadPool* pool() { return pool_.get(); }
   // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
@@ -85,6 +87,7 @@ class K3Model {
   std::unique_ptr<TrunkProvider> trunk_;
   std::unique_ptr<ExpertBackend> experts_;
   uint64_t resident_trunk_bytes_ = 0;
+  bool expert_lookahead_ = false;
 };
 
 }  // namespace flotilla::coordinator

@@ -186,10 +186,21 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
   for (size_t i = 0; i < n; ++i) {
     const WorkerConn& w = impl->workers[i];
     if (!statuses[i].ok()) {
+      grpc::Status why = statuses[i];
+      if (why.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        // A wait-for-ready call only says "deadline exceeded"; one
+        // fail-fast call reports the connection's real last error (refused,
+        // TLS handshake failed, ...).
+        grpc::ClientContext context;
+        context.set_deadline(DeadlineIn(1000));
+        v1::InfoResponse unused;
+        const grpc::Status fast =
+            w.stub->Info(&context, v1::InfoRequest(), &unused);
+        if (!fast.ok()) why = fast;
+      }
       return transport::FromGrpcStatus(
-          statuses[i], absl::StrCat("cannot reach expert ", w.Name(),
-                                    " (Info within ",
-                                    options.connect_timeout_ms, " ms)"));
+          why, absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
+                            options.connect_timeout_ms, " ms)"));
     }
     FLOTILLA_RETURN_IF_ERROR(impl->CheckInfo(w, w.info));
     impl->max_message_bytes = std::min<uint64_t>(

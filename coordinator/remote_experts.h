@@ -9,10 +9,11 @@
 // sent at once (async) with a deadline each; the layer waits for all.
 //
 // Choosing holders: with replicas (R > 1) an expert has several holders;
-// the experts are dealt greedily, in ascending expert order, to the holder
-// with the fewest experts so far in this layer (ties rotate with the
-// expert), so a step's reads are spread evenly over the disks. With R = 1
-// the placement decides alone.
+// the layer's distinct experts are dealt so that the busiest worker gets as
+// few experts as possible (a b-matching by augmenting paths; deterministic),
+// since the layer waits for its slowest disk. At decode with top-8 of 256 on
+// 4 workers this is worth 3.7x over one worker where R = 1 gets 2.3x (the
+// busiest of 4 random shares). With R = 1 the placement decides alone.
 //
 // Failures: a call that fails (connection lost, deadline, worker error
 // other than INVALID_ARGUMENT) marks its worker down and its experts are

@@ -65,6 +65,66 @@ absl::Status CheckResponse(const Call& c, size_t width, bool row_sums) {
   return absl::OkStatus();
 }
 
+// Deals items (a layer's distinct experts) to workers: item i may go to any
+// worker in candidates[i] (its live holders, preferred first). Returns the
+// worker of each item, minimizing the largest number of items on one worker
+// (reads dominate, and each item is one expert read): the smallest capacity
+// for which a b-matching exists, found with augmenting paths. Deterministic:
+// items in order, candidates in the given order.
+class Dealer {
+ public:
+  Dealer(const std::vector<std::vector<int>>& candidates, int num_workers)
+      : candidates_(candidates), members_(num_workers) {}
+
+  std::vector<int> Deal() {
+    const size_t n = candidates_.size();
+    std::vector<bool> any(members_.size(), false);
+    for (const auto& c : candidates_) {
+      for (int w : c) any[w] = true;
+    }
+    const size_t live = std::max<size_t>(1, std::count(any.begin(), any.end(), true));
+    for (cap_ = (n + live - 1) / live;; ++cap_) {
+      assign_.assign(n, -1);
+      for (auto& m : members_) m.clear();
+      bool ok = true;
+      for (size_t i = 0; i < n && ok; ++i) {
+        visited_.assign(members_.size(), false);
+        ok = Augment(static_cast<int>(i));
+      }
+      if (ok) return assign_;
+    }
+  }
+
+ private:
+  bool Augment(int i) {
+    for (int w : candidates_[i]) {
+      if (visited_[w]) continue;
+      visited_[w] = true;
+      std::vector<int>& m = members_[w];
+      if (m.size() < cap_) {
+        m.push_back(i);
+        assign_[i] = w;
+        return true;
+      }
+      for (int& j : m) {
+        const int moved = j;
+        if (Augment(moved)) {  // `moved` now sits on another worker
+          j = i;
+          assign_[i] = w;
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  const std::vector<std::vector<int>>& candidates_;
+  std::vector<std::vector<int>> members_;  // items on each worker
+  std::vector<int> assign_;
+  std::vector<bool> visited_;
+  size_t cap_ = 1;
+};
+
 }  // namespace
 
 absl::Status RemoteExperts::Impl::ComputeLayer(
@@ -103,24 +163,26 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
   double slowest_worker = 0;
 
   for (int round = 0; !need.empty(); ++round) {
-    // Deal: each expert to its least-loaded live holder.
+    // Deal the experts over their live holders, as evenly as possible.
     std::vector<int> chosen(num_experts, -1), load(num_workers, 0);
     std::vector<int8_t> usable(num_workers, -1);  // -1: not asked yet
-    std::vector<int> unserved;
+    std::vector<int> unserved, dealt;
+    std::vector<std::vector<int>> candidates;
     for (int e : need) {
       const std::vector<int>& h = holders[layer][e];
-      int best = -1;
+      std::vector<int> live;
       for (size_t k = 0; k < h.size(); ++k) {
+        // Rotated so that ties between holders spread over the fleet.
         const int w = h[(k + e + layer) % h.size()];
         if (usable[w] < 0) usable[w] = !failed[w] && Usable(w);
-        if (usable[w] && (best < 0 || load[w] < load[best])) best = w;
+        if (usable[w]) live.push_back(w);
       }
-      if (best < 0) {
+      if (live.empty()) {
         unserved.push_back(e);
-        continue;
+      } else {
+        dealt.push_back(e);
+        candidates.push_back(std::move(live));
       }
-      chosen[e] = best;
-      ++load[best];
     }
     if (!unserved.empty()) {
       std::set<int> down;
@@ -137,6 +199,12 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           "layer ", layer, ": no live expert worker holds expert",
           unserved.size() > 1 ? "s " : " ", absl::StrJoin(unserved, ","),
           " (missing: ", absl::StrJoin(why, "; "), ")"));
+    }
+    const std::vector<int> dealt_to =
+        Dealer(candidates, num_workers).Deal();
+    for (size_t i = 0; i < dealt.size(); ++i) {
+      chosen[dealt[i]] = dealt_to[i];
+      ++load[dealt_to[i]];
     }
 
     // Build calls: per worker, its tasks in task order; split by rows when

@@ -79,7 +79,7 @@ class StreamingExperts : public ExpertBackend {
 
   // Predicted experts of `layer` (see the header comment). Cheap; never
   // blocks; unknown experts are ignored (a hint is never an error).
-  void HintNextLayer(int layer, const std::vector<int>& experts);
+  void HintNextLayer(int layer, const std::vector<int>& experts) override;
   // Issues the hinted reads now into free slots.
   absl::Status PrefetchNow(int layer, const std::vector<int>& experts);
 

@@ -266,6 +266,24 @@ absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
   return &slot.weights;
 }
 
+const LayerWeights* StreamingTrunk::PeekLayer(int layer) {
+  if (layer < 0 || layer >= config_.num_hidden_layers) return nullptr;
+  if (layer < options_.pinned_layers) return &pinned_[layer].weights;
+  // The next item's slot, if the reader has filled it already. The slot
+  // cannot be recycled before that item is consumed, so the pointer stays
+  // valid until then.
+  // The item is the one in use (current layer unpinned) plus one, or the
+  // next one when the current layer is pinned.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t item : {next_consume_, next_consume_ + 1}) {
+    if (ItemLayer(item) != layer) continue;
+    const Slot& slot = slots_[item % slots_.size()];
+    if (slot.item != item || !slot.ready || !slot.status.ok()) return nullptr;
+    return &slot.weights;
+  }
+  return nullptr;
+}
+
 void StreamingTrunk::ReleaseLayer(int layer) {
   if (layer < options_.pinned_layers) return;
   std::lock_guard<std::mutex> lock(mu_);

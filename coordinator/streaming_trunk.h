@@ -59,6 +59,7 @@ class StreamingTrunk : public TrunkProvider {
   absl::Status BeginStep() override;
   absl::StatusOr<const LayerWeights*> AcquireLayer(int layer) override;
   void ReleaseLayer(int layer) override;
+  const LayerWeights* PeekLayer(int layer) override;
   const GlobalWeights& globals() const override { return globals_; }
   absl::Status EmbedRows(const std::vector<int32_t>& ids,
                          float* out) override;

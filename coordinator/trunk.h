@@ -32,6 +32,11 @@ class TrunkProvider {
   virtual absl::StatusOr<const LayerWeights*> AcquireLayer(int layer) = 0;
   virtual void ReleaseLayer(int layer) = 0;
 
+  // Layer `layer`'s weights if they are resident right now (pinned, or
+  // already read into the ring), without blocking; else null. Used only for
+  // lookahead guesses; valid until the next Acquire/Release.
+  virtual const LayerWeights* PeekLayer(int layer) { return nullptr; }
+
   virtual const GlobalWeights& globals() const = 0;
 
   // out[t] = embedding row ids[t] widened to float: [ids.size()][E].
@@ -51,6 +56,11 @@ class InMemoryTrunk : public TrunkProvider {
 
   absl::StatusOr<const LayerWeights*> AcquireLayer(int layer) override;
   void ReleaseLayer(int layer) override {}
+  const LayerWeights* PeekLayer(int layer) override {
+    return layer >= 0 && layer < static_cast<int>(layers_.size())
+               ? &layers_[layer]
+               : nullptr;
+  }
   const GlobalWeights& globals() const override { return globals_; }
   absl::Status EmbedRows(const std::vector<int32_t>& ids,
                          float* out) override;

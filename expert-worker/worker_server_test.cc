@@ -1,6 +1,7 @@
 // End-to-end checks of the flotilla-expert-worker binary: command-line
 // handling, and a served instance answering health, Info, Compute and
-// Prefetch over loopback gRPC, then stopping cleanly on SIGTERM.
+// Prefetch over loopback gRPC, then stopping cleanly on SIGTERM. Hostile
+// Compute calls: tests/distributed_hostile_test.cc.
 #include <fcntl.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -150,7 +151,7 @@ TEST(WorkerCommandLineTest, WithoutPortPrintsThePlan) {
   const Result r = RunWorker({"--model=" + kCkptA, "--shard=1/2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("shard 1/2"));
-  EXPECT_THAT(r.output, HasSubstr("cfg-xxh3:"));
+  EXPECT_THAT(r.output, HasSubstr("model fingerprint "));
 }
 
 class ServedWorkerTest : public ::testing::Test {
@@ -247,12 +248,15 @@ TEST_F(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
     EXPECT_EQ(info.memory_budget_bytes(), uint64_t{1} << 30);
     EXPECT_EQ(info.compute_threads(), 2u);
     EXPECT_GT(info.max_request_bytes(), 0u);
-    EXPECT_THAT(info.model_fingerprint(), StartsWith("cfg-xxh3:"));
+    EXPECT_EQ(info.model_fingerprint().size(), 16u);  // FingerprintCheckpoint
+    EXPECT_EQ(info.replicas(), 1u);
+    EXPECT_EQ(info.placement(), "rotate-v1");
     EXPECT_THAT(info.worker_version(), StartsWith("flotilla-expert-worker"));
     EXPECT_EQ(info.owned_experts_size(), 12);  // layers 1..12 are MoE
     EXPECT_EQ(info.owned_experts().count(0), 0u);
     ASSERT_EQ(info.owned_experts().count(5), 1u);
-    EXPECT_THAT(info.owned_experts().at(5).experts(), ElementsAre(1, 3, 5, 7));
+    // rotate-v1: primary (e + layer) mod 2 == 1.
+    EXPECT_THAT(info.owned_experts().at(5).experts(), ElementsAre(0, 2, 4, 6));
   }
 
   {
@@ -263,14 +267,17 @@ TEST_F(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
     request.mutable_activations()->Resize(64, 0.5f);
     flotilla::v1::Assignment* a = request.add_assignments();
     a->set_row(0);
-    a->set_expert(1);
+    a->set_expert(0);  // (0 + 1) mod 2 == 1: owned by shard 1
     a->set_weight(1.0f);
     flotilla::v1::ComputeResponse response;
     auto context = Context();
     const grpc::Status status =
         stub_->Compute(context.get(), request, &response);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-    EXPECT_THAT(status.error_message(), HasSubstr("expert-worker issue"));
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    // Default output kind: row sums, one double row per row with tasks.
+    EXPECT_THAT(response.rows(), ElementsAre(0));
+    EXPECT_EQ(response.row_sums_size(), 64);
+    EXPECT_GT(response.stats().bytes_read(), 0u);
   }
 
   {

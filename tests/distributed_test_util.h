@@ -70,13 +70,13 @@ absl::StatusOr<Fleet> StartFleet(const std::string& model, int n, int r,
                                  const std::vector<std::string>& extra = {});
 std::vector<std::string> Addresses(const Fleet& fleet);
 
-struct Run {
+struct Generation {
   std::vector<int32_t> ids;
   std::vector<float> logits;  // [ids][vocab]
 };
 
 // The single-process run (LocalExperts, trunk in RAM).
-absl::StatusOr<Run> GenerateLocal(const std::string& model,
+absl::StatusOr<Generation> GenerateLocal(const std::string& model,
                                   const std::vector<int32_t>& prompt,
                                   int max_tokens);
 
@@ -85,7 +85,7 @@ absl::StatusOr<Run> GenerateLocal(const std::string& model,
 absl::StatusOr<std::unique_ptr<coordinator::K3Model>> OpenRemoteModel(
     const std::string& model, coordinator::RemoteExpertsOptions options);
 
-absl::StatusOr<Run> GenerateWith(coordinator::K3Model& model,
+absl::StatusOr<Generation> GenerateWith(coordinator::K3Model& model,
                                  const std::vector<int32_t>& prompt,
                                  int max_tokens,
                                  const coordinator::TokenCallback& on_token =

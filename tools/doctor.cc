@@ -44,8 +44,9 @@ void PrintDisk(const DiskMeasurements& d, const std::vector<uint64_t>& sizes,
     }
     absl::FPrintF(out, "\n");
   }
-  absl::FPrintF(out, "  %-16s %12s  (p50 %.1f ms)\n", "64 MiB, QD4",
-                Gbps(l.gb_per_s), l.p50_ms);
+  absl::FPrintF(out, "  %-16s %12s\n", "sequential", Gbps(l.gb_per_s));
+  absl::FPrintF(out,
+                "  (sequential: 64 MiB reads in file order, 4 in flight)\n");
 }
 
 void PrintModel(const std::string& dir, const ModelSizes& s, FILE* out) {

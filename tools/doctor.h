@@ -56,7 +56,7 @@ struct DiskMeasurements {
   std::string file;      // what was read
   bool scratch = false;  // a file doctor created (and removed)
   std::vector<io::DiskProbeResult> random;  // per read size x queue depth
-  io::DiskProbeResult large;                // 64 MiB reads, QD4
+  io::DiskProbeResult large;                // sequential 64 MiB reads, QD4
   // Random-read GB/s for `read_size` at the queue depth closest to `qd`
   // from below (0 when not measured).
   double RandomGbPerS(uint64_t read_size, int qd) const;

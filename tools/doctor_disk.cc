@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
+#include "shared/io/batch_reader.h"
+#include "shared/io/file.h"
 #include "shared/io/memory_budget.h"
 #include "tools/doctor.h"
 #include "tools/pack_io.h"
@@ -85,6 +88,52 @@ class ScratchFile {
   std::string path_;
 };
 
+// Reads `path` front to back (wrapping at the end) in kChunk reads with
+// `qd` in flight, the way a whole trunk file streams, for `seconds`.
+absl::StatusOr<io::DiskProbeResult> ProbeSequential(const std::string& path,
+                                                    int qd, double seconds) {
+  FLOTILLA_ASSIGN_OR_RETURN(io::File file, io::File::Open(path, true));
+  if (file.size() < kChunk * qd) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is too small for sequential reads of ", kChunk, " bytes"));
+  }
+  io::BatchReaderOptions options;
+  options.queue_depth = qd;
+  options.chunk_bytes = kChunk;
+  FLOTILLA_ASSIGN_OR_RETURN(
+      auto reader, io::CreateBatchReader(io::ReaderKind::kAuto, options));
+  FLOTILLA_ASSIGN_OR_RETURN(io::AlignedBuffer buf,
+                            io::AlignedBuffer::Allocate(kChunk * qd, true));
+  io::DiskProbeResult r;
+  r.read_size = kChunk;
+  r.queue_depth = qd;
+  r.direct = file.direct();
+  r.reader = reader->name();
+  const uint64_t chunks = file.size() / kChunk;
+  uint64_t next = 0;
+  auto submit = [&](uint64_t slot) {
+    const uint64_t offset = (next++ % chunks) * kChunk;
+    return reader->Submit(
+        {{&file, offset, kChunk, buf.data() + slot * kChunk, slot}});
+  };
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  for (int slot = 0; slot < qd; ++slot) FLOTILLA_RETURN_IF_ERROR(submit(slot));
+  bool more = true;
+  while (reader->in_flight() > 0) {
+    FLOTILLA_ASSIGN_OR_RETURN(io::ReadCompletion c, reader->WaitOne());
+    FLOTILLA_RETURN_IF_ERROR(c.status);
+    r.bytes += kChunk;
+    ++r.reads;
+    more = more &&
+           std::chrono::duration<double>(Clock::now() - t0).count() < seconds;
+    if (more) FLOTILLA_RETURN_IF_ERROR(submit(c.tag));
+  }
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.gb_per_s = r.seconds > 0 ? r.bytes / r.seconds / 1e9 : 0;
+  return r;
+}
+
 }  // namespace
 
 double DiskMeasurements::RandomGbPerS(uint64_t read_size, int qd) const {
@@ -140,12 +189,15 @@ absl::StatusOr<DiskMeasurements> MeasureDisk(
       m.random.push_back(r);
     }
   }
-  // Trunk regions are streamed whole (tens of MB to GBs): large reads with
-  // a few in flight, the way the prefetch ring reads them.
-  FLOTILLA_ASSIGN_OR_RETURN(
-      m.large, io::ProbeRandomReads(m.file, kChunk, 4, seconds, 0));
+  // Trunk regions are streamed whole, one after another (tens of MB to
+  // GBs): large sequential reads with a few in flight, like the prefetch
+  // ring's.
+  FLOTILLA_ASSIGN_OR_RETURN(m.large, ProbeSequential(m.file, 4, seconds));
   if (log != nullptr) {
-    std::fprintf(log, "doctor: %s\n", io::FormatProbeResult(m.large).c_str());
+    std::fprintf(log,
+                 "doctor: sequential 64 MiB x QD4: %.2f GB/s (%s in %.2f s)\n",
+                 m.large.gb_per_s, io::FormatBytes(m.large.bytes).c_str(),
+                 m.large.seconds);
   }
   return m;
 }

@@ -4,13 +4,11 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/trunk_region.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
-#include "shared/model/json_util.h"
 #include "shared/model/pack_manifest.h"
 #include "shared/model/safetensors.h"
 #include "tools/pack_io.h"
@@ -319,9 +317,9 @@ absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create pack dir ", dir, ": ", ec.message(),
-                     " (pass --out to write it elsewhere)"));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot create pack dir ", dir, ": ", ec.message(),
+        options.out_dir.empty() ? " (pass --out to write it elsewhere)" : ""));
   }
   FLOTILLA_ASSIGN_OR_RETURN(
       PackStart start,

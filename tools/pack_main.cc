@@ -9,13 +9,14 @@
 #include "tools/commands.h"
 #include "tools/flag_parser.h"
 #include "tools/pack.h"
+#include "tools/pack_workers.h"
 
 namespace flotilla::tools {
 namespace {
 
 constexpr char kUsage[] =
     "usage: flotilla-tool pack --model DIR [--out DIR] [--verify]\n"
-    "           [--threads N] [--force]\n\n"
+    "           [--threads N] [--force] [--workers N [--replicas R]]\n\n"
     "Packs a Kimi K3 checkpoint for streaming: writes trunk.bin (every\n"
     "layer's non-expert tensors, embedding, lm_head and model vectors as\n"
     "compute-ready regions at fixed 4 KiB-aligned offsets) and\n"
@@ -23,7 +24,11 @@ constexpr char kUsage[] =
     "Experts are served in place from the shards when each is one\n"
     "contiguous run; otherwise they are copied into experts.bin.\n"
     "An interrupted pack resumes when run again. --verify re-reads every\n"
-    "region and expert run and checks its checksum.\n";
+    "region and expert run and checks its checksum.\n"
+    "--workers N also cuts the experts into <out>/workers/worker-K (K < N),\n"
+    "one folder per expert worker holding only its share (R replicas of\n"
+    "every expert on distinct workers); serve one with flotilla-expert-worker\n"
+    "--model DIR --placement DIR/placement.json.\n";
 
 // Test hook: FLOTILLA_PACK_STOP_AFTER=K stops a pack after K regions /
 // expert batches, as if it had been killed (kept out of --help).
@@ -50,6 +55,11 @@ int RunPack(int argc, char** argv) {
             "regions / expert batches in flight (default 2)");
   flags.Bool("force", &options.force,
              "overwrite a pack dir made from another checkpoint");
+  int64_t workers = 0, replicas = 1;
+  flags.Int("workers", &workers,
+            "also write one expert folder per worker (0 = none)");
+  flags.Int("replicas", &replicas,
+            "with --workers: workers holding each expert (default 1)");
   if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
     return Fail(kExitUsage, std::string(s.message()));
   }
@@ -66,6 +76,11 @@ int RunPack(int argc, char** argv) {
     return Fail(kExitUsage, "--threads must be in 1..64");
   }
   options.threads = static_cast<int>(threads);
+  if (workers < 0 || workers > 4096 || replicas < 1 ||
+      (workers > 0 && replicas > workers)) {
+    return Fail(kExitUsage,
+                "--workers must be in 0..4096 and --replicas in 1..workers");
+  }
   if (const char* stop = std::getenv(kStopEnv); stop != nullptr) {
     if (!absl::SimpleAtoi(stop, &options.stop_after_units) ||
         options.stop_after_units == 0) {
@@ -90,6 +105,20 @@ int RunPack(int argc, char** argv) {
                 r->experts_in_model_dir ? "served in place from the model dir"
                                         : "copied to experts.bin",
                 options.verify ? "; verified" : "");
+  }
+  if (workers > 0) {
+    PackWorkersOptions wo;
+    wo.model_dir = options.model_dir;
+    wo.out_dir = r->pack_dir + "/workers";
+    wo.workers = static_cast<int>(workers);
+    wo.replicas = static_cast<int>(replicas);
+    wo.threads = options.threads;
+    wo.progress = options.progress;
+    absl::StatusOr<PackWorkersResult> w = PackWorkers(wo);
+    if (!w.ok()) return Fail(kExitFailure, std::string(w.status().message()));
+    std::printf("pack: %d worker folders in %s (%d up to date, %s written)\n",
+                static_cast<int>(workers), wo.out_dir.c_str(), w->skipped,
+                io::FormatBytes(w->bytes).c_str());
   }
   return kExitOk;
 }

@@ -28,6 +28,12 @@ using internal::Reader;
 // Trunk regions and packed expert runs are read with O_DIRECT.
 constexpr uint64_t kAlign = 4096;
 
+// dump() throws on invalid UTF-8 (a shard name, say); replacing the bad
+// bytes keeps serialisation exception-free.
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 json RegionToJson(const PackRegion& r) {
   json layout = json::parse(r.layout_json, nullptr, /*allow_exceptions=*/false);
   // An unparsable layout can only come from a caller bug; keep the text so
@@ -110,7 +116,7 @@ void ParseRegion(Reader& rd, const json& j, const std::string& where,
   if (!layout.is_object()) {
     return rd.Fail(Reader::Path(where, "layout"), "expected an object");
   }
-  r->layout_json = layout.dump();
+  r->layout_json = Dump(layout);
   auto size = layout.find("size");
   if (size == layout.end() || !size->is_number_unsigned() ||
       size->get<uint64_t>() != r->size) {
@@ -284,7 +290,7 @@ std::string PackManifestToJson(const PackManifest& m) {
   // line each keeps the file greppable without pretty-printing every field.
   std::string out = "{\n";
   auto field = [&](const char* key, const json& value) {
-    absl::StrAppend(&out, " ", json(key).dump(), ": ", value.dump(), ",\n");
+    absl::StrAppend(&out, " ", Dump(json(key)), ": ", Dump(value), ",\n");
   };
   field("version", m.version);
   field("complete", m.complete);
@@ -297,7 +303,7 @@ std::string PackManifestToJson(const PackManifest& m) {
   auto list = [&](const char* key, size_t n, auto&& item, bool last) {
     absl::StrAppend(&out, " \"", key, "\": [");
     for (size_t i = 0; i < n; ++i) {
-      absl::StrAppend(&out, i ? ",\n  " : "\n  ", item(i).dump());
+      absl::StrAppend(&out, i ? ",\n  " : "\n  ", Dump(item(i)));
     }
     absl::StrAppend(&out, n ? "\n ]" : "]", last ? "\n" : ",\n");
   };

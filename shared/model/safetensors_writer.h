@@ -1,7 +1,7 @@
 // Streaming safetensors writer: lays out one shard from an ordered list of
 // (name, dtype, shape, byte producer) and writes it without ever holding the
 // shard in memory. Producers run on several threads into large reusable
-// buffers while a separate I/O thread writes the previous buffer, so a
+// buffers while separate I/O threads write the previous buffers, so a
 // multi-GB shard is written at disk speed with a fixed memory footprint.
 //
 // File format: u64 little-endian N, N bytes of JSON header (padded with

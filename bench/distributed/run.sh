@@ -1,0 +1,102 @@
+#!/bin/bash
+# Expert-phase benchmark of the distributed mode (issue 4, DESIGN.md §2):
+# N = 1, 2, 4 expert workers, each in its own blkio cgroup (v1) throttled to
+# the same read bandwidth, emulating one cheap NVMe box each; the
+# coordinator (trunk in RAM, not throttled) runs greedy decode through
+# flotilla-bench-distributed, which prints per-token figures as JSON.
+#
+# usage: bench/distributed/run.sh [MODEL_DIR] [BUILD_DIR]
+#   MODEL_DIR  default /work/synth-bench (flotilla-tool synth --preset k3-bench)
+#   env: BPS (per-worker read limit, bytes/s, default 209715200 = 200 MiB/s),
+#        TOKENS (generated tokens, default 8), CONFIGS (default
+#        "1:1 2:1 4:1 2:2 4:2", N:R pairs), OUT (results dir)
+# Needs root (cgroups). Workers and cgroups are removed on exit.
+set -euo pipefail
+
+MODEL=${1:-/work/synth-bench}
+BUILD=${2:-$(cd "$(dirname "$0")/../.." && pwd)/build}
+BPS=${BPS:-209715200}
+TOKENS=${TOKENS:-8}
+CONFIGS=${CONFIGS:-"1:1 2:1 4:1 2:2 4:2"}
+OUT=${OUT:-/tmp/flotilla-bench-distributed}
+WORKER=$BUILD/bin/flotilla-expert-worker
+DRIVER=$BUILD/bin/flotilla-bench-distributed
+CG=/sys/fs/cgroup/blkio
+mkdir -p "$OUT"
+
+for b in "$WORKER" "$DRIVER"; do
+  [[ -x $b ]] || { echo "missing $b (build it first)" >&2; exit 1; }
+done
+# The disk (not partition) holding the model: blk-throttle acts on it.
+DEV=$(df --output=source "$MODEL" | tail -1)
+DISK=/dev/$(lsblk -no PKNAME "$DEV" 2>/dev/null | head -1)
+[[ $DISK == /dev/ ]] && DISK=$DEV
+MAJMIN=$(lsblk -dno MAJ:MIN "$DISK" | tr -d ' ')
+echo "model $MODEL on $DISK ($MAJMIN); per-worker read limit $BPS B/s"
+
+PIDFILE=$OUT/worker.pids
+: > "$PIDFILE"
+kill_workers() {
+  while read -r p; do kill -9 "$p" 2>/dev/null || true; done < "$PIDFILE"
+  while read -r p; do
+    while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+  done < "$PIDFILE"
+  : > "$PIDFILE"
+}
+cleanup() {
+  kill_workers
+  for d in "$CG"/flotilla-bench-w*; do [[ -d $d ]] && rmdir "$d" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+# start_worker K N R THROTTLE -> prints host:port
+start_worker() {
+  local k=$1 n=$2 r=$3 throttle=$4 log=$OUT/worker-$1-of-$2.log
+  local cg=$CG/flotilla-bench-w$k
+  mkdir -p "$cg"
+  if [[ $throttle == 1 ]]; then
+    echo "$MAJMIN $BPS" > "$cg/blkio.throttle.read_bps_device"
+  else
+    echo "$MAJMIN 0" > "$cg/blkio.throttle.read_bps_device" 2>/dev/null || true
+  fi
+  # Join the cgroup, then become the worker (same pid, same cgroup).
+  sh -c "echo \$\$ > $cg/cgroup.procs && exec $WORKER --model=$MODEL \
+    --shard=$k/$n --replicas=$r --host=127.0.0.1 --port=0 --threads=1 \
+    --mem=2G --fetch-slots=16" > "$log" 2>&1 &
+  echo $! >> "$PIDFILE"  # we run in $(...): the parent reads the file
+  for _ in $(seq 600); do
+    if grep -q "listening on" "$log"; then
+      grep -o "listening on [0-9.]*:[0-9]*" "$log" | awk '{print $3}'
+      return
+    fi
+    sleep 0.1
+  done
+  echo "worker $k did not start:" >&2; cat "$log" >&2; exit 1
+}
+
+# run N R THROTTLE EXTRA... -> JSON line on stdout
+run() {
+  local n=$1 r=$2 throttle=$3; shift 3
+  local addrs=()
+  for ((k = 0; k < n; k++)); do addrs+=("$(start_worker $k $n $r $throttle)"); done
+  local list
+  list=$(IFS=,; echo "${addrs[*]}")
+  "$DRIVER" --model="$MODEL" --workers="$list" --tokens="$TOKENS" \
+    --prompt-tokens=2 --threads=2 "$@"
+  kill_workers
+}
+
+RESULTS=$OUT/results.jsonl
+: > "$RESULTS"
+for cfg in $CONFIGS; do
+  n=${cfg%%:*}; r=${cfg##*:}
+  echo "== N=$n R=$r throttled" >&2
+  line=$(run "$n" "$r" 1)
+  echo "{\"config\":\"N=$n R=$r throttled\",\"result\":$line}" | tee -a "$RESULTS"
+done
+for extra in "" "--row-sums"; do
+  echo "== loopback overhead, N=4 R=1 unthrottled $extra" >&2
+  line=$(run 4 1 0 $extra)
+  echo "{\"config\":\"N=4 R=1 unthrottled $extra\",\"result\":$line}" | tee -a "$RESULTS"
+done
+python3 "$(dirname "$0")/summarize.py" "$RESULTS"

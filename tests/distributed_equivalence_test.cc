@@ -1,0 +1,150 @@
+// With 1, 2 and 3 expert workers (processes on loopback) the generated ids
+// equal the single-process run, on ckpt_A and on a synthetic k3-tiny model:
+//  * default (per-assignment outputs): logits bitwise identical;
+//  * row-sums mode: ids identical, logits within 1e-6;
+// also with replicas, through the `flotilla-coordinator generate --workers`
+// CLI, and from per-worker folders written by `flotilla-tool pack --workers`.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/distributed_test_util.h"
+
+namespace flotilla::dtest {
+namespace {
+
+constexpr int kTokens = 8;
+
+class EquivalenceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    synth_ = dir_->path() + "/synth";
+    ASSERT_TRUE(Synth(synth_, 7).ok());
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  // Runs `model` on n workers with r replicas and compares with `want`.
+  void ExpectSameAsLocal(const std::string& model, const Generation& want, int n,
+                         int r, bool row_sums) {
+    SCOPED_TRACE(absl::StrCat(model, " N=", n, " R=", r,
+                              row_sums ? " row sums" : " outputs"));
+    auto fleet = StartFleet(model, n, r, dir_->path());
+    ASSERT_TRUE(fleet.ok()) << fleet.status();
+    coordinator::RemoteExpertsOptions options;
+    options.workers = Addresses(*fleet);
+    options.row_sums = row_sums;
+    auto remote = OpenRemoteModel(model, options);
+    ASSERT_TRUE(remote.ok()) << remote.status();
+    auto got = GenerateWith(**remote, kPrompt, kTokens);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->ids, want.ids);
+    if (row_sums) {
+      EXPECT_LE(MaxAbsDiff(got->logits, want.logits), 1e-6);
+    } else {
+      ASSERT_EQ(got->logits.size(), want.logits.size());
+      EXPECT_TRUE(got->logits == want.logits) << "logits not bitwise equal, "
+                                              << "max diff "
+                                              << MaxAbsDiff(got->logits,
+                                                            want.logits);
+    }
+    auto* experts =
+        dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts());
+    ASSERT_NE(experts, nullptr);
+    const coordinator::RemoteStats& s = experts->remote_stats();
+    // One call per worker holding a routed expert, per MoE layer per step:
+    // never more calls than workers x layers.
+    EXPECT_GT(s.layers, 0u);
+    EXPECT_LE(s.calls, s.layers * static_cast<uint64_t>(n));
+    EXPECT_EQ(s.failed_calls, 0u);
+    EXPECT_GT((*remote)->experts()->backend_stats().bytes_read, 0u);
+  }
+
+  static TempDir* dir_;
+  static std::string synth_;
+};
+
+TempDir* EquivalenceTest::dir_ = nullptr;
+std::string EquivalenceTest::synth_;
+
+TEST_F(EquivalenceTest, CkptAWithOneTwoThreeWorkers) {
+  auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int n : {1, 2, 3}) ExpectSameAsLocal(CkptA(), *want, n, 1, false);
+  ExpectSameAsLocal(CkptA(), *want, 3, 2, false);
+  for (int n : {2, 3}) ExpectSameAsLocal(CkptA(), *want, n, 1, true);
+}
+
+TEST_F(EquivalenceTest, SyntheticModelWithOneTwoThreeWorkers) {
+  auto want = GenerateLocal(synth_, kPrompt, kTokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int n : {1, 2, 3}) ExpectSameAsLocal(synth_, *want, n, 1, false);
+  ExpectSameAsLocal(synth_, *want, 3, 3, false);
+  ExpectSameAsLocal(synth_, *want, 3, 1, true);
+}
+
+// The command line a user runs: same JSON ids with and without --workers.
+TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
+  const std::string base =
+      absl::StrCat(BinPath("flotilla-coordinator"), " generate --model ",
+                   CkptA(), " --ids 3,7,11,5,9 --max-tokens 6 --json");
+  std::string local_out, remote_out;
+  ASSERT_EQ(RunCommand(base, &local_out), 0) << local_out;
+  auto fleet = StartFleet(CkptA(), 2, 1, dir_->path());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  ASSERT_EQ(RunCommand(absl::StrCat(base, " --workers ",
+                                    absl::StrJoin(Addresses(*fleet), ","),
+                                    " --rpc-deadline-ms 5000"),
+                       &remote_out),
+            0)
+      << remote_out;
+  const auto a = nlohmann::json::parse(local_out, nullptr, false);
+  const auto b = nlohmann::json::parse(remote_out, nullptr, false);
+  ASSERT_FALSE(a.is_discarded()) << local_out;
+  ASSERT_FALSE(b.is_discarded()) << remote_out;
+  EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
+  EXPECT_GT(b["generated_ids"].size(), 0u);
+}
+
+// `flotilla-tool pack --workers 3 --replicas 2`: each worker serves only its
+// own folder (which holds only its share), with the source's fingerprint.
+TEST_F(EquivalenceTest, WorkersServePackWorkersFolders) {
+  auto want = GenerateLocal(synth_, kPrompt, kTokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const std::string pack = dir_->path() + "/pack";
+  std::string out;
+  ASSERT_EQ(RunCommand(absl::StrCat(BinPath("flotilla-tool"), " pack --model ",
+                                    synth_, " --out ", pack,
+                                    " --workers 3 --replicas 2"),
+                       &out),
+            0)
+      << out;
+  Fleet fleet;
+  for (int k = 0; k < 3; ++k) {
+    const std::string folder = absl::StrCat(pack, "/workers/worker-", k);
+    auto w = WorkerProcess::Start(
+        {"--model=" + folder, "--placement=" + folder + "/placement.json",
+         "--threads=1", "--mem=256M", "--fetch-slots=4"},
+        absl::StrCat(dir_->path(), "/packworker", k, ".log"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    fleet.push_back(std::move(*w));
+  }
+  coordinator::RemoteExpertsOptions options;
+  options.workers = Addresses(fleet);
+  auto remote = OpenRemoteModel(synth_, options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto got = GenerateWith(**remote, kPrompt, kTokens);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->ids, want->ids);
+  EXPECT_TRUE(got->logits == want->logits);
+}
+
+}  // namespace
+}  // namespace flotilla::dtest

@@ -1,0 +1,152 @@
+// Hostile or malformed Compute calls against a real worker: each gets
+// INVALID_ARGUMENT naming the problem, and the worker stays healthy (health
+// SERVING, a well-formed call still answered) after every one of them.
+#include <grpcpp/generic/generic_stub.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shared/transport/transport.h"
+#include "tests/distributed_test_util.h"
+
+namespace flotilla::dtest {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<grpc::ClientContext> Context() {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  return c;
+}
+
+// grpc.health.v1.Health/Check("") over the generic stub (no health.proto
+// compiled here: notes/deps.md trap 6). SERVING is the bytes 08 01.
+bool Serving(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub generic(channel);
+  grpc::Slice empty_slice("");
+  grpc::ByteBuffer request(&empty_slice, 1), response;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  auto context = Context();
+  generic.UnaryCall(context.get(), "/grpc.health.v1.Health/Check",
+                    grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      status = std::move(s);
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  std::vector<grpc::Slice> slices;
+  if (!status.ok() || !response.Dump(&slices).ok()) return false;
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return bytes == std::string("\x08\x01", 2);
+}
+
+// A well-formed call for worker 0 of 2 on ckpt_A: layer 2 expert 0 is owned
+// ((0 + 2) mod 2 == 0).
+v1::ComputeRequest GoodRequest() {
+  v1::ComputeRequest q;
+  q.set_layer(2);
+  q.set_row_width(64);
+  q.set_num_rows(2);
+  q.set_output(v1::OUTPUT_KIND_EXPERT_OUTPUTS);
+  q.mutable_activations()->Resize(128, 0.25f);
+  for (auto [row, expert] : {std::pair{0, 0}, std::pair{1, 2}}) {
+    v1::Assignment* a = q.add_assignments();
+    a->set_row(row);
+    a->set_expert(expert);
+    a->set_weight(0.5f);
+  }
+  return q;
+}
+
+TEST(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
+  TempDir dir;
+  auto worker = WorkerProcess::Start(
+      {"--model=" + CkptA(), "--shard=0/2", "--threads=1", "--mem=256M"},
+      dir.path() + "/worker.log");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  auto channel = grpc::CreateChannel((*worker)->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::ExpertService::NewStub(channel);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+
+  struct Case {
+    const char* name;
+    const char* says;
+    std::function<void(v1::ComputeRequest*)> edit;
+  };
+  const std::vector<Case> cases = {
+      {"dense layer", "dense layer", [](auto* q) { q->set_layer(0); }},
+      {"unknown layer", "does not exist", [](auto* q) { q->set_layer(13); }},
+      {"huge layer", "does not exist",
+       [](auto* q) { q->set_layer(4000000000u); }},
+      {"expert not owned", "not owned",
+       [](auto* q) { q->mutable_assignments(0)->set_expert(1); }},
+      {"expert out of range", "does not exist",
+       [](auto* q) { q->mutable_assignments(0)->set_expert(8); }},
+      {"huge expert", "out of range",
+       [](auto* q) { q->mutable_assignments(0)->set_expert(4000000000u); }},
+      {"wrong row width", "latent width", [](auto* q) { q->set_row_width(63); }},
+      {"too few activations", "activations hold",
+       [](auto* q) { q->mutable_activations()->RemoveLast(); }},
+      {"rows disagree", "activations hold", [](auto* q) { q->set_num_rows(3); }},
+      {"no rows", "num_rows", [](auto* q) { q->set_num_rows(0); }},
+      {"huge row count", "num_rows",
+       [](auto* q) { q->set_num_rows(4000000000u); }},
+      {"row out of range", "not below num_rows",
+       [](auto* q) { q->mutable_assignments(1)->set_row(2); }},
+      {"no assignments", "assignments",
+       [](auto* q) { q->clear_assignments(); }},
+      {"duplicate pair", "more than once",
+       [](auto* q) { *q->add_assignments() = q->assignments(0); }},
+      {"nan weight", "not finite",
+       [nan](auto* q) { q->mutable_assignments(0)->set_weight(nan); }},
+      {"huge assignment count", "assignments",
+       [](auto* q) {
+         for (int i = 0; i < 300000; ++i) *q->add_assignments() = q->assignments(0);
+       }},
+      {"unknown output kind", "output kind",
+       [](auto* q) { q->set_output(static_cast<v1::OutputKind>(7)); }},
+  };
+  for (const Case& c : cases) {
+    v1::ComputeRequest request = GoodRequest();
+    c.edit(&request);
+    v1::ComputeResponse response;
+    auto context = Context();
+    const grpc::Status s = stub->Compute(context.get(), request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
+    EXPECT_THAT(s.error_message(), HasSubstr(c.says)) << c.name;
+    ASSERT_TRUE(Serving(channel)) << "unhealthy after: " << c.name;
+  }
+
+  // Still computing: the good call gets one output row per assignment.
+  v1::ComputeResponse response;
+  auto context = Context();
+  const grpc::Status s = stub->Compute(context.get(), GoodRequest(), &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.expert_outputs_size(), 2 * 64);
+  EXPECT_EQ(response.layer(), 2u);
+  EXPECT_GT(response.stats().bytes_read(), 0u);
+  EXPECT_GT(response.stats().wall_seconds(), 0.0);
+  EXPECT_TRUE((*worker)->running());
+}
+
+}  // namespace
+}  // namespace flotilla::dtest
