@@ -157,6 +157,42 @@ TEST_P(StreamingTest, FlippedTrunkByteIsCaughtNamingLayerFileOffset) {
   }
 }
 
+// Experts are served in place from the model's shards; a damaged byte in any
+// expert of layer 1 is caught before it is used.
+TEST_P(StreamingTest, FlippedExpertByteIsCaughtNamingLayerExpertFileOffset) {
+  const nlohmann::json m =
+      testutil::LoadJson(model_ + "/flotilla-pack/manifest.json");
+  ASSERT_TRUE(m["experts_in_model_dir"].get<bool>());
+  int flipped = 0;
+  {
+    std::fstream f(model_ + "/model.safetensors",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    for (const auto& e : m["experts"]) {
+      if (e["layer"] != 1) continue;
+      const uint64_t offset =
+          e["offset"].get<uint64_t>() + e["length"].get<uint64_t>() / 2;
+      f.seekg(offset);
+      char c = 0;
+      f.get(c);
+      f.seekp(offset);
+      f.put(static_cast<char>(c ^ 0x01));
+      ++flipped;
+    }
+  }
+  ASSERT_GT(flipped, 0);
+  CommandResult r;
+  const nlohmann::json out =
+      Generate("--max-pinned-layers -1", (tmp_ / "x.f32").string(), &r);
+  EXPECT_TRUE(out.is_null());
+  EXPECT_TRUE(r.exited);
+  EXPECT_NE(r.code, 0);
+  for (const char* needle : {"layer 1", "expert", "model.safetensors",
+                             "offset"}) {
+    EXPECT_NE(r.err.find(needle), std::string::npos)
+        << "stderr lacks '" << needle << "': " << r.err;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Checkpoints, StreamingTest,
                          ::testing::Values("ckpt_A", "ckpt_C"));
 
