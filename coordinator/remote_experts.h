@@ -88,6 +88,8 @@ struct RemoteStats {
   // Per layer, the slowest call's worker-side wall time (receive to send),
   // summed: the part of layer_seconds spent in workers.
   double worker_seconds = 0;
+  // Per layer, the slowest call from send to its callback, summed.
+  double rpc_seconds = 0;
   // layer_seconds - worker_seconds: building requests, (de)serialization,
   // transport, scheduling and the combine.
   double overhead_seconds() const { return layer_seconds - worker_seconds; }

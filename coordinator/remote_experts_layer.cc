@@ -27,6 +27,7 @@ struct Call {
   grpc::ClientContext context;
   grpc::Status status;
   bool ok = false;  // succeeded and passed CheckResponse
+  RemoteClock::time_point sent, answered;
 };
 
 // Waits for a batch of async calls.
@@ -160,7 +161,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
     if (needed[e]) need.push_back(e);
   }
   std::vector<bool> failed(num_workers, false);  // in this layer
-  double slowest_worker = 0;
+  double slowest_worker = 0, slowest_rpc = 0;
 
   for (int round = 0; !need.empty(); ++round) {
     // Deal the experts over their live holders, as evenly as possible.
@@ -276,9 +277,11 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       if (round > 0) ++stats.retried_calls;
       c.context.set_deadline(std::chrono::system_clock::now() +
                              std::chrono::milliseconds(options.rpc_deadline_ms));
+      c.sent = RemoteClock::now();
       workers[c.worker].stub->async()->Compute(
           &c.context, &c.request, &c.response,
           [&pending, &c](grpc::Status status) {
+            c.answered = RemoteClock::now();
             std::lock_guard<std::mutex> lock(pending.mu);
             c.status = std::move(status);
             if (--pending.left == 0) pending.cv.notify_one();
@@ -315,6 +318,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       const v1::ComputeStats& st = c.response.stats();
       stats.response_bytes += c.response.ByteSizeLong();
       slowest_worker = std::max(slowest_worker, st.wall_seconds());
+      slowest_rpc = std::max(slowest_rpc, Seconds(c.answered - c.sent));
       backend.bytes_read += st.bytes_read();
       backend.experts_used += st.experts_computed();
       backend.cache_hits += st.cache_hits();
@@ -356,6 +360,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
   ++stats.layers;
   stats.layer_seconds += wall;
   stats.worker_seconds += std::min(wall, slowest_worker);
+  stats.rpc_seconds += std::min(wall, slowest_rpc);
   backend.io_wait_seconds += wall;
   return absl::OkStatus();
 }

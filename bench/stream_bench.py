@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""End-to-end streaming benchmark on the k3-bench synthetic checkpoint.
+
+For memory budgets of about 1, 2 and 4 GB and a fully resident run it
+prints s/token (median over decode tokens after warm-up), the read rate, the
+disk's ceiling measured in the same session (O_DIRECT random reads of the
+same sizes: expert runs at queue depth 32, trunk regions as 64 MiB reads),
+and wall / max(I/O time, compute time), where I/O time is the bytes a token
+reads at the measured ceiling and compute time is the resident run's s/token.
+Writes bench/results/stream_bench.csv and a PNG plot (gnuplot).
+
+usage: bench/stream_bench.py [--model DIR] [--pack DIR] [--tokens N]
+Needs root for dropping the page cache between runs (skipped otherwise).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "build", "bin")
+
+
+def run(cmd, **kw):
+    print("+ " + " ".join(cmd), file=sys.stderr)
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def drop_caches():
+    if os.geteuid() == 0:
+        subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"])
+
+
+def disk_ceiling(size, qd, files, seconds):
+    out = run([os.path.join(BIN, "flotilla-bench-disk"), "--size", str(size),
+               "--qd", str(qd), "--seconds", str(seconds)] + files).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="/work/synth-bench")
+    ap.add_argument("--pack", default="")
+    ap.add_argument("--tokens", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    args = ap.parse_args()
+    pack = args.pack or os.path.join(args.model, "flotilla-pack")
+    if not os.path.exists(os.path.join(args.model, "config.json")):
+        run([os.path.join(BIN, "flotilla-tool"), "synth", "--preset",
+             "k3-bench", "--out", args.model])
+    if not os.path.exists(os.path.join(pack, "manifest.json")):
+        run([os.path.join(BIN, "flotilla-tool"), "pack", "--model",
+             args.model, "--out", pack])
+    manifest = json.load(open(os.path.join(pack, "manifest.json")))
+    run_bytes = max(e["length"] for e in manifest["experts"])
+    shards = sorted({os.path.join(args.model, manifest["expert_files"][e["file"]])
+                     for e in manifest["experts"]})
+
+    # The disk's ceilings, in this session.
+    # Probing a few large files for seconds each (rather than every shard
+    # for a fraction of a second) keeps the queue full for the whole probe.
+    drop_caches()
+    probe_files = [os.path.join(pack, "trunk.bin")] + shards[:: max(1, len(shards) // 3)]
+    expert_ceil = disk_ceiling(run_bytes, 32, probe_files, 8)
+    trunk_ceil = disk_ceiling(64 << 20, 4,
+                              [os.path.join(pack, "trunk.bin")], 4)
+    qd1 = disk_ceiling(run_bytes, 1, probe_files, 4)
+    print(f"disk: expert-sized ({run_bytes} B) random reads QD32 "
+          f"{expert_ceil['gb_per_s']:.2f} GB/s, QD1 {qd1['gb_per_s']:.2f} "
+          f"GB/s; 64 MiB reads QD4 {trunk_ceil['gb_per_s']:.2f} GB/s")
+
+    prompt = ",".join(str(i) for i in range(100, 132))
+    configs = [
+        ("1G", ["--mem", "1G"]),
+        ("2G", ["--mem", "2G"]),
+        ("4G", ["--mem", "4G", "--expert-cache", "1800M"]),
+        ("resident", ["--mem", "16G", "--expert-cache", "8G"]),
+    ]
+    rows = []
+    for name, flags in configs:
+        drop_caches()
+        cmd = [os.path.join(BIN, "flotilla-coordinator"), "generate",
+               "--model", args.model, "--pack", pack, "--ids", prompt,
+               "--max-tokens", str(args.tokens + 1), "--threads",
+               str(args.threads), "--json"] + flags
+        out = json.loads(run(cmd).stdout)
+        s = out["stats"]
+        steps = s["step_seconds"][args.warmup:]
+        median = statistics.median(steps)
+        trunk_b = s["trunk_bytes_per_token"]
+        expert_b = s["expert_bytes_per_token"]
+        # Bytes/token read at the measured ceilings: the I/O-bound floor.
+        io_s = (trunk_b / (trunk_ceil["gb_per_s"] * 1e9) +
+                expert_b / (expert_ceil["gb_per_s"] * 1e9))
+        rows.append(dict(config=name, budget=s["budget_bytes"],
+                         pinned=s["pinned_layers"], s_per_token=median,
+                         trunk_mb=trunk_b / 1e6, expert_mb=expert_b / 1e6,
+                         cache_hits=s["expert_cache_hits_per_token"],
+                         read_gbps=(trunk_b + expert_b) / median / 1e9,
+                         io_floor_s=io_s,
+                         # Time not spent blocked on reads.
+                         compute_s=max(0.0, median - s["trunk_wait_s_per_token"]
+                                       - s["expert_io_wait_s_per_token"]),
+                         peak_rss_gb=s["peak_rss_bytes"] / 1e9,
+                         tokens=len(steps)))
+    print(f"\n{'config':>9} {'pinned':>6} {'s/token':>8} {'trunk MB':>9} "
+          f"{'expert MB':>9} {'hits':>5} {'GB/s':>6} {'of ceil':>7} "
+          f"{'compute s':>9} {'wall/max(io,cpu)':>16} {'peak RSS GB':>11}")
+    for r in rows:
+        of_ceil = r["io_floor_s"] / r["s_per_token"] if r["io_floor_s"] else 0
+        r["of_ceiling"] = of_ceil
+        r["wall_over_bound"] = r["s_per_token"] / max(r["io_floor_s"],
+                                                      r["compute_s"])
+        print(f"{r['config']:>9} {r['pinned']:>6} {r['s_per_token']:8.3f} "
+              f"{r['trunk_mb']:9.1f} {r['expert_mb']:9.1f} "
+              f"{r['cache_hits']:5.1f} {r['read_gbps']:6.2f} "
+              f"{of_ceil:7.0%} {r['compute_s']:9.3f} {r['wall_over_bound']:16.2f} "
+              f"{r['peak_rss_gb']:11.2f}")
+    print(f"(median over {rows[0]['tokens']} decode tokens after "
+          f"{args.warmup} warm-up; I/O time = bytes/token at the measured "
+          f"ceilings; compute time = s/token minus time blocked on reads)")
+    os.makedirs(args.out, exist_ok=True)
+    csv = os.path.join(args.out, "stream_bench.csv")
+    with open(csv, "w") as f:
+        keys = list(rows[0].keys())
+        f.write(",".join(keys) + "\n")
+        for r in rows:
+            f.write(",".join(str(r[k]) for k in keys) + "\n")
+    png = os.path.join(args.out, "stream_bench.png")
+    data = "\n".join(f"{i} {r['s_per_token']} \"{r['config']}\""
+                     for i, r in enumerate(rows))
+    script = f"""set terminal pngcairo size 800,480
+set output '{png}'
+set title 'k3-bench: s/token against memory budget'
+set ylabel 's/token (median)'
+set xlabel 'memory budget'
+set style fill solid 0.6
+set boxwidth 0.6
+set yrange [0:*]
+plot '-' using 1:2:xtic(3) with boxes notitle, '' using 1:2:(sprintf('%.3f',$2)) with labels offset 0,1 notitle
+{data}
+e
+{data}
+e
+"""
+    try:
+        subprocess.run(["gnuplot"], input=script, text=True, check=True)
+        print(f"plot: {png}")
+    except (FileNotFoundError, subprocess.CalledProcessError) as e:
+        print(f"no plot ({e}); apt-get install gnuplot-nox", file=sys.stderr)
+    print(f"csv: {csv}")
+
+
+if __name__ == "__main__":
+    main()
