@@ -190,7 +190,9 @@ int RunGenerate() {
   eo.worker_tls.ca = absl::GetFlag(FLAGS_tls_ca);
   eo.worker_tls.cert = absl::GetFlag(FLAGS_tls_cert);
   eo.worker_tls.key = absl::GetFlag(FLAGS_tls_key);
-  if (eo.rpc_deadline_ms < 1) return Fail(kExitUsage, "--rpc-deadline-ms must be >= 1");
+  if (eo.rpc_deadline_ms < 1) {
+    return Fail(kExitUsage, "--rpc-deadline-ms must be >= 1");
+  }
   if (eo.worker_tls.cert.empty() != eo.worker_tls.key.empty()) {
     return Fail(kExitUsage, "--tls-cert and --tls-key go together");
   }

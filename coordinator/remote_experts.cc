@@ -54,22 +54,21 @@ absl::Status RemoteExperts::Impl::CheckInfo(
     return absl::FailedPreconditionError(absl::StrCat(
         "expert ", worker.Name(), " serves a model of ", info.num_layers(),
         " layers, ", info.num_experts(), " experts, latent width ",
-        info.row_width(), "; this coordinator's has ",
-        config.num_hidden_layers, ", ", config.num_experts, ", ",
-        config.routed_expert_hidden_size));
+        info.row_width(), "; this coordinator's has ", config.num_hidden_layers,
+        ", ", config.num_experts, ", ", config.routed_expert_hidden_size));
   }
   for (const auto& [layer, list] : info.owned_experts()) {
     if (layer >= info.num_layers() ||
         config.IsDenseLayer(static_cast<int>(layer))) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "expert ", worker.Name(), " claims experts of layer ", layer,
-          ", which has no routed experts"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("expert ", worker.Name(), " claims experts of layer ",
+                       layer, ", which has no routed experts"));
     }
     for (uint32_t e : list.experts()) {
       if (e >= info.num_experts()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "expert ", worker.Name(), " claims layer ", layer, " expert ", e,
-            " of ", info.num_experts()));
+        return absl::FailedPreconditionError(
+            absl::StrCat("expert ", worker.Name(), " claims layer ", layer,
+                         " expert ", e, " of ", info.num_experts()));
       }
     }
   }
@@ -111,11 +110,11 @@ bool RemoteExperts::Impl::Usable(int w) {
     MarkDown(w, std::string(ok.message()));
     return false;
   }
-  std::fprintf(stderr, "flotilla-coordinator: expert %s is back after %.1f s\n",
-               worker.Name().c_str(),
-               std::chrono::duration<double>(RemoteClock::now() -
-                                             worker.down_since)
-                   .count());
+  std::fprintf(
+      stderr, "flotilla-coordinator: expert %s is back after %.1f s\n",
+      worker.Name().c_str(),
+      std::chrono::duration<double>(RemoteClock::now() - worker.down_since)
+          .count());
   worker.down = false;
   worker.last_error.clear();
   return true;
@@ -170,13 +169,13 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
     contexts[i].set_deadline(DeadlineIn(options.connect_timeout_ms));
     contexts[i].set_wait_for_ready(true);
     static const v1::InfoRequest kRequest;
-    impl->workers[i].stub->async()->Info(
-        &contexts[i], &kRequest, &impl->workers[i].info,
-        [&, i](grpc::Status status) {
-          std::lock_guard<std::mutex> lock(mu);
-          statuses[i] = std::move(status);
-          if (--pending == 0) cv.notify_one();
-        });
+    impl->workers[i].stub->async()->Info(&contexts[i], &kRequest,
+                                         &impl->workers[i].info,
+                                         [&, i](grpc::Status status) {
+                                           std::lock_guard<std::mutex> lock(mu);
+                                           statuses[i] = std::move(status);
+                                           if (--pending == 0) cv.notify_one();
+                                         });
   }
   {
     std::unique_lock<std::mutex> lock(mu);
@@ -204,9 +203,9 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
     }
     FLOTILLA_RETURN_IF_ERROR(impl->CheckInfo(w, w.info));
     impl->max_message_bytes = std::min<uint64_t>(
-        impl->max_message_bytes,
-        w.info.max_request_bytes() > 0 ? w.info.max_request_bytes()
-                                       : uint64_t{4} << 20);
+        impl->max_message_bytes, w.info.max_request_bytes() > 0
+                                     ? w.info.max_request_bytes()
+                                     : uint64_t{4} << 20);
   }
 
   impl->holders.assign(config.num_hidden_layers, {});
@@ -237,9 +236,9 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
   }
   if (missing_pairs > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the expert workers together do not hold every expert: ",
-        missing_pairs, " (layer, expert) pairs have no worker (",
-        absl::StrJoin(missing, "; "), missing.size() < 4 ? "" : "; ...",
+        "the expert workers together do not hold every expert: ", missing_pairs,
+        " (layer, expert) pairs have no worker (", absl::StrJoin(missing, "; "),
+        missing.size() < 4 ? "" : "; ...",
         "); start the missing shards or fix --workers"));
   }
   return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
@@ -259,9 +258,7 @@ ExpertBackendStats RemoteExperts::backend_stats() const {
   return impl_->backend;
 }
 
-const RemoteStats& RemoteExperts::remote_stats() const {
-  return impl_->stats;
-}
+const RemoteStats& RemoteExperts::remote_stats() const { return impl_->stats; }
 
 std::string RemoteExperts::Describe() const {
   std::string out;

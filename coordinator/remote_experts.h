@@ -74,6 +74,9 @@ struct RemoteExpertsOptions {
   // or a pack manifest's source_fingerprint). Required.
   std::string expected_fingerprint;
   bool row_sums = false;  // see the header comment
+  // Largest message of one call, in bytes; 0: the workers' own limit
+  // (InfoResponse.max_request_bytes). Calls are split by rows above it.
+  uint64_t max_call_bytes = 0;
 };
 
 // Counters since Connect (for --stats and the benchmarks).

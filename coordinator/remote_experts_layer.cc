@@ -45,7 +45,8 @@ double Seconds(RemoteClock::duration d) {
 absl::Status CheckResponse(const Call& c, size_t width, bool row_sums) {
   const v1::ComputeResponse& r = c.response;
   if (!row_sums) {
-    if (static_cast<size_t>(r.expert_outputs_size()) != c.tasks.size() * width) {
+    if (static_cast<size_t>(r.expert_outputs_size()) !=
+        c.tasks.size() * width) {
       return absl::DataLossError(absl::StrCat(
           "returned ", r.expert_outputs_size(), " output floats for ",
           c.tasks.size(), " tasks of width ", width));
@@ -54,9 +55,9 @@ absl::Status CheckResponse(const Call& c, size_t width, bool row_sums) {
   }
   if (static_cast<size_t>(r.rows_size()) != c.rows.size() ||
       static_cast<size_t>(r.row_sums_size()) != c.rows.size() * width) {
-    return absl::DataLossError(absl::StrCat(
-        "returned ", r.rows_size(), " rows / ", r.row_sums_size(),
-        " sums for ", c.rows.size(), " rows of width ", width));
+    return absl::DataLossError(
+        absl::StrCat("returned ", r.rows_size(), " rows / ", r.row_sums_size(),
+                     " sums for ", c.rows.size(), " rows of width ", width));
   }
   for (int k = 0; k < r.rows_size(); ++k) {
     if (r.rows(k) != static_cast<uint32_t>(k)) {
@@ -83,7 +84,8 @@ class Dealer {
     for (const auto& c : candidates_) {
       for (int w : c) any[w] = true;
     }
-    const size_t live = std::max<size_t>(1, std::count(any.begin(), any.end(), true));
+    const size_t live =
+        std::max<size_t>(1, std::count(any.begin(), any.end(), true));
     for (cap_ = (n + live - 1) / live;; ++cap_) {
       assign_.assign(n, -1);
       for (auto& m : members_) m.clear();
@@ -187,22 +189,20 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
     }
     if (!unserved.empty()) {
       std::set<int> down;
-      for (int e : unserved) down.insert(holders[layer][e].begin(),
-                                         holders[layer][e].end());
+      for (int e : unserved)
+        down.insert(holders[layer][e].begin(), holders[layer][e].end());
       std::vector<std::string> why;
       for (int w : down) {
-        why.push_back(absl::StrCat(workers[w].Name(), ": ",
-                                   workers[w].last_error.empty()
-                                       ? "failed"
-                                       : workers[w].last_error));
+        why.push_back(absl::StrCat(
+            workers[w].Name(), ": ",
+            workers[w].last_error.empty() ? "failed" : workers[w].last_error));
       }
       return absl::UnavailableError(absl::StrCat(
           "layer ", layer, ": no live expert worker holds expert",
           unserved.size() > 1 ? "s " : " ", absl::StrJoin(unserved, ","),
           " (missing: ", absl::StrJoin(why, "; "), ")"));
     }
-    const std::vector<int> dealt_to =
-        Dealer(candidates, num_workers).Deal();
+    const std::vector<int> dealt_to = Dealer(candidates, num_workers).Deal();
     for (size_t i = 0; i < dealt.size(); ++i) {
       chosen[dealt[i]] = dealt_to[i];
       ++load[dealt_to[i]];
@@ -211,7 +211,11 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
     // Build calls: per worker, its tasks in task order; split by rows when
     // a message would pass the limit.
     const size_t first_call = calls.size();
-    const uint64_t budget = max_message_bytes - kMessageSlackBytes;
+    const uint64_t limit =
+        options.max_call_bytes > 0
+            ? std::min(options.max_call_bytes, max_message_bytes)
+            : max_message_bytes;
+    const uint64_t budget = limit - std::min(kMessageSlackBytes, limit / 2);
     for (int w = 0; w < num_workers; ++w) {
       if (load[w] == 0) continue;
       std::vector<int> row_tasks(rows, 0);
@@ -224,8 +228,8 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       for (int r = 0; r < rows; ++r) {
         if (row_tasks[r] == 0) continue;
         const uint64_t t = chunk_tasks + row_tasks[r], n = chunk_rows + 1;
-        const uint64_t bytes = std::max(n * width * (row_sums ? 8 : 4),
-                                        t * width * 4);
+        const uint64_t bytes =
+            std::max(n * width * (row_sums ? 8 : 4), t * width * 4);
         if (chunk < 0 || bytes > budget) {
           calls.push_back(std::make_unique<Call>());
           calls.back()->worker = w;
@@ -275,8 +279,9 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       stats.request_bytes += q.ByteSizeLong();
       ++stats.calls;
       if (round > 0) ++stats.retried_calls;
-      c.context.set_deadline(std::chrono::system_clock::now() +
-                             std::chrono::milliseconds(options.rpc_deadline_ms));
+      c.context.set_deadline(
+          std::chrono::system_clock::now() +
+          std::chrono::milliseconds(options.rpc_deadline_ms));
       c.sent = RemoteClock::now();
       workers[c.worker].stub->async()->Compute(
           &c.context, &c.request, &c.response,
@@ -301,9 +306,9 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       if (s.code() == absl::StatusCode::kInvalidArgument) {
         // Not a dead worker but a disagreement about the request: a bug or
         // a mismatched fleet. Retrying elsewhere would hide it.
-        return absl::InternalError(absl::StrCat(
-            "layer ", layer, ": expert ", worker.Name(),
-            " rejected the call: ", s.message()));
+        return absl::InternalError(
+            absl::StrCat("layer ", layer, ": expert ", worker.Name(),
+                         " rejected the call: ", s.message()));
       }
       if (s.ok()) s = CheckResponse(c, width, row_sums);
       if (!s.ok()) {
@@ -336,9 +341,8 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
   if (!row_sums) {
     for (size_t i = 0; i < tasks.size(); ++i) {
       double* a = acc.data() + static_cast<size_t>(tasks[i].row) * width;
-      const float* v =
-          calls[task_call[i]]->response.expert_outputs().data() +
-          static_cast<size_t>(task_pos[i]) * width;
+      const float* v = calls[task_call[i]]->response.expert_outputs().data() +
+                       static_cast<size_t>(task_pos[i]) * width;
       const double w = tasks[i].weight;
       for (size_t j = 0; j < width; ++j) a[j] += w * v[j];
     }

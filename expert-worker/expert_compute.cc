@@ -14,11 +14,10 @@ using experts::ExpertKey;
 
 absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
     const ShardPlan& plan, const ComputeOptions& options) {
-  auto self =
-      std::unique_ptr<ExpertCompute>(new ExpertCompute(plan, options));
+  auto self = std::unique_ptr<ExpertCompute>(new ExpertCompute(plan, options));
   const model::K3Config& c = plan.config;
-  FLOTILLA_ASSIGN_OR_RETURN(auto ckpt,
-                            model::SafetensorsCheckpoint::OpenDir(plan.model_dir));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      auto ckpt, model::SafetensorsCheckpoint::OpenDir(plan.model_dir));
   // No config: a `pack --workers` folder holds only this worker's share, so
   // the index must not demand every expert. Shapes and coverage of what we
   // serve are checked below instead.
@@ -35,8 +34,8 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         plan.model_dir, ": routed experts have w1 [", index.shape(0).rows, ",",
         index.shape(0).cols, "], w2 [", index.shape(1).rows, ",",
-        index.shape(1).cols, "] but config.json wants w1/w3 [", inter, ",",
-        lat, "] and w2 [", lat, ",", inter, "]"));
+        index.shape(1).cols, "] but config.json wants w1/w3 [", inter, ",", lat,
+        "] and w2 [", lat, ",", inter, "]"));
   }
   self->owned_.assign(plan.num_layers, {});
   for (const auto& [layer, experts] : plan.owned_experts) {
@@ -69,8 +68,7 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
 
 bool ExpertCompute::Owns(int64_t layer, int64_t expert) const {
   return layer >= 0 && layer < static_cast<int64_t>(owned_.size()) &&
-         expert >= 0 &&
-         expert < static_cast<int64_t>(owned_[layer].size()) &&
+         expert >= 0 && expert < static_cast<int64_t>(owned_[layer].size()) &&
          owned_[layer][expert];
 }
 
@@ -91,8 +89,8 @@ absl::StatusOr<ComputeShape> ExpertCompute::Validate(
                    : " has no experts on this worker");
   }
   if (call.row_width != plan_.row_width) {
-    return bad("row_width ", call.row_width, " but the model's latent width is ",
-               plan_.row_width);
+    return bad("row_width ", call.row_width,
+               " but the model's latent width is ", plan_.row_width);
   }
   if (call.num_rows <= 0 || call.num_rows > kMaxRowsPerCall) {
     return bad("num_rows ", call.num_rows, " is outside [1, ", kMaxRowsPerCall,
@@ -106,7 +104,8 @@ absl::StatusOr<ComputeShape> ExpertCompute::Validate(
   }
   const size_t n = call.assignments.size();
   if (n == 0 || n > kMaxAssignmentsPerCall) {
-    return bad(n, " assignments (must be in [1, ", kMaxAssignmentsPerCall, "])");
+    return bad(n, " assignments (must be in [1, ", kMaxAssignmentsPerCall,
+               "])");
   }
   std::vector<uint64_t> pairs(n);
   for (size_t i = 0; i < n; ++i) {
@@ -171,8 +170,8 @@ absl::Status ExpertCompute::Run(const ComputeCall& call,
     std::memcpy(z_.data() + i * width,
                 call.activations + static_cast<size_t>(a.row) * width,
                 width * sizeof(float));
-    unit_[i] = experts::ExpertAssignment{static_cast<int32_t>(i), a.expert,
-                                         1.0f};
+    unit_[i] =
+        experts::ExpertAssignment{static_cast<int32_t>(i), a.expert, 1.0f};
   }
   float* out = expert_outputs;
   if (!call.expert_outputs) {
@@ -180,17 +179,17 @@ absl::Status ExpertCompute::Run(const ComputeCall& call,
     out = outputs_.data();
   }
   const experts::FetchStats before = engine_->stats();
-  FLOTILLA_RETURN_IF_ERROR(engine_->ComputeLayer(
-      static_cast<int>(call.layer), z_.data(), static_cast<int>(n),
-      unit_.data(), n, out));
+  FLOTILLA_RETURN_IF_ERROR(engine_->ComputeLayer(static_cast<int>(call.layer),
+                                                 z_.data(), static_cast<int>(n),
+                                                 unit_.data(), n, out));
   const experts::FetchStats& after = engine_->stats();
   stats->bytes_read = after.bytes_read - before.bytes_read;
   stats->read_seconds = after.fetch_seconds - before.fetch_seconds;
   stats->compute_seconds = after.compute_seconds - before.compute_seconds;
   stats->cache_hits =
       static_cast<uint32_t>(after.cache_hits - before.cache_hits);
-  stats->experts_computed = static_cast<uint32_t>(after.experts_requested -
-                                                  before.experts_requested);
+  stats->experts_computed =
+      static_cast<uint32_t>(after.experts_requested - before.experts_requested);
   if (call.expert_outputs) return absl::OkStatus();
 
   row_slot_.assign(static_cast<size_t>(call.num_rows), -1);
@@ -218,8 +217,8 @@ absl::StatusOr<uint32_t> ExpertCompute::Prefetch(
   std::vector<ExpertKey> keys;
   for (uint32_t e : wanted) {
     if (Owns(layer, e)) {
-      keys.push_back(ExpertKey{static_cast<int32_t>(layer),
-                               static_cast<int32_t>(e)});
+      keys.push_back(
+          ExpertKey{static_cast<int32_t>(layer), static_cast<int32_t>(e)});
     }
   }
   if (keys.empty()) return 0u;

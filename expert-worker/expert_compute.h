@@ -50,8 +50,8 @@ struct ComputeCall {
 
 // Output sizes a valid call needs (known after Validate).
 struct ComputeShape {
-  std::vector<uint32_t> rows;  // row-sums mode: distinct rows, ascending
-  uint64_t output_floats = 0;  // expert outputs: assignments * row_width
+  std::vector<uint32_t> rows;   // row-sums mode: distinct rows, ascending
+  uint64_t output_floats = 0;   // expert outputs: assignments * row_width
   uint64_t output_doubles = 0;  // row sums: rows.size() * row_width
   uint64_t response_bytes = 0;  // payload of the response, approximately
 };
@@ -117,10 +117,10 @@ class ExpertCompute {
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<experts::ExpertEngine> engine_;
   // Scratch reused across calls (the compute thread only).
-  std::vector<float> z_;                            // [n][L] one row per task
-  std::vector<experts::ExpertAssignment> unit_;     // (i, expert, 1.0)
-  std::vector<float> outputs_;                      // [n][L] row-sums mode
-  std::vector<int32_t> row_slot_;                   // row -> index in rows
+  std::vector<float> z_;                         // [n][L] one row per task
+  std::vector<experts::ExpertAssignment> unit_;  // (i, expert, 1.0)
+  std::vector<float> outputs_;                   // [n][L] row-sums mode
+  std::vector<int32_t> row_slot_;                // row -> index in rows
 };
 
 }  // namespace flotilla::expert_worker

@@ -85,8 +85,9 @@ std::vector<float> Local(const Step& s, int layer) {
   std::vector<coordinator::ExpertTask> tasks;
   for (const auto& t : s.tasks) tasks.push_back({t.row, t.expert, t.weight});
   std::vector<float> out(s.z.size());
-  EXPECT_TRUE((*local)->ComputeLayer(layer, s.z.data(), s.rows, tasks,
-                                     out.data()).ok());
+  EXPECT_TRUE((*local)
+                  ->ComputeLayer(layer, s.z.data(), s.rows, tasks, out.data())
+                  .ok());
   return out;
 }
 
@@ -102,7 +103,8 @@ TEST(ExpertComputeTest, OutputsCombineBitwiseToLocalExperts) {
     ASSERT_TRUE(shape.ok()) << shape.status();
     std::vector<float> outputs(shape->output_floats);
     ComputeCallStats stats;
-    ASSERT_TRUE(compute->Run(call, *shape, outputs.data(), nullptr, &stats).ok());
+    ASSERT_TRUE(
+        compute->Run(call, *shape, outputs.data(), nullptr, &stats).ok());
     EXPECT_GT(stats.bytes_read, 0u);
     EXPECT_GT(stats.experts_computed, 0u);
     // The coordinator's combine: task order, double, rounded once.
@@ -150,17 +152,29 @@ TEST(ExpertComputeTest, MalformedCallsAreInvalidArgument) {
       {"activations hold", [](ComputeCall* c) { c->num_rows = 3; }},
       {"assignments", [](ComputeCall* c) { c->assignments.clear(); }},
       {"not owned",
-       [](ComputeCall* c) { c->assignments = {{0, 1, 1.f}}; }},  // (1+2)%2=1
+       [](ComputeCall* c) {
+         c->assignments = {{0, 1, 1.f}};
+       }},  // (1+2)%2=1
       {"does not exist",
-       [](ComputeCall* c) { c->assignments = {{0, 8, 1.f}}; }},
+       [](ComputeCall* c) {
+         c->assignments = {{0, 8, 1.f}};
+       }},
       {"does not exist",
-       [](ComputeCall* c) { c->assignments = {{0, -3, 1.f}}; }},
+       [](ComputeCall* c) {
+         c->assignments = {{0, -3, 1.f}};
+       }},
       {"not below num_rows",
-       [](ComputeCall* c) { c->assignments = {{2, 0, 1.f}}; }},
+       [](ComputeCall* c) {
+         c->assignments = {{2, 0, 1.f}};
+       }},
       {"not finite",
-       [inf](ComputeCall* c) { c->assignments = {{0, 0, inf}}; }},
+       [inf](ComputeCall* c) {
+         c->assignments = {{0, 0, inf}};
+       }},
       {"more than once",
-       [](ComputeCall* c) { c->assignments = {{0, 0, 1.f}, {0, 0, 1.f}}; }},
+       [](ComputeCall* c) {
+         c->assignments = {{0, 0, 1.f}, {0, 0, 1.f}};
+       }},
       {"assignments",
        [](ComputeCall* c) {
          c->assignments.assign(kMaxAssignmentsPerCall + 1, {0, 0, 1.f});

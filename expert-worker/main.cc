@@ -69,7 +69,8 @@ void PrintUsage() {
       "Serves worker K of N's share of a checkpoint's routed experts over\n"
       "gRPC (flotilla.v1.ExpertService, grpc.health.v1, server reflection),\n"
       "reading them with O_DIRECT from the HF shards in place or from a\n"
-      "`flotilla-tool pack --workers` folder. Stops cleanly on SIGINT/SIGTERM.\n"
+      "`flotilla-tool pack --workers` folder. Stops cleanly on "
+      "SIGINT/SIGTERM.\n"
       "Flag names take dashes or underscores.\n\nflags:\n",
       kProgram);
   std::vector<const absl::CommandLineFlag*> flags;
@@ -175,7 +176,8 @@ int main(int argc, char** argv) {
   serve.tls.cert = absl::GetFlag(FLAGS_tls_cert);
   serve.tls.key = absl::GetFlag(FLAGS_tls_key);
   serve.tls.ca = absl::GetFlag(FLAGS_tls_ca);
-  if (serve.tls.enabled() && (serve.tls.cert.empty() || serve.tls.key.empty())) {
+  if (serve.tls.enabled() &&
+      (serve.tls.cert.empty() || serve.tls.key.empty())) {
     return UsageError(serve.tls.cert.empty() ? "tls-cert" : "tls-key",
                       "TLS needs both --tls-cert and --tls-key");
   }

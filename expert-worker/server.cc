@@ -112,8 +112,7 @@ bool ToCall(const v1::ComputeRequest& request, ComputeCall* call,
   call->num_rows = request.num_rows();
   call->activations = request.activations().data();
   call->activations_size = static_cast<uint64_t>(request.activations_size());
-  call->expert_outputs =
-      request.output() == v1::OUTPUT_KIND_EXPERT_OUTPUTS;
+  call->expert_outputs = request.output() == v1::OUTPUT_KIND_EXPERT_OUTPUTS;
   if (request.output() != v1::OUTPUT_KIND_EXPERT_OUTPUTS &&
       request.output() != v1::OUTPUT_KIND_ROW_SUMS) {
     *error = absl::StrCat("unknown output kind ", request.output());
@@ -134,9 +133,9 @@ bool ToCall(const v1::ComputeRequest& request, ComputeCall* call,
                             a.expert(), " out of range");
       return false;
     }
-    call->assignments[i] = experts::ExpertAssignment{
-        static_cast<int32_t>(a.row()), static_cast<int32_t>(a.expert()),
-        a.weight()};
+    call->assignments[i] =
+        experts::ExpertAssignment{static_cast<int32_t>(a.row()),
+                                  static_cast<int32_t>(a.expert()), a.weight()};
   }
   return true;
 }
@@ -167,8 +166,8 @@ class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
       return reactor;
     }
     auto shared_shape = std::make_shared<ComputeShape>(std::move(*shape));
-    const bool queued = queue_.Push([this, context, request, response,
-                                     reactor, call, shared_shape, received] {
+    const bool queued = queue_.Push([this, context, request, response, reactor,
+                                     call, shared_shape, received] {
       RunCompute(context, *request, response, reactor, *call, *shared_shape,
                  received);
     });
@@ -194,12 +193,12 @@ class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
                                   request->experts().end());
     const int64_t layer = request->layer();
     // Advisory: a hint that cannot be queued is answered "0 scheduled".
-    const bool queued = queue_.Push([this, reactor, response, layer,
-                                     experts = std::move(experts)] {
-      absl::StatusOr<uint32_t> n = compute_->Prefetch(layer, experts);
-      response->set_experts_scheduled(n.ok() ? *n : 0);
-      reactor->Finish(grpc::Status::OK);
-    });
+    const bool queued = queue_.Push(
+        [this, reactor, response, layer, experts = std::move(experts)] {
+          absl::StatusOr<uint32_t> n = compute_->Prefetch(layer, experts);
+          response->set_experts_scheduled(n.ok() ? *n : 0);
+          reactor->Finish(grpc::Status::OK);
+        });
     if (!queued) {
       response->set_experts_scheduled(0);
       reactor->Finish(grpc::Status::OK);
@@ -227,8 +226,8 @@ class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
     if (context->IsCancelled()) {
       // The client gave up (deadline, retry on a replica): do not spend the
       // disk on an answer nobody reads.
-      reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                                   "cancelled before it ran"));
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::CANCELLED, "cancelled before it ran"));
       return;
     }
     response->set_layer(request.layer());

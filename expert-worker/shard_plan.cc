@@ -105,9 +105,9 @@ absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
   if (!o.placement_file.empty()) {
     FLOTILLA_ASSIGN_OR_RETURN(p, placement::Placement::Load(o.placement_file));
     if (p.num_experts() != c.num_experts) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          o.placement_file, " places ", p.num_experts(),
-          " experts per layer but the model has ", c.num_experts));
+      return absl::InvalidArgumentError(
+          absl::StrCat(o.placement_file, " places ", p.num_experts(),
+                       " experts per layer but the model has ", c.num_experts));
     }
     for (int layer : moe_layers) {
       if (p.Holders(layer, 0) == nullptr) {
@@ -197,12 +197,12 @@ std::string DescribeShardPlan(const ShardPlan& plan) {
   }
   return absl::StrCat(
       "shard ", plan.shard.index, "/", plan.shard.count, ", replicas ",
-      plan.replicas, ", placement ", plan.placement, "\n",       //
-      "model ", plan.model_dir, "\n",                            //
-      "model fingerprint ", plan.model_fingerprint, "\n",        //
+      plan.replicas, ", placement ", plan.placement, "\n",  //
+      "model ", plan.model_dir, "\n",                       //
+      "model fingerprint ", plan.model_fingerprint, "\n",   //
       "layers ", plan.num_layers, " (", plan.owned_experts.size(),
       " with owned experts), experts per layer ", plan.num_experts,
-      ", row width ", plan.row_width, "\n",  //
+      ", row width ", plan.row_width, "\n",         //
       "owned (layer, expert) pairs ", owned, "\n",  //
       "memory budget ", plan.memory_budget_bytes, " bytes, compute threads ",
       plan.compute_threads, "\n");

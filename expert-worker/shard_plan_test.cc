@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -117,7 +117,8 @@ TEST(BuildShardPlanTest, FingerprintIsTheSharedOne) {
   ASSERT_TRUE(c.ok()) << c.status();
   auto ckpt = model::SafetensorsCheckpoint::OpenDir(kCkptA);
   ASSERT_TRUE(ckpt.ok());
-  EXPECT_EQ(a->model_fingerprint, *model::FingerprintCheckpoint(kCkptA, **ckpt));
+  EXPECT_EQ(a->model_fingerprint,
+            *model::FingerprintCheckpoint(kCkptA, **ckpt));
   EXPECT_NE(a->model_fingerprint, c->model_fingerprint);
 }
 

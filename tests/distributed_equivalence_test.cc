@@ -32,8 +32,8 @@ class EquivalenceTest : public ::testing::Test {
   }
 
   // Runs `model` on n workers with r replicas and compares with `want`.
-  void ExpectSameAsLocal(const std::string& model, const Generation& want, int n,
-                         int r, bool row_sums) {
+  void ExpectSameAsLocal(const std::string& model, const Generation& want,
+                         int n, int r, bool row_sums) {
     SCOPED_TRACE(absl::StrCat(model, " N=", n, " R=", r,
                               row_sums ? " row sums" : " outputs"));
     auto fleet = StartFleet(model, n, r, dir_->path());
@@ -50,10 +50,9 @@ class EquivalenceTest : public ::testing::Test {
       EXPECT_LE(MaxAbsDiff(got->logits, want.logits), 1e-6);
     } else {
       ASSERT_EQ(got->logits.size(), want.logits.size());
-      EXPECT_TRUE(got->logits == want.logits) << "logits not bitwise equal, "
-                                              << "max diff "
-                                              << MaxAbsDiff(got->logits,
-                                                            want.logits);
+      EXPECT_TRUE(got->logits == want.logits)
+          << "logits not bitwise equal, "
+          << "max diff " << MaxAbsDiff(got->logits, want.logits);
     }
     auto* experts =
         dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts());
@@ -90,6 +89,29 @@ TEST_F(EquivalenceTest, SyntheticModelWithOneTwoThreeWorkers) {
   ExpectSameAsLocal(synth_, *want, 3, 1, true);
 }
 
+// A long prefill whose calls are split by rows (tiny message limit): each
+// expert's rows then arrive in several calls, and the logits still match.
+TEST_F(EquivalenceTest, SplitCallsStillMatch) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 24; ++i) prompt.push_back((i * 37 + 11) % 256);
+  auto want = GenerateLocal(CkptA(), prompt, 4);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto fleet = StartFleet(CkptA(), 2, 1, dir_->path());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  coordinator::RemoteExpertsOptions options;
+  options.workers = Addresses(*fleet);
+  options.max_call_bytes = 8192;  // about 16 tasks of width 64 per call
+  auto remote = OpenRemoteModel(CkptA(), options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto got = GenerateWith(**remote, prompt, 4);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->ids, want->ids);
+  EXPECT_TRUE(got->logits == want->logits);
+  const auto& s = dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
+                      ->remote_stats();
+  EXPECT_GT(s.calls, 2 * s.layers);  // the prefill was split
+}
+
 // The command line a user runs: same JSON ids with and without --workers.
 TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
   const std::string base =
@@ -120,10 +142,10 @@ TEST_F(EquivalenceTest, WorkersServePackWorkersFolders) {
   ASSERT_TRUE(want.ok()) << want.status();
   const std::string pack = dir_->path() + "/pack";
   std::string out;
-  ASSERT_EQ(RunCommand(absl::StrCat(BinPath("flotilla-tool"), " pack --model ",
-                                    synth_, " --out ", pack,
-                                    " --workers 3 --replicas 2"),
-                       &out),
+  ASSERT_EQ(RunCommand(
+                absl::StrCat(BinPath("flotilla-tool"), " pack --model ", synth_,
+                             " --out ", pack, " --workers 3 --replicas 2"),
+                &out),
             0)
       << out;
   Fleet fleet;

@@ -52,8 +52,7 @@ TEST(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->ids, want->ids);
   EXPECT_TRUE(got->logits == want->logits);
-  auto* remote =
-      dynamic_cast<coordinator::RemoteExperts*>((*model)->experts());
+  auto* remote = dynamic_cast<coordinator::RemoteExperts*>((*model)->experts());
   EXPECT_GE(remote->remote_stats().failed_calls, 1u);
   EXPECT_GE(remote->remote_stats().retried_calls, 1u);
   EXPECT_THAT(remote->Describe(), HasSubstr("down"));
@@ -116,7 +115,8 @@ TEST(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   EXPECT_LT(SecondsSince(killed), 2.0 + 1.0) << "not within the deadline";
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
   const std::string message(failed.status().message());
-  std::printf("request after kill -9 -> %s\n", failed.status().ToString().c_str());
+  std::printf("request after kill -9 -> %s\n",
+              failed.status().ToString().c_str());
   EXPECT_THAT(message, HasSubstr(victim));
   EXPECT_THAT(message, HasSubstr("expert"));
   EXPECT_THAT(message, HasSubstr("layer "));
@@ -129,10 +129,10 @@ TEST(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   EXPECT_LT(SecondsSince(start), 2.0 + 1.0);
 
   // ...and serve again once the worker is back on its address.
-  auto back = WorkerProcess::Start(
-      {"--model=" + CkptA(), "--shard=1/2", "--threads=1", "--mem=256M",
-       "--fetch-slots=4"},
-      dir.path() + "/restarted.log", victim_port);
+  auto back =
+      WorkerProcess::Start({"--model=" + CkptA(), "--shard=1/2", "--threads=1",
+                            "--mem=256M", "--fetch-slots=4"},
+                           dir.path() + "/restarted.log", victim_port);
   ASSERT_TRUE(back.ok()) << back.status();
   absl::StatusOr<Generation> again = absl::UnavailableError("not tried");
   for (int attempt = 0; attempt < 50 && !again.ok(); ++attempt) {

@@ -103,10 +103,12 @@ TEST(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
        [](auto* q) { q->mutable_assignments(0)->set_expert(8); }},
       {"huge expert", "out of range",
        [](auto* q) { q->mutable_assignments(0)->set_expert(4000000000u); }},
-      {"wrong row width", "latent width", [](auto* q) { q->set_row_width(63); }},
+      {"wrong row width", "latent width",
+       [](auto* q) { q->set_row_width(63); }},
       {"too few activations", "activations hold",
        [](auto* q) { q->mutable_activations()->RemoveLast(); }},
-      {"rows disagree", "activations hold", [](auto* q) { q->set_num_rows(3); }},
+      {"rows disagree", "activations hold",
+       [](auto* q) { q->set_num_rows(3); }},
       {"no rows", "num_rows", [](auto* q) { q->set_num_rows(0); }},
       {"huge row count", "num_rows",
        [](auto* q) { q->set_num_rows(4000000000u); }},
@@ -120,7 +122,8 @@ TEST(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
        [nan](auto* q) { q->mutable_assignments(0)->set_weight(nan); }},
       {"huge assignment count", "assignments",
        [](auto* q) {
-         for (int i = 0; i < 300000; ++i) *q->add_assignments() = q->assignments(0);
+         for (int i = 0; i < 300000; ++i)
+           *q->add_assignments() = q->assignments(0);
        }},
       {"unknown output kind", "output kind",
        [](auto* q) { q->set_output(static_cast<v1::OutputKind>(7)); }},

@@ -75,16 +75,18 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     return absl::InternalError(absl::StrCat("cannot start ", bin));
   }
   const std::string marker = "listening on 127.0.0.1:";
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     const std::string log = w->Log();
     const size_t at = log.find(marker);
     if (at != std::string::npos) {
-      const size_t end = log.find_first_not_of("0123456789", at + marker.size());
+      const size_t end =
+          log.find_first_not_of("0123456789", at + marker.size());
       if (end != std::string::npos &&
-          absl::SimpleAtoi(log.substr(at + marker.size(),
-                                      end - at - marker.size()),
-                           &w->port_)) {
+          absl::SimpleAtoi(
+              log.substr(at + marker.size(), end - at - marker.size()),
+              &w->port_)) {
         return w;
       }
     }
@@ -131,14 +133,16 @@ absl::StatusOr<Fleet> StartFleet(const std::string& model, int n, int r,
                                  const std::vector<std::string>& extra) {
   Fleet fleet;
   for (int k = 0; k < n; ++k) {
-    std::vector<std::string> args = {
-        "--model=" + model, absl::StrCat("--shard=", k, "/", n),
-        absl::StrCat("--replicas=", r), "--threads=1", "--mem=256M",
-        "--fetch-slots=4"};
+    std::vector<std::string> args = {"--model=" + model,
+                                     absl::StrCat("--shard=", k, "/", n),
+                                     absl::StrCat("--replicas=", r),
+                                     "--threads=1",
+                                     "--mem=256M",
+                                     "--fetch-slots=4"};
     args.insert(args.end(), extra.begin(), extra.end());
     FLOTILLA_ASSIGN_OR_RETURN(
-        auto w, WorkerProcess::Start(
-                    args, absl::StrCat(log_dir, "/worker", k, "of", n, ".log")));
+        auto w, WorkerProcess::Start(args, absl::StrCat(log_dir, "/worker", k,
+                                                        "of", n, ".log")));
     fleet.push_back(std::move(w));
   }
   return fleet;
@@ -150,23 +154,23 @@ std::vector<std::string> Addresses(const Fleet& fleet) {
   return out;
 }
 
-absl::StatusOr<Generation> GenerateWith(coordinator::K3Model& model,
-                                 const std::vector<int32_t>& prompt,
-                                 int max_tokens,
-                                 const coordinator::TokenCallback& on_token) {
+absl::StatusOr<Generation> GenerateWith(
+    coordinator::K3Model& model, const std::vector<int32_t>& prompt,
+    int max_tokens, const coordinator::TokenCallback& on_token) {
   coordinator::GenerateOptions options;
   options.max_tokens = max_tokens;
   options.keep_logits = true;
   FLOTILLA_ASSIGN_OR_RETURN(
       coordinator::GenerateResult r,
-      coordinator::Generate(model, prompt, options,
-                            on_token ? on_token : [](int32_t) { return true; }));
+      coordinator::Generate(
+          model, prompt, options,
+          on_token ? on_token : [](int32_t) { return true; }));
   return Generation{r.generated_ids, r.logits};
 }
 
 absl::StatusOr<Generation> GenerateLocal(const std::string& model,
-                                  const std::vector<int32_t>& prompt,
-                                  int max_tokens) {
+                                         const std::vector<int32_t>& prompt,
+                                         int max_tokens) {
   coordinator::ModelOptions mo;
   mo.threads = 2;
   FLOTILLA_ASSIGN_OR_RETURN(auto m,
@@ -213,7 +217,8 @@ absl::Status Synth(const std::string& dir, uint64_t seed) {
                               " --seed ", seed),
                  &out);
   if (code != 0) {
-    return absl::InternalError(absl::StrCat("synth failed (", code, "): ", out));
+    return absl::InternalError(
+        absl::StrCat("synth failed (", code, "): ", out));
   }
   return absl::OkStatus();
 }

@@ -77,19 +77,17 @@ struct Generation {
 
 // The single-process run (LocalExperts, trunk in RAM).
 absl::StatusOr<Generation> GenerateLocal(const std::string& model,
-                                  const std::vector<int32_t>& prompt,
-                                  int max_tokens);
+                                         const std::vector<int32_t>& prompt,
+                                         int max_tokens);
 
 // A model with its trunk in RAM and RemoteExperts; fills
 // options.expected_fingerprint from the checkpoint when empty.
 absl::StatusOr<std::unique_ptr<coordinator::K3Model>> OpenRemoteModel(
     const std::string& model, coordinator::RemoteExpertsOptions options);
 
-absl::StatusOr<Generation> GenerateWith(coordinator::K3Model& model,
-                                 const std::vector<int32_t>& prompt,
-                                 int max_tokens,
-                                 const coordinator::TokenCallback& on_token =
-                                     nullptr);
+absl::StatusOr<Generation> GenerateWith(
+    coordinator::K3Model& model, const std::vector<int32_t>& prompt,
+    int max_tokens, const coordinator::TokenCallback& on_token = nullptr);
 
 // Runs a shell command; returns its exit code, output (stdout + stderr) in
 // `output`.

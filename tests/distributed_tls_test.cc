@@ -41,9 +41,8 @@ class TlsTest : public ::testing::Test {
         "leaf server ca; leaf client ca; leaf rogue-client rogue;"
         " leaf rogue-server rogue\n");
     std::string out;
-    ASSERT_EQ(RunCommand(absl::StrCat("sh -c '", EscapeQuotes(script), "'"),
-                         &out),
-              0)
+    ASSERT_EQ(
+        RunCommand(absl::StrCat("sh -c '", EscapeQuotes(script), "'"), &out), 0)
         << out;
   }
   static void TearDownTestSuite() {
@@ -70,9 +69,9 @@ class TlsTest : public ::testing::Test {
   static absl::StatusOr<std::unique_ptr<WorkerProcess>> StartTlsWorker(
       const std::string& cert, const std::string& shard) {
     return WorkerProcess::Start(
-        {"--model=" + CkptA(), "--shard=" + shard, "--threads=1",
-         "--mem=256M", "--tls-cert=" + F(cert + ".pem"),
-         "--tls-key=" + F(cert + ".key"), "--tls-ca=" + F("ca.pem")},
+        {"--model=" + CkptA(), "--shard=" + shard, "--threads=1", "--mem=256M",
+         "--tls-cert=" + F(cert + ".pem"), "--tls-key=" + F(cert + ".key"),
+         "--tls-ca=" + F("ca.pem")},
         F(cert + shard[0] + ".log"));
   }
 
@@ -129,9 +128,9 @@ TEST_F(TlsTest, ClientsWithoutAGoodClientCertificateAreRejected) {
     EXPECT_THAT(std::string(s.message()), HasSubstr(address)) << c.name;
   }
   // The worker is unharmed: a proper client still gets in.
-  EXPECT_TRUE(ConnectWith(address, {F("ca.pem"), F("client.pem"),
-                                    F("client.key")})
-                  .ok());
+  EXPECT_TRUE(
+      ConnectWith(address, {F("ca.pem"), F("client.pem"), F("client.key")})
+          .ok());
 }
 
 TEST_F(TlsTest, WorkerWithAForeignCertificateIsRejected) {

@@ -103,9 +103,8 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
                             model::LoadK3Config(config_path));
   FLOTILLA_ASSIGN_OR_RETURN(auto source,
                             model::SafetensorsCheckpoint::OpenDir(o.model_dir));
-  FLOTILLA_ASSIGN_OR_RETURN(
-      const std::string fingerprint,
-      model::FingerprintCheckpoint(o.model_dir, *source));
+  FLOTILLA_ASSIGN_OR_RETURN(const std::string fingerprint,
+                            model::FingerprintCheckpoint(o.model_dir, *source));
   if (o.workers < 1 || o.workers > config.num_experts) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers ", o.workers, " must be in [1, ",
@@ -157,7 +156,8 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
       return absl::PermissionDeniedError(
           absl::StrCat("cannot create ", folder, ": ", ec.message()));
     }
-    fs::remove(folder + "/" + kPlacementFile, ec);  // incomplete until rewritten
+    fs::remove(folder + "/" + kPlacementFile,
+               ec);  // incomplete until rewritten
 
     std::vector<model::TensorToWrite> out;
     std::mutex error_mu;
@@ -211,9 +211,9 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
                    folder.c_str());
     }
   }
-  result.seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   return result;
 }
 

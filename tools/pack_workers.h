@@ -28,11 +28,11 @@
 namespace flotilla::tools {
 
 struct PackWorkersOptions {
-  std::string model_dir;  // the HF checkpoint
-  std::string out_dir;    // receives worker-0 .. worker-(N-1)
-  int workers = 1;        // N >= 1, at most the experts per layer
-  int replicas = 1;       // 1 <= R <= N
-  int threads = 2;        // producer threads of the writer
+  std::string model_dir;    // the HF checkpoint
+  std::string out_dir;      // receives worker-0 .. worker-(N-1)
+  int workers = 1;          // N >= 1, at most the experts per layer
+  int replicas = 1;         // 1 <= R <= N
+  int threads = 2;          // producer threads of the writer
   FILE* progress = stderr;  // null: silent
 };
 

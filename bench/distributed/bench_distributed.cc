@@ -50,18 +50,20 @@ int main(int argc, char** argv) {
     } else if (const char* v = value("tokens")) {
       if (!absl::SimpleAtoi(v, &tokens)) return Fail("bad --tokens");
     } else if (const char* v = value("prompt-tokens")) {
-      if (!absl::SimpleAtoi(v, &prompt_tokens)) return Fail("bad --prompt-tokens");
+      if (!absl::SimpleAtoi(v, &prompt_tokens))
+        return Fail("bad --prompt-tokens");
     } else if (const char* v = value("threads")) {
       if (!absl::SimpleAtoi(v, &threads)) return Fail("bad --threads");
     } else if (arg == "--row-sums") {
       row_sums = true;
     } else {
-      return Fail("usage: --model=DIR --workers=H:P,... [--tokens=N] "
-                  "[--prompt-tokens=N] [--threads=N] [--row-sums]");
+      return Fail(
+          "usage: --model=DIR --workers=H:P,... [--tokens=N] "
+          "[--prompt-tokens=N] [--threads=N] [--row-sums]");
     }
   }
-  if (model_dir.empty() || workers.empty() || tokens < 2 ||
-      prompt_tokens < 1 || threads < 1) {
+  if (model_dir.empty() || workers.empty() || tokens < 2 || prompt_tokens < 1 ||
+      threads < 1) {
     return Fail("--model and --workers are required; --tokens >= 2");
   }
   auto config = flotilla::model::LoadK3Config(model_dir + "/config.json");

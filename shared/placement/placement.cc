@@ -41,8 +41,8 @@ absl::StatusOr<int> IntField(const json& j, const char* key,
   const auto it = j.find(key);
   if (it == j.end() || !it->is_number_integer() || it->get<int64_t>() < 0 ||
       it->get<int64_t>() > (int64_t{1} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": \"", key, "\" must be a non-negative integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": \"", key, "\" must be a non-negative integer"));
   }
   return static_cast<int>(it->get<int64_t>());
 }
@@ -81,15 +81,15 @@ absl::StatusOr<Placement> Placement::FromJson(absl::string_view text,
                                               absl::string_view source) {
   FLOTILLA_ASSIGN_OR_RETURN(json j, model::internal::ParseJson(text, source));
   if (!j.is_object() || j.value("format", "") != kFormat) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": not a placement file (expected \"format\": \"", kFormat,
-        "\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a placement file (expected \"format\": \"",
+                     kFormat, "\")"));
   }
   FLOTILLA_ASSIGN_OR_RETURN(const int version, IntField(j, "version", source));
   if (version != kVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": placement version ", version, " (this build reads ",
-        kVersion, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": placement version ", version,
+                     " (this build reads ", kVersion, ")"));
   }
   Placement p;
   FLOTILLA_ASSIGN_OR_RETURN(p.workers_, IntField(j, "workers", source));
@@ -105,9 +105,9 @@ absl::StatusOr<Placement> Placement::FromJson(absl::string_view text,
   if (j.contains("worker")) {
     FLOTILLA_ASSIGN_OR_RETURN(p.worker_, IntField(j, "worker", source));
     if (p.worker_ >= p.workers_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": \"worker\" ", p.worker_, " is not below \"workers\" ",
-          p.workers_));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": \"worker\" ", p.worker_,
+                       " is not below \"workers\" ", p.workers_));
     }
   }
   if (j.contains("source_fingerprint")) {
@@ -145,10 +145,12 @@ absl::StatusOr<Placement> Placement::FromJson(absl::string_view text,
       std::set<int64_t> seen;
       for (const json& w : list) {
         if (!w.is_number_integer() || w.get<int64_t>() < 0 ||
-            w.get<int64_t>() >= p.workers_ || !seen.insert(w.get<int64_t>()).second) {
+            w.get<int64_t>() >= p.workers_ ||
+            !seen.insert(w.get<int64_t>()).second) {
           return absl::InvalidArgumentError(absl::StrCat(
-              where, " expert ", e, ": holders must be distinct workers in [0, ",
-              p.workers_, "), got ", model::internal::DescribeJson(list)));
+              where, " expert ", e,
+              ": holders must be distinct workers in [0, ", p.workers_,
+              "), got ", model::internal::DescribeJson(list)));
         }
         h.push_back(static_cast<int32_t>(w.get<int64_t>()));
       }

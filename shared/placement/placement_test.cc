@@ -23,8 +23,8 @@ std::vector<int> Layers(int first, int last) {
 TEST(RotateTest, ReplicasAreDistinctAndEveryLayerUsesEveryWorker) {
   for (int workers = 1; workers <= 6; ++workers) {
     for (int replicas = 1; replicas <= workers; ++replicas) {
-      auto p = Placement::Rotate(Layers(1, 12), 8 * workers + 3, workers,
-                                 replicas);
+      auto p =
+          Placement::Rotate(Layers(1, 12), 8 * workers + 3, workers, replicas);
       ASSERT_TRUE(p.ok()) << p.status();
       for (int layer : p->layers()) {
         std::vector<int> per_worker(workers, 0);
@@ -123,8 +123,7 @@ TEST(JsonTest, BadFilesNameTheProblem) {
   for (const auto& c : cases) {
     auto p = Placement::FromJson(c.text, "placement.json");
     ASSERT_FALSE(p.ok()) << c.text;
-    EXPECT_THAT(std::string(p.status().message()), HasSubstr(c.says))
-        << c.text;
+    EXPECT_THAT(std::string(p.status().message()), HasSubstr(c.says)) << c.text;
   }
 }
 

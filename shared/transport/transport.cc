@@ -18,8 +18,7 @@ namespace {
 // PEM files are a few KB; anything far larger is the wrong file.
 constexpr std::streamsize kMaxPemBytes = 1 << 20;
 
-absl::StatusOr<std::string> ReadPem(const std::string& path,
-                                    const char* what) {
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::NotFoundError(
@@ -28,7 +27,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
   std::ostringstream buf;
   buf << in.rdbuf();
   std::string text = buf.str();
-  if (text.empty() || static_cast<std::streamsize>(text.size()) > kMaxPemBytes ||
+  if (text.empty() ||
+      static_cast<std::streamsize>(text.size()) > kMaxPemBytes ||
       text.find("-----BEGIN") == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("TLS ", what, " file ", path, " is not a PEM file"));
