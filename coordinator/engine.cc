@@ -186,6 +186,21 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
         "the pack in ", engine->pack_dir,
         " is incomplete; re-run flotilla-tool pack to finish it"));
   }
+  if (m.experts_in_model_dir) {
+    // Experts are served in place by absolute offset: refuse a pack made
+    // from another checkpoint than the one the model folder holds now.
+    FLOTILLA_ASSIGN_OR_RETURN(
+        auto source, model::SafetensorsCheckpoint::OpenDir(o.model_dir));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        const std::string fingerprint,
+        model::FingerprintCheckpoint(o.model_dir, *source));
+    if (fingerprint != m.source_fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the pack in ", engine->pack_dir, " was made from checkpoint ",
+          m.source_fingerprint, " but ", o.model_dir, " holds checkpoint ",
+          fingerprint, "; re-run flotilla-tool pack --model ", o.model_dir));
+    }
+  }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
   FLOTILLA_ASSIGN_OR_RETURN(PlanInputs in,
                             InputsFromManifest(m, c, o, budget));

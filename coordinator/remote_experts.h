@@ -93,6 +93,12 @@ struct RemoteStats {
   double worker_seconds = 0;
   // Per layer, the slowest call from send to its callback, summed.
   double rpc_seconds = 0;
+  // Expert bytes the workers read, and per layer the bytes of the worker
+  // that read the most, summed: their ratio is the speed-up over one disk
+  // that N disks of equal bandwidth give when reads dominate (how evenly
+  // the layers' reads were spread).
+  uint64_t worker_bytes_read = 0;
+  uint64_t busiest_worker_bytes = 0;
   // layer_seconds - worker_seconds: building requests, (de)serialization,
   // transport, scheduling and the combine.
   double overhead_seconds() const { return layer_seconds - worker_seconds; }

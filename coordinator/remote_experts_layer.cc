@@ -164,6 +164,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
   }
   std::vector<bool> failed(num_workers, false);  // in this layer
   double slowest_worker = 0, slowest_rpc = 0;
+  std::vector<uint64_t> worker_bytes(num_workers, 0);
 
   for (int round = 0; !need.empty(); ++round) {
     // Deal the experts over their live holders, as evenly as possible.
@@ -325,6 +326,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       slowest_worker = std::max(slowest_worker, st.wall_seconds());
       slowest_rpc = std::max(slowest_rpc, Seconds(c.answered - c.sent));
       backend.bytes_read += st.bytes_read();
+      worker_bytes[c.worker] += st.bytes_read();
       backend.experts_used += st.experts_computed();
       backend.cache_hits += st.cache_hits();
       backend.experts_read += st.experts_computed() - st.cache_hits();
@@ -365,6 +367,9 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
   stats.layer_seconds += wall;
   stats.worker_seconds += std::min(wall, slowest_worker);
   stats.rpc_seconds += std::min(wall, slowest_rpc);
+  for (uint64_t b : worker_bytes) stats.worker_bytes_read += b;
+  stats.busiest_worker_bytes +=
+      *std::max_element(worker_bytes.begin(), worker_bytes.end());
   backend.io_wait_seconds += wall;
   return absl::OkStatus();
 }

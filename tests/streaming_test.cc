@@ -193,6 +193,23 @@ TEST_P(StreamingTest, FlippedExpertByteIsCaughtNamingLayerExpertFileOffset) {
   }
 }
 
+// A pack is tied to the checkpoint it was made from.
+TEST_P(StreamingTest, PackOfAnotherCheckpointIsRefused) {
+  const std::string other = GetParam() == "ckpt_A" ? "ckpt_C" : "ckpt_A";
+  for (const char* f : {"config.json", "model.safetensors",
+                        "model.safetensors.index.json"}) {
+    fs::copy_file(DataPath("k3/" + other + "/" + f), fs::path(model_) / f,
+                  fs::copy_options::overwrite_existing);
+  }
+  const CommandResult r =
+      Run(BinPath("flotilla-coordinator") + " generate --model " + model_ +
+          " --ids 1,2 --max-tokens 1");
+  EXPECT_TRUE(r.exited);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("was made from checkpoint"), std::string::npos)
+      << r.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(Checkpoints, StreamingTest,
                          ::testing::Values("ckpt_A", "ckpt_C"));
 

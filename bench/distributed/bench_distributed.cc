@@ -9,6 +9,7 @@
 //   calls_per_layer          Compute RPCs per MoE layer
 //   expert_bytes_read_per_token, decode_s_per_token, ids
 // Used by bench/distributed/run.sh; see bench/distributed/README.md.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -137,6 +138,10 @@ int main(int argc, char** argv) {
        static_cast<double>(b.bytes_read - backend_at_decode.bytes_read) /
            steps},
       {"failed_calls", s.failed_calls},
+      {"even_disks_speedup",
+       static_cast<double>(s.worker_bytes_read - at_decode.worker_bytes_read) /
+           std::max<double>(1, s.busiest_worker_bytes -
+                                   at_decode.busiest_worker_bytes)},
       {"ids", result->generated_ids},
   };
   std::printf("%s\n", out.dump().c_str());
