@@ -10,7 +10,8 @@ reads at the measured ceiling and compute time is the resident run's s/token.
 Writes bench/results/stream_bench.csv and a PNG plot (gnuplot).
 
 usage: bench/stream_bench.py [--model DIR] [--pack DIR] [--tokens N]
-Needs root for dropping the page cache between runs (skipped otherwise).
+Needs root for dropping the page cache between runs (skipped otherwise),
+and fio (apt-get install fio) for the disk's ceiling.
 """
 import argparse
 import json
@@ -34,9 +35,16 @@ def drop_caches():
 
 
 def disk_ceiling(size, qd, files, seconds):
-    out = run([os.path.join(BIN, "flotilla-bench-disk"), "--size", str(size),
-               "--qd", str(qd), "--seconds", str(seconds)] + files).stdout
-    return json.loads(out)
+    """fio (Debian's): O_DIRECT io_uring random reads of `size` at `qd`
+    spread over `files`; the independent yardstick for the engine's reads."""
+    out = run(["fio", "--name=ceiling", "--filename=" + ":".join(files),
+               "--rw=randread", f"--bs={size}", "--direct=1",
+               "--ioengine=io_uring", f"--iodepth={qd}",
+               f"--runtime={seconds}", "--time_based",
+               "--output-format=json"]).stdout
+    job = json.loads(out)["jobs"][0]["read"]
+    return {"gb_per_s": job["bw_bytes"] / 1e9, "read_size": size,
+            "queue_depth": qd}
 
 
 def main():
@@ -56,19 +64,18 @@ def main():
         run([os.path.join(BIN, "flotilla-tool"), "pack", "--model",
              args.model, "--out", pack])
     manifest = json.load(open(os.path.join(pack, "manifest.json")))
-    run_bytes = max(e["length"] for e in manifest["experts"])
+    # fio's block size: the expert run, rounded up to 4 KiB as O_DIRECT reads
+    # it.
+    run_bytes = -(-max(e["length"] for e in manifest["experts"]) // 4096) * 4096
     shards = sorted({os.path.join(args.model, manifest["expert_files"][e["file"]])
                      for e in manifest["experts"]})
 
     # The disk's ceilings, in this session.
-    # Probing a few large files for seconds each (rather than every shard
-    # for a fraction of a second) keeps the queue full for the whole probe.
     drop_caches()
-    probe_files = [os.path.join(pack, "trunk.bin")] + shards[:: max(1, len(shards) // 3)]
-    expert_ceil = disk_ceiling(run_bytes, 32, probe_files, 8)
+    expert_ceil = disk_ceiling(run_bytes, 32, shards, 8)
     trunk_ceil = disk_ceiling(64 << 20, 4,
-                              [os.path.join(pack, "trunk.bin")], 4)
-    qd1 = disk_ceiling(run_bytes, 1, probe_files, 4)
+                              [os.path.join(pack, "trunk.bin")], 6)
+    qd1 = disk_ceiling(run_bytes, 1, shards, 4)
     print(f"disk: expert-sized ({run_bytes} B) random reads QD32 "
           f"{expert_ceil['gb_per_s']:.2f} GB/s, QD1 {qd1['gb_per_s']:.2f} "
           f"GB/s; 64 MiB reads QD4 {trunk_ceil['gb_per_s']:.2f} GB/s")
@@ -77,6 +84,7 @@ def main():
     configs = [
         ("1G", ["--mem", "1G"]),
         ("2G", ["--mem", "2G"]),
+        ("2G+prefetch", ["--mem", "2G", "--expert-prefetch"]),
         ("4G", ["--mem", "4G", "--expert-cache", "1800M"]),
         ("resident", ["--mem", "16G", "--expert-cache", "8G"]),
     ]
@@ -100,6 +108,7 @@ def main():
                          pinned=s["pinned_layers"], s_per_token=median,
                          trunk_mb=trunk_b / 1e6, expert_mb=expert_b / 1e6,
                          cache_hits=s["expert_cache_hits_per_token"],
+                         prefetch_hits=s["expert_prefetch_hits_per_token"],
                          read_gbps=(trunk_b + expert_b) / median / 1e9,
                          io_floor_s=io_s,
                          # Time not spent blocked on reads.
@@ -108,7 +117,7 @@ def main():
                          peak_rss_gb=s["peak_rss_bytes"] / 1e9,
                          tokens=len(steps)))
     print(f"\n{'config':>9} {'pinned':>6} {'s/token':>8} {'trunk MB':>9} "
-          f"{'expert MB':>9} {'hits':>5} {'GB/s':>6} {'of ceil':>7} "
+          f"{'expert MB':>9} {'hits':>5} {'pf hits':>7} {'GB/s':>6} {'of ceil':>7} "
           f"{'compute s':>9} {'wall/max(io,cpu)':>16} {'peak RSS GB':>11}")
     for r in rows:
         of_ceil = r["io_floor_s"] / r["s_per_token"] if r["io_floor_s"] else 0
@@ -117,7 +126,7 @@ def main():
                                                       r["compute_s"])
         print(f"{r['config']:>9} {r['pinned']:>6} {r['s_per_token']:8.3f} "
               f"{r['trunk_mb']:9.1f} {r['expert_mb']:9.1f} "
-              f"{r['cache_hits']:5.1f} {r['read_gbps']:6.2f} "
+              f"{r['cache_hits']:5.1f} {r['prefetch_hits']:7.1f} {r['read_gbps']:6.2f} "
               f"{of_ceil:7.0%} {r['compute_s']:9.3f} {r['wall_over_bound']:16.2f} "
               f"{r['peak_rss_gb']:11.2f}")
     print(f"(median over {rows[0]['tokens']} decode tokens after "
@@ -133,7 +142,7 @@ def main():
     png = os.path.join(args.out, "stream_bench.png")
     data = "\n".join(f"{i} {r['s_per_token']} \"{r['config']}\""
                      for i, r in enumerate(rows))
-    script = f"""set terminal pngcairo size 800,480
+    script = f"""set terminal pngcairo size 900,480
 set output '{png}'
 set title 'k3-bench: s/token against memory budget'
 set ylabel 's/token (median)'

@@ -132,6 +132,8 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
   if (options.rpc_deadline_ms < 1 || options.connect_timeout_ms < 1) {
     return absl::InvalidArgumentError("deadlines must be >= 1 ms");
   }
+  // Every layer allocates and frees call buffers; reuse them (transport.h).
+  transport::KeepFreedMessageMemory();
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->options = options;

@@ -99,6 +99,9 @@ struct RemoteStats {
   // the layers' reads were spread).
   uint64_t worker_bytes_read = 0;
   uint64_t busiest_worker_bytes = 0;
+  // Each layer's overhead (wall - slowest worker), in order, for
+  // percentiles; the first 1M layers.
+  std::vector<float> layer_overhead_seconds;
   // layer_seconds - worker_seconds: building requests, (de)serialization,
   // transport, scheduling and the combine.
   double overhead_seconds() const { return layer_seconds - worker_seconds; }

@@ -44,6 +44,17 @@ struct RemoteExperts::Impl {
   uint64_t step = 0;  // ComputeRequest.step_id of the next layer call
   RemoteStats stats;
   ExpertBackendStats backend;
+  // Compute calls of the layer in progress complete here; polled by the
+  // forward-pass thread (empty between layers).
+  grpc::CompletionQueue cq;
+
+  ~Impl() {
+    cq.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
 
   // Checks a worker's Info against the coordinator's model: fingerprint
   // (naming both), shape, and that owned experts are real MoE pairs.

@@ -2,9 +2,7 @@
 // call per worker (all at once), retry failed workers' experts on replicas,
 // and combine the results in a fixed order (see remote_experts.h).
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -28,13 +26,7 @@ struct Call {
   grpc::Status status;
   bool ok = false;  // succeeded and passed CheckResponse
   RemoteClock::time_point sent, answered;
-};
-
-// Waits for a batch of async calls.
-struct Pending {
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t left = 0;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ComputeResponse>> reader;
 };
 
 double Seconds(RemoteClock::duration d) {
@@ -250,8 +242,6 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
         c.tasks.push_back(static_cast<int>(i));
       }
     }
-    Pending pending;
-    pending.left = calls.size() - first_call;
     for (size_t ci = first_call; ci < calls.size(); ++ci) {
       Call& c = *calls[ci];
       v1::ComputeRequest& q = c.request;
@@ -284,18 +274,20 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           std::chrono::system_clock::now() +
           std::chrono::milliseconds(options.rpc_deadline_ms));
       c.sent = RemoteClock::now();
-      workers[c.worker].stub->async()->Compute(
-          &c.context, &c.request, &c.response,
-          [&pending, &c](grpc::Status status) {
-            c.answered = RemoteClock::now();
-            std::lock_guard<std::mutex> lock(pending.mu);
-            c.status = std::move(status);
-            if (--pending.left == 0) pending.cv.notify_one();
-          });
+      c.reader =
+          workers[c.worker].stub->AsyncCompute(&c.context, c.request, &cq);
+      c.reader->Finish(&c.response, &c.status, &c);
     }
-    {
-      std::unique_lock<std::mutex> lock(pending.mu);
-      pending.cv.wait(lock, [&] { return pending.left == 0; });
+    // This thread polls for the answers itself (completion queue rather than
+    // callbacks): one thread wake-up less per layer, which measured ~0.1-0.3
+    // ms on these VMs. Every call completes (OK, error or deadline).
+    for (size_t left = calls.size() - first_call; left > 0; --left) {
+      void* tag = nullptr;
+      bool ok = false;
+      if (!cq.Next(&tag, &ok)) {
+        return absl::InternalError("completion queue shut down");
+      }
+      static_cast<Call*>(tag)->answered = RemoteClock::now();
     }
 
     // Collect; failed workers' experts go to the next round.
@@ -367,6 +359,10 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
   stats.layer_seconds += wall;
   stats.worker_seconds += std::min(wall, slowest_worker);
   stats.rpc_seconds += std::min(wall, slowest_rpc);
+  if (stats.layer_overhead_seconds.size() < (1u << 20)) {
+    stats.layer_overhead_seconds.push_back(
+        static_cast<float>(wall - std::min(wall, slowest_worker)));
+  }
   for (uint64_t b : worker_bytes) stats.worker_bytes_read += b;
   stats.busiest_worker_bytes +=
       *std::max_element(worker_bytes.begin(), worker_bytes.end());

@@ -292,6 +292,7 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
 
+  transport::KeepFreedMessageMemory();
   ExpertServiceImpl service(compute);
   transport::ServerOptions server_options;
   server_options.host = options.host;

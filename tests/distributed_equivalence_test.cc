@@ -107,8 +107,9 @@ TEST_F(EquivalenceTest, SplitCallsStillMatch) {
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->ids, want->ids);
   EXPECT_TRUE(got->logits == want->logits);
-  const auto& s = dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
-                      ->remote_stats();
+  const auto& s =
+      dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
+          ->remote_stats();
   EXPECT_GT(s.calls, 2 * s.layers);  // the prefill was split
 }
 

@@ -114,6 +114,16 @@ int main(int argc, char** argv) {
   const double layers = static_cast<double>(s.layers - at_decode.layers);
   const double expert_s = s.layer_seconds - at_decode.layer_seconds;
   const double worker_s = s.worker_seconds - at_decode.worker_seconds;
+  std::vector<float> overheads(s.layer_overhead_seconds.begin() +
+                                   at_decode.layer_overhead_seconds.size(),
+                               s.layer_overhead_seconds.end());
+  std::sort(overheads.begin(), overheads.end());
+  auto pct = [&](double p) {
+    return overheads.empty()
+               ? 0.0
+               : 1e3 *
+                     overheads[static_cast<size_t>(p * (overheads.size() - 1))];
+  };
   nlohmann::json out = {
       {"workers", ro.workers.size()},
       {"output", row_sums ? "row_sums" : "expert_outputs"},
@@ -123,6 +133,8 @@ int main(int argc, char** argv) {
       {"expert_s_per_token", expert_s / steps},
       {"worker_s_per_token", worker_s / steps},
       {"rpc_overhead_ms_per_layer", 1e3 * (expert_s - worker_s) / layers},
+      {"rpc_overhead_ms_p50", pct(0.5)},
+      {"rpc_overhead_ms_p90", pct(0.9)},
       {"rpc_ms_per_layer",
        1e3 * (s.rpc_seconds - at_decode.rpc_seconds) / layers},
       {"worker_ms_per_layer", 1e3 * worker_s / layers},
@@ -140,8 +152,8 @@ int main(int argc, char** argv) {
       {"failed_calls", s.failed_calls},
       {"even_disks_speedup",
        static_cast<double>(s.worker_bytes_read - at_decode.worker_bytes_read) /
-           std::max<double>(1, s.busiest_worker_bytes -
-                                   at_decode.busiest_worker_bytes)},
+           std::max<double>(
+               1, s.busiest_worker_bytes - at_decode.busiest_worker_bytes)},
       {"ids", result->generated_ids},
   };
   std::printf("%s\n", out.dump().c_str());

@@ -8,7 +8,8 @@
 # usage: bench/distributed/run.sh [MODEL_DIR] [BUILD_DIR]
 #   MODEL_DIR  default /work/synth-bench (flotilla-tool synth --preset k3-bench)
 #   env: BPS (per-worker read limit, bytes/s, default 209715200 = 200 MiB/s),
-#        TOKENS (generated tokens, default 8), CONFIGS (default
+#        TOKENS (generated tokens, default 8), PROMPT (prompt tokens,
+#        default 2), CONFIGS (default
 #        "1:1 2:1 4:1 2:2 4:2", N:R pairs), OUT (results dir)
 # Needs root (cgroups). Workers and cgroups are removed on exit.
 set -euo pipefail
@@ -17,6 +18,7 @@ MODEL=${1:-/work/synth-bench}
 BUILD=${2:-$(cd "$(dirname "$0")/../.." && pwd)/build}
 BPS=${BPS:-209715200}
 TOKENS=${TOKENS:-8}
+PROMPT=${PROMPT:-2}
 CONFIGS=${CONFIGS:-"1:1 2:1 4:1 2:2 4:2"}
 OUT=${OUT:-/tmp/flotilla-bench-distributed}
 WORKER=$BUILD/bin/flotilla-expert-worker
@@ -82,7 +84,7 @@ run() {
   local list
   list=$(IFS=,; echo "${addrs[*]}")
   "$DRIVER" --model="$MODEL" --workers="$list" --tokens="$TOKENS" \
-    --prompt-tokens=2 --threads=2 "$@"
+    --prompt-tokens="$PROMPT" --threads=2 "$@"
   kill_workers
 }
 

@@ -10,7 +10,7 @@ for r in rows:
         base = r["result"]["expert_s_per_token"]
 print(f"{'config':<34} {'expert s/tok':>12} {'speed-up':>9} {'target':>7} "
       f"{'rpc ms/layer':>12} {'calls/layer':>11} {'wire KB/tok':>11} "
-      f"{'read MB/tok':>11}")
+      f"{'read MB/tok':>11} {'even-disks':>10}")
 for r in rows:
     x = r["result"]
     n = x["workers"]
@@ -22,6 +22,7 @@ for r in rows:
           f"{x['rpc_overhead_ms_per_layer']:>12.3f} "
           f"{x['calls_per_layer']:>11.2f} "
           f"{x['wire_bytes_per_token'] / 1e3:>11.1f} "
-          f"{x['expert_bytes_read_per_token'] / 1e6:>11.1f}")
+          f"{x['expert_bytes_read_per_token'] / 1e6:>11.1f} "
+          f"{x.get('even_disks_speedup', 0):>9.2f}x")
 ids = {json.dumps(r["result"]["ids"]) for r in rows}
 print("generated ids identical across configs:", len(ids) == 1)

@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+#include <malloc.h>
 
 #include <fstream>
 #include <limits>
@@ -146,6 +147,13 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
                      " (address in use, bad host, or no permission)"));
   }
   return server;
+}
+
+void KeepFreedMessageMemory() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
 }
 
 std::string HostPort(const std::string& host, int port) {

@@ -79,6 +79,14 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
 // "host:port", with IPv6 literals bracketed.
 std::string HostPort(const std::string& host, int port);
 
+// Makes glibc keep freed message buffers for reuse instead of returning
+// them to the kernel (mmap threshold 32 MiB, trim threshold 256 MiB). Every
+// Compute call allocates and frees request, response and slice buffers of
+// 10-300 KB; on these VMs first touch of fresh pages costs ~5.6 us per 4 KiB
+// (notes/machine-perf.md), which measured ~1.5 ms per 229 KB response
+// (half the RPC time) until buffers were reused. Process-wide; idempotent.
+void KeepFreedMessageMemory();
+
 }  // namespace flotilla::transport
 
 #endif  // FLOTILLA_SHARED_TRANSPORT_TRANSPORT_H_
