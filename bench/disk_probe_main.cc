@@ -53,19 +53,23 @@ int main(int argc, char** argv) {
   double secs = 0;
   bool direct = true;
   for (const std::string& f : files) {
-    auto r = flotilla::io::ProbeRandomReads(f, size, qd,
-                                            seconds / files.size(), 0);
+    auto r =
+        flotilla::io::ProbeRandomReads(f, size, qd, seconds / files.size(), 0);
     if (!r.ok()) {
-      std::fprintf(stderr, "%s: %s\n", f.c_str(), r.status().ToString().c_str());
+      std::fprintf(stderr, "%s: %s\n", f.c_str(),
+                   r.status().ToString().c_str());
       return 1;
     }
     bytes += r->bytes;
     secs += r->seconds;
     direct = direct && r->direct;
   }
-  nlohmann::json j = {{"read_size", size},       {"queue_depth", qd},
-                      {"bytes", bytes},          {"seconds", secs},
-                      {"gb_per_s", bytes / secs / 1e9}, {"direct", direct}};
+  nlohmann::json j = {{"read_size", size},
+                      {"queue_depth", qd},
+                      {"bytes", bytes},
+                      {"seconds", secs},
+                      {"gb_per_s", bytes / secs / 1e9},
+                      {"direct", direct}};
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }

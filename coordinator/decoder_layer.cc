@@ -9,15 +9,14 @@
 namespace flotilla::coordinator {
 
 void AttnResAggregate(const std::vector<const float*>& sources,
-                      const float* fold, size_t width, float eps,
-                      float* out) {
+                      const float* fold, size_t width, float eps, float* out) {
   const size_t n = sources.size();
   std::vector<float> scores(n);
   for (size_t i = 0; i < n; ++i) {
     const double ss = kernels::DotF32(sources[i], sources[i], width);
     const double inv = 1.0 / std::sqrt(ss / static_cast<double>(width) + eps);
-    scores[i] = static_cast<float>(kernels::DotF32(fold, sources[i], width) *
-                                   inv);
+    scores[i] =
+        static_cast<float>(kernels::DotF32(fold, sources[i], width) * inv);
   }
   kernels::Softmax(scores.data(), n);
   for (size_t j = 0; j < width; ++j) {

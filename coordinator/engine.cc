@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/local_experts.h"
-#include "coordinator/streaming_experts.h"
 #include "coordinator/remote_experts.h"
+#include "coordinator/streaming_experts.h"
 #include "coordinator/trunk_region.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
@@ -151,11 +151,11 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     uint64_t trunk = 2 * in.vocab_region_bytes + in.globals_bytes;
     for (uint64_t b : in.layer_region_bytes) trunk += b;
     if (!engine->accountant->Charge("trunk.resident", trunk).ok()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the trunk of ", o.model_dir, " (", trunk / 1e9,
-          " GB) does not fit the memory budget (", budget / 1e9,
-          " GB); run `flotilla-tool pack --model ", o.model_dir,
-          "` to stream it from disk"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the trunk of ", o.model_dir, " (", trunk / 1e9,
+                       " GB) does not fit the memory budget (", budget / 1e9,
+                       " GB); run `flotilla-tool pack --model ", o.model_dir,
+                       "` to stream it from disk"));
     }
     if (!o.workers.empty()) {
       // Trunk in RAM, routed experts on the workers.
@@ -169,22 +169,22 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
       FLOTILLA_ASSIGN_OR_RETURN(auto trunk, InMemoryTrunk::Build(*source, c));
       std::shared_ptr<model::TensorSource> keep(std::move(source));
       engine->model = K3Model::FromParts(
-          c, std::make_unique<kernels::ThreadPool>(o.threads),
-          std::move(trunk), std::move(experts), keep);
+          c, std::make_unique<kernels::ThreadPool>(o.threads), std::move(trunk),
+          std::move(experts), keep);
       return engine;
     }
     FLOTILLA_ASSIGN_OR_RETURN(
-        engine->model, K3Model::OpenDir(o.model_dir, o.config_path,
-                                        model_options));
+        engine->model,
+        K3Model::OpenDir(o.model_dir, o.config_path, model_options));
     return engine;
   }
 
   FLOTILLA_ASSIGN_OR_RETURN(model::PackManifest m,
                             model::LoadPackManifest(engine->pack_dir));
   if (!m.complete) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the pack in ", engine->pack_dir,
-        " is incomplete; re-run flotilla-tool pack to finish it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the pack in ", engine->pack_dir,
+                     " is incomplete; re-run flotilla-tool pack to finish it"));
   }
   if (m.experts_in_model_dir) {
     // Experts are served in place by absolute offset: refuse a pack made
@@ -202,8 +202,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     }
   }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
-  FLOTILLA_ASSIGN_OR_RETURN(PlanInputs in,
-                            InputsFromManifest(m, c, o, budget));
+  FLOTILLA_ASSIGN_OR_RETURN(PlanInputs in, InputsFromManifest(m, c, o, budget));
   FLOTILLA_ASSIGN_OR_RETURN(engine->plan, MakeMemoryPlan(in));
   for (const auto& [owner, bytes] : engine->plan.charges) {
     FLOTILLA_RETURN_IF_ERROR(engine->accountant->Charge(owner, bytes));
@@ -227,9 +226,9 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     // Routed experts on the workers: this machine needs only the pack.
     FLOTILLA_ASSIGN_OR_RETURN(auto experts,
                               ConnectWorkers(c, o, m.source_fingerprint));
-    engine->model = K3Model::FromParts(
-        c, std::make_unique<kernels::ThreadPool>(o.threads), std::move(trunk),
-        std::move(experts), nullptr);
+    engine->model =
+        K3Model::FromParts(c, std::make_unique<kernels::ThreadPool>(o.threads),
+                           std::move(trunk), std::move(experts), nullptr);
     return engine;
   }
   auto pool = std::make_unique<kernels::ThreadPool>(o.threads);

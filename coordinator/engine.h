@@ -22,8 +22,8 @@ class StreamingExperts;
 
 struct EngineOptions {
   std::string model_dir;
-  std::string config_path;  // empty: <model_dir>/config.json
-  std::string pack_dir;     // empty: <model_dir>/flotilla-pack when present
+  std::string config_path;   // empty: <model_dir>/config.json
+  std::string pack_dir;      // empty: <model_dir>/flotilla-pack when present
   std::string mem = "auto";  // size or preset (see io::ResolveBudget)
   int threads = 1;
   int max_context = 4096;   // MLA cache positions the plan reserves
@@ -37,11 +37,11 @@ struct EngineOptions {
   // this process. With workers, routed experts go to RemoteExperts
   // (remote_experts.h) and this process needs no expert bytes.
   std::vector<std::string> workers;
-  int rpc_deadline_ms = 10000;  // deadline of every expert-worker call
+  int rpc_deadline_ms = 10000;     // deadline of every expert-worker call
   transport::TlsFiles worker_tls;  // CA, and cert + key for mutual TLS
-  double disk_gbps = 3.0;  // for predictions in the plan
-  int max_pinned_layers = -1;  // cap on pinned trunk layers (-1 = no cap)
-  bool stream_vocab = false;   // stream embedding rows and the lm_head
+  double disk_gbps = 3.0;          // for predictions in the plan
+  int max_pinned_layers = -1;      // cap on pinned trunk layers (-1 = no cap)
+  bool stream_vocab = false;       // stream embedding rows and the lm_head
 };
 
 // What OpenEngine built, and where its counters live.
@@ -50,8 +50,8 @@ struct Engine {
   MemoryPlan plan;
   bool streaming = false;
   std::string pack_dir;
-  StreamingTrunk* trunk = nullptr;        // owned by model; null in memory
-  StreamingExperts* experts = nullptr;    // owned by model; null in memory
+  StreamingTrunk* trunk = nullptr;      // owned by model; null in memory
+  StreamingExperts* experts = nullptr;  // owned by model; null in memory
   std::unique_ptr<io::MemoryAccountant> accountant;
 };
 

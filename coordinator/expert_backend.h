@@ -21,13 +21,13 @@ struct ExpertTask {
 
 // Counters since the backend was created (for --stats).
 struct ExpertBackendStats {
-  uint64_t bytes_read = 0;      // expert bytes read from disk
-  uint64_t experts_read = 0;    // expert runs read
-  uint64_t experts_used = 0;    // distinct experts computed, summed per layer
-  uint64_t cache_hits = 0;      // served from a resident cache, no read
-  uint64_t prefetch_hits = 0;   // served from a lookahead prefetch
-  double io_wait_seconds = 0;   // blocked waiting for expert bytes
-  double compute_seconds = 0;   // computing experts
+  uint64_t bytes_read = 0;     // expert bytes read from disk
+  uint64_t experts_read = 0;   // expert runs read
+  uint64_t experts_used = 0;   // distinct experts computed, summed per layer
+  uint64_t cache_hits = 0;     // served from a resident cache, no read
+  uint64_t prefetch_hits = 0;  // served from a lookahead prefetch
+  double io_wait_seconds = 0;  // blocked waiting for expert bytes
+  double compute_seconds = 0;  // computing experts
 };
 
 class ExpertBackend {

@@ -13,8 +13,7 @@ namespace flotilla::coordinator {
 namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -55,8 +54,8 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
   for (int step = 0; step < options.max_tokens; ++step) {
     if (step > 0) {
       const auto step_start = std::chrono::steady_clock::now();
-      FLOTILLA_RETURN_IF_ERROR(model.Forward(
-          &state, {result.generated_ids.back()}, false, &logits));
+      FLOTILLA_RETURN_IF_ERROR(
+          model.Forward(&state, {result.generated_ids.back()}, false, &logits));
       result.step_seconds.push_back(SecondsSince(step_start));
     }
     const int32_t id = sampler.Sample(logits.data(), vocab);
@@ -65,9 +64,9 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
       result.logits.insert(result.logits.end(), logits.begin(),
                            logits.begin() + vocab);
     }
-    const bool stop = std::find(options.stop_ids.begin(),
-                                options.stop_ids.end(),
-                                id) != options.stop_ids.end();
+    const bool stop =
+        std::find(options.stop_ids.begin(), options.stop_ids.end(), id) !=
+        options.stop_ids.end();
     if (on_token && !on_token(id)) break;
     if (stop) {
       result.finish_reason = "stop";

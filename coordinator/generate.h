@@ -16,10 +16,10 @@
 namespace flotilla::coordinator {
 
 struct GenerateOptions {
-  int max_tokens = 16;               // >= 0 new tokens at most
-  SamplerOptions sampler;            // temperature 0 = greedy
-  std::vector<int32_t> stop_ids;     // generation ends after one of these
-  bool keep_logits = false;          // fill GenerateResult::logits
+  int max_tokens = 16;            // >= 0 new tokens at most
+  SamplerOptions sampler;         // temperature 0 = greedy
+  std::vector<int32_t> stop_ids;  // generation ends after one of these
+  bool keep_logits = false;       // fill GenerateResult::logits
   // Tokens per prefill forward pass (0 = the whole prompt at once). Results
   // do not depend on it: every token's arithmetic is the same whatever the
   // batch it runs in.
@@ -32,9 +32,9 @@ struct GenerateResult {
   std::vector<float> logits;
   std::string finish_reason;  // "length" or "stop"
   double prefill_seconds = 0;
-  double decode_seconds = 0;  // all decode steps together
+  double decode_seconds = 0;         // all decode steps together
   std::vector<double> step_seconds;  // each decode forward pass
-  size_t state_bytes = 0;     // KDA state + MLA cache at the end
+  size_t state_bytes = 0;            // KDA state + MLA cache at the end
 };
 
 // Called after each new token; return false to stop early.

@@ -31,8 +31,7 @@ void ShortConvSilu(const float* weight, int kernel, int channels,
       for (int j = 0; j + 1 < taps; ++j) hist[j] = hist[j + 1];
       if (taps > 0) hist[taps - 1] = cur;
       const float y = static_cast<float>(acc);
-      out[static_cast<size_t>(t) * channels + c] =
-          y * kernels::Sigmoid(y);
+      out[static_cast<size_t>(t) * channels + c] = y * kernels::Sigmoid(y);
     }
   }
 }
@@ -105,14 +104,14 @@ void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
   std::vector<float> q(n * p), kk(n * p), v(n * p), g(n * p), fa(n * d),
       z(n * p), beta(n * h), tmp(n * p);
   kernels::MatMul(w.q_proj.view(), x, n, tmp.data(), pool);
-  ShortConvSilu(w.q_conv.data(), k, p, tmp.data(), steps,
-                state->conv_q.data(), q.data());
+  ShortConvSilu(w.q_conv.data(), k, p, tmp.data(), steps, state->conv_q.data(),
+                q.data());
   kernels::MatMul(w.k_proj.view(), x, n, tmp.data(), pool);
-  ShortConvSilu(w.k_conv.data(), k, p, tmp.data(), steps,
-                state->conv_k.data(), kk.data());
+  ShortConvSilu(w.k_conv.data(), k, p, tmp.data(), steps, state->conv_k.data(),
+                kk.data());
   kernels::MatMul(w.v_proj.view(), x, n, tmp.data(), pool);
-  ShortConvSilu(w.v_conv.data(), k, p, tmp.data(), steps,
-                state->conv_v.data(), v.data());
+  ShortConvSilu(w.v_conv.data(), k, p, tmp.data(), steps, state->conv_v.data(),
+                v.data());
   kernels::MatMul(w.g_proj.view(), x, n, g.data(), pool);
   kernels::MatMul(w.f_a.view(), x, n, fa.data(), pool);
   kernels::MatMul(w.f_b.view(), fa.data(), n, z.data(), pool);

@@ -52,8 +52,7 @@ std::unique_ptr<BoundLayer> Bind(const model::TensorSource& source,
   if (!region.ok()) return nullptr;
   auto b = std::make_unique<BoundLayer>();
   b->region = std::move(*region);
-  auto w = BindLayer(b->region.layout, b->region.bytes.data(), c, layer,
-                     parts);
+  auto w = BindLayer(b->region.layout, b->region.bytes.data(), c, layer, parts);
   EXPECT_TRUE(w.ok()) << w.status();
   if (!w.ok()) return nullptr;
   b->weights = *w;
@@ -231,7 +230,8 @@ TEST(LayersTest, AttnResAggregatesRawSources) {
 TEST(LayersTest, MlaWithLatentCache) {
   const nlohmann::json j = Op("mla");
   const model::K3Config c = ManifestConfig();
-  model::MemoryTensorSource source = SourceFromFixture(j, "self_attn_", 3, false);
+  model::MemoryTensorSource source =
+      SourceFromFixture(j, "self_attn_", 3, false);
   auto bound = Bind(source, c, 3, kAttentionPart);
   ASSERT_NE(bound, nullptr);
   const MlaWeights* w = &bound->weights.mla;
@@ -266,8 +266,9 @@ TEST(LayersTest, LatentMoeWithSharedExperts) {
   const std::vector<float> in = JsonTensor(j, "in");
   const int steps = in.size() / c.hidden_size;
   std::vector<float> out(in.size());
-  ASSERT_TRUE(MoeForward(*w, c, 1, in.data(), steps, experts->get(),
-                         out.data(), nullptr).ok());
+  ASSERT_TRUE(MoeForward(*w, c, 1, in.data(), steps, experts->get(), out.data(),
+                         nullptr)
+                  .ok());
   EXPECT_TRUE(AllClose(out, JsonTensor(j, "out"), kAbs, kRel));
 }
 
@@ -299,8 +300,9 @@ void CheckDecoderLayer(const std::string& name) {
   KdaState kda;
   InitKdaState(c, &kda);
   MlaCache mla;
-  ASSERT_TRUE(DecoderLayerForward(*w, c, layer, &s, &kda, &mla, experts->get(),
-                                  nullptr).ok());
+  ASSERT_TRUE(
+      DecoderLayerForward(*w, c, layer, &s, &kda, &mla, experts->get(), nullptr)
+          .ok());
   EXPECT_TRUE(AllClose(s.partial, JsonTensor(j, "out"), kAbs, kRel)) << name;
   std::vector<int64_t> oshape;
   const std::vector<float> blocks_out =

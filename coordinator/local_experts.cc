@@ -25,10 +25,9 @@ absl::Status CheckTensor(const TensorInfo* t, const std::string& name,
                          DType want_a, DType want_b,
                          std::vector<int64_t> shape) {
   if (t->dtype != want_a && t->dtype != want_b) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor ", name, " in ", t->file, " has dtype ",
-                     model::DTypeName(t->dtype), ", expected ",
-                     model::DTypeName(want_a)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor ", name, " in ", t->file, " has dtype ",
+        model::DTypeName(t->dtype), ", expected ", model::DTypeName(want_a)));
   }
   if (t->shape != shape) {
     return absl::InvalidArgumentError(
@@ -53,47 +52,45 @@ absl::Status LocalExperts::BindMatrix(int layer, int expert, int which,
                                       size_t rows, size_t cols,
                                       ExpertMatrix* m) {
   const std::string base =
-      absl::StrCat(LayerPrefix(layer), "block_sparse_moe.experts.", expert,
-                   ".", kWhich[which], ".");
+      absl::StrCat(LayerPrefix(layer), "block_sparse_moe.experts.", expert, ".",
+                   kWhich[which], ".");
   m->rows = rows;
   m->cols = cols;
   const int64_t r = rows, c = cols;
   if (const TensorInfo* packed = source_->Find(base + "weight_packed")) {
     const TensorInfo* scale = source_->Find(base + "weight_scale");
     if (scale == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "missing tensor ", base, "weight_scale (", base,
-          "weight_packed exists in ", packed->file, ")"));
+      return absl::NotFoundError(
+          absl::StrCat("missing tensor ", base, "weight_scale (", base,
+                       "weight_packed exists in ", packed->file, ")"));
     }
     if (cols % 32 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MXFP4 tensor ", base, "weight_packed: logical width ", cols,
-          " is not a multiple of 32"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("MXFP4 tensor ", base, "weight_packed: logical width ",
+                       cols, " is not a multiple of 32"));
     }
     FLOTILLA_RETURN_IF_ERROR(CheckTensor(packed, base + "weight_packed",
-                                         DType::kU8, DType::kU8,
-                                         {r, c / 2}));
+                                         DType::kU8, DType::kU8, {r, c / 2}));
     FLOTILLA_RETURN_IF_ERROR(CheckTensor(scale, base + "weight_scale",
-                                         DType::kU8, DType::kU8,
-                                         {r, c / 32}));
+                                         DType::kU8, DType::kU8, {r, c / 32}));
     m->packed = packed;
     m->scale = scale;
     return absl::OkStatus();
   }
   if (const TensorInfo* dense = source_->Find(base + "weight")) {
-    FLOTILLA_RETURN_IF_ERROR(CheckTensor(dense, base + "weight", DType::kF32,
-                                         DType::kBF16, {r, c}));
+    FLOTILLA_RETURN_IF_ERROR(
+        CheckTensor(dense, base + "weight", DType::kF32, DType::kBF16, {r, c}));
     m->packed = dense;
     return absl::OkStatus();
   }
   return absl::NotFoundError(absl::StrCat(
-      "missing tensor ", base, "weight_packed (nor a dense ", base,
-      "weight)"));
+      "missing tensor ", base, "weight_packed (nor a dense ", base, "weight)"));
 }
 
 absl::Status LocalExperts::Bind(int only_layer) {
   const model::K3Config& c = config_;
-  const size_t lat = c.routed_expert_hidden_size, inter = c.moe_intermediate_size;
+  const size_t lat = c.routed_expert_hidden_size,
+               inter = c.moe_intermediate_size;
   experts_.resize(c.num_hidden_layers);
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (c.IsDenseLayer(layer)) continue;
@@ -157,9 +154,9 @@ absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
     const ExpertTask& t = tasks[i];
     if (t.expert < 0 || t.expert >= c.num_experts || t.row < 0 ||
         t.row >= rows) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "expert task ", i, " (row ", t.row, ", expert ", t.expert,
-          ") out of range"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert task ", i, " (row ", t.row, ", expert ",
+                       t.expert, ") out of range"));
     }
     by_expert[t.expert].push_back(i);
   }

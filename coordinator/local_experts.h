@@ -58,8 +58,8 @@ class LocalExperts : public ExpertBackend {
   absl::Status BindMatrix(int layer, int expert, int which, size_t rows,
                           size_t cols, ExpertMatrix* m);
   // Reads matrix m into `buf` and multiplies n rows of x by it.
-  absl::Status Apply(const ExpertMatrix& m, const float* x, size_t n,
-                     float* y, std::vector<uint8_t>* buf);
+  absl::Status Apply(const ExpertMatrix& m, const float* x, size_t n, float* y,
+                     std::vector<uint8_t>* buf);
 
   const model::TensorSource* source_;
   model::K3Config config_;

@@ -5,6 +5,7 @@
 // failed forward pass), 2 bad command line.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +14,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-#include <algorithm>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -26,6 +26,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/generate.h"
 #include "coordinator/model.h"
+#include "coordinator/run_report.h"
 #include "nlohmann/json.hpp"
 #include "shared/io/memory_budget.h"
 #include "shared/kernels/kernels.h"
@@ -120,7 +121,9 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
-bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+bool FileExists(const std::string& path) {
+  return access(path.c_str(), F_OK) == 0;
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -130,24 +133,14 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return buf.str();
 }
 
-absl::Status WriteLogits(const std::string& path, const GenerateResult& r) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  // x86-64 is little-endian, so the floats are written as they are.
-  out.write(reinterpret_cast<const char*>(r.logits.data()),
-            static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
-  if (!out) return absl::DataLossError(absl::StrCat("short write to ", path));
-  return absl::OkStatus();
-}
-
 int RunGenerate() {
   using Clock = std::chrono::steady_clock;
   const std::string dir = absl::GetFlag(FLAGS_model);
   if (dir.empty()) return Fail(kExitUsage, "--model is required");
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads < 0 || threads > 1024) {
-    return Fail(kExitUsage, absl::StrCat("--threads must be in 0..1024, got ",
-                                         threads));
+    return Fail(kExitUsage,
+                absl::StrCat("--threads must be in 0..1024, got ", threads));
   }
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   if (absl::GetFlag(FLAGS_max_tokens) < 0) {
@@ -155,7 +148,8 @@ int RunGenerate() {
   }
   GenerateOptions options;
   options.max_tokens = absl::GetFlag(FLAGS_max_tokens);
-  options.sampler.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  options.sampler.temperature =
+      static_cast<float>(absl::GetFlag(FLAGS_temperature));
   options.sampler.top_k = absl::GetFlag(FLAGS_top_k);
   options.sampler.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
   options.sampler.seed = absl::GetFlag(FLAGS_seed);
@@ -163,8 +157,11 @@ int RunGenerate() {
     return Fail(kExitUsage, std::string(s.message()));
   }
   if (!absl::GetFlag(FLAGS_stop_ids).empty()) {
-    auto stops = flotilla::coordinator::ParseIdList(absl::GetFlag(FLAGS_stop_ids));
-    if (!stops.ok()) return Fail(kExitUsage, absl::StrCat("--stop-ids: ", stops.status().message()));
+    auto stops =
+        flotilla::coordinator::ParseIdList(absl::GetFlag(FLAGS_stop_ids));
+    if (!stops.ok())
+      return Fail(kExitUsage,
+                  absl::StrCat("--stop-ids: ", stops.status().message()));
     options.stop_ids = *stops;
   }
   options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
@@ -201,7 +198,9 @@ int RunGenerate() {
   eo.stream_vocab = absl::GetFlag(FLAGS_stream_vocab);
   {
     auto cache = flotilla::io::ParseByteSize(absl::GetFlag(FLAGS_expert_cache));
-    if (!cache.ok()) return Fail(kExitUsage, absl::StrCat("--expert-cache: ", cache.status().message()));
+    if (!cache.ok())
+      return Fail(kExitUsage,
+                  absl::StrCat("--expert-cache: ", cache.status().message()));
     eo.expert_cache_bytes = *cache;
   }
   if (eo.max_context < 1 || eo.prefill_chunk < 0 || eo.queue_depth < 1 ||
@@ -250,13 +249,16 @@ int RunGenerate() {
   std::vector<int32_t> prompt;
   if (!absl::GetFlag(FLAGS_ids).empty()) {
     auto ids = flotilla::coordinator::ParseIdList(absl::GetFlag(FLAGS_ids));
-    if (!ids.ok()) return Fail(kExitUsage, absl::StrCat("--ids: ", ids.status().message()));
+    if (!ids.ok())
+      return Fail(kExitUsage, absl::StrCat("--ids: ", ids.status().message()));
     prompt = *ids;
   } else {
     std::string text = absl::GetFlag(FLAGS_prompt);
     if (!absl::GetFlag(FLAGS_prompt_file).empty()) {
       auto file = ReadFile(absl::GetFlag(FLAGS_prompt_file));
-      if (!file.ok()) return Fail(kExitUsage, absl::StrCat("--prompt-file: ", file.status().message()));
+      if (!file.ok())
+        return Fail(kExitUsage,
+                    absl::StrCat("--prompt-file: ", file.status().message()));
       text = *file;
     }
     if (tokenizer == nullptr) {
@@ -271,14 +273,12 @@ int RunGenerate() {
   const bool json = absl::GetFlag(FLAGS_json);
   flotilla::coordinator::Engine& eng = **engine;
   // Decode-phase counters: snapshot after the prefill (first token).
-  flotilla::coordinator::TrunkStats trunk_at_decode;
-  flotilla::coordinator::ExpertBackendStats experts_at_decode;
+  flotilla::coordinator::RunCounters at_decode;
   bool first_token = true;
   auto on_token = [&](int32_t id) {
     if (first_token) {
       first_token = false;
-      if (eng.trunk != nullptr) trunk_at_decode = eng.trunk->stats();
-      experts_at_decode = eng.model->experts()->backend_stats();
+      at_decode = flotilla::coordinator::SnapshotCounters(eng);
     }
     if (json) return true;
     if (tokenizer != nullptr) {
@@ -293,48 +293,17 @@ int RunGenerate() {
   auto result = Generate(**model, prompt, options, on_token);
   if (!result.ok()) return Fail(kExitRuntime, result.status().ToString());
   if (options.keep_logits) {
-    if (absl::Status s = WriteLogits(absl::GetFlag(FLAGS_dump_logits), *result); !s.ok()) {
+    if (absl::Status s = flotilla::coordinator::WriteLogits(
+            absl::GetFlag(FLAGS_dump_logits), *result);
+        !s.ok()) {
       return Fail(kExitRuntime, s.ToString());
     }
   }
   const size_t n_gen = result->generated_ids.size();
   const double decode_steps = n_gen > 1 ? n_gen - 1 : 0;
   // Per decoded token (the prefill is reported separately).
-  nlohmann::json stats;
-  {
-    flotilla::coordinator::TrunkStats t;
-    if (eng.trunk != nullptr) t = eng.trunk->stats();
-    const auto x = eng.model->experts()->backend_stats();
-    const double steps = std::max(1.0, decode_steps);
-    std::vector<double> sorted = result->step_seconds;
-    std::sort(sorted.begin(), sorted.end());
-    const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-    const double trunk_bytes = (t.bytes_read - trunk_at_decode.bytes_read) / steps;
-    const double expert_bytes = (x.bytes_read - experts_at_decode.bytes_read) / steps;
-    const double io_wait = ((t.wait_seconds - trunk_at_decode.wait_seconds) +
-                            (x.io_wait_seconds - experts_at_decode.io_wait_seconds)) / steps;
-    stats = {
-        {"mode", eng.streaming ? "streaming" : "in-memory"},
-        {"decode_steps", decode_steps},
-        {"median_s_per_token", median},
-        {"trunk_bytes_per_token", trunk_bytes},
-        {"expert_bytes_per_token", expert_bytes},
-        {"expert_cache_hits_per_token", (x.cache_hits - experts_at_decode.cache_hits) / steps},
-        {"expert_prefetch_hits_per_token", (x.prefetch_hits - experts_at_decode.prefetch_hits) / steps},
-        {"read_gb_per_s", median > 0 ? (trunk_bytes + expert_bytes) / median / 1e9 : 0.0},
-        {"io_wait_s_per_token", io_wait},
-        {"compute_s_per_token", std::max(0.0, (result->decode_seconds / steps) - io_wait)},
-        {"peak_rss_bytes", flotilla::io::PeakRssBytes()},
-        {"budget_bytes", eng.plan.budget_bytes},
-        {"planned_bytes", eng.plan.total_bytes},
-        {"pinned_layers", eng.plan.pinned_layers},
-        {"direct_io", eng.trunk != nullptr && eng.trunk->direct_io()},
-        {"step_seconds", result->step_seconds},
-        {"trunk_read_busy_s_per_token", (t.read_seconds - trunk_at_decode.read_seconds) / steps},
-        {"expert_io_wait_s_per_token", (x.io_wait_seconds - experts_at_decode.io_wait_seconds) / steps},
-        {"trunk_wait_s_per_token", (t.wait_seconds - trunk_at_decode.wait_seconds) / steps},
-    };
-  }
+  const nlohmann::json stats =
+      flotilla::coordinator::DecodeStats(eng, at_decode, *result);
   if (json) {
     nlohmann::json out;
     out["model"] = dir;
@@ -347,29 +316,34 @@ int RunGenerate() {
     }
     out["finish_reason"] = result->finish_reason;
     out["threads"] = threads;
-    out["simd"] = flotilla::kernels::SimdLevelName(flotilla::kernels::ActiveSimdLevel());
+    out["simd"] =
+        flotilla::kernels::SimdLevelName(flotilla::kernels::ActiveSimdLevel());
     out["timings"] = {
         {"load_s", load_seconds},
         {"prefill_s", result->prefill_seconds},
         {"decode_s", result->decode_seconds},
-        {"prefill_tokens_per_s", result->prefill_seconds > 0 ? prompt.size() / result->prefill_seconds : 0.0},
-        {"decode_tokens_per_s", result->decode_seconds > 0 && decode_steps > 0 ? decode_steps / result->decode_seconds : 0.0}};
+        {"prefill_tokens_per_s", result->prefill_seconds > 0
+                                     ? prompt.size() / result->prefill_seconds
+                                     : 0.0},
+        {"decode_tokens_per_s", result->decode_seconds > 0 && decode_steps > 0
+                                    ? decode_steps / result->decode_seconds
+                                    : 0.0}};
     out["memory"] = {{"trunk_bytes", (*model)->resident_trunk_bytes()},
                      {"sequence_state_bytes", result->state_bytes}};
     out["stats"] = stats;
     // Generated bytes may be invalid UTF-8 (a token can end mid-character):
     // such bytes become U+FFFD in the JSON text.
-    std::printf("%s\n",
-                out.dump(-1, ' ', false,
-                         nlohmann::json::error_handler_t::replace)
-                    .c_str());
+    std::printf("%s\n", out.dump(-1, ' ', false,
+                                 nlohmann::json::error_handler_t::replace)
+                            .c_str());
   } else {
     std::printf("\n");
-    std::fprintf(stderr,
-                 "[flotilla] prompt %zu tokens, generated %zu (%s); load %.3f s, "
-                 "prefill %.3f s, decode %.3f s\n",
-                 prompt.size(), n_gen, result->finish_reason.c_str(),
-                 load_seconds, result->prefill_seconds, result->decode_seconds);
+    std::fprintf(
+        stderr,
+        "[flotilla] prompt %zu tokens, generated %zu (%s); load %.3f s, "
+        "prefill %.3f s, decode %.3f s\n",
+        prompt.size(), n_gen, result->finish_reason.c_str(), load_seconds,
+        result->prefill_seconds, result->decode_seconds);
     if (absl::GetFlag(FLAGS_stats)) {
       std::fprintf(stderr, "[flotilla] stats per decoded token: %s\n",
                    stats.dump(1).c_str());

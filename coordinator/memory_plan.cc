@@ -27,8 +27,8 @@ uint64_t SequenceStateBytes(const model::K3Config& c, int positions) {
       total += static_cast<uint64_t>(positions) *
                (c.kv_lora_rank + c.qk_rope_head_dim) * 4;
     } else {
-      total += (p * c.kda_head_dim +
-                3 * p * (c.short_conv_kernel_size - 1)) * 4;
+      total +=
+          (p * c.kda_head_dim + 3 * p * (c.short_conv_kernel_size - 1)) * 4;
     }
   }
   return total;
@@ -42,14 +42,15 @@ uint64_t WorkspaceBytes(const model::K3Config& c, int tokens) {
   const uint64_t p = static_cast<uint64_t>(c.kda_num_heads) * c.kda_head_dim;
   const uint64_t blocks =
       c.num_hidden_layers / std::max(1, c.attn_res_block_size) + 2;
-  const uint64_t mla_q = static_cast<uint64_t>(c.num_attention_heads) *
-                         (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim);
+  const uint64_t mla_q =
+      static_cast<uint64_t>(c.num_attention_heads) *
+      (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim);
   const uint64_t ffn = std::max<uint64_t>(
       3ull * c.intermediate_size * (c.first_k_dense_replace > 0),
       3ull * c.moe_intermediate_size * std::max(1, c.num_shared_experts));
-  const uint64_t experts = static_cast<uint64_t>(c.num_experts_per_token) *
-                           (c.routed_expert_hidden_size * 2 +
-                            c.moe_intermediate_size * 3);
+  const uint64_t experts =
+      static_cast<uint64_t>(c.num_experts_per_token) *
+      (c.routed_expert_hidden_size * 2 + c.moe_intermediate_size * 3);
   const uint64_t per_token = (blocks + 5) * e + 9 * p + 2 * mla_q + ffn +
                              experts + c.num_experts + c.vocab_size;
   return per_token * 4 * static_cast<uint64_t>(tokens);
@@ -98,8 +99,8 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
     }
     return absl::ResourceExhaustedError(absl::StrCat(
         "memory budget ", Gb(in.budget_bytes), " is below the minimum ",
-        Gb(used + ring_min), " (", parts.substr(1), " trunk.ring=",
-        Gb(ring_min), " for 2 slots of the largest layer)"));
+        Gb(used + ring_min), " (", parts.substr(1),
+        " trunk.ring=", Gb(ring_min), " for 2 slots of the largest layer)"));
   }
   plan.charges = fixed;
 
@@ -107,9 +108,9 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
   // layers) still fits; pinning every layer frees the ring.
   uint64_t pinned = 0;
   int p = 0;
-  const int max_pinned =
-      in.max_pinned_layers >= 0 ? std::min(in.max_pinned_layers, layers)
-                                : layers;
+  const int max_pinned = in.max_pinned_layers >= 0
+                             ? std::min(in.max_pinned_layers, layers)
+                             : layers;
   for (; p < max_pinned; ++p) {
     uint64_t rest_max = 0;
     for (int l = p + 1; l < layers; ++l) {
@@ -194,8 +195,8 @@ std::string MemoryPlan::ToJson() const {
 }
 
 std::string MemoryPlan::ToString() const {
-  std::string s = absl::StrFormat("memory plan (budget %s):\n",
-                                  Gb(budget_bytes));
+  std::string s =
+      absl::StrFormat("memory plan (budget %s):\n", Gb(budget_bytes));
   for (const auto& [owner, bytes] : charges) {
     absl::StrAppendFormat(&s, "  %-22s %s\n", owner, Gb(bytes));
   }
@@ -216,10 +217,9 @@ std::string MemoryPlan::ToString() const {
       "= %s\n",
       Gb(trunk_read_bytes), Gb(lm_head_read_bytes), Gb(embed_read_bytes),
       Gb(expert_read_bytes), Gb(read_bytes_per_token()));
-  absl::StrAppendFormat(&s,
-                        "  predicted I/O time per token at %.2f GB/s: %.2f s\n",
-                        disk_bytes_per_second / 1e9,
-                        predicted_io_seconds_per_token());
+  absl::StrAppendFormat(
+      &s, "  predicted I/O time per token at %.2f GB/s: %.2f s\n",
+      disk_bytes_per_second / 1e9, predicted_io_seconds_per_token());
   return s;
 }
 

@@ -29,17 +29,17 @@ struct PlanInputs {
   uint64_t vocab_region_bytes = 0;           // embedding (= lm_head) region
   uint64_t vocab_chunk_bytes = 0;            // one verified chunk of rows
   uint64_t globals_bytes = 0;
-  uint64_t expert_run_bytes = 0;  // largest expert run, 4 KiB-aligned + 4 KiB
-  int max_context = 4096;         // positions the MLA cache must hold
-  int prefill_chunk = 256;        // tokens per forward pass at most
+  uint64_t expert_run_bytes = 0;    // largest expert run, 4 KiB-aligned + 4 KiB
+  int max_context = 4096;           // positions the MLA cache must hold
+  int prefill_chunk = 256;          // tokens per forward pass at most
   uint64_t expert_cache_bytes = 0;  // requested expert cache (0 = none)
   int expert_slots = 0;             // requested read buffers (0 = auto)
   uint64_t tokenizer_bytes = 0;
   // Resident bytes of the process before any model memory (code, libraries,
   // allocator): charged so the plan bounds the real peak RSS.
   uint64_t process_baseline_bytes = 0;
-  int max_pinned_layers = -1;  // cap on the pinned prefix (-1 = none)
-  bool stream_vocab = false;   // never pin the embedding and lm_head
+  int max_pinned_layers = -1;          // cap on the pinned prefix (-1 = none)
+  bool stream_vocab = false;           // never pin the embedding and lm_head
   double disk_bytes_per_second = 3e9;  // for the prediction
 };
 

@@ -12,14 +12,13 @@ void MlaForward(const MlaWeights& w, const model::K3Config& c, const float* x,
                 kernels::ThreadPool* pool) {
   const size_t n = steps, hm = c.num_attention_heads, ql = c.q_lora_rank,
                kvl = c.kv_lora_rank, nope = c.qk_nope_head_dim,
-               rope = c.qk_rope_head_dim, vd = c.v_head_dim,
-               qh = nope + rope;
+               rope = c.qk_rope_head_dim, vd = c.v_head_dim, qh = nope + rope;
   // Queries.
   std::vector<float> qa(n * ql), q(n * hm * qh);
   kernels::MatMul(w.q_a.view(), x, n, qa.data(), pool);
   for (size_t t = 0; t < n; ++t) {
-    kernels::RmsNorm(qa.data() + t * ql, w.q_a_norm.data(), ql,
-                     c.rms_norm_eps, qa.data() + t * ql);
+    kernels::RmsNorm(qa.data() + t * ql, w.q_a_norm.data(), ql, c.rms_norm_eps,
+                     qa.data() + t * ql);
   }
   kernels::MatMul(w.q_b.view(), qa.data(), n, q.data(), pool);
 
@@ -64,10 +63,8 @@ void MlaForward(const MlaWeights& w, const model::K3Config& c, const float* x,
         scores.resize(len);
         for (size_t s = 0; s < len; ++s) {
           const double dot =
-              kernels::DotF32(q_lat.data(), cache->c_kv.data() + s * kvl,
-                              kvl) +
-              kernels::DotF32(qt + nope, cache->k_rope.data() + s * rope,
-                              rope);
+              kernels::DotF32(q_lat.data(), cache->c_kv.data() + s * kvl, kvl) +
+              kernels::DotF32(qt + nope, cache->k_rope.data() + s * rope, rope);
           scores[s] = static_cast<float>(dot * scale);
         }
         kernels::Softmax(scores.data(), len);

@@ -12,16 +12,17 @@ namespace flotilla::coordinator {
 size_t SequenceState::bytes() const {
   size_t total = 0;
   for (const KdaState& k : kda) {
-    total += (k.s.size() + k.conv_q.size() + k.conv_k.size() +
-              k.conv_v.size()) * sizeof(float);
+    total +=
+        (k.s.size() + k.conv_q.size() + k.conv_k.size() + k.conv_v.size()) *
+        sizeof(float);
   }
   for (const MlaCache& m : mla) total += m.bytes();
   return total;
 }
 
 absl::StatusOr<std::unique_ptr<K3Model>> K3Model::Load(
-    std::unique_ptr<model::TensorSource> source,
-    const model::K3Config& config, const ModelOptions& options) {
+    std::unique_ptr<model::TensorSource> source, const model::K3Config& config,
+    const ModelOptions& options) {
   if (options.threads < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("threads must be >= 1, got ", options.threads));
@@ -77,8 +78,7 @@ SequenceState K3Model::NewSequence() const {
 
 absl::Status K3Model::Forward(SequenceState* state,
                               const std::vector<int32_t>& ids,
-                              bool all_positions,
-                              std::vector<float>* logits) {
+                              bool all_positions, std::vector<float>* logits) {
   const model::K3Config& c = config_;
   const size_t e = c.hidden_size, v = c.vocab_size, n = ids.size();
   if (n == 0) return absl::InvalidArgumentError("no tokens to process");
@@ -100,8 +100,8 @@ absl::Status K3Model::Forward(SequenceState* state,
     // While layer L runs, layer L+1 is normally already in the ring: its
     // router gives a cheap guess of the experts it will need.
     const MoeWeights* next_router = nullptr;
-    if (expert_lookahead_ && layer + 1 < c.num_hidden_layers &&
-        !w->is_dense && !c.IsDenseLayer(layer + 1)) {
+    if (expert_lookahead_ && layer + 1 < c.num_hidden_layers && !w->is_dense &&
+        !c.IsDenseLayer(layer + 1)) {
       const LayerWeights* next = trunk_->PeekLayer(layer + 1);
       if (next != nullptr) next_router = &next->moe;
     }

@@ -67,8 +67,7 @@ class K3Model {
   static std::unique_ptr<K3Model> FromParts(
       const model::K3Config& config, std::unique_ptr<kernels::ThreadPool> pool,
       std::unique_ptr<TrunkProvider> trunk,
-      std::unique_ptr<ExpertBackend> experts,
-      std::shared_ptr<void> keep_alive);
+      std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive);
 
   TrunkProvider* trunk() { return trunk_.get(); }
   // Hint each MoE layer's likely experts to the backend one layer ahead.

@@ -96,8 +96,8 @@ absl::Status MoeForward(const MoeWeights& w, const model::K3Config& c,
   kernels::MatMul(w.up.view(), u.data(), n, out, pool);
   if (c.num_shared_experts > 0) {
     std::vector<float> shared(n * e);
-    GatedMlp(w.shared_gate, w.shared_up, w.shared_down, c, x, n,
-             shared.data(), pool);
+    GatedMlp(w.shared_gate, w.shared_up, w.shared_down, c, x, n, shared.data(),
+             pool);
     for (size_t i = 0; i < n * e; ++i) out[i] += shared[i];
   }
   return absl::OkStatus();

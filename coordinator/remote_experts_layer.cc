@@ -278,9 +278,9 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           workers[c.worker].stub->AsyncCompute(&c.context, c.request, &cq);
       c.reader->Finish(&c.response, &c.status, &c);
     }
-    // This thread polls for the answers itself (completion queue rather than
-    // callbacks): one thread wake-up less per layer, which measured ~0.1-0.3
-    // ms on these VMs. Every call completes (OK, error or deadline).
+    // This thread polls for the answers itself (a completion queue rather
+    // than callbacks): no hand-off from a gRPC thread, one wake-up less per
+    // layer. Every call completes (OK, error or deadline).
     for (size_t left = calls.size() - first_call; left > 0; --left) {
       void* tag = nullptr;
       bool ok = false;

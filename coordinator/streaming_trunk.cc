@@ -26,9 +26,8 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
     const StreamingTrunkOptions& options) {
   const int layers = config.num_hidden_layers;
   if (options.pinned_layers < 0 || options.pinned_layers > layers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pinned_layers ", options.pinned_layers,
-                     " outside 0..", layers));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pinned_layers ", options.pinned_layers, " outside 0..", layers));
   }
   if (options.pinned_layers < layers && options.ring_slots < 2) {
     return absl::InvalidArgumentError("the trunk ring needs >= 2 slots");
@@ -55,9 +54,9 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
     FLOTILLA_ASSIGN_OR_RETURN(RegionLayout layout,
                               LayoutFromJson(r->layout_json));
     if (layout.size != r->size) {
-      return absl::DataLossError(absl::StrCat(
-          "layer ", layer, " region size ", r->size,
-          " differs from its layout size ", layout.size));
+      return absl::DataLossError(
+          absl::StrCat("layer ", layer, " region size ", r->size,
+                       " differs from its layout size ", layout.size));
     }
     t->layouts_.push_back(std::move(layout));
     if (layer >= options.pinned_layers) {
@@ -89,24 +88,22 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
                               LayoutFromJson(r->layout_json));
     const RegionField* f = layout.Find("matrix");
     if (f == nullptr || f->shape.size() != 2 ||
-        f->shape[0] != config.vocab_size ||
-        f->shape[1] != config.hidden_size) {
+        f->shape[0] != config.vocab_size || f->shape[1] != config.hidden_size) {
       return absl::DataLossError(absl::StrCat(
           "pack region ", r->kind, " does not hold a [vocab][hidden] matrix"));
     }
     t->vocab_field_offset_ = f->offset;
-    t->vocab_type_ = f->dtype == model::DType::kBF16
-                         ? kernels::DenseType::kBF16
-                         : kernels::DenseType::kF32;
-    const bool pinned = r == t->embed_region_ ? options.embed_pinned
-                                              : options.lm_head_pinned;
-    if (!pinned && (r->chunk_rows == 0 ||
-                    r->chunk_checksums.size() !=
-                        (config.vocab_size + r->chunk_rows - 1) /
-                            r->chunk_rows)) {
-      return absl::DataLossError(absl::StrCat(
-          "pack region ", r->kind,
-          " has no chunk checksums; re-run flotilla-tool pack"));
+    t->vocab_type_ = f->dtype == model::DType::kBF16 ? kernels::DenseType::kBF16
+                                                     : kernels::DenseType::kF32;
+    const bool pinned =
+        r == t->embed_region_ ? options.embed_pinned : options.lm_head_pinned;
+    if (!pinned &&
+        (r->chunk_rows == 0 ||
+         r->chunk_checksums.size() !=
+             (config.vocab_size + r->chunk_rows - 1) / r->chunk_rows)) {
+      return absl::DataLossError(
+          absl::StrCat("pack region ", r->kind,
+                       " has no chunk checksums; re-run flotilla-tool pack"));
     }
     if (!pinned) continue;
     io::AlignedBuffer& buf =
@@ -164,8 +161,7 @@ const char* StreamingTrunk::reader_name() const {
 }
 
 absl::Status StreamingTrunk::ReadRegion(const model::PackRegion& r,
-                                        io::BatchReader* reader,
-                                        uint8_t* dst) {
+                                        io::BatchReader* reader, uint8_t* dst) {
   io::ReadRequest req;
   req.file = &file_;
   req.offset = r.offset;
@@ -198,8 +194,7 @@ void StreamingTrunk::ReaderLoop() {
   const uint64_t slots = slots_.size();
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock,
-             [&] { return stop_ || next_read_ < next_consume_ + slots; });
+    cv_.wait(lock, [&] { return stop_ || next_read_ < next_consume_ + slots; });
     if (stop_) return;
     const uint64_t item = next_read_;
     Slot& slot = slots_[item % slots];
@@ -247,9 +242,9 @@ absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t item = next_consume_;
   if (ItemLayer(item) != layer) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "trunk layers must be acquired in order: expected layer ",
-        ItemLayer(item), ", got ", layer));
+    return absl::FailedPreconditionError(
+        absl::StrCat("trunk layers must be acquired in order: expected layer ",
+                     ItemLayer(item), ", got ", layer));
   }
   Slot& slot = slots_[item % slots_.size()];
   const auto start = std::chrono::steady_clock::now();
@@ -320,12 +315,12 @@ absl::StatusOr<const uint8_t*> StreamingTrunk::ReadVocabRows(
     const uint8_t* p = rows + (c - c0) * cr * row_bytes;
     const uint64_t got = io::Checksum64(p, c_rows * row_bytes);
     if (got != r.chunk_checksums[c]) {
-      return absl::DataLossError(absl::StrCat(
-          "checksum mismatch in ", r.kind, " rows ", c * cr, "..",
-          c * cr + c_rows - 1, " of ", file_.path(), " at offset ",
-          begin + (c - c0) * cr * row_bytes, ": expected ",
-          io::ChecksumHex(r.chunk_checksums[c]), ", read ",
-          io::ChecksumHex(got)));
+      return absl::DataLossError(
+          absl::StrCat("checksum mismatch in ", r.kind, " rows ", c * cr, "..",
+                       c * cr + c_rows - 1, " of ", file_.path(), " at offset ",
+                       begin + (c - c0) * cr * row_bytes, ": expected ",
+                       io::ChecksumHex(r.chunk_checksums[c]), ", read ",
+                       io::ChecksumHex(got)));
     }
   }
   return rows + (first - row_begin) * row_bytes;
@@ -356,8 +351,8 @@ absl::Status StreamingTrunk::EmbedRows(const std::vector<int32_t>& ids,
   return absl::OkStatus();
 }
 
-absl::Status StreamingTrunk::LmHead(const float* x, size_t rows,
-                                    float* logits, kernels::ThreadPool* pool) {
+absl::Status StreamingTrunk::LmHead(const float* x, size_t rows, float* logits,
+                                    kernels::ThreadPool* pool) {
   if (options_.lm_head_pinned) {
     kernels::MatMul(lm_head_.view(), x, rows, logits, pool);
     return absl::OkStatus();

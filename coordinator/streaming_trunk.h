@@ -43,10 +43,10 @@ struct StreamingTrunkOptions {
 
 // Counters since the last ResetStats(), for --stats.
 struct TrunkStats {
-  uint64_t bytes_read = 0;      // trunk regions + vocab chunks
+  uint64_t bytes_read = 0;  // trunk regions + vocab chunks
   uint64_t regions_read = 0;
-  double read_seconds = 0;      // reader thread busy reading
-  double wait_seconds = 0;      // forward pass blocked on the ring
+  double read_seconds = 0;  // reader thread busy reading
+  double wait_seconds = 0;  // forward pass blocked on the ring
 };
 
 class StreamingTrunk : public TrunkProvider {
@@ -61,8 +61,7 @@ class StreamingTrunk : public TrunkProvider {
   void ReleaseLayer(int layer) override;
   const LayerWeights* PeekLayer(int layer) override;
   const GlobalWeights& globals() const override { return globals_; }
-  absl::Status EmbedRows(const std::vector<int32_t>& ids,
-                         float* out) override;
+  absl::Status EmbedRows(const std::vector<int32_t>& ids, float* out) override;
   absl::Status LmHead(const float* x, size_t rows, float* logits,
                       kernels::ThreadPool* pool) override;
 
@@ -113,7 +112,7 @@ class StreamingTrunk : public TrunkProvider {
   std::vector<Pinned> pinned_;
   io::AlignedBuffer globals_buf_, embed_buf_, lm_head_buf_;
   GlobalWeights globals_;
-  Matrix embed_, lm_head_;  // valid when pinned
+  Matrix embed_, lm_head_;           // valid when pinned
   uint64_t vocab_field_offset_ = 0;  // "matrix" field offset in vocab regions
   io::AlignedBuffer vocab_scratch_;
 

@@ -14,12 +14,12 @@ absl::StatusOr<std::unique_ptr<InMemoryTrunk>> InMemoryTrunk::Build(
                             BuildVocabRegion(source, config, true));
   FLOTILLA_ASSIGN_OR_RETURN(t->globals_region_,
                             BuildGlobalsRegion(source, config));
-  FLOTILLA_ASSIGN_OR_RETURN(
-      t->embed_, BindVocab(t->embed_region_.layout,
-                           t->embed_region_.bytes.data(), config));
-  FLOTILLA_ASSIGN_OR_RETURN(
-      t->lm_head_, BindVocab(t->lm_head_region_.layout,
-                             t->lm_head_region_.bytes.data(), config));
+  FLOTILLA_ASSIGN_OR_RETURN(t->embed_,
+                            BindVocab(t->embed_region_.layout,
+                                      t->embed_region_.bytes.data(), config));
+  FLOTILLA_ASSIGN_OR_RETURN(t->lm_head_,
+                            BindVocab(t->lm_head_region_.layout,
+                                      t->lm_head_region_.bytes.data(), config));
   FLOTILLA_ASSIGN_OR_RETURN(
       t->globals_, BindGlobals(t->globals_region_.layout,
                                t->globals_region_.bytes.data(), config));

@@ -62,8 +62,7 @@ class InMemoryTrunk : public TrunkProvider {
                : nullptr;
   }
   const GlobalWeights& globals() const override { return globals_; }
-  absl::Status EmbedRows(const std::vector<int32_t>& ids,
-                         float* out) override;
+  absl::Status EmbedRows(const std::vector<int32_t>& ids, float* out) override;
   absl::Status LmHead(const float* x, size_t rows, float* logits,
                       kernels::ThreadPool* pool) override;
 

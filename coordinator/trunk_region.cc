@@ -51,9 +51,9 @@ absl::StatusOr<DType> SourceDType(const TensorSource& source,
     if (f.kind == FieldKind::kMatrix) {
       const std::vector<int64_t> want = SpecShape(f);
       if (t->shape != want) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor ", name, " in ", t->file, " has shape ",
-            ShapeStr(t->shape), ", expected ", ShapeStr(want)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", name, " in ", t->file, " has shape ",
+                         ShapeStr(t->shape), ", expected ", ShapeStr(want)));
       }
       if (t->dtype == DType::kBF16) return DType::kBF16;
       if (t->dtype == DType::kF32 || t->dtype == DType::kF16) {
@@ -64,8 +64,8 @@ absl::StatusOr<DType> SourceDType(const TensorSource& source,
           model::DTypeName(t->dtype), ", expected BF16, F16 or F32"));
     }
     const int64_t n = static_cast<int64_t>(f.rows);
-    const bool ok = f.kind == FieldKind::kVectorPrefix ? t->numel() >= n
-                                                       : t->numel() == n;
+    const bool ok =
+        f.kind == FieldKind::kVectorPrefix ? t->numel() >= n : t->numel() == n;
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor ", name, " in ", t->file, " has shape ", ShapeStr(t->shape),
@@ -134,8 +134,7 @@ absl::Status Fill(const TensorSource& source, const FieldSpec& spec,
   }
   // uk_t: W_UK_h^T for each head, from kv_b [Hm*(nope+v)][kv_lora].
   const RegionField* kvb = layout.Find(spec.src);
-  const size_t lora = kvb->shape[1], nope = spec.cols,
-               heads = spec.rows / lora,
+  const size_t lora = kvb->shape[1], nope = spec.cols, heads = spec.rows / lora,
                per_head = static_cast<size_t>(kvb->shape[0]) / heads;
   const size_t esize = model::DTypeSize(field.dtype);
   const uint8_t* src = base + kvb->offset;
@@ -196,9 +195,9 @@ class Binder {
       }
       const bool matrix =
           spec.kind == FieldKind::kMatrix || spec.kind == FieldKind::kUkT;
-      const bool dtype_ok = matrix ? (f->dtype == DType::kF32 ||
-                                      f->dtype == DType::kBF16)
-                                   : f->dtype == DType::kF32;
+      const bool dtype_ok =
+          matrix ? (f->dtype == DType::kF32 || f->dtype == DType::kBF16)
+                 : f->dtype == DType::kF32;
       const size_t elems = spec.rows * std::max<size_t>(spec.cols, 1);
       if (!dtype_ok || f->shape != SpecShape(spec) ||
           f->nbytes != elems * model::DTypeSize(f->dtype) ||
@@ -362,8 +361,8 @@ std::string LayoutToJson(const RegionLayout& layout) {
 }
 
 absl::StatusOr<RegionLayout> LayoutFromJson(absl::string_view text) {
-  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                                           false);
+  nlohmann::json j =
+      nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
   auto bad = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat("bad region layout: ", why));
   };
@@ -398,7 +397,8 @@ absl::StatusOr<RegionLayout> LayoutFromJson(absl::string_view text) {
     }
     field.offset = f["offset"].get<uint64_t>();
     field.nbytes = f["nbytes"].get<uint64_t>();
-    if (field.offset > layout.size || field.nbytes > layout.size - field.offset) {
+    if (field.offset > layout.size ||
+        field.nbytes > layout.size - field.offset) {
       return bad(absl::StrCat("field ", field.name, " runs past the region"));
     }
     layout.fields.push_back(std::move(field));

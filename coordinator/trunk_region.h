@@ -51,16 +51,15 @@ struct Region {
 
 // Which parts of a layer a region holds (layer fixtures hold only some).
 enum LayerParts : int {
-  kNormParts = 1,       // layer norms and AttnRes folds
-  kAttentionPart = 2,   // KDA or MLA
-  kFfnPart = 4,         // dense FFN or MoE trunk (router, latent, shared)
+  kNormParts = 1,      // layer norms and AttnRes folds
+  kAttentionPart = 2,  // KDA or MLA
+  kFfnPart = 4,        // dense FFN or MoE trunk (router, latent, shared)
   kAllLayerParts = 7,
 };
 
 absl::StatusOr<Region> BuildLayerRegion(const model::TensorSource& source,
                                         const model::K3Config& config,
-                                        int layer,
-                                        int parts = kAllLayerParts);
+                                        int layer, int parts = kAllLayerParts);
 // final norm and the output AttnRes fold.
 absl::StatusOr<Region> BuildGlobalsRegion(const model::TensorSource& source,
                                           const model::K3Config& config);
@@ -79,8 +78,8 @@ RegionLayout PlanVocabLayout(const model::K3Config& config);
 // views). Checks every field's dtype and shape against the config.
 absl::StatusOr<LayerWeights> BindLayer(const RegionLayout& layout,
                                        const uint8_t* base,
-                                       const model::K3Config& config,
-                                       int layer, int parts = kAllLayerParts);
+                                       const model::K3Config& config, int layer,
+                                       int parts = kAllLayerParts);
 absl::StatusOr<GlobalWeights> BindGlobals(const RegionLayout& layout,
                                           const uint8_t* base,
                                           const model::K3Config& config);

@@ -9,17 +9,21 @@ namespace {
 constexpr char kModelPrefix[] = "language_model.model.";
 
 FieldSpec Mat(std::string field, std::string src, size_t rows, size_t cols) {
-  return FieldSpec{std::move(field), FieldKind::kMatrix, std::move(src), "",
-                   rows, cols};
+  return FieldSpec{
+      std::move(field), FieldKind::kMatrix, std::move(src), "", rows, cols};
 }
 FieldSpec VecField(std::string field, std::string src, size_t n) {
-  return FieldSpec{std::move(field), FieldKind::kVector, std::move(src), "",
-                   n, 0};
+  return FieldSpec{
+      std::move(field), FieldKind::kVector, std::move(src), "", n, 0};
 }
 FieldSpec Fold(std::string field, std::string norm, std::string proj,
                size_t n) {
-  return FieldSpec{std::move(field), FieldKind::kFold, std::move(norm),
-                   std::move(proj), n, 0};
+  return FieldSpec{std::move(field),
+                   FieldKind::kFold,
+                   std::move(norm),
+                   std::move(proj),
+                   n,
+                   0};
 }
 
 }  // namespace
@@ -33,7 +37,7 @@ std::vector<FieldSpec> LayerSchema(const model::K3Config& c, int layer,
   if (parts & kNormParts) {
     s.push_back(VecField("input_layernorm", lp + "input_layernorm.weight", e));
     s.push_back(VecField("post_attention_layernorm",
-                    lp + "post_attention_layernorm.weight", e));
+                         lp + "post_attention_layernorm.weight", e));
     s.push_back(Fold("attn_res_fold", lp + "self_attention_res_norm.weight",
                      lp + "self_attention_res_proj.weight", e));
     s.push_back(Fold("mlp_res_fold", lp + "mlp_res_norm.weight",
@@ -46,11 +50,12 @@ std::vector<FieldSpec> LayerSchema(const model::K3Config& c, int layer,
     s.push_back(Mat("q_a_proj", a + "q_a_proj.weight", ql, e));
     s.push_back(VecField("q_a_layernorm", a + "q_a_layernorm.weight", ql));
     s.push_back(Mat("q_b_proj", a + "q_b_proj.weight", hm * (nope + rope), ql));
-    s.push_back(Mat("kv_a_proj", a + "kv_a_proj_with_mqa.weight", kvl + rope, e));
+    s.push_back(
+        Mat("kv_a_proj", a + "kv_a_proj_with_mqa.weight", kvl + rope, e));
     s.push_back(VecField("kv_a_layernorm", a + "kv_a_layernorm.weight", kvl));
     s.push_back(Mat("kv_b_proj", a + "kv_b_proj.weight", hm * (nope + v), kvl));
-    s.push_back(FieldSpec{"uk_t", FieldKind::kUkT, "kv_b_proj", "", hm * kvl,
-                          nope});
+    s.push_back(
+        FieldSpec{"uk_t", FieldKind::kUkT, "kv_b_proj", "", hm * kvl, nope});
     s.push_back(Mat("o_proj", a + "o_proj.weight", e, hm * v));
     if (c.mla_use_output_gate) {
       s.push_back(Mat("g_proj", a + "g_proj.weight", hm * v, e));
@@ -68,8 +73,8 @@ std::vector<FieldSpec> LayerSchema(const model::K3Config& c, int layer,
     for (const char* name : {"q_conv", "k_conv", "v_conv"}) {
       s.push_back(VecField(name, a + name + "1d.weight", p * k));
     }
-    s.push_back(FieldSpec{"A_log", FieldKind::kVectorPrefix, a + "A_log", "",
-                          h, 0});
+    s.push_back(
+        FieldSpec{"A_log", FieldKind::kVectorPrefix, a + "A_log", "", h, 0});
     s.push_back(VecField("dt_bias", a + "dt_bias", p));
     s.push_back(VecField("o_norm", a + "o_norm.weight", d));
   }
@@ -91,12 +96,12 @@ std::vector<FieldSpec> LayerSchema(const model::K3Config& c, int layer,
       s.push_back(VecField("latent_norm", m + "routed_expert_norm.weight", l));
     }
     if (shared > 0) {
-      s.push_back(Mat("shared_gate", m + "shared_experts.gate_proj.weight",
-                      shared, e));
-      s.push_back(Mat("shared_up", m + "shared_experts.up_proj.weight",
-                      shared, e));
-      s.push_back(Mat("shared_down", m + "shared_experts.down_proj.weight", e,
-                      shared));
+      s.push_back(
+          Mat("shared_gate", m + "shared_experts.gate_proj.weight", shared, e));
+      s.push_back(
+          Mat("shared_up", m + "shared_experts.up_proj.weight", shared, e));
+      s.push_back(
+          Mat("shared_down", m + "shared_experts.down_proj.weight", e, shared));
     }
   }
   return s;
@@ -113,8 +118,8 @@ std::vector<FieldSpec> GlobalsSchema(const model::K3Config& c) {
 std::vector<FieldSpec> VocabSchema(const model::K3Config& c, bool lm_head) {
   const size_t v = c.vocab_size, e = c.hidden_size;
   if (lm_head) return {Mat("matrix", "language_model.lm_head.weight", v, e)};
-  return {Mat("matrix", std::string(kModelPrefix) + "embed_tokens.weight", v,
-              e)};
+  return {
+      Mat("matrix", std::string(kModelPrefix) + "embed_tokens.weight", v, e)};
 }
 
 }  // namespace flotilla::coordinator

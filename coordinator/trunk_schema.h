@@ -23,18 +23,17 @@ enum class FieldKind {
 struct FieldSpec {
   std::string field;  // name inside the region
   FieldKind kind = FieldKind::kMatrix;
-  std::string src;    // checkpoint tensor name (or region field for kUkT)
-  std::string src2;   // second tensor for kFold
-  size_t rows = 0;    // matrix rows, or vector length
-  size_t cols = 0;    // matrix cols (0 for vectors)
+  std::string src;   // checkpoint tensor name (or region field for kUkT)
+  std::string src2;  // second tensor for kFold
+  size_t rows = 0;   // matrix rows, or vector length
+  size_t cols = 0;   // matrix cols (0 for vectors)
 };
 
 // Fields of layer `layer`; `parts` is a LayerParts mask.
 std::vector<FieldSpec> LayerSchema(const model::K3Config& config, int layer,
                                    int parts);
 std::vector<FieldSpec> GlobalsSchema(const model::K3Config& config);
-std::vector<FieldSpec> VocabSchema(const model::K3Config& config,
-                                   bool lm_head);
+std::vector<FieldSpec> VocabSchema(const model::K3Config& config, bool lm_head);
 
 }  // namespace flotilla::coordinator
 

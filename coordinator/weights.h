@@ -1,8 +1,9 @@
 // Views of the trunk weights of one Kimi K3 layer, as the forward pass uses
 // them. They point into a trunk region (trunk_region.h) that holds the
 // tensors in compute-ready form. Routed experts are not here: they stay on
-// disk and are read per step by an ExpertBackend. Shapes use the K3-ARCHITECTURE.md names: E hidden, P = H*D
-// KDA width, Hm MLA heads, L latent width, I expert width.
+// disk and are read per step by an ExpertBackend. Shapes use the
+// K3-ARCHITECTURE.md names: E hidden, P = H*D KDA width, Hm MLA heads, L latent
+// width, I expert width.
 #ifndef FLOTILLA_COORDINATOR_WEIGHTS_H_
 #define FLOTILLA_COORDINATOR_WEIGHTS_H_
 
@@ -42,19 +43,19 @@ struct KdaWeights {
   Matrix f_a;                             // [D][E]
   Matrix f_b;                             // [P][D]
   Matrix b_proj;                          // [H][E]
-  Vec q_conv, k_conv, v_conv;  // [P][K], tap K-1 = current
-  Vec a_log;                   // [H] (first H of the tensor)
-  Vec dt_bias;                 // [P]
-  Vec o_norm;                  // [D], shared by heads
+  Vec q_conv, k_conv, v_conv;             // [P][K], tap K-1 = current
+  Vec a_log;                              // [H] (first H of the tensor)
+  Vec dt_bias;                            // [P]
+  Vec o_norm;                             // [D], shared by heads
 };
 
 struct MlaWeights {
-  Matrix q_a;                  // [q_lora][E]
-  Vec q_a_norm; // [q_lora]
-  Matrix q_b;                  // [Hm*(nope+rope)][q_lora]
-  Matrix kv_a;                 // [kv_lora+rope][E]
+  Matrix q_a;     // [q_lora][E]
+  Vec q_a_norm;   // [q_lora]
+  Matrix q_b;     // [Hm*(nope+rope)][q_lora]
+  Matrix kv_a;    // [kv_lora+rope][E]
   Vec kv_a_norm;  // [kv_lora]
-  Matrix kv_b;                 // [Hm*(nope+v)][kv_lora]
+  Matrix kv_b;    // [Hm*(nope+v)][kv_lora]
   // Key half of kv_b transposed per head: [Hm*kv_lora][nope]; row block h
   // is W_UK_h^T, so the latent query is one matvec per head (absorption).
   Matrix uk_t;
@@ -68,13 +69,13 @@ struct DenseFfnWeights {
 };
 
 struct MoeWeights {
-  Matrix router;                // [n_experts][E]
-  Vec bias;      // [n_experts], selection only
-  Matrix down;                  // [L][E]
-  Matrix up;                    // [E][L]
-  Vec latent_norm;  // [L]
-  Matrix shared_gate, shared_up;   // [I*S][E]
-  Matrix shared_down;              // [E][I*S]
+  Matrix router;                  // [n_experts][E]
+  Vec bias;                       // [n_experts], selection only
+  Matrix down;                    // [L][E]
+  Matrix up;                      // [E][L]
+  Vec latent_norm;                // [L]
+  Matrix shared_gate, shared_up;  // [I*S][E]
+  Matrix shared_down;             // [E][I*S]
 };
 
 struct LayerWeights {

@@ -67,8 +67,8 @@ TEST_P(CheckpointTest, GreedyIdsAndStepLogits) {
   std::vector<int32_t> got;
   double worst = 0;
   for (size_t s = 0; s < generated_.size(); ++s) {
-    worst = std::max(worst, MaxRelativeError(logits.data(),
-                                             &step_ref[s * vocab], vocab));
+    worst = std::max(
+        worst, MaxRelativeError(logits.data(), &step_ref[s * vocab], vocab));
     got.push_back(ArgMax(logits.data(), vocab));
     if (s + 1 < generated_.size()) {
       ASSERT_TRUE(m->Forward(&state, {got.back()}, false, &logits).ok());
@@ -121,19 +121,21 @@ TEST_P(CheckpointTest, IncrementalDecodeEqualsFullRecompute) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, CheckpointTest,
-    ::testing::Values(Case{"ckpt_A", "config.json"},
-                      Case{"ckpt_A", "config.nested.json"},
-                      Case{"ckpt_C", "config.json"},
-                      Case{"ckpt_C", "config.nested.json"}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string name = info.param.ckpt + "_" + info.param.config;
-      for (char& ch : name) {
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(All, CheckpointTest,
+                         ::testing::Values(Case{"ckpt_A", "config.json"},
+                                           Case{"ckpt_A", "config.nested.json"},
+                                           Case{"ckpt_C", "config.json"},
+                                           Case{"ckpt_C",
+                                                "config.nested.json"}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name =
+                               info.param.ckpt + "_" + info.param.config;
+                           for (char& ch : name) {
+                             if (!isalnum(static_cast<unsigned char>(ch)))
+                               ch = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace flotilla::coordinator

@@ -3,15 +3,15 @@
 // (damaged checkpoints, bad flags) giving a clear error, a non-zero exit and
 // never a crash.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <cstring>
 #include <functional>
-#include <unistd.h>
+#include <sstream>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -47,8 +47,8 @@ class CliTest : public ::testing::Test {
   std::string CopyCheckpoint() {
     const fs::path dir = tmp_ / "ckpt";
     fs::create_directories(dir);
-    for (const char* f : {"config.json", "model.safetensors",
-                          "model.safetensors.index.json"}) {
+    for (const char* f :
+         {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
       fs::copy_file(DataPath(std::string("k3/ckpt_A/") + f), dir / f);
     }
     return dir.string();
@@ -92,10 +92,10 @@ TEST_F(CliTest, GenerateJsonAndLogitsMatchReference) {
   const nlohmann::json ref =
       testutil::LoadJson(DataPath("k3/ckpt_A/ref/ref.json"));
   const std::string logits_path = (tmp_ / "logits.f32").string();
-  const RunResult r =
-      Run("generate --model " + DataPath("k3/ckpt_A") +
-          " --ids 3,7,11,5,9 --max-tokens 16 --threads 2 --json"
-          " --dump-logits " + logits_path);
+  const RunResult r = Run("generate --model " + DataPath("k3/ckpt_A") +
+                          " --ids 3,7,11,5,9 --max-tokens 16 --threads 2 --json"
+                          " --dump-logits " +
+                          logits_path);
   ASSERT_TRUE(r.exited && r.code == 0) << r.err;
   const nlohmann::json out = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(out.is_discarded()) << r.out;
@@ -159,7 +159,8 @@ TEST_F(CliTest, WrongShape) {
 TEST_F(CliTest, WrongDtype) {
   const std::string dir = CopyCheckpoint();
   const std::string expert =
-      "language_model.model.layers.2.block_sparse_moe.experts.3.w2.weight_packed";
+      "language_model.model.layers.2.block_sparse_moe.experts.3.w2.weight_"
+      "packed";
   EditHeader(dir, [&](nlohmann::json& h) {
     // Same byte count, but an expert must be U8.
     h[expert]["dtype"] = "BF16";
@@ -181,7 +182,8 @@ TEST_F(CliTest, MissingTensor) {
 
 TEST_F(CliTest, GarbageConfigJson) {
   const std::string dir = CopyCheckpoint();
-  std::ofstream(dir + "/config.json", std::ios::trunc) << "{\"hidden_size\": 12";
+  std::ofstream(dir + "/config.json", std::ios::trunc)
+      << "{\"hidden_size\": 12";
   ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
                      {"config.json"});
 }
@@ -202,8 +204,7 @@ TEST_F(CliTest, BadFlagsAndIds) {
   ExpectCleanFailure(Run("generate" + model), {"--ids"});
   ExpectCleanFailure(Run("generate" + model + " --ids 1,x"), {"x"});
   ExpectCleanFailure(Run("generate" + model + " --ids 1,999"), {"999"});
-  ExpectCleanFailure(Run("generate" + model + " --ids 1 --top-p 2"),
-                     {"top_p"});
+  ExpectCleanFailure(Run("generate" + model + " --ids 1 --top-p 2"), {"top_p"});
   ExpectCleanFailure(Run("generate" + model + " --prompt hello"),
                      {"tokenizer"});
   ExpectCleanFailure(Run("generate --model /nonexistent --ids 1"),

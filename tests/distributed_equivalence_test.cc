@@ -134,6 +134,27 @@ TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
   ASSERT_FALSE(b.is_discarded()) << remote_out;
   EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
   EXPECT_GT(b["generated_ids"].size(), 0u);
+
+  // Streaming trunk from a pack (the fingerprint then comes from the
+  // manifest) with the experts on the workers.
+  const std::string pack = dir_->path() + "/cli_pack";
+  std::string out;
+  ASSERT_EQ(RunCommand(absl::StrCat(BinPath("flotilla-tool"), " pack --model ",
+                                    CkptA(), " --out ", pack),
+                       &out),
+            0)
+      << out;
+  std::string packed_out;
+  ASSERT_EQ(RunCommand(
+                absl::StrCat(base, " --pack ", pack, " --mem 1G", " --workers ",
+                             absl::StrJoin(Addresses(*fleet), ",")),
+                &packed_out),
+            0)
+      << packed_out;
+  const auto c = nlohmann::json::parse(packed_out, nullptr, false);
+  ASSERT_FALSE(c.is_discarded()) << packed_out;
+  EXPECT_EQ(a["generated_ids"], c["generated_ids"]);
+  EXPECT_EQ(c["stats"]["mode"], "streaming");
 }
 
 // `flotilla-tool pack --workers 3 --replicas 2`: each worker serves only its

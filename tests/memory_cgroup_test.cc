@@ -4,8 +4,8 @@
 // the plan bounds everything else the process holds.
 #include <unistd.h>
 
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "gtest/gtest.h"
@@ -72,15 +72,15 @@ TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
 
   // Drop this model from the page cache so the limited run starts cold.
   testutil::RunCommand("sync; echo 1 > /proc/sys/vm/drop_caches", scratch);
-  auto group = io::cgroup::Create(
-      "memory", "flotilla-test-" + std::to_string(getpid()));
+  auto group =
+      io::cgroup::Create("memory", "flotilla-test-" + std::to_string(getpid()));
   ASSERT_TRUE(group.ok()) << group.status();
   ASSERT_TRUE(io::cgroup::SetMemoryLimit(*group, kBudget).ok());
   // A fresh sh moves itself into the group and then becomes the coordinator
   // (in a subshell $$ would name the parent shell instead).
   r = testutil::RunCommand("sh -c 'echo $$ > " + group->dir +
-                               "/cgroup.procs && exec " + generate +
-                               " --mem " + std::to_string(kBudget) + "'",
+                               "/cgroup.procs && exec " + generate + " --mem " +
+                               std::to_string(kBudget) + "'",
                            scratch);
   const auto max_usage = io::cgroup::MemoryMaxUsage(*group);
   const auto ooms = io::cgroup::MemoryOomKills(*group);
@@ -96,11 +96,12 @@ TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
   ASSERT_TRUE(max_usage.ok());
   EXPECT_LE(*max_usage, kBudget);
   EXPECT_GT(*max_usage, 0u) << "the coordinator did not run in the group";
-  std::printf("model %.1f MB, budget %.1f MB, cgroup max usage %.1f MB, "
-              "peak RSS %.1f MB, pinned layers %d\n",
-              model_bytes / 1e6, kBudget / 1e6, *max_usage / 1e6,
-              limited["stats"]["peak_rss_bytes"].get<uint64_t>() / 1e6,
-              limited["stats"]["pinned_layers"].get<int>());
+  std::printf(
+      "model %.1f MB, budget %.1f MB, cgroup max usage %.1f MB, "
+      "peak RSS %.1f MB, pinned layers %d\n",
+      model_bytes / 1e6, kBudget / 1e6, *max_usage / 1e6,
+      limited["stats"]["peak_rss_bytes"].get<uint64_t>() / 1e6,
+      limited["stats"]["pinned_layers"].get<int>());
   if (ooms.ok()) EXPECT_EQ(*ooms, 0u);
   fs::remove_all(tmp);
 }

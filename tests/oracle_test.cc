@@ -17,8 +17,7 @@ std::unique_ptr<K3Model> LoadOracle(int threads) {
                                            DataPath("k3/oracle/tiny_k3.bin"));
   EXPECT_TRUE(source.ok()) << source.status();
   if (!source.ok()) return nullptr;
-  auto config =
-      model::ParseK3Config((*source)->config_json(), "tiny_k3.json");
+  auto config = model::ParseK3Config((*source)->config_json(), "tiny_k3.json");
   EXPECT_TRUE(config.ok()) << config.status();
   if (!config.ok()) return nullptr;
   ModelOptions options;
@@ -33,7 +32,8 @@ std::vector<int32_t> Ids(const nlohmann::json& j) {
 }
 
 TEST(OracleTest, GreedyTwentyTokensExact) {
-  const nlohmann::json ref = testutil::LoadJson(DataPath("k3/oracle/ref_k3.json"));
+  const nlohmann::json ref =
+      testutil::LoadJson(DataPath("k3/oracle/ref_k3.json"));
   const std::vector<int32_t> prompt = Ids(ref["prompt_ids"]);
   const std::vector<int32_t> full = Ids(ref["full_ids"]);
   for (int threads : {1, 2}) {
@@ -55,7 +55,8 @@ TEST(OracleTest, GreedyTwentyTokensExact) {
 }
 
 TEST(OracleTest, TeacherForcedPredictionsExact) {
-  const nlohmann::json ref = testutil::LoadJson(DataPath("k3/oracle/ref_k3.json"));
+  const nlohmann::json ref =
+      testutil::LoadJson(DataPath("k3/oracle/ref_k3.json"));
   const std::vector<int32_t> prompt = Ids(ref["prompt_ids"]);
   const std::vector<int32_t> full = Ids(ref["full_ids"]);
   const std::vector<int32_t> tf = Ids(ref["tf_pred"]);
@@ -72,9 +73,8 @@ TEST(OracleTest, TeacherForcedPredictionsExact) {
     EXPECT_EQ(testutil::ArgMax(&logits[i * vocab], vocab), tf[i])
         << "position " << i;
   }
-  const double rel = testutil::MaxRelativeError(logits.data(),
-                                                ref_logits.data(),
-                                                ref_logits.size());
+  const double rel = testutil::MaxRelativeError(
+      logits.data(), ref_logits.data(), ref_logits.size());
   RecordProperty("tf_logits_max_rel", std::to_string(rel));
   EXPECT_LE(rel, 1.2e-7 * std::sqrt(128.0) * 50);
 }

@@ -36,13 +36,13 @@ class StreamingTest : public ::testing::TestWithParam<std::string> {
     fs::create_directories(tmp_);
     model_ = (tmp_ / "model").string();
     fs::create_directories(model_);
-    for (const char* f : {"config.json", "model.safetensors",
-                          "model.safetensors.index.json"}) {
+    for (const char* f :
+         {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
       fs::copy_file(DataPath("k3/" + GetParam() + "/" + f),
                     fs::path(model_) / f);
     }
-    const CommandResult pack = Run(BinPath("flotilla-tool") +
-                                   " pack --model " + model_);
+    const CommandResult pack =
+        Run(BinPath("flotilla-tool") + " pack --model " + model_);
     ASSERT_EQ(pack.code, 0) << pack.err;
     ref_ = DataPath("k3/" + GetParam() + "/ref/ref.json");
   }
@@ -84,18 +84,18 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
   const std::string ref_logits = (tmp_ / "ref.f32").string();
   {
     const nlohmann::json ref = testutil::LoadJson(ref_);
-    const CommandResult r = Run(
-        BinPath("flotilla-coordinator") + " generate --model " +
-        DataPath("k3/" + GetParam()) + " --json --ids " +
-        [&] {
-          std::string s;
-          for (const auto& id : ref["prompt_ids"]) {
-            s += (s.empty() ? "" : ",") + std::to_string(id.get<int>());
-          }
-          return s;
-        }() +
-        " --max-tokens " + std::to_string(ref["n_new"].get<int>()) +
-        " --dump-logits " + ref_logits);
+    const CommandResult r =
+        Run(BinPath("flotilla-coordinator") + " generate --model " +
+            DataPath("k3/" + GetParam()) + " --json --ids " +
+            [&] {
+              std::string s;
+              for (const auto& id : ref["prompt_ids"]) {
+                s += (s.empty() ? "" : ",") + std::to_string(id.get<int>());
+              }
+              return s;
+            }() +
+            " --max-tokens " + std::to_string(ref["n_new"].get<int>()) +
+            " --dump-logits " + ref_logits);
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["generated_ids"],
               ref["generated_ids"]);
@@ -128,7 +128,8 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
 }
 
 TEST_P(StreamingTest, FlippedTrunkByteIsCaughtNamingLayerFileOffset) {
-  const nlohmann::json m = testutil::LoadJson(model_ + "/flotilla-pack/manifest.json");
+  const nlohmann::json m =
+      testutil::LoadJson(model_ + "/flotilla-pack/manifest.json");
   uint64_t offset = 0;
   for (const auto& r : m["regions"]) {
     if (r["kind"] == "layer" && r["layer"] == 4) {
@@ -186,8 +187,8 @@ TEST_P(StreamingTest, FlippedExpertByteIsCaughtNamingLayerExpertFileOffset) {
   EXPECT_TRUE(out.is_null());
   EXPECT_TRUE(r.exited);
   EXPECT_NE(r.code, 0);
-  for (const char* needle : {"layer 1", "expert", "model.safetensors",
-                             "offset"}) {
+  for (const char* needle :
+       {"layer 1", "expert", "model.safetensors", "offset"}) {
     EXPECT_NE(r.err.find(needle), std::string::npos)
         << "stderr lacks '" << needle << "': " << r.err;
   }
@@ -196,8 +197,8 @@ TEST_P(StreamingTest, FlippedExpertByteIsCaughtNamingLayerExpertFileOffset) {
 // A pack is tied to the checkpoint it was made from.
 TEST_P(StreamingTest, PackOfAnotherCheckpointIsRefused) {
   const std::string other = GetParam() == "ckpt_A" ? "ckpt_C" : "ckpt_A";
-  for (const char* f : {"config.json", "model.safetensors",
-                        "model.safetensors.index.json"}) {
+  for (const char* f :
+       {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
     fs::copy_file(DataPath("k3/" + other + "/" + f), fs::path(model_) / f,
                   fs::copy_options::overwrite_existing);
   }
@@ -206,8 +207,7 @@ TEST_P(StreamingTest, PackOfAnotherCheckpointIsRefused) {
           " --ids 1,2 --max-tokens 1");
   EXPECT_TRUE(r.exited);
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.err.find("was made from checkpoint"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("was made from checkpoint"), std::string::npos) << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, StreamingTest,

@@ -10,7 +10,9 @@
 #   env: BPS (per-worker read limit, bytes/s, default 209715200 = 200 MiB/s),
 #        TOKENS (generated tokens, default 8), PROMPT (prompt tokens,
 #        default 2), CONFIGS (default
-#        "1:1 2:1 4:1 2:2 4:2", N:R pairs), OUT (results dir)
+#        "1:1 2:1 4:1 2:2 4:2", N:R pairs, throttled), LOOPBACK (default
+#        "1 4": worker counts run unthrottled, both output kinds, for the
+#        RPC overhead), OUT (results dir)
 # Needs root (cgroups). Workers and cgroups are removed on exit.
 set -euo pipefail
 
@@ -19,7 +21,8 @@ BUILD=${2:-$(cd "$(dirname "$0")/../.." && pwd)/build}
 BPS=${BPS:-209715200}
 TOKENS=${TOKENS:-8}
 PROMPT=${PROMPT:-2}
-CONFIGS=${CONFIGS:-"1:1 2:1 4:1 2:2 4:2"}
+CONFIGS=${CONFIGS-"1:1 2:1 4:1 2:2 4:2"}
+LOOPBACK=${LOOPBACK-"1 4"}
 OUT=${OUT:-/tmp/flotilla-bench-distributed}
 WORKER=$BUILD/bin/flotilla-expert-worker
 DRIVER=$BUILD/bin/flotilla-bench-distributed
@@ -96,9 +99,11 @@ for cfg in $CONFIGS; do
   line=$(run "$n" "$r" 1)
   echo "{\"config\":\"N=$n R=$r throttled\",\"result\":$line}" | tee -a "$RESULTS"
 done
-for extra in "" "--row-sums"; do
-  echo "== loopback overhead, N=4 R=1 unthrottled $extra" >&2
-  line=$(run 4 1 0 $extra)
-  echo "{\"config\":\"N=4 R=1 unthrottled $extra\",\"result\":$line}" | tee -a "$RESULTS"
+for n in $LOOPBACK; do
+  for extra in "" "--row-sums"; do
+    echo "== loopback overhead, N=$n R=1 unthrottled $extra" >&2
+    line=$(run "$n" 1 0 $extra)
+    echo "{\"config\":\"N=$n R=1 unthrottled $extra\",\"result\":$line}" | tee -a "$RESULTS"
+  done
 done
 python3 "$(dirname "$0")/summarize.py" "$RESULTS"

@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define FLOTILLA_CHECK(cond)                                            \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__,       \
-                   __LINE__, #cond);                                    \
-      std::abort();                                                     \
-    }                                                                   \
+#define FLOTILLA_CHECK(cond)                                                \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, \
+                   #cond);                                                  \
+      std::abort();                                                         \
+    }                                                                       \
   } while (0)
 
 #endif  // FLOTILLA_SHARED_BASE_CHECK_H_

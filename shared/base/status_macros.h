@@ -10,9 +10,9 @@
 #define FLOTILLA_CONCAT_(a, b) FLOTILLA_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` yields a non-OK status.
-#define FLOTILLA_RETURN_IF_ERROR(expr)              \
-  do {                                              \
-    ::absl::Status flotilla_status_ = (expr);       \
+#define FLOTILLA_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::absl::Status flotilla_status_ = (expr);            \
     if (!flotilla_status_.ok()) return flotilla_status_; \
   } while (0)
 

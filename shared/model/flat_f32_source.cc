@@ -23,10 +23,10 @@ constexpr char kPrefix[] = "language_model.model.";
 
 // Reference submodule names inside self_attn whose HF name is "<x>.weight".
 constexpr const char* kAttnWeights[] = {
-    "q_proj",   "k_proj",    "v_proj",        "g_proj",
-    "o_proj",   "f_a_proj",  "f_b_proj",      "b_proj",
-    "q_conv1d", "k_conv1d",  "v_conv1d",      "o_norm",
-    "q_a_proj", "q_b_proj",  "q_a_layernorm", "kv_a_proj_with_mqa",
+    "q_proj",    "k_proj",        "v_proj",        "g_proj",
+    "o_proj",    "f_a_proj",      "f_b_proj",      "b_proj",
+    "q_conv1d",  "k_conv1d",      "v_conv1d",      "o_norm",
+    "q_a_proj",  "q_b_proj",      "q_a_layernorm", "kv_a_proj_with_mqa",
     "kv_b_proj", "kv_a_layernorm"};
 
 // Reference MoE names (inside "mlp_") and their HF block_sparse_moe names.
@@ -45,9 +45,12 @@ constexpr MoeName kMoeNames[] = {
     {"shared_w2_weight", "shared_experts.down_proj.weight"},
 };
 
-constexpr const char* kLayerVectors[] = {
-    "input_layernorm", "post_attention_layernorm", "self_attention_res_norm",
-    "self_attention_res_proj", "mlp_res_norm", "mlp_res_proj"};
+constexpr const char* kLayerVectors[] = {"input_layernorm",
+                                         "post_attention_layernorm",
+                                         "self_attention_res_norm",
+                                         "self_attention_res_proj",
+                                         "mlp_res_norm",
+                                         "mlp_res_proj"};
 
 }  // namespace
 
@@ -55,7 +58,8 @@ std::string FlatLayerNameToHf(const std::string& name, int layer,
                               bool dense_ffn) {
   const std::string lp = absl::StrCat(kPrefix, "layers.", layer, ".");
   for (const char* v : kLayerVectors) {
-    if (name == absl::StrCat(v, "_weight")) return absl::StrCat(lp, v, ".weight");
+    if (name == absl::StrCat(v, "_weight"))
+      return absl::StrCat(lp, v, ".weight");
   }
   if (absl::StartsWith(name, "self_attn_")) {
     const std::string rest = name.substr(strlen("self_attn_"));
@@ -88,8 +92,8 @@ std::string FlatLayerNameToHf(const std::string& name, int layer,
   if (parts.size() == 4 && parts[0] == "experts" &&
       absl::SimpleAtoi(parts[1], &expert) && parts[3] == "weight" &&
       (parts[2] == "w1" || parts[2] == "w2" || parts[2] == "w3")) {
-    return absl::StrCat(lp, "block_sparse_moe.experts.", expert, ".",
-                        parts[2], ".weight");
+    return absl::StrCat(lp, "block_sparse_moe.experts.", expert, ".", parts[2],
+                        ".weight");
   }
   return "";
 }
@@ -99,7 +103,8 @@ std::string FlatNameToHf(const std::string& flat_name, int dense_layers) {
     return absl::StrCat(kPrefix, "embed_tokens.weight");
   }
   if (flat_name == "lm_head_weight") return "language_model.lm_head.weight";
-  for (const char* v : {"norm", "output_attn_res_norm", "output_attn_res_proj"}) {
+  for (const char* v :
+       {"norm", "output_attn_res_norm", "output_attn_res_proj"}) {
     if (flat_name == absl::StrCat(v, "_weight")) {
       return absl::StrCat(kPrefix, v, ".weight");
     }
@@ -180,15 +185,15 @@ absl::StatusOr<std::unique_ptr<FlatF32Source>> FlatF32Source::Open(
   for (const auto& [flat_name, t] : j["tensors"].items()) {
     if (!t.is_object() || !t.contains("offset") || !t.contains("shape") ||
         !t["offset"].is_number_unsigned() || !t["shape"].is_array()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(index_json, ": tensor ", flat_name, " lacks offset/shape"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          index_json, ": tensor ", flat_name, " lacks offset/shape"));
     }
     TensorInfo info;
     info.dtype = DType::kF32;
     for (const auto& d : t["shape"]) {
       if (!d.is_number_unsigned()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(index_json, ": tensor ", flat_name, " has a bad shape"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            index_json, ": tensor ", flat_name, " has a bad shape"));
       }
       info.shape.push_back(d.get<int64_t>());
     }
@@ -238,9 +243,9 @@ absl::Status FlatF32Source::ReadRaw(const TensorInfo& info, void* dst) const {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       ::close(fd);
-      return absl::DataLossError(absl::StrCat(
-          info.file, ": short read of tensor ", info.name, " at offset ",
-          info.offset + done));
+      return absl::DataLossError(
+          absl::StrCat(info.file, ": short read of tensor ", info.name,
+                       " at offset ", info.offset + done));
     }
     done += static_cast<uint64_t>(n);
   }

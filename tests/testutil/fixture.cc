@@ -80,8 +80,8 @@ std::vector<float> ReadF32File(const std::string& path) {
   }
   return ::testing::AssertionFailure()
          << bad << " of " << got.size() << " elements out of tolerance; worst"
-         << " at " << worst << ": got " << got[worst] << " want "
-         << want[worst] << " (error/tolerance " << worst_ratio << ")";
+         << " at " << worst << ": got " << got[worst] << " want " << want[worst]
+         << " (error/tolerance " << worst_ratio << ")";
 }
 
 double MaxRelativeError(const float* got, const float* want, size_t n) {

@@ -1,0 +1,75 @@
+#include "coordinator/run_report.h"
+
+#include <algorithm>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "shared/io/memory_budget.h"
+
+namespace flotilla::coordinator {
+
+RunCounters SnapshotCounters(const Engine& engine) {
+  RunCounters c;
+  if (engine.trunk != nullptr) c.trunk = engine.trunk->stats();
+  c.experts = engine.model->experts()->backend_stats();
+  return c;
+}
+
+nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
+                           const GenerateResult& result) {
+  const RunCounters now = SnapshotCounters(engine);
+  const TrunkStats& t0 = at_decode.trunk;
+  const ExpertBackendStats& x0 = at_decode.experts;
+  const TrunkStats& t = now.trunk;
+  const ExpertBackendStats& x = now.experts;
+  const size_t n_gen = result.generated_ids.size();
+  const double steps = std::max<double>(1.0, n_gen > 1 ? n_gen - 1 : 0);
+  std::vector<double> sorted = result.step_seconds;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  const double trunk_bytes = (t.bytes_read - t0.bytes_read) / steps;
+  const double expert_bytes = (x.bytes_read - x0.bytes_read) / steps;
+  const double trunk_wait = (t.wait_seconds - t0.wait_seconds) / steps;
+  const double expert_wait = (x.io_wait_seconds - x0.io_wait_seconds) / steps;
+  const double io_wait = trunk_wait + expert_wait;
+  return {
+      {"mode", engine.streaming ? "streaming" : "in-memory"},
+      {"decode_steps", n_gen > 1 ? n_gen - 1 : 0},
+      {"median_s_per_token", median},
+      {"step_seconds", result.step_seconds},
+      {"trunk_bytes_per_token", trunk_bytes},
+      {"expert_bytes_per_token", expert_bytes},
+      {"expert_cache_hits_per_token", (x.cache_hits - x0.cache_hits) / steps},
+      {"expert_prefetch_hits_per_token",
+       (x.prefetch_hits - x0.prefetch_hits) / steps},
+      {"read_gb_per_s",
+       median > 0 ? (trunk_bytes + expert_bytes) / median / 1e9 : 0.0},
+      {"io_wait_s_per_token", io_wait},
+      {"trunk_wait_s_per_token", trunk_wait},
+      {"expert_io_wait_s_per_token", expert_wait},
+      {"trunk_read_busy_s_per_token",
+       (t.read_seconds - t0.read_seconds) / steps},
+      {"compute_s_per_token",
+       std::max(0.0, result.decode_seconds / steps - io_wait)},
+      {"peak_rss_bytes", io::PeakRssBytes()},
+      {"budget_bytes", engine.plan.budget_bytes},
+      {"planned_bytes", engine.plan.total_bytes},
+      {"pinned_layers", engine.plan.pinned_layers},
+      {"direct_io", engine.trunk != nullptr && engine.trunk->direct_io()},
+  };
+}
+
+absl::Status WriteLogits(const std::string& path, const GenerateResult& r) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  }
+  // x86-64 is little-endian, so the floats are written as they are.
+  out.write(reinterpret_cast<const char*>(r.logits.data()),
+            static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
+  if (!out) return absl::DataLossError(absl::StrCat("short write to ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace flotilla::coordinator
