@@ -20,10 +20,11 @@ namespace fs = std::filesystem;
 using testutil::BinPath;
 using testutil::CommandResult;
 
-// A synthetic K3 of ~190 MB: 256 experts of 104 KB in 7 MoE layers.
+// A synthetic K3 of ~250 MB: 256 experts of 104 KB in 7 MoE layers and a
+// trunk too large to pin whole within the budget.
 constexpr char kConfig[] = R"({
-  "hidden_size": 256, "num_hidden_layers": 8, "vocab_size": 4096,
-  "rms_norm_eps": 1e-5, "kda_num_heads": 4, "kda_head_dim": 64,
+  "hidden_size": 512, "num_hidden_layers": 8, "vocab_size": 4096,
+  "rms_norm_eps": 1e-5, "kda_num_heads": 8, "kda_head_dim": 64,
   "short_conv_kernel_size": 4, "gate_lower_bound": -5.0,
   "num_attention_heads": 4, "q_lora_rank": 128, "kv_lora_rank": 64,
   "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
@@ -32,12 +33,16 @@ constexpr char kConfig[] = R"({
   "routed_expert_hidden_size": 256, "moe_intermediate_size": 256,
   "routed_scaling_factor": 1.0, "moe_renormalize": true,
   "latent_moe_use_norm": true, "first_k_dense_replace": 1,
-  "intermediate_size": 512, "attn_res_block_size": 3, "situ_beta": 4.0,
+  "intermediate_size": 2048, "attn_res_block_size": 3, "situ_beta": 4.0,
   "situ_linear_beta": 25.0, "full_attn_layers": [4, 8]})";
 
-constexpr uint64_t kBudget = 48ull << 20;
+constexpr uint64_t kBudget = 64ull << 20;
 
 TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's shadow memory and quarantine make the "
+                  "binaries' RSS unrelated to the memory plan";
+#endif
   if (absl::Status s = io::cgroup::MemoryAvailable(); !s.ok()) {
     GTEST_SKIP() << "memory cgroup v1 unavailable: " << s;
   }
@@ -64,7 +69,8 @@ TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
 
   const std::string generate =
       BinPath("flotilla-coordinator") + " generate --model " + scratch +
-      "/model --ids 1,2,3,4 --max-tokens 6 --json --max-context 256";
+      "/model --ids 1,2,3,4 --max-tokens 6 --json --max-context 256 "
+      "--prefill-chunk 16";
   // Reference ids: the same streaming engine without any limit.
   r = testutil::RunCommand(generate + " --mem 4G", scratch);
   ASSERT_EQ(r.code, 0) << r.err;
