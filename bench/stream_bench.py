@@ -6,7 +6,8 @@ prints s/token (median over decode tokens after warm-up), the read rate, the
 disk's ceiling measured in the same session (O_DIRECT random reads of the
 same sizes: expert runs at queue depth 32, trunk regions as 64 MiB reads),
 and wall / max(I/O time, compute time), where I/O time is the bytes a token
-reads at the measured ceiling and compute time is the resident run's s/token.
+reads at the measured ceilings and compute time is the run's s/token minus
+the time it was blocked on reads (trunk and experts).
 Writes bench/results/stream_bench.csv and a PNG plot (gnuplot).
 
 usage: bench/stream_bench.py [--model DIR] [--pack DIR] [--tokens N]
@@ -82,11 +83,16 @@ def main():
 
     prompt = ",".join(str(i) for i in range(100, 132))
     configs = [
-        ("1G", ["--mem", "1G"]),
-        ("2G", ["--mem", "2G"]),
-        ("2G+prefetch", ["--mem", "2G", "--expert-prefetch"]),
-        ("4G", ["--mem", "4G", "--expert-cache", "1800M"]),
-        ("resident", ["--mem", "16G", "--expert-cache", "8G"]),
+        ("1G", ["--mem", "1G", "--expert-prefetch=false"]),
+        ("1G+pf", ["--mem", "1G", "--expert-prefetch"]),
+        ("2G", ["--mem", "2G", "--expert-prefetch=false"]),
+        ("2G+pf", ["--mem", "2G", "--expert-prefetch"]),
+        ("4G+cache", ["--mem", "4G", "--expert-cache", "1800M",
+                      "--expert-prefetch=false"]),
+        ("4G+cache+pf", ["--mem", "4G", "--expert-cache", "1800M",
+                         "--expert-prefetch"]),
+        ("resident", ["--mem", "16G", "--expert-cache", "8G",
+                      "--expert-prefetch=false"]),
     ]
     rows = []
     for name, flags in configs:
@@ -116,7 +122,7 @@ def main():
                                        - s["expert_io_wait_s_per_token"]),
                          peak_rss_gb=s["peak_rss_bytes"] / 1e9,
                          tokens=len(steps)))
-    print(f"\n{'config':>9} {'pinned':>6} {'s/token':>8} {'trunk MB':>9} "
+    print(f"\n{'config':>11} {'pinned':>6} {'s/token':>8} {'trunk MB':>9} "
           f"{'expert MB':>9} {'hits':>5} {'pf hits':>7} {'GB/s':>6} {'of ceil':>7} "
           f"{'compute s':>9} {'wall/max(io,cpu)':>16} {'peak RSS GB':>11}")
     for r in rows:
@@ -124,7 +130,7 @@ def main():
         r["of_ceiling"] = of_ceil
         r["wall_over_bound"] = r["s_per_token"] / max(r["io_floor_s"],
                                                       r["compute_s"])
-        print(f"{r['config']:>9} {r['pinned']:>6} {r['s_per_token']:8.3f} "
+        print(f"{r['config']:>11} {r['pinned']:>6} {r['s_per_token']:8.3f} "
               f"{r['trunk_mb']:9.1f} {r['expert_mb']:9.1f} "
               f"{r['cache_hits']:5.1f} {r['prefetch_hits']:7.1f} {r['read_gbps']:6.2f} "
               f"{of_ceil:7.0%} {r['compute_s']:9.3f} {r['wall_over_bound']:16.2f} "

@@ -42,8 +42,7 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
                                  const model::K3Config& c, int layer,
                                  ResidualStreams* s, KdaState* kda,
                                  MlaCache* mla, ExpertBackend* experts,
-                                 kernels::ThreadPool* pool,
-                                 const MoeWeights* next_router) {
+                                 kernels::ThreadPool* pool) {
   const size_t e = c.hidden_size, n = s->steps;
   const float eps = c.rms_norm_eps;
   // a = AR(B + {R_in}) when there are snapshots, else R_in.
@@ -79,11 +78,29 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
   if (w.is_dense) {
     DenseFfnForward(w.dense, c, normed.data(), n, o.data(), pool);
   } else {
-    FLOTILLA_RETURN_IF_ERROR(MoeForward(w.moe, c, layer, normed.data(), n,
-                                        experts, o.data(), pool, next_router));
+    FLOTILLA_RETURN_IF_ERROR(
+        MoeForward(w.moe, c, layer, normed.data(), n, experts, o.data(), pool));
   }
   for (size_t i = 0; i < n * e; ++i) s->partial[i] += o[i];
   return absl::OkStatus();
+}
+
+std::vector<int> PredictLayerExperts(const LayerWeights& w,
+                                     const model::K3Config& c,
+                                     const ResidualStreams& s, int extra,
+                                     kernels::ThreadPool* pool) {
+  const size_t e = c.hidden_size, n = s.steps;
+  std::vector<float> a(n * e), normed(n * e);
+  if (s.blocks.empty()) {
+    a = s.partial;
+  } else {
+    AggregateAll(s, w.mlp_res_fold.data(), e, c.rms_norm_eps, a.data());
+  }
+  for (size_t t = 0; t < n; ++t) {
+    kernels::RmsNorm(a.data() + t * e, w.post_norm.data(), e, c.rms_norm_eps,
+                     normed.data() + t * e);
+  }
+  return RoutedExpertUnion(w.moe, c, normed.data(), s.steps, extra, pool);
 }
 
 }  // namespace flotilla::coordinator

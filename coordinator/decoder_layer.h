@@ -36,8 +36,18 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
                                  const model::K3Config& config, int layer,
                                  ResidualStreams* streams, KdaState* kda,
                                  MlaCache* mla, ExpertBackend* experts,
-                                 kernels::ThreadPool* pool,
-                                 const MoeWeights* next_router = nullptr);
+                                 kernels::ThreadPool* pool);
+
+// Guess of the routed experts layer `w`'s MoE will select, made before the
+// layer runs: its router on post_norm(AttnRes(blocks + partial)) with its
+// MLP fold, i.e. the real MoE input minus this layer's attention output.
+// Each token contributes its top (k + extra). Cheap next to the layer (one
+// router matmul); the forward pass hands it to ExpertBackend::PrefetchLayer
+// so the disk reads while attention computes.
+std::vector<int> PredictLayerExperts(const LayerWeights& w,
+                                     const model::K3Config& config,
+                                     const ResidualStreams& streams, int extra,
+                                     kernels::ThreadPool* pool);
 
 // hf = AttnRes(blocks + partial) with `fold`, per token: [steps][E].
 void AggregateAll(const ResidualStreams& streams, const float* fold,

@@ -171,6 +171,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
       engine->model = K3Model::FromParts(
           c, std::make_unique<kernels::ThreadPool>(o.threads), std::move(trunk),
           std::move(experts), keep);
+      engine->model->set_expert_lookahead(o.expert_prefetch,
+                                          o.expert_prefetch_extra);
       return engine;
     }
     FLOTILLA_ASSIGN_OR_RETURN(
@@ -229,6 +231,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     engine->model =
         K3Model::FromParts(c, std::make_unique<kernels::ThreadPool>(o.threads),
                            std::move(trunk), std::move(experts), nullptr);
+    engine->model->set_expert_lookahead(o.expert_prefetch,
+                                        o.expert_prefetch_extra);
     return engine;
   }
   auto pool = std::make_unique<kernels::ThreadPool>(o.threads);
@@ -248,7 +252,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   engine->experts = experts.get();
   engine->model = K3Model::FromParts(c, std::move(pool), std::move(trunk),
                                      std::move(experts), nullptr);
-  engine->model->set_expert_lookahead(o.expert_prefetch);
+  engine->model->set_expert_lookahead(o.expert_prefetch,
+                                      o.expert_prefetch_extra);
   return engine;
 }
 

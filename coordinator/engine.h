@@ -29,8 +29,11 @@ struct EngineOptions {
   int max_context = 4096;   // MLA cache positions the plan reserves
   int prefill_chunk = 256;  // tokens per forward pass at most
   uint64_t expert_cache_bytes = 0;
-  bool expert_prefetch = false;  // next-layer lookahead
-  std::string reader = "auto";   // auto, uring, pread
+  // Before each MoE layer's attention, start reading a guess of its
+  // experts: top (k + expert_prefetch_extra) per token.
+  bool expert_prefetch = false;
+  int expert_prefetch_extra = 0;
+  std::string reader = "auto";  // auto, uring, pread
   int queue_depth = 32;
   bool verify_checksums = true;
   // Expert workers ("host:port", in combine order); empty: experts run in

@@ -1,5 +1,6 @@
-// Where routed experts are computed. LocalExperts (this process, weights read
-// from the checkpoint per step) now; RemoteExperts (gRPC workers) later. The
+// Where routed experts are computed: LocalExperts (in-memory tensors),
+// StreamingExperts (this process, runs streamed from disk) or RemoteExperts
+// (gRPC workers). The
 // forward pass hands over every (row, expert, weight) task of one MoE layer
 // for all tokens of the step at once, so each expert is read at most once per
 // step however many tokens chose it.
@@ -38,10 +39,15 @@ class ExpertBackend {
     return ExpertBackendStats();
   }
 
-  // Lookahead: experts `layer` will probably need (predicted from the
-  // previous layer's activations). A hint only: backends may ignore it, and
-  // it never changes results.
-  virtual void HintNextLayer(int layer, const std::vector<int>& experts) {}
+  // Lookahead: experts `layer` will probably need, predicted before the
+  // layer's attention runs (DESIGN: the disk idles during attention). The
+  // backend may start reading them now; a hint only, it never changes
+  // results. Errors are the backend's own failures (e.g. a broken reader),
+  // never a wrong guess.
+  virtual absl::Status PrefetchLayer(int layer,
+                                     const std::vector<int>& experts) {
+    return absl::OkStatus();
+  }
 
   // z: [rows][latent] latent activations. out: [rows][latent], overwritten:
   // out[r] = sum over r's tasks, in task order, of weight * E(z[r]) where

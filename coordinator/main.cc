@@ -65,7 +65,11 @@ ABSL_FLAG(std::string, pack, "",
 ABSL_FLAG(std::string, expert_cache, "0",
           "resident expert cache size (e.g. 2G); 0 = none");
 ABSL_FLAG(bool, expert_prefetch, false,
-          "prefetch the next layer's likely experts into idle bandwidth");
+          "before each MoE layer's attention, start reading the experts it "
+          "will probably route to (its router on the layer input so far)");
+ABSL_FLAG(int, expert_prefetch_extra, 0,
+          "with --expert-prefetch: also read each token's next N experts by "
+          "router score (more hits, more bytes)");
 ABSL_FLAG(std::string, reader, "auto", "I/O engine: auto, uring or pread");
 ABSL_FLAG(int32_t, queue_depth, 32, "expert reads in flight at most");
 ABSL_FLAG(int32_t, max_context, 4096,
@@ -109,7 +113,8 @@ constexpr char kUsage[] =
     "           [--seed S] [--threads N] [--stop-ids IDS] [--config FILE]\n"
     "           [--dump-logits FILE] [--json] [--mem SIZE|PRESET] [--plan]\n"
     "           [--stats] [--pack DIR] [--expert-cache SIZE]\n"
-    "           [--expert-prefetch] [--reader auto|uring|pread]\n"
+    "           [--expert-prefetch [--expert-prefetch-extra N]]\n"
+    "           [--reader auto|uring|pread]\n"
     "           [--workers H:P,...] [--rpc-deadline-ms MS]\n"
     "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"
     "Runs a Kimi K3 checkpoint (Hugging Face layout) on this machine.\n"
@@ -175,6 +180,12 @@ int RunGenerate() {
   eo.max_context = absl::GetFlag(FLAGS_max_context);
   eo.prefill_chunk = absl::GetFlag(FLAGS_prefill_chunk);
   eo.expert_prefetch = absl::GetFlag(FLAGS_expert_prefetch);
+  eo.expert_prefetch_extra = absl::GetFlag(FLAGS_expert_prefetch_extra);
+  if (eo.expert_prefetch_extra < 0 || eo.expert_prefetch_extra > 1024) {
+    return Fail(kExitUsage,
+                absl::StrCat("--expert-prefetch-extra must be in 0..1024, got ",
+                             eo.expert_prefetch_extra));
+  }
   eo.reader = absl::GetFlag(FLAGS_reader);
   eo.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   eo.verify_checksums = absl::GetFlag(FLAGS_verify_checksums);

@@ -97,17 +97,19 @@ absl::Status K3Model::Forward(SequenceState* state,
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     FLOTILLA_ASSIGN_OR_RETURN(const LayerWeights* w,
                               trunk_->AcquireLayer(layer));
-    // While layer L runs, layer L+1 is normally already in the ring: its
-    // router gives a cheap guess of the experts it will need.
-    const MoeWeights* next_router = nullptr;
-    if (expert_lookahead_ && layer + 1 < c.num_hidden_layers && !w->is_dense &&
-        !c.IsDenseLayer(layer + 1)) {
-      const LayerWeights* next = trunk_->PeekLayer(layer + 1);
-      if (next != nullptr) next_router = &next->moe;
+    // The disk idles while attention computes: start reading the experts
+    // this layer will probably route to now (a guess; see
+    // PredictLayerExperts), so their reads overlap attention.
+    absl::Status s;
+    if (expert_lookahead_ && !w->is_dense) {
+      s = experts_->PrefetchLayer(
+          layer,
+          PredictLayerExperts(*w, c, streams, lookahead_extra_, pool_.get()));
     }
-    const absl::Status s = DecoderLayerForward(
-        *w, c, layer, &streams, &state->kda[layer], &state->mla[layer],
-        experts_.get(), pool_.get(), next_router);
+    if (s.ok()) {
+      s = DecoderLayerForward(*w, c, layer, &streams, &state->kda[layer],
+                              &state->mla[layer], experts_.get(), pool_.get());
+    }
     trunk_->ReleaseLayer(layer);
     FLOTILLA_RETURN_IF_ERROR(s);
   }

@@ -70,8 +70,12 @@ class K3Model {
       std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive);
 
   TrunkProvider* trunk() { return trunk_.get(); }
-  // Hint each MoE layer's likely experts to the backend one layer ahead.
-  void set_expert_lookahead(bool on) { expert_lookahead_ = on; }
+  // Before each MoE layer's attention, hand the backend a guess of the
+  // layer's experts (top k + extra per token) to start reading.
+  void set_expert_lookahead(bool on, int extra = 0) {
+    expert_lookahead_ = on;
+    lookahead_extra_ = extra;
+  }
   ExpertBackend* experts() { return experts_.get(); }
   kernels::ThreadPool* pool() { return pool_.get(); }
   // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
@@ -87,6 +91,7 @@ class K3Model {
   std::unique_ptr<ExpertBackend> experts_;
   uint64_t resident_trunk_bytes_ = 0;
   bool expert_lookahead_ = false;
+  int lookahead_extra_ = 0;
 };
 
 }  // namespace flotilla::coordinator

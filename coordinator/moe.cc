@@ -53,8 +53,7 @@ void RouteTopK(const float* logits, const float* bias, int n_experts, int k,
 absl::Status MoeForward(const MoeWeights& w, const model::K3Config& c,
                         int layer, const float* x, int steps,
                         ExpertBackend* experts, float* out,
-                        kernels::ThreadPool* pool,
-                        const MoeWeights* next_router) {
+                        kernels::ThreadPool* pool) {
   const size_t n = steps, e = c.hidden_size, ne = c.num_experts,
                k = c.num_experts_per_token, lat = c.routed_expert_hidden_size;
   // Route every token of the step, then hand all tasks over at once.
@@ -69,19 +68,6 @@ absl::Status MoeForward(const MoeWeights& w, const model::K3Config& c,
     for (size_t j = 0; j < k; ++j) {
       tasks[t * k + j] = ExpertTask{static_cast<int32_t>(t), idx[j], wt[j]};
     }
-  }
-  if (next_router != nullptr) {
-    kernels::MatMul(next_router->router.view(), x, n, logits.data(), pool);
-    std::vector<int> hint;
-    for (size_t t = 0; t < n; ++t) {
-      RouteTopK(logits.data() + t * ne, next_router->bias.data(), ne, k,
-                c.moe_renormalize, c.routed_scaling_factor, idx.data(),
-                wt.data());
-      hint.insert(hint.end(), idx.begin(), idx.end());
-    }
-    std::sort(hint.begin(), hint.end());
-    hint.erase(std::unique(hint.begin(), hint.end()), hint.end());
-    experts->HintNextLayer(layer + 1, hint);
   }
   std::vector<float> z(n * lat), u(n * lat);
   kernels::MatMul(w.down.view(), x, n, z.data(), pool);
@@ -101,6 +87,27 @@ absl::Status MoeForward(const MoeWeights& w, const model::K3Config& c,
     for (size_t i = 0; i < n * e; ++i) out[i] += shared[i];
   }
   return absl::OkStatus();
+}
+
+std::vector<int> RoutedExpertUnion(const MoeWeights& w,
+                                   const model::K3Config& c, const float* x,
+                                   int steps, int extra,
+                                   kernels::ThreadPool* pool) {
+  const int ne = c.num_experts;
+  const int k = std::min(ne, c.num_experts_per_token + std::max(0, extra));
+  std::vector<float> logits(static_cast<size_t>(steps) * ne);
+  kernels::MatMul(w.router.view(), x, steps, logits.data(), pool);
+  std::vector<int> idx(k), all;
+  std::vector<float> wt(k);
+  for (int t = 0; t < steps; ++t) {
+    RouteTopK(logits.data() + static_cast<size_t>(t) * ne, w.bias.data(), ne, k,
+              c.moe_renormalize, c.routed_scaling_factor, idx.data(),
+              wt.data());
+    all.insert(all.end(), idx.begin(), idx.end());
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return all;
 }
 
 void DenseFfnForward(const DenseFfnWeights& w, const model::K3Config& c,

@@ -23,15 +23,19 @@ void RouteTopK(const float* logits, const float* bias, int n_experts, int k,
 
 // Routed + shared experts for `steps` tokens. x: [steps][E] (normalised by
 // post_attention_layernorm). out: [steps][E].
-// `next_router`, when set, is the next MoE layer's router: its top-k for
-// these same activations are hinted to the backend as a lookahead prefetch
-// before this layer's experts are computed (a guess; results never depend
-// on it).
 absl::Status MoeForward(const MoeWeights& w, const model::K3Config& config,
                         int layer, const float* x, int steps,
                         ExpertBackend* experts, float* out,
-                        kernels::ThreadPool* pool,
-                        const MoeWeights* next_router = nullptr);
+                        kernels::ThreadPool* pool);
+
+// The distinct experts (ascending) that `w`'s router selects for any of the
+// `steps` rows of x ([steps][E], normalised), each row contributing its
+// top (num_experts_per_token + extra) by biased score. Used to guess a
+// layer's experts before its real MoE input exists.
+std::vector<int> RoutedExpertUnion(const MoeWeights& w,
+                                   const model::K3Config& config,
+                                   const float* x, int steps, int extra,
+                                   kernels::ThreadPool* pool);
 
 // y = down(SiTU(gate x, up x)) for `steps` tokens.
 void DenseFfnForward(const DenseFfnWeights& w, const model::K3Config& config,

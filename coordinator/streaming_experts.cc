@@ -75,15 +75,8 @@ absl::Status StreamingExperts::ComputeLayer(
     assignments_[i] = experts::ExpertAssignment{tasks[i].row, tasks[i].expert,
                                                 tasks[i].weight};
   }
-  // Hints for another layer ride in this step's idle tail; hints for this
-  // very layer came too late to help (this step reads them anyway).
-  const bool use_hints = !hints_.empty() && hint_layer_ != layer;
-  absl::Status status = engine_->ComputeLayer(
-      layer, z, rows, assignments_.data(), assignments_.size(), out,
-      use_hints ? &hints_ : nullptr);
-  hints_.clear();
-  hint_layer_ = -1;
-  return status;
+  return engine_->ComputeLayer(layer, z, rows, assignments_.data(),
+                               assignments_.size(), out);
 }
 
 std::vector<ExpertKey> StreamingExperts::KnownKeys(
@@ -97,15 +90,8 @@ std::vector<ExpertKey> StreamingExperts::KnownKeys(
   return keys;
 }
 
-void StreamingExperts::HintNextLayer(int layer,
-                                     const std::vector<int>& experts) {
-  if (!lookahead_enabled_) return;
-  hint_layer_ = layer;
-  hints_ = KnownKeys(layer, experts);
-}
-
-absl::Status StreamingExperts::PrefetchNow(int layer,
-                                           const std::vector<int>& experts) {
+absl::Status StreamingExperts::PrefetchLayer(int layer,
+                                             const std::vector<int>& experts) {
   if (!lookahead_enabled_) return absl::OkStatus();
   return engine_->Prefetch(KnownKeys(layer, experts));
 }

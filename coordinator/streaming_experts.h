@@ -12,13 +12,12 @@
 // `flotilla-tool pack` manifest, whose per-run checksums are then verified
 // before use.
 //
-// Lookahead: with options.lookahead, the forward pass may call
-// HintNextLayer(layer, experts) with a prediction for a later layer (e.g.
-// the next layer's router applied to the current input). The hinted reads
-// ride in the idle tail of the next ComputeLayer of another layer (issued
-// after that layer's own reads) and are used by the hinted layer's
-// ComputeLayer. PrefetchNow issues them at once instead (for callers that
-// know the disk is idle). Without options.lookahead both are no-ops.
+// Lookahead: with options.lookahead, the forward pass calls
+// PrefetchLayer(layer, guess) before the layer's attention; the guessed
+// runs are read at once into free slots (the disk is otherwise idle while
+// attention computes) and the layer's ComputeLayer uses those that it
+// routed to (prefetch_hits); the rest are dropped (prefetch_wasted).
+// Without options.lookahead it is a no-op.
 //
 // Thread-compatibility: one thread at a time (the forward pass). `pool`
 // (may be null) must outlive the backend.
@@ -77,11 +76,11 @@ class StreamingExperts : public ExpertBackend {
                             const std::vector<ExpertTask>& tasks,
                             float* out) override;
 
-  // Predicted experts of `layer` (see the header comment). Cheap; never
-  // blocks; unknown experts are ignored (a hint is never an error).
-  void HintNextLayer(int layer, const std::vector<int>& experts) override;
-  // Issues the hinted reads now into free slots.
-  absl::Status PrefetchNow(int layer, const std::vector<int>& experts);
+  // Predicted experts of `layer` (see the header comment): reads start now
+  // into free slots; never blocks on I/O; unknown experts are ignored (a
+  // wrong guess is never an error).
+  absl::Status PrefetchLayer(int layer,
+                             const std::vector<int>& experts) override;
 
   // The backend-neutral summary (--stats).
   ExpertBackendStats backend_stats() const override;
@@ -106,8 +105,6 @@ class StreamingExperts : public ExpertBackend {
   std::unique_ptr<experts::ExpertEngine> engine_;
   const bool lookahead_enabled_;
   std::vector<experts::ExpertAssignment> assignments_;  // reused
-  int hint_layer_ = -1;
-  std::vector<experts::ExpertKey> hints_;
 };
 
 }  // namespace flotilla::coordinator

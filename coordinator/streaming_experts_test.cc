@@ -71,9 +71,11 @@ void ExpectSameAsLocal(const std::string& dir,
          ++layer) {
       const Step s = RandomStep(c, 1 + (seed % 6), seed);
       ++seed;
-      // A (partly right) guess for the next layer, known once this layer is
-      // routed: it is read in the idle tail of this layer's step.
-      (*streaming)->HintNextLayer(layer + 1, {0, 2, c.num_experts - 1});
+      // A (partly right) guess for this layer, read before it computes.
+      ASSERT_TRUE((*streaming)
+                      ->PrefetchLayer(
+                          layer, {0, 2, s.tasks[0].expert, c.num_experts - 1})
+                      .ok());
       std::vector<float> want(s.rows * lat), got(s.rows * lat, -7.f);
       ASSERT_TRUE(
           (*local)
@@ -213,7 +215,7 @@ TEST(StreamingExpertsTest, RepeatedLayerHitsTheCache) {
   EXPECT_EQ(std::memcmp(first.data(), again.data(), first.size() * 4), 0);
 }
 
-TEST(StreamingExpertsTest, PrefetchNowIsUsedByTheNextStep) {
+TEST(StreamingExpertsTest, PrefetchLayerIsUsedByTheNextStep) {
   const std::string dir = K3Path("ckpt_A");
   const model::K3Config c =
       experts::testing::LoadConfigOrDie(dir + "/config.json");
@@ -221,12 +223,12 @@ TEST(StreamingExpertsTest, PrefetchNowIsUsedByTheNextStep) {
   o.slots = 4;
   auto off = StreamingExperts::Create(dir, c, nullptr, "", nullptr, o);
   ASSERT_TRUE(off.ok());
-  ASSERT_TRUE((*off)->PrefetchNow(3, {1, 2}).ok());  // lookahead off: no-op
+  ASSERT_TRUE((*off)->PrefetchLayer(3, {1, 2}).ok());  // lookahead off: no-op
   EXPECT_EQ((*off)->stats().prefetch_issued, 0u);
   o.lookahead = true;
   auto on = StreamingExperts::Create(dir, c, nullptr, "", nullptr, o);
   ASSERT_TRUE(on.ok());
-  ASSERT_TRUE((*on)->PrefetchNow(3, {1, 2, 99}).ok());  // 99: ignored
+  ASSERT_TRUE((*on)->PrefetchLayer(3, {1, 2, 99}).ok());  // 99: ignored
   EXPECT_EQ((*on)->stats().prefetch_issued, 2u);
   std::vector<float> z(2 * 64, 0.5f), out(2 * 64);
   const std::vector<ExpertTask> tasks = {{0, 1, 0.5f}, {1, 4, 0.5f}};

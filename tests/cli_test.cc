@@ -47,10 +47,7 @@ class CliTest : public ::testing::Test {
   std::string CopyCheckpoint() {
     const fs::path dir = tmp_ / "ckpt";
     fs::create_directories(dir);
-    for (const char* f :
-         {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
-      fs::copy_file(DataPath(std::string("k3/ckpt_A/") + f), dir / f);
-    }
+    testutil::CopyFixtureCheckpoint("ckpt_A", dir.string());
     return dir.string();
   }
 

@@ -36,11 +36,7 @@ class StreamingTest : public ::testing::TestWithParam<std::string> {
     fs::create_directories(tmp_);
     model_ = (tmp_ / "model").string();
     fs::create_directories(model_);
-    for (const char* f :
-         {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
-      fs::copy_file(DataPath("k3/" + GetParam() + "/" + f),
-                    fs::path(model_) / f);
-    }
+    testutil::CopyFixtureCheckpoint(GetParam(), model_);
     const CommandResult pack =
         Run(BinPath("flotilla-tool") + " pack --model " + model_);
     ASSERT_EQ(pack.code, 0) << pack.err;
@@ -111,6 +107,8 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
       "--max-pinned-layers 0 --expert-prefetch --threads 2",
       "--max-pinned-layers 3 --expert-cache 1M --expert-prefetch "
       "--reader uring --threads 1",
+      "--max-pinned-layers 2 --expert-prefetch --expert-prefetch-extra 3 "
+      "--threads 2",
   };
   std::set<int> pinned_seen;
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -121,6 +119,12 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
     EXPECT_EQ(out["stats"]["mode"], "streaming") << configs[i];
     pinned_seen.insert(out["stats"]["pinned_layers"].get<int>());
     EXPECT_EQ(ReadFileBytes(path), want) << configs[i];
+    if (configs[i].find("--expert-prefetch") != std::string::npos) {
+      // The guesses were used, so the prefetch path really ran.
+      EXPECT_GT(out["stats"]["expert_prefetch_hits_per_token"].get<double>(),
+                0.0)
+          << configs[i];
+    }
   }
   // The runs covered every layer pinned, some and none.
   EXPECT_TRUE(pinned_seen.count(0));
@@ -197,11 +201,7 @@ TEST_P(StreamingTest, FlippedExpertByteIsCaughtNamingLayerExpertFileOffset) {
 // A pack is tied to the checkpoint it was made from.
 TEST_P(StreamingTest, PackOfAnotherCheckpointIsRefused) {
   const std::string other = GetParam() == "ckpt_A" ? "ckpt_C" : "ckpt_A";
-  for (const char* f :
-       {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
-    fs::copy_file(DataPath("k3/" + other + "/" + f), fs::path(model_) / f,
-                  fs::copy_options::overwrite_existing);
-  }
+  testutil::CopyFixtureCheckpoint(other, model_);
   const CommandResult r =
       Run(BinPath("flotilla-coordinator") + " generate --model " + model_ +
           " --ids 1,2 --max-tokens 1");

@@ -1,10 +1,23 @@
 #include "tests/testutil/fixture.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace flotilla::testutil {
+
+void CopyFixtureCheckpoint(const std::string& name, const std::string& dir) {
+  namespace fs = std::filesystem;
+  for (const char* f :
+       {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
+    std::error_code ec;
+    fs::copy_file(DataPath("k3/" + name + "/" + f), fs::path(dir) / f,
+                  fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      ADD_FAILURE() << "copying " << name << "/" << f << ": " << ec.message();
+  }
+}
 
 std::string DataPath(const std::string& relative) {
   return std::string(FLOTILLA_TEST_DATA_DIR) + "/" + relative;

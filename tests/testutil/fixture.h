@@ -34,6 +34,12 @@ std::vector<float> ReadF32File(const std::string& path);
 // max |got - want| / max |want|.
 double MaxRelativeError(const float* got, const float* want, size_t n);
 
+// Copies the checkpoint files of fixture checkpoint `name` (e.g. "ckpt_A":
+// config.json, model.safetensors and its index) into directory `dir`,
+// which must exist; existing files are overwritten. Tests damage or swap
+// these copies, never tests/data.
+void CopyFixtureCheckpoint(const std::string& name, const std::string& dir);
+
 // Index of the maximum (first on ties).
 int32_t ArgMax(const float* v, size_t n);
 
