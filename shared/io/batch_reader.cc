@@ -37,6 +37,39 @@ void SplitRequest(const ReadRequest& request, uint64_t request_id,
   }
 }
 
+void RequestTracker::Add(const std::vector<ReadRequest>& requests,
+                         uint64_t chunk_bytes, std::deque<Piece>* pending) {
+  for (const ReadRequest& r : requests) {
+    const uint64_t id = next_id_++;
+    scratch_.clear();
+    SplitRequest(r, id, chunk_bytes, &scratch_);
+    ++in_flight_;
+    if (scratch_.empty()) {
+      completed_.push_back(ReadCompletion{r.tag, absl::OkStatus()});
+      continue;
+    }
+    requests_[id] = RequestState{r.tag, scratch_.size(), absl::OkStatus()};
+    pending->insert(pending->end(), scratch_.begin(), scratch_.end());
+  }
+}
+
+void RequestTracker::FinishPiece(const Piece& piece, absl::Status status) {
+  auto it = requests_.find(piece.request_id);
+  RequestState& st = it->second;
+  if (!status.ok() && st.status.ok()) st.status = std::move(status);
+  if (--st.pieces_left == 0) {
+    completed_.push_back(ReadCompletion{st.tag, std::move(st.status)});
+    requests_.erase(it);
+  }
+}
+
+ReadCompletion RequestTracker::PopCompletion() {
+  ReadCompletion c = std::move(completed_.front());
+  completed_.pop_front();
+  --in_flight_;
+  return c;
+}
+
 absl::Status ShortReadError(const Piece& piece) {
   return absl::DataLossError(absl::StrCat(
       "unexpected EOF reading ", piece.file->path(), " at offset ",

@@ -4,7 +4,9 @@
 #define FLOTILLA_SHARED_IO_BATCH_READER_INTERNAL_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +34,39 @@ absl::Status ValidateRequests(const std::vector<ReadRequest>& requests);
 // Splits `request` (validated) into pieces of at most `chunk_bytes`.
 void SplitRequest(const ReadRequest& request, uint64_t request_id,
                   uint64_t chunk_bytes, std::vector<Piece>* out);
+
+// The request bookkeeping both readers share: requests split into pieces,
+// a request completes (first error wins) when its last piece does, and
+// completions queue in that order. Not thread-safe: the pread pool calls it
+// under its mutex.
+class RequestTracker {
+ public:
+  // Splits every request (validated) into pieces of at most `chunk_bytes`,
+  // appended to `pending`; an empty request completes at once.
+  void Add(const std::vector<ReadRequest>& requests, uint64_t chunk_bytes,
+           std::deque<Piece>* pending);
+  // Records one piece's result.
+  void FinishPiece(const Piece& piece, absl::Status status);
+  bool has_completion() const { return !completed_.empty(); }
+  // Pops the oldest completion (has_completion() must hold).
+  ReadCompletion PopCompletion();
+  // Requests added and not yet popped.
+  size_t in_flight() const { return in_flight_; }
+  // For absl::Condition: is a completion waiting?
+  static bool HasCompletion(RequestTracker* t) { return t->has_completion(); }
+
+ private:
+  struct RequestState {
+    uint64_t tag;
+    size_t pieces_left;
+    absl::Status status;  // First error among the pieces.
+  };
+  std::unordered_map<uint64_t, RequestState> requests_;
+  std::deque<ReadCompletion> completed_;
+  std::vector<Piece> scratch_;
+  uint64_t next_id_ = 0;
+  size_t in_flight_ = 0;
+};
 
 // Error for a read that hit EOF before File::size(), naming the piece.
 absl::Status ShortReadError(const Piece& piece);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <deque>
 #include <thread>
-#include <unordered_map>
 
 #include "absl/synchronization/mutex.h"
 #include "shared/base/status_macros.h"
@@ -36,51 +35,28 @@ class PreadPool final : public BatchReader {
 
   absl::Status Submit(const std::vector<ReadRequest>& requests) override {
     FLOTILLA_RETURN_IF_ERROR(ValidateRequests(requests));
-    std::vector<Piece> pieces;
     absl::MutexLock lock(&mu_);
-    for (const ReadRequest& r : requests) {
-      const uint64_t id = next_id_++;
-      pieces.clear();
-      SplitRequest(r, id, chunk_bytes_, &pieces);
-      ++in_flight_;
-      if (pieces.empty()) {
-        completed_.push_back(ReadCompletion{r.tag, absl::OkStatus()});
-        continue;
-      }
-      requests_[id] = RequestState{r.tag, pieces.size(), absl::OkStatus()};
-      pending_.insert(pending_.end(), pieces.begin(), pieces.end());
-    }
+    tracker_.Add(requests, chunk_bytes_, &pending_);
     return absl::OkStatus();
   }
 
   absl::StatusOr<ReadCompletion> WaitOne() override {
     absl::MutexLock lock(&mu_);
-    if (in_flight_ == 0) {
+    if (tracker_.in_flight() == 0) {
       return absl::FailedPreconditionError(
           "BatchReader::WaitOne with no reads in flight");
     }
-    mu_.Await(absl::Condition(
-        +[](std::deque<ReadCompletion>* c) { return !c->empty(); },
-        &completed_));
-    ReadCompletion c = std::move(completed_.front());
-    completed_.pop_front();
-    --in_flight_;
-    return c;
+    mu_.Await(absl::Condition(&RequestTracker::HasCompletion, &tracker_));
+    return tracker_.PopCompletion();
   }
 
   size_t in_flight() const override {
     absl::MutexLock lock(&mu_);
-    return in_flight_;
+    return tracker_.in_flight();
   }
   const char* name() const override { return "pread-pool"; }
 
  private:
-  struct RequestState {
-    uint64_t tag;
-    size_t pieces_left;
-    absl::Status status;  // First error among the pieces.
-  };
-
   bool HasWorkOrStop() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stop_ || !pending_.empty();
   }
@@ -100,23 +76,14 @@ class PreadPool final : public BatchReader {
       absl::Status s =
           piece.file->ReadAt(piece.offset, piece.remaining, piece.dst);
       absl::MutexLock lock(&mu_);
-      auto it = requests_.find(piece.request_id);
-      RequestState& st = it->second;
-      if (!s.ok() && st.status.ok()) st.status = std::move(s);
-      if (--st.pieces_left == 0) {
-        completed_.push_back(ReadCompletion{st.tag, std::move(st.status)});
-        requests_.erase(it);
-      }
+      tracker_.FinishPiece(piece, std::move(s));
     }
   }
 
   const uint64_t chunk_bytes_;
   mutable absl::Mutex mu_;
   std::deque<Piece> pending_ ABSL_GUARDED_BY(mu_);
-  std::unordered_map<uint64_t, RequestState> requests_ ABSL_GUARDED_BY(mu_);
-  std::deque<ReadCompletion> completed_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  RequestTracker tracker_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

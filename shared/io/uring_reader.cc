@@ -73,28 +73,16 @@ class UringReader final : public BatchReader {
 
   absl::Status Submit(const std::vector<ReadRequest>& requests) override {
     FLOTILLA_RETURN_IF_ERROR(ValidateRequests(requests));
-    std::vector<Piece> pieces;
-    for (const ReadRequest& r : requests) {
-      const uint64_t id = next_id_++;
-      pieces.clear();
-      SplitRequest(r, id, chunk_bytes_, &pieces);
-      ++in_flight_;
-      if (pieces.empty()) {
-        completed_.push_back(ReadCompletion{r.tag, absl::OkStatus()});
-        continue;
-      }
-      requests_[id] = RequestState{r.tag, pieces.size(), absl::OkStatus()};
-      pending_.insert(pending_.end(), pieces.begin(), pieces.end());
-    }
+    tracker_.Add(requests, chunk_bytes_, &pending_);
     return FillAndSubmit();
   }
 
   absl::StatusOr<ReadCompletion> WaitOne() override {
-    if (in_flight_ == 0) {
+    if (tracker_.in_flight() == 0) {
       return absl::FailedPreconditionError(
           "BatchReader::WaitOne with no reads in flight");
     }
-    while (completed_.empty()) {
+    while (!tracker_.has_completion()) {
       // Never wait on a ring the kernel holds nothing for: that would hang.
       // (FillAndSubmit leaves pending work only when all slots are busy, so
       // this fires only after a failed io_uring_submit.)
@@ -118,32 +106,13 @@ class UringReader final : public BatchReader {
       in_kernel_ -= seen;
       FLOTILLA_RETURN_IF_ERROR(FillAndSubmit());
     }
-    ReadCompletion c = std::move(completed_.front());
-    completed_.pop_front();
-    --in_flight_;
-    return c;
+    return tracker_.PopCompletion();
   }
 
-  size_t in_flight() const override { return in_flight_; }
+  size_t in_flight() const override { return tracker_.in_flight(); }
   const char* name() const override { return "io_uring"; }
 
  private:
-  struct RequestState {
-    uint64_t tag;
-    size_t pieces_left;
-    absl::Status status;  // First error among the pieces.
-  };
-
-  void FinishPiece(const Piece& piece, absl::Status status) {
-    auto it = requests_.find(piece.request_id);
-    RequestState& st = it->second;
-    if (!status.ok() && st.status.ok()) st.status = std::move(status);
-    if (--st.pieces_left == 0) {
-      completed_.push_back(ReadCompletion{st.tag, std::move(st.status)});
-      requests_.erase(it);
-    }
-  }
-
   // `res` is the read's return: bytes read or -errno.
   void HandleCompletion(size_t slot, int res) {
     Piece piece = slots_[slot];
@@ -153,7 +122,7 @@ class UringReader final : public BatchReader {
       return;
     }
     if (res < 0) {
-      FinishPiece(
+      tracker_.FinishPiece(
           piece,
           UringError(res, absl::StrCat("io_uring read of ", piece.file->path(),
                                        " at offset ", piece.offset, " length ",
@@ -165,18 +134,18 @@ class UringReader final : public BatchReader {
     piece.dst += n;
     piece.remaining -= n;
     if (piece.remaining == 0) {
-      FinishPiece(piece, absl::OkStatus());
+      tracker_.FinishPiece(piece, absl::OkStatus());
       return;
     }
     if (piece.offset >= piece.file->size()) {
       // Past EOF inside the last block (Submit bounded requests to
       // File::ReadableEnd()): zero-fill, as File::ReadAt does.
       std::memset(piece.dst, 0, piece.remaining);
-      FinishPiece(piece, absl::OkStatus());
+      tracker_.FinishPiece(piece, absl::OkStatus());
       return;
     }
     if (n == 0) {
-      FinishPiece(piece, ShortReadError(piece));
+      tracker_.FinishPiece(piece, ShortReadError(piece));
       return;
     }
     // Short read before EOF (allowed by POSIX, rare): read the remainder.
@@ -220,10 +189,7 @@ class UringReader final : public BatchReader {
   std::vector<Piece> slots_;        // Pieces in the kernel, by user_data.
   std::vector<size_t> free_slots_;  // Indices of unused slots_.
   std::deque<Piece> pending_;       // Pieces waiting for a slot.
-  std::unordered_map<uint64_t, RequestState> requests_;
-  std::deque<ReadCompletion> completed_;
-  uint64_t next_id_ = 0;
-  size_t in_flight_ = 0;  // Requests submitted, not yet returned.
+  RequestTracker tracker_;          // Requests submitted, not yet returned.
   size_t in_kernel_ = 0;  // SQEs the kernel accepted and we have not reaped.
 };
 
