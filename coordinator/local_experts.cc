@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/weights.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/combine.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -184,15 +185,11 @@ absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
                   lat * sizeof(float));
     }
   }
-  // Combine in task order, per row, in double.
-  std::vector<double> acc(static_cast<size_t>(rows) * lat, 0.0);
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    double* a = acc.data() + tasks[i].row * lat;
-    const float* v = task_out.data() + i * lat;
-    const double w = tasks[i].weight;
-    for (size_t j = 0; j < lat; ++j) a[j] += w * v[j];
-  }
-  for (size_t i = 0; i < acc.size(); ++i) out[i] = static_cast<float>(acc[i]);
+  std::vector<double> acc;
+  experts::CombineInTaskOrder(
+      tasks.data(), tasks.size(), static_cast<size_t>(rows), lat,
+      [&task_out, lat](size_t i) { return task_out.data() + i * lat; }, &acc,
+      out);
   return absl::OkStatus();
 }
 
