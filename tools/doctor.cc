@@ -19,34 +19,80 @@ namespace {
 // Without a model: a K3 expert run and a k3-bench one.
 constexpr uint64_t kK3ExpertRun = 17547264;
 constexpr uint64_t kBenchExpertRun = 1310720;
-// A shard at least this large is probed in place instead of a scratch file.
+// Shards at least this large in total are probed in place (read-only)
+// instead of a scratch file.
 constexpr uint64_t kShardProbeMin = uint64_t{2} << 30;
 
 std::string Gbps(double v) { return absl::StrFormat("%.2f GB/s", v); }
 
-void PrintDisk(const DiskMeasurements& d, const std::vector<uint64_t>& sizes,
-               const std::vector<int>& qds, FILE* out) {
-  const io::DiskProbeResult& l = d.large;
-  absl::FPrintF(out, "\nDisk (%s, %s, %s%s)\n", l.reader,
-                l.direct ? "O_DIRECT" : "BUFFERED: page cache inflates these",
-                d.file, d.scratch ? " [scratch, removed]" : " [read-only]");
-  absl::FPrintF(out, "  %-16s", "random reads");
-  for (int qd : qds) absl::FPrintF(out, " %12s", absl::StrCat("QD", qd));
+void PrintDisk(const DiskMeasurements& d,
+               const std::vector<DiskProbeSpec>& specs, FILE* out) {
+  std::vector<int> qds;
+  for (const DiskProbeSpec& spec : specs) {
+    qds.insert(qds.end(), spec.queue_depths.begin(), spec.queue_depths.end());
+  }
+  std::sort(qds.begin(), qds.end());
+  qds.erase(std::unique(qds.begin(), qds.end()), qds.end());
+  const io::DiskProbeResult* first = d.random.empty() ? nullptr : &d.random[0];
+  const bool direct = first == nullptr || first->direct;
+  const std::string what =
+      d.files.size() == 1
+          ? d.files[0]
+          : absl::StrCat(
+                d.files.size(), " files in ",
+                std::filesystem::path(d.files[0]).parent_path().string());
+  absl::FPrintF(out, "\nDisk (%s, %s, %s%s, %s sampled)\n",
+                first != nullptr ? first->reader : "-",
+                direct ? "O_DIRECT" : "BUFFERED: page cache inflates these",
+                what, d.scratch ? " [scratch, removed]" : " [read-only]",
+                io::FormatBytes(first != nullptr ? first->span_bytes : 0));
+  absl::FPrintF(out, "  %-20s", "random reads");
+  for (int qd : qds) absl::FPrintF(out, " %10s", absl::StrCat("QD", qd));
   absl::FPrintF(out, "\n");
-  for (uint64_t size : sizes) {
-    absl::FPrintF(out, "  %-16s", io::FormatBytes(io::AlignUp(size)));
+  bool thp_missing = false;
+  for (const DiskProbeSpec& spec : specs) {
+    const std::string label =
+        io::FormatBytesBinary(io::AlignUp(spec.read_size));
+    absl::FPrintF(out, "  %-20s",
+                  spec.huge_pages ? absl::StrCat(label, ", 2M pages") : label);
     for (int qd : qds) {
       const io::DiskProbeResult* hit = nullptr;
-      for (const auto& r : d.random) {
-        if (r.read_size == io::AlignUp(size) && r.queue_depth == qd) hit = &r;
+      for (size_t i = 0; i < d.random.size(); ++i) {
+        const io::DiskProbeResult& r = d.random[i];
+        if (r.read_size == io::AlignUp(spec.read_size) && r.queue_depth == qd &&
+            d.random_huge[i] == spec.huge_pages) {
+          hit = &r;
+        }
       }
-      absl::FPrintF(out, " %12s", hit ? Gbps(hit->gb_per_s) : "-");
+      std::string cell = "-";
+      if (hit != nullptr) {
+        cell = absl::StrFormat("%.2f GB/s", hit->gb_per_s);
+        if (spec.huge_pages && hit->huge_page_fraction < 0.5) {
+          absl::StrAppend(&cell, "*");
+          thp_missing = true;
+        }
+      }
+      absl::FPrintF(out, " %10s", cell);
     }
     absl::FPrintF(out, "\n");
   }
-  absl::FPrintF(out, "  %-16s %12s\n", "sequential", Gbps(l.gb_per_s));
+  if (thp_missing) {
+    absl::FPrintF(out,
+                  "  (*: transparent huge pages refused, read into 4 KiB "
+                  "pages)\n");
+  }
   absl::FPrintF(out,
-                "  (sequential: 64 MiB reads in file order, 4 in flight)\n");
+                "  (GB/s = 1e9 B/s, steady state over %s files' read-sized "
+                "slots, as fio --rw=randread --direct=1 measures; reads land "
+                "in 4 KiB pages like the engine's buffers unless marked 2M "
+                "pages)\n",
+                d.scratch ? "the scratch" : "the");
+  if (d.scratch) {
+    absl::FPrintF(out,
+                  "  note: a freshly written file can be served partly from "
+                  "a host or device write cache; --model DIR with its shards "
+                  "(2 GiB or more) measures the model's own files\n");
+  }
 }
 
 void PrintModel(const std::string& dir, const ModelSizes& s, FILE* out) {
@@ -84,11 +130,15 @@ const Prediction* Best(const std::vector<Prediction>& preds, uint64_t usable) {
 }
 
 void PrintPredictions(const std::vector<Prediction>& preds, uint64_t usable,
-                      double large, double expert, int qd, FILE* out) {
+                      double large, double expert, uint64_t expert_read,
+                      FILE* out) {
   absl::FPrintF(out,
-                "\nPrediction per token (I/O lower bound: trunk at %s, "
-                "experts at %s = QD%d)\n",
-                Gbps(large), Gbps(expert), qd);
+                "\nPrediction per token (I/O lower bound: trunk at %s = %s "
+                "reads x QD%d, experts at %s = %s reads x QD%d)\n",
+                Gbps(large), io::FormatBytesBinary(kLargeReadBytes),
+                kTrunkQueueDepth, Gbps(expert),
+                io::FormatBytesBinary(io::AlignUp(expert_read)),
+                kExpertQueueDepth);
   absl::FPrintF(out, "  %-12s %10s %8s %8s %12s %12s %9s %8s\n", "preset",
                 "budget", "pinned", "lm_head", "trunk read", "expert read",
                 "s/token", "tok/s");
@@ -139,29 +189,37 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   if (!o.model_dir.empty()) {
     FLOTILLA_ASSIGN_OR_RETURN(sizes, LoadModelSizes(o.model_dir));
   }
-  std::vector<uint64_t> read_sizes = {kK3ExpertRun, kBenchExpertRun};
-  std::vector<int> qds = {1, 8, 32};
-  int expert_qd = 16;  // one K3 layer's reads
-  if (sizes) {
-    read_sizes = {sizes->expert_run_bytes};
-    expert_qd = std::clamp(sizes->config.num_experts_per_token, 1, 64);
-    if (std::find(qds.begin(), qds.end(), expert_qd) == qds.end()) {
-      qds.push_back(expert_qd);
-      std::sort(qds.begin(), qds.end());
-    }
+  // Expert-sized reads at QD 1, 8 and 32 (the prediction uses QD32);
+  // 64 MiB reads at QD 1, 4 (the prediction's trunk figure) and 32 when the
+  // 2 GiB of buffers that takes fit comfortably (and the files hold 4 GiB,
+  // see MeasureDisk).
+  std::vector<uint64_t> expert_sizes = {kK3ExpertRun, kBenchExpertRun};
+  if (sizes) expert_sizes = {sizes->expert_run_bytes};
+  std::vector<DiskProbeSpec> specs;
+  for (uint64_t size : expert_sizes) {
+    specs.push_back({size, {1, 8, kExpertQueueDepth}});
   }
+  DiskProbeSpec large{kLargeReadBytes, {1, kTrunkQueueDepth}};
+  if (32 * kLargeReadBytes <= avail / 4) large.queue_depths.push_back(32);
+  specs.push_back(large);
+  // The same reads into 2 MiB pages, at the depths the prediction uses: on
+  // a virtio disk they can be much faster (fewer, larger requests), which is
+  // what huge-page buffers in the engine would gain.
+  for (uint64_t size : expert_sizes) {
+    specs.push_back({size, {kExpertQueueDepth}, /*huge_pages=*/true});
+  }
+  specs.push_back({kLargeReadBytes, {kTrunkQueueDepth}, /*huge_pages=*/true});
   std::string dir = o.path;
   if (dir.empty()) dir = o.model_dir.empty() ? "." : o.model_dir;
-  std::string probe_file;
+  std::vector<std::string> probe_files;
   std::error_code ec;
-  if (sizes && sizes->largest_shard_bytes >= kShardProbeMin &&
+  if (sizes && sizes->shard_bytes >= kShardProbeMin &&
       std::filesystem::equivalent(dir, o.model_dir, ec)) {
-    probe_file = sizes->largest_shard;
+    probe_files = sizes->shards;
   }
-  FLOTILLA_ASSIGN_OR_RETURN(
-      DiskMeasurements disk,
-      MeasureDisk(probe_file, dir, o.scratch_bytes, read_sizes, qds,
-                  o.disk_seconds, stderr));
+  FLOTILLA_ASSIGN_OR_RETURN(DiskMeasurements disk,
+                            MeasureDisk(probe_files, dir, o.scratch_bytes,
+                                        specs, o.disk_seconds, stderr));
 
   absl::FPrintF(out, "Flotilla doctor\n\nMemory\n");
   absl::FPrintF(out,
@@ -170,7 +228,7 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
                 "MemTotal", io::FormatBytesBinary(total), "MemAvailable",
                 io::FormatBytesBinary(avail), "usable budget",
                 io::FormatBytesBinary(usable));
-  PrintDisk(disk, read_sizes, qds, out);
+  PrintDisk(disk, specs, out);
   if (!sizes) {
     const char* preset = "auto";
     for (const char* p : {"laptop", "desktop", "workstation", "server"}) {
@@ -185,11 +243,28 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   }
   PrintModel(o.model_dir, *sizes, out);
   const double expert_gbps =
-      disk.RandomGbPerS(sizes->expert_run_bytes, expert_qd);
-  const std::vector<Prediction> preds = PredictPresets(
-      *sizes, usable, o.max_context, disk.large.gb_per_s, expert_gbps);
-  PrintPredictions(preds, usable, disk.large.gb_per_s, expert_gbps, expert_qd,
-                   out);
+      disk.RandomGbPerS(sizes->expert_run_bytes, kExpertQueueDepth);
+  const double large_gbps = disk.LargeGbPerS();
+  const std::vector<Prediction> preds =
+      PredictPresets(*sizes, usable, o.max_context, large_gbps, expert_gbps);
+  PrintPredictions(preds, usable, large_gbps, expert_gbps,
+                   sizes->expert_run_bytes, out);
+  const double huge_large = disk.LargeGbPerS(/*huge_pages=*/true);
+  const double huge_expert = disk.RandomGbPerS(
+      sizes->expert_run_bytes, kExpertQueueDepth, /*huge_pages=*/true);
+  const std::vector<Prediction> huge_preds =
+      PredictPresets(*sizes, usable, o.max_context, huge_large, huge_expert);
+  const Prediction* best = Best(preds, usable);
+  const Prediction* huge_best = Best(huge_preds, usable);
+  if (best != nullptr && huge_best != nullptr && huge_large > 0 &&
+      huge_expert > 0) {
+    absl::FPrintF(out,
+                  "With 2 MiB-page read buffers (not used by the engine yet; "
+                  "trunk at %s, experts at %s): --mem %s would take %.2f "
+                  "s/token.\n",
+                  Gbps(huge_large), Gbps(huge_expert), huge_best->preset,
+                  huge_best->seconds_per_token);
+  }
   return absl::OkStatus();
 }
 

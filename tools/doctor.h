@@ -5,10 +5,13 @@
 // Prediction: bytes read per token come from the lead's memory planner
 // (coordinator/memory_plan.h: unpinned trunk layers, the lm_head when not
 // pinned, embedding rows, and top_k x MoE layers x expert run). Trunk and
-// vocab bytes are charged at the measured large-read bandwidth (the engine
-// streams whole regions); expert bytes at the random-read bandwidth of
-// expert-sized reads at the queue depth of one layer's reads (top_k). The
-// result is an I/O lower bound: compute overlaps with it.
+// vocab bytes are charged at the bandwidth of 64 MiB random reads at QD4
+// (the engine streams whole regions in 8 MiB pieces, 16 in flight); expert
+// bytes at the bandwidth of expert-sized random reads at QD32 (the engine
+// issues a step's expert reads together, up to --queue-depth 32). The
+// result is an I/O lower bound: compute overlaps with it. The disk figures
+// come from io::ProbeRandomReads, which agrees with fio (see
+// docs/streaming.md).
 #ifndef FLOTILLA_TOOLS_DOCTOR_H_
 #define FLOTILLA_TOOLS_DOCTOR_H_
 
@@ -29,7 +32,7 @@ struct DoctorOptions {
   std::string model_dir;  // optional: predict for this model
   // Where to measure the disk; empty: the model dir, else the cwd.
   std::string path;
-  double disk_seconds = 2.0;  // per probe
+  double disk_seconds = 3.0;  // timed window per probe
   // Scratch file size when no model shard is large enough to probe.
   uint64_t scratch_bytes = uint64_t{3} << 30;
   int max_context = 4096;  // positions the plan reserves state for
@@ -46,28 +49,51 @@ struct ModelSizes {
   uint64_t expert_run_bytes = 0;  // the largest expert run
   std::string largest_shard;      // path, empty without shards
   uint64_t largest_shard_bytes = 0;
+  std::vector<std::string> shards;  // every *.safetensors, sorted
+  uint64_t shard_bytes = 0;         // their total size
 
   uint64_t trunk_bytes() const;
 };
 
 absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir);
 
-struct DiskMeasurements {
-  std::string file;      // what was read
-  bool scratch = false;  // a file doctor created (and removed)
-  std::vector<io::DiskProbeResult> random;  // per read size x queue depth
-  io::DiskProbeResult large;                // sequential 64 MiB reads, QD4
-  // Random-read GB/s for `read_size` at the queue depth closest to `qd`
-  // from below (0 when not measured).
-  double RandomGbPerS(uint64_t read_size, int qd) const;
+// Reads doctor measures and the figures the prediction uses.
+inline constexpr uint64_t kLargeReadBytes = uint64_t{64} << 20;
+inline constexpr int kTrunkQueueDepth = 4;    // 64 MiB reads for the trunk
+inline constexpr int kExpertQueueDepth = 32;  // expert-sized reads
+
+struct DiskProbeSpec {
+  uint64_t read_size = 0;
+  std::vector<int> queue_depths;
+  // Read into 2 MiB pages (io::DiskProbeOptions::huge_pages) instead of the
+  // 4 KiB pages the engine's buffers use.
+  bool huge_pages = false;
 };
 
-// Reads `path` (a model shard, read-only) or creates a scratch file in dir
-// `path` of `scratch_bytes`, probes it, and removes what it created.
+struct DiskMeasurements {
+  std::vector<std::string> files;  // what was read
+  bool scratch = false;            // a file doctor created (and removed)
+  std::vector<io::DiskProbeResult> random;  // per read size x queue depth
+  std::vector<bool> random_huge;  // per `random`: 2 MiB pages asked for
+  // Random-read GB/s for `read_size` at the queue depth closest to `qd`
+  // from below, into 4 KiB or 2 MiB pages (0 when not measured).
+  double RandomGbPerS(uint64_t read_size, int qd,
+                      bool huge_pages = false) const;
+  // 64 MiB reads at kTrunkQueueDepth: what trunk and vocab bytes are
+  // charged at.
+  double LargeGbPerS(bool huge_pages = false) const {
+    return RandomGbPerS(kLargeReadBytes, kTrunkQueueDepth, huge_pages);
+  }
+};
+
+// Probes `probe_files` (model shards, read-only) or, when empty, a scratch
+// file of `scratch_bytes` of random data created in `scratch_dir` (and
+// removed), with each spec's read size at each of its queue depths, except
+// depths above 1 that would keep more than half the files' bytes in flight.
 absl::StatusOr<DiskMeasurements> MeasureDisk(
-    const std::string& probe_file, const std::string& scratch_dir,
-    uint64_t scratch_bytes, const std::vector<uint64_t>& read_sizes,
-    const std::vector<int>& queue_depths, double seconds, FILE* log);
+    const std::vector<std::string>& probe_files, const std::string& scratch_dir,
+    uint64_t scratch_bytes, const std::vector<DiskProbeSpec>& specs,
+    double seconds, FILE* log);
 
 struct Prediction {
   std::string preset;  // "laptop", ..., "auto"

@@ -1,19 +1,20 @@
-// Disk measurements for `flotilla-tool doctor`: a scratch file (or a model
-// shard, read-only) probed with O_DIRECT random reads.
+// Disk measurements for `flotilla-tool doctor`: a scratch file (or the
+// model's shards, read-only) probed with O_DIRECT random reads
+// (io::ProbeRandomReads, checked against fio in docs/streaming.md).
 #include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
-#include "shared/io/batch_reader.h"
-#include "shared/io/file.h"
+#include "shared/io/disk_probe.h"
 #include "shared/io/memory_budget.h"
 #include "tools/doctor.h"
 #include "tools/pack_io.h"
@@ -88,71 +89,30 @@ class ScratchFile {
   std::string path_;
 };
 
-// Reads `path` front to back (wrapping at the end) in kChunk reads with
-// `qd` in flight, the way a whole trunk file streams, for `seconds`.
-absl::StatusOr<io::DiskProbeResult> ProbeSequential(const std::string& path,
-                                                    int qd, double seconds) {
-  FLOTILLA_ASSIGN_OR_RETURN(io::File file, io::File::Open(path, true));
-  if (file.size() < kChunk * qd) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, " is too small for sequential reads of ", kChunk, " bytes"));
-  }
-  io::BatchReaderOptions options;
-  options.queue_depth = qd;
-  options.chunk_bytes = kChunk;
-  FLOTILLA_ASSIGN_OR_RETURN(
-      auto reader, io::CreateBatchReader(io::ReaderKind::kAuto, options));
-  FLOTILLA_ASSIGN_OR_RETURN(io::AlignedBuffer buf,
-                            io::AlignedBuffer::Allocate(kChunk * qd, true));
-  io::DiskProbeResult r;
-  r.read_size = kChunk;
-  r.queue_depth = qd;
-  r.direct = file.direct();
-  r.reader = reader->name();
-  const uint64_t chunks = file.size() / kChunk;
-  uint64_t next = 0;
-  auto submit = [&](uint64_t slot) {
-    const uint64_t offset = (next++ % chunks) * kChunk;
-    return reader->Submit(
-        {{&file, offset, kChunk, buf.data() + slot * kChunk, slot}});
-  };
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  for (int slot = 0; slot < qd; ++slot) FLOTILLA_RETURN_IF_ERROR(submit(slot));
-  bool more = true;
-  while (reader->in_flight() > 0) {
-    FLOTILLA_ASSIGN_OR_RETURN(io::ReadCompletion c, reader->WaitOne());
-    FLOTILLA_RETURN_IF_ERROR(c.status);
-    r.bytes += kChunk;
-    ++r.reads;
-    more = more &&
-           std::chrono::duration<double>(Clock::now() - t0).count() < seconds;
-    if (more) FLOTILLA_RETURN_IF_ERROR(submit(c.tag));
-  }
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  r.gb_per_s = r.seconds > 0 ? r.bytes / r.seconds / 1e9 : 0;
-  return r;
-}
-
 }  // namespace
 
-double DiskMeasurements::RandomGbPerS(uint64_t read_size, int qd) const {
+double DiskMeasurements::RandomGbPerS(uint64_t read_size, int qd,
+                                      bool huge_pages) const {
   const io::DiskProbeResult* best = nullptr;
-  for (const io::DiskProbeResult& r : random) {
-    if (r.read_size != io::AlignUp(read_size) || r.queue_depth > qd) continue;
+  for (size_t i = 0; i < random.size(); ++i) {
+    const io::DiskProbeResult& r = random[i];
+    if (r.read_size != io::AlignUp(read_size) || r.queue_depth > qd ||
+        random_huge[i] != huge_pages) {
+      continue;
+    }
     if (best == nullptr || r.queue_depth > best->queue_depth) best = &r;
   }
   return best ? best->gb_per_s : 0;
 }
 
 absl::StatusOr<DiskMeasurements> MeasureDisk(
-    const std::string& probe_file, const std::string& scratch_dir,
-    uint64_t scratch_bytes, const std::vector<uint64_t>& read_sizes,
-    const std::vector<int>& queue_depths, double seconds, FILE* log) {
+    const std::vector<std::string>& probe_files, const std::string& scratch_dir,
+    uint64_t scratch_bytes, const std::vector<DiskProbeSpec>& specs,
+    double seconds, FILE* log) {
   DiskMeasurements m;
   ScratchFile scratch;
-  if (!probe_file.empty()) {
-    m.file = probe_file;
+  if (!probe_files.empty()) {
+    m.files = probe_files;
   } else {
     struct statvfs vfs;
     if (::statvfs(scratch_dir.c_str(), &vfs) != 0) {
@@ -166,8 +126,10 @@ absl::StatusOr<DiskMeasurements> MeasureDisk(
       bytes =
           avail > kFreeMargin ? io::AlignDown((avail - kFreeMargin) / 2) : 0;
     }
-    uint64_t largest = kChunk;
-    for (uint64_t r : read_sizes) largest = std::max(largest, r);
+    uint64_t largest = 0;
+    for (const DiskProbeSpec& spec : specs) {
+      largest = std::max(largest, io::AlignUp(spec.read_size));
+    }
     if (bytes < std::max(kMinScratch, 2 * largest)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           scratch_dir, " has ", io::FormatBytes(avail),
@@ -175,29 +137,34 @@ absl::StatusOr<DiskMeasurements> MeasureDisk(
           "--path on the disk that will hold the model)"));
     }
     FLOTILLA_RETURN_IF_ERROR(scratch.Create(scratch_dir, bytes, log));
-    m.file = scratch.path();
+    m.files = {scratch.path()};
     m.scratch = true;
   }
-  for (uint64_t size : read_sizes) {
-    for (int qd : queue_depths) {
-      FLOTILLA_ASSIGN_OR_RETURN(
-          io::DiskProbeResult r,
-          io::ProbeRandomReads(m.file, size, qd, seconds, 0));
+  uint64_t file_bytes = 0;
+  for (const std::string& f : m.files) {
+    std::error_code ec;
+    file_bytes += std::filesystem::file_size(f, ec);
+  }
+  for (const DiskProbeSpec& spec : specs) {
+    for (int qd : spec.queue_depths) {
+      // With more than half the file in flight at once the "random" reads
+      // are nearly all of it; skip such depths (never QD1).
+      if (qd > 1 && 2 * qd * io::AlignUp(spec.read_size) > file_bytes) {
+        continue;
+      }
+      io::DiskProbeOptions o;
+      o.read_size = spec.read_size;
+      o.queue_depth = qd;
+      o.seconds = seconds;
+      o.huge_pages = spec.huge_pages;
+      FLOTILLA_ASSIGN_OR_RETURN(io::DiskProbeResult r,
+                                io::ProbeRandomReads(m.files, o));
       if (log != nullptr) {
         std::fprintf(log, "doctor: %s\n", io::FormatProbeResult(r).c_str());
       }
       m.random.push_back(r);
+      m.random_huge.push_back(spec.huge_pages);
     }
-  }
-  // Trunk regions are streamed whole, one after another (tens of MB to
-  // GBs): large sequential reads with a few in flight, like the prefetch
-  // ring's.
-  FLOTILLA_ASSIGN_OR_RETURN(m.large, ProbeSequential(m.file, 4, seconds));
-  if (log != nullptr) {
-    std::fprintf(log,
-                 "doctor: sequential 64 MiB x QD4: %.2f GB/s (%s in %.2f s)\n",
-                 m.large.gb_per_s, io::FormatBytes(m.large.bytes).c_str(),
-                 m.large.seconds);
   }
   return m;
 }

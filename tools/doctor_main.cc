@@ -15,12 +15,14 @@ namespace {
 constexpr char kUsage[] =
     "usage: flotilla-tool doctor [--model DIR] [--path DIR]\n"
     "           [--disk-seconds S] [--scratch-size SIZE] [--max-context N]\n\n"
-    "Measures RAM and the disk (O_DIRECT random reads of expert-sized\n"
-    "blocks at queue depths 1, 8, 32 and the model's top-k; large 64 MiB\n"
-    "reads), then recommends a memory budget and predicts seconds per token\n"
-    "for the model. The disk is measured on a scratch file in --path\n"
-    "(default: the model dir, else the current dir), removed afterwards, or\n"
-    "read-only on the model's largest shard when it is 2 GiB or more.\n";
+    "Measures RAM and the disk (O_DIRECT random reads, as fio measures them:\n"
+    "expert-sized reads at queue depths 1, 8, 32; 64 MiB reads at 1, 4, 32),\n"
+    "then recommends a memory budget and predicts seconds per token for the\n"
+    "model (experts at the QD32 figure, trunk at 64 MiB x QD4), and what\n"
+    "those would be with 2 MiB-page read buffers. The disk is\n"
+    "measured on a scratch file of random data in --path (default: the model\n"
+    "dir, else the current dir), removed afterwards, or read-only on the\n"
+    "model's shards when they total 2 GiB or more.\n";
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "flotilla-tool doctor: %s\n", message.c_str());
@@ -31,13 +33,14 @@ int Fail(int code, const std::string& message) {
 
 int RunDoctor(int argc, char** argv) {
   DoctorOptions options;
-  std::string seconds = "2", scratch = "3G";
+  std::string seconds = "3", scratch = "3G";
   int64_t max_context = options.max_context;
   FlagParser flags(kUsage);
   flags.String("model", &options.model_dir,
                "model dir to plan for (config.json, shards or a pack)");
   flags.String("path", &options.path, "dir on the disk to measure");
-  flags.String("disk-seconds", &seconds, "seconds per disk probe (default 2)");
+  flags.String("disk-seconds", &seconds,
+               "timed seconds per disk probe (default 3)");
   flags.String("scratch-size", &scratch, "scratch file size (default 3G)");
   flags.Int("max-context", &max_context,
             "positions of KV/state to reserve (default 4096)");

@@ -35,11 +35,15 @@ void FindLargestShard(const std::string& model_dir, ModelSizes* s) {
   for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
     if (entry.path().extension() != ".safetensors") continue;
     const uint64_t size = entry.file_size(ec);
-    if (!ec && size > s->largest_shard_bytes) {
+    if (ec) continue;
+    s->shards.push_back(entry.path().string());
+    s->shard_bytes += size;
+    if (size > s->largest_shard_bytes) {
       s->largest_shard_bytes = size;
       s->largest_shard = entry.path().string();
     }
   }
+  std::sort(s->shards.begin(), s->shards.end());
 }
 
 }  // namespace

@@ -90,19 +90,32 @@ TEST(DoctorModel, K3PredictionsImproveWithBudget) {
 TEST(DoctorDisk, ScratchFileIsProbedAndRemoved) {
   ScratchDir tmp("doctor_disk");
   absl::StatusOr<DiskMeasurements> d = MeasureDisk(
-      "", tmp.path(), uint64_t{256} << 20, {1310720}, {1, 4}, 0.05, nullptr);
+      {}, tmp.path(), uint64_t{256} << 20,
+      {{1310720, {1, 4}}, {kLargeReadBytes, {1, 2, 4}}}, 0.05, nullptr);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(d->scratch);
-  ASSERT_EQ(d->random.size(), 2u);
-  EXPECT_GT(d->random[1].gb_per_s, 0);
-  EXPECT_GT(d->large.gb_per_s, 0);
+  ASSERT_EQ(d->random.size(), 4u);
+  for (const io::DiskProbeResult& r : d->random) {
+    EXPECT_GT(r.gb_per_s, 0);
+    EXPECT_TRUE(r.steady);
+    EXPECT_EQ(r.span_bytes, (uint64_t{256} << 20) / r.read_size * r.read_size);
+  }
   EXPECT_EQ(d->RandomGbPerS(1310720, 16), d->random[1].gb_per_s);
   EXPECT_EQ(d->RandomGbPerS(1310720, 2), d->random[0].gb_per_s);
+  // 64 MiB x QD4 would keep the whole 256 MB file in flight: skipped, so
+  // the trunk figure falls back to QD2.
+  EXPECT_EQ(d->LargeGbPerS(), d->random[3].gb_per_s);
+  EXPECT_EQ(d->random[3].queue_depth, 2);
   EXPECT_TRUE(IsEmptyDir(tmp.path()));
   // A shard is read in place, never written.
-  d = MeasureDisk(kCkptA + "/model.safetensors", tmp.path(), 0, {4096}, {2},
+  d = MeasureDisk({kCkptA + "/model.safetensors"}, tmp.path(), 0, {{4096, {2}}},
                   0.02, nullptr);
-  EXPECT_FALSE(d.ok());  // 3.8 MB is smaller than one 64 MiB large read
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_FALSE(d->scratch);
+  EXPECT_EQ(d->files, std::vector<std::string>{kCkptA + "/model.safetensors"});
+  d = MeasureDisk({kCkptA + "/model.safetensors"}, tmp.path(), 0,
+                  {{kLargeReadBytes, {1}}}, 0.02, nullptr);
+  EXPECT_FALSE(d.ok());  // 3.8 MB is smaller than one 64 MiB read
   EXPECT_TRUE(IsEmptyDir(tmp.path()));
 }
 
@@ -120,11 +133,16 @@ TEST(DoctorCli, ReportsAndCleansUp) {
             kExitFailure);
   ::testing::internal::CaptureStdout();
   const int rc = run({"doctor", "--model", kCkptA, "--path", tmp.path(),
-                      "--disk-seconds", "0.05", "--scratch-size", "256M"});
+                      "--disk-seconds", "0.05", "--scratch-size", "512M"});
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, kExitOk);
   EXPECT_THAT(out, HasSubstr("MemAvailable"));
   EXPECT_THAT(out, HasSubstr("QD32"));
+  EXPECT_THAT(out, HasSubstr("64.00 MiB"));
+  EXPECT_THAT(out, HasSubstr("x QD4, experts at"));
+  EXPECT_THAT(out, HasSubstr("reads x QD32)"));
+  EXPECT_THAT(out, HasSubstr("2M pages"));
+  EXPECT_THAT(out, HasSubstr("With 2 MiB-page read buffers"));
   EXPECT_THAT(out, HasSubstr("s/token"));
   EXPECT_THAT(out, HasSubstr("Recommendation: --mem"));
   EXPECT_TRUE(IsEmptyDir(tmp.path()));
