@@ -35,14 +35,36 @@ def drop_caches():
         subprocess.run(["sh", "-c", "sync; echo 3 > /proc/sys/vm/drop_caches"])
 
 
-def disk_ceiling(size, qd, files, seconds):
+def reserve_huge_pages(count):
+    """Reserves `count` 2 MiB hugetlb pages for fio's --iomem=shmhuge;
+    returns the previous setting (to restore), or None when not possible."""
+    path = "/proc/sys/vm/nr_hugepages"
+    try:
+        before = int(open(path).read())
+        with open(path, "w") as f:
+            f.write(str(before + count))
+        if int(open(path).read()) < before + count:
+            with open(path, "w") as f:
+                f.write(str(before))
+            return None
+        return before
+    except OSError:
+        return None
+
+
+def disk_ceiling(size, qd, files, seconds, huge):
     """fio (Debian's): O_DIRECT io_uring random reads of `size` at `qd`
-    spread over `files`; the independent yardstick for the engine's reads."""
+    spread over `files`; the independent yardstick for the engine's reads.
+    The engine reads into 2 MiB pages (io::AlignedBuffer), and on virtio the
+    buffer's physical layout decides how many block requests a read becomes
+    (docs/streaming.md, "Doctor"), so the ceiling uses huge-page buffers
+    too (`huge`); fio's default buffers are measured for reference."""
     out = run(["fio", "--name=ceiling", "--filename=" + ":".join(files),
                "--rw=randread", f"--bs={size}", "--direct=1",
                "--ioengine=io_uring", f"--iodepth={qd}",
                f"--runtime={seconds}", "--time_based",
-               "--output-format=json"]).stdout
+               "--output-format=json"] +
+              (["--iomem=shmhuge"] if huge else [])).stdout
     job = json.loads(out)["jobs"][0]["read"]
     return {"gb_per_s": job["bw_bytes"] / 1e9, "read_size": size,
             "queue_depth": qd}
@@ -73,26 +95,43 @@ def main():
 
     # The disk's ceilings, in this session.
     drop_caches()
-    expert_ceil = disk_ceiling(run_bytes, 32, shards, 8)
-    trunk_ceil = disk_ceiling(64 << 20, 4,
-                              [os.path.join(pack, "trunk.bin")], 6)
-    qd1 = disk_ceiling(run_bytes, 1, shards, 4)
-    print(f"disk: expert-sized ({run_bytes} B) random reads QD32 "
-          f"{expert_ceil['gb_per_s']:.2f} GB/s, QD1 {qd1['gb_per_s']:.2f} "
-          f"GB/s; 64 MiB reads QD4 {trunk_ceil['gb_per_s']:.2f} GB/s")
+    trunk_file = [os.path.join(pack, "trunk.bin")]
+    plain = {"expert": disk_ceiling(run_bytes, 32, shards, 6, False),
+             "trunk": disk_ceiling(64 << 20, 4, trunk_file, 6, False)}
+    before = reserve_huge_pages(300)  # 600 MiB: 64 MiB x QD4 with room
+    huge = before is not None
+    if not huge:
+        print("warning: no hugetlb pages could be reserved; ceilings use "
+              "fio's default buffers", file=sys.stderr)
+    try:
+        expert_ceil = disk_ceiling(run_bytes, 32, shards, 8, huge)
+        trunk_ceil = disk_ceiling(64 << 20, 4, trunk_file, 6, huge)
+        qd1 = disk_ceiling(run_bytes, 1, shards, 4, huge)
+    finally:
+        if huge:
+            with open("/proc/sys/vm/nr_hugepages", "w") as f:
+                f.write(str(before))
+    pages = "2 MiB" if huge else "default"
+    print(f"disk ({pages} pages): expert-sized ({run_bytes} B) random reads "
+          f"QD32 {expert_ceil['gb_per_s']:.2f} GB/s, QD1 "
+          f"{qd1['gb_per_s']:.2f} GB/s; 64 MiB reads QD4 "
+          f"{trunk_ceil['gb_per_s']:.2f} GB/s")
+    print(f"disk (fio default buffers, for reference): expert-sized QD32 "
+          f"{plain['expert']['gb_per_s']:.2f} GB/s; 64 MiB QD4 "
+          f"{plain['trunk']['gb_per_s']:.2f} GB/s")
 
     prompt = ",".join(str(i) for i in range(100, 132))
     configs = [
-        ("1G", ["--mem", "1G", "--expert-prefetch=false"]),
-        ("1G+pf", ["--mem", "1G", "--expert-prefetch"]),
-        ("2G", ["--mem", "2G", "--expert-prefetch=false"]),
-        ("2G+pf", ["--mem", "2G", "--expert-prefetch"]),
-        ("4G+cache", ["--mem", "4G", "--expert-cache", "1800M",
-                      "--expert-prefetch=false"]),
-        ("4G+cache+pf", ["--mem", "4G", "--expert-cache", "1800M",
-                         "--expert-prefetch"]),
-        ("resident", ["--mem", "16G", "--expert-cache", "8G",
-                      "--expert-prefetch=false"]),
+        # The defaults (lookahead prefetch on), then the same budgets
+        # without it, to show what it buys.
+        ("1G", ["--mem", "1G"]),
+        ("2G", ["--mem", "2G"]),
+        ("4G+cache", ["--mem", "4G", "--expert-cache", "1800M"]),
+        ("resident", ["--mem", "16G", "--expert-cache", "8G"]),
+        ("1G no-pf", ["--mem", "1G", "--expert-prefetch=false"]),
+        ("2G no-pf", ["--mem", "2G", "--expert-prefetch=false"]),
+        ("4G+c no-pf", ["--mem", "4G", "--expert-cache", "1800M",
+                        "--expert-prefetch=false"]),
     ]
     rows = []
     for name, flags in configs:

@@ -31,7 +31,7 @@ struct EngineOptions {
   uint64_t expert_cache_bytes = 0;
   // Before each MoE layer's attention, start reading a guess of its
   // experts: top (k + expert_prefetch_extra) per token.
-  bool expert_prefetch = false;
+  bool expert_prefetch = true;
   int expert_prefetch_extra = 0;
   std::string reader = "auto";  // auto, uring, pread
   int queue_depth = 32;

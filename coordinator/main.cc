@@ -64,9 +64,10 @@ ABSL_FLAG(std::string, pack, "",
           "packed trunk folder (default <model>/flotilla-pack when present)");
 ABSL_FLAG(std::string, expert_cache, "0",
           "resident expert cache size (e.g. 2G); 0 = none");
-ABSL_FLAG(bool, expert_prefetch, false,
+ABSL_FLAG(bool, expert_prefetch, true,
           "before each MoE layer's attention, start reading the experts it "
-          "will probably route to (its router on the layer input so far)");
+          "will probably route to (its router on the layer input so far); "
+          "on by default, --expert-prefetch=false turns it off");
 ABSL_FLAG(int, expert_prefetch_extra, 0,
           "with --expert-prefetch: also read each token's next N experts by "
           "router score (more hits, more bytes)");
@@ -113,7 +114,7 @@ constexpr char kUsage[] =
     "           [--seed S] [--threads N] [--stop-ids IDS] [--config FILE]\n"
     "           [--dump-logits FILE] [--json] [--mem SIZE|PRESET] [--plan]\n"
     "           [--stats] [--pack DIR] [--expert-cache SIZE]\n"
-    "           [--expert-prefetch [--expert-prefetch-extra N]]\n"
+    "           [--expert-prefetch=true|false] [--expert-prefetch-extra N]\n"
     "           [--reader auto|uring|pread]\n"
     "           [--workers H:P,...] [--rpc-deadline-ms MS]\n"
     "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"

@@ -99,10 +99,11 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
   const std::string want = ReadFileBytes(ref_logits);
   ASSERT_FALSE(want.empty());
   const std::vector<std::string> configs = {
-      "--max-pinned-layers -1 --threads 2",
+      "--max-pinned-layers -1 --threads 2 --expert-prefetch=false",
       "--max-pinned-layers 5 --threads 1",
       "--max-pinned-layers 0 --stream-vocab --threads 2",
-      "--max-pinned-layers 0 --stream-vocab --threads 1 --reader pread",
+      "--max-pinned-layers 0 --stream-vocab --threads 1 --reader pread "
+      "--expert-prefetch=false",
       "--max-pinned-layers 7 --stream-vocab --expert-cache 1M --threads 2",
       "--max-pinned-layers 0 --expert-prefetch --threads 2",
       "--max-pinned-layers 3 --expert-cache 1M --expert-prefetch "
@@ -119,11 +120,14 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
     EXPECT_EQ(out["stats"]["mode"], "streaming") << configs[i];
     pinned_seen.insert(out["stats"]["pinned_layers"].get<int>());
     EXPECT_EQ(ReadFileBytes(path), want) << configs[i];
-    if (configs[i].find("--expert-prefetch") != std::string::npos) {
-      // The guesses were used, so the prefetch path really ran.
-      EXPECT_GT(out["stats"]["expert_prefetch_hits_per_token"].get<double>(),
-                0.0)
-          << configs[i];
+    // Lookahead is on unless turned off; when on, its guesses were used, so
+    // the prefetch path really ran.
+    const double prefetch_hits =
+        out["stats"]["expert_prefetch_hits_per_token"].get<double>();
+    if (configs[i].find("--expert-prefetch=false") == std::string::npos) {
+      EXPECT_GT(prefetch_hits, 0.0) << configs[i];
+    } else {
+      EXPECT_EQ(prefetch_hits, 0.0) << configs[i];
     }
   }
   // The runs covered every layer pinned, some and none.

@@ -95,10 +95,9 @@ absl::Status ExpertFetcher::Init() {
   charged_ = options_.accountant != nullptr;
   const int n = options_.slots + options_.cache_slots;
   slots_.resize(n);
-  for (Slot& slot : slots_) {
-    FLOTILLA_ASSIGN_OR_RETURN(slot.buffer, io::AlignedBuffer::Allocate(
-                                               slot_bytes_, options_.prefault));
-  }
+  FLOTILLA_ASSIGN_OR_RETURN(
+      arena_, io::AlignedBuffer::Allocate(slot_bytes_ * n, options_.prefault));
+  for (int s = 0; s < n; ++s) slots_[s].data = arena_.data() + slot_bytes_ * s;
   where_.reserve(n);
   io::BatchReaderOptions ro;
   ro.queue_depth = options_.queue_depth;
@@ -146,9 +145,9 @@ void ExpertFetcher::FreeSlot(int s) {
   if (slot.cached) --cached_count_;
   if (slot.prefetch) ++stats_.prefetch_wasted;
   const uint64_t keep_tick = slot.last_use;
-  io::AlignedBuffer buffer = std::move(slot.buffer);
+  uint8_t* const data = slot.data;
   slot = Slot();
-  slot.buffer = std::move(buffer);
+  slot.data = data;
   slot.last_use = keep_tick;
 }
 
@@ -168,8 +167,7 @@ void ExpertFetcher::QueueRead(int s, const ExpertKey& key,
   slot.read_status = absl::OkStatus();
   where_[key.Packed()] = s;
   requests_.push_back(io::ReadRequest{&files_[loc->file], r.offset, r.length,
-                                      slot.buffer.data(),
-                                      static_cast<uint64_t>(s)});
+                                      slot.data, static_cast<uint64_t>(s)});
   ++stats_.reads;
   stats_.bytes_read += r.length;
   stats_.run_bytes_read += loc->length;

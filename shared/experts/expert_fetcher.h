@@ -7,7 +7,8 @@
 // verifies each run's checksum (when the index has one and verification is
 // on), calls on_ready(key, run), recycles the slot and issues the next read.
 // Every key is read at most once per Fetch. Memory is fixed at creation:
-// (slots + cache_slots) buffers of slot_bytes(), prefaulted.
+// (slots + cache_slots) buffers of slot_bytes(), carved from one prefaulted
+// allocation.
 //
 // Optional, both off by default, neither changes any byte handed out:
 //  * Cache (cache_slots C > 0): after use a run stays resident (LRU, at most
@@ -83,9 +84,10 @@ struct FetchStats {
   uint64_t run_bytes_read = 0;     // of which expert run bytes
   uint64_t cache_hits = 0;         // keys resident when requested
   uint64_t prefetch_issued = 0;
-  uint64_t prefetch_hits = 0;     // keys whose prefetch read was used
-  uint64_t prefetch_wasted = 0;   // prefetched runs nobody asked for
-  uint64_t prefetch_dropped = 0;  // hints with no free slot
+  uint64_t prefetch_hits = 0;       // keys whose prefetch read was used
+  uint64_t prefetch_hit_bytes = 0;  // their bytes (4 KiB-aligned)
+  uint64_t prefetch_wasted = 0;     // prefetched runs nobody asked for
+  uint64_t prefetch_dropped = 0;    // hints with no free slot
   uint64_t checksums_verified = 0;
   double fetch_seconds = 0;    // inside Fetch
   double io_wait_seconds = 0;  // blocked in BatchReader::WaitOne
@@ -141,11 +143,11 @@ class ExpertFetcher {
  private:
   enum class SlotState { kFree, kReading, kLanded };
   struct Slot {
-    io::AlignedBuffer buffer;
+    uint8_t* data = nullptr;  // slot_bytes_ of arena_, fixed at Init
     SlotState state = SlotState::kFree;
     ExpertKey key;
     const ExpertLocation* loc = nullptr;
-    uint64_t skip = 0;         // run starts at buffer.data() + skip
+    uint64_t skip = 0;         // run starts at data + skip
     bool prefetch = false;     // prefetched and not yet used by a Fetch
     bool orphan = false;       // prefetch the current Fetch dropped; reading
     absl::Status read_status;  // of the landed read
@@ -192,6 +194,9 @@ class ExpertFetcher {
   bool charged_ = false;         // slot memory charged to options_.accountant
   absl::Status broken_;          // set when the reader itself failed
   std::vector<io::File> files_;  // parallel to index_->files()
+  // Every slot's buffer, in one allocation so that slots smaller than a
+  // huge page still sit in 2 MiB pages (see io::AlignedBuffer).
+  io::AlignedBuffer arena_;
   std::vector<Slot> slots_;
   // Slot of every key that is reading or landed.
   absl::flat_hash_map<uint64_t, int> where_;

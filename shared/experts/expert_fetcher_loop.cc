@@ -83,6 +83,8 @@ absl::Status ExpertFetcher::FetchLoop(const std::vector<ExpertKey>& keys,
     slot.wanted = true;
     if (slot.prefetch) {
       ++stats_.prefetch_hits;
+      stats_.prefetch_hit_bytes +=
+          io::AlignForDirectIo(slot.loc->offset, slot.loc->length).length;
       slot.prefetch = false;  // used, so never counted as wasted
     } else if (slot.cached) {
       ++stats_.cache_hits;
@@ -161,8 +163,7 @@ absl::Status ExpertFetcher::VerifyRun(const Slot& slot) {
   const ExpertLocation& loc = *slot.loc;
   if (!options_.verify_checksums || !loc.has_checksum) return absl::OkStatus();
   const Clock::time_point t0 = Clock::now();
-  const uint64_t got =
-      io::Checksum64(slot.buffer.data() + slot.skip, loc.length);
+  const uint64_t got = io::Checksum64(slot.data + slot.skip, loc.length);
   stats_.verify_seconds += SecondsSince(t0);
   ++stats_.checksums_verified;
   if (got != loc.checksum) {
@@ -188,7 +189,7 @@ absl::Status ExpertFetcher::Consume(int s, const ReadyFn& on_ready) {
     slot.verified = true;
   }
   const Clock::time_point t0 = Clock::now();
-  absl::Status status = on_ready(slot.key, slot.buffer.data() + slot.skip);
+  absl::Status status = on_ready(slot.key, slot.data + slot.skip);
   stats_.compute_seconds += SecondsSince(t0);
   Release(s);
   return status;

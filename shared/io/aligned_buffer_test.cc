@@ -101,6 +101,24 @@ TEST(AlignedBufferTest, MoveTransfersOwnership) {
   EXPECT_EQ(b.size(), 8192u);
 }
 
+// Buffers of 2 MiB and more start on a huge-page boundary (so THP can back
+// them) yet map only their page-rounded size; smaller ones stay as they were.
+TEST(AlignedBufferTest, LargeBuffersAreHugePageAligned) {
+  for (size_t bytes : {kHugePageBytes, kHugePageBytes * 3 + 4096 * 5 + 17}) {
+    auto buf = AlignedBuffer::Allocate(bytes, /*prefault=*/true);
+    ASSERT_TRUE(buf.ok()) << buf.status();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buf->data()) % kHugePageBytes, 0u);
+    EXPECT_EQ(buf->capacity(), AlignUp(bytes));
+    // Every byte is usable (and was faulted in without crashing).
+    buf->data()[0] = 1;
+    buf->data()[bytes - 1] = 2;
+    EXPECT_EQ(buf->data()[bytes - 1], 2);
+  }
+  auto small = AlignedBuffer::Allocate(kHugePageBytes - 4096, true);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->capacity(), kHugePageBytes - 4096);
+}
+
 TEST(AlignedBufferTest, HugeAllocationFailsCleanly) {
   auto buf = AlignedBuffer::Allocate(size_t{1} << 62, true);
   EXPECT_FALSE(buf.ok());
