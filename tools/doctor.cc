@@ -202,9 +202,10 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   DiskProbeSpec large{kLargeReadBytes, {1, kTrunkQueueDepth}};
   if (32 * kLargeReadBytes <= avail / 4) large.queue_depths.push_back(32);
   specs.push_back(large);
-  // The same reads into 2 MiB pages, at the depths the prediction uses: on
-  // a virtio disk they can be much faster (fewer, larger requests), which is
-  // what huge-page buffers in the engine would gain.
+  // The same reads into 2 MiB pages, at the depths the prediction uses: the
+  // engine's read buffers are huge-page backed where THP allows
+  // (io::AlignedBuffer), and on a virtio disk that is much faster (fewer,
+  // larger requests), so the prediction uses these figures.
   for (uint64_t size : expert_sizes) {
     specs.push_back({size, {kExpertQueueDepth}, /*huge_pages=*/true});
   }
@@ -242,28 +243,30 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
     return absl::OkStatus();
   }
   PrintModel(o.model_dir, *sizes, out);
-  const double expert_gbps =
+  const double small_expert =
       disk.RandomGbPerS(sizes->expert_run_bytes, kExpertQueueDepth);
-  const double large_gbps = disk.LargeGbPerS();
+  const double small_large = disk.LargeGbPerS();
+  double expert_gbps = disk.RandomGbPerS(
+      sizes->expert_run_bytes, kExpertQueueDepth, /*huge_pages=*/true);
+  double large_gbps = disk.LargeGbPerS(/*huge_pages=*/true);
+  if (expert_gbps <= 0 || large_gbps <= 0) {  // not measured: 4 KiB figures
+    expert_gbps = small_expert;
+    large_gbps = small_large;
+  }
   const std::vector<Prediction> preds =
       PredictPresets(*sizes, usable, o.max_context, large_gbps, expert_gbps);
   PrintPredictions(preds, usable, large_gbps, expert_gbps,
                    sizes->expert_run_bytes, out);
-  const double huge_large = disk.LargeGbPerS(/*huge_pages=*/true);
-  const double huge_expert = disk.RandomGbPerS(
-      sizes->expert_run_bytes, kExpertQueueDepth, /*huge_pages=*/true);
-  const std::vector<Prediction> huge_preds =
-      PredictPresets(*sizes, usable, o.max_context, huge_large, huge_expert);
-  const Prediction* best = Best(preds, usable);
-  const Prediction* huge_best = Best(huge_preds, usable);
-  if (best != nullptr && huge_best != nullptr && huge_large > 0 &&
-      huge_expert > 0) {
+  const std::vector<Prediction> small_preds =
+      PredictPresets(*sizes, usable, o.max_context, small_large, small_expert);
+  const Prediction* small_best = Best(small_preds, usable);
+  if (small_best != nullptr && small_large > 0 && small_expert > 0) {
     absl::FPrintF(out,
-                  "With 2 MiB-page read buffers (not used by the engine yet; "
-                  "trunk at %s, experts at %s): --mem %s would take %.2f "
-                  "s/token.\n",
-                  Gbps(huge_large), Gbps(huge_expert), huge_best->preset,
-                  huge_best->seconds_per_token);
+                  "Where transparent huge pages are off the engine reads into "
+                  "4 KiB pages (trunk at %s, experts at %s): --mem %s would "
+                  "take %.2f s/token.\n",
+                  Gbps(small_large), Gbps(small_expert), small_best->preset,
+                  small_best->seconds_per_token);
   }
   return absl::OkStatus();
 }

@@ -142,7 +142,7 @@ TEST(DoctorCli, ReportsAndCleansUp) {
   EXPECT_THAT(out, HasSubstr("x QD4, experts at"));
   EXPECT_THAT(out, HasSubstr("reads x QD32)"));
   EXPECT_THAT(out, HasSubstr("2M pages"));
-  EXPECT_THAT(out, HasSubstr("With 2 MiB-page read buffers"));
+  EXPECT_THAT(out, HasSubstr("Where transparent huge pages are off"));
   EXPECT_THAT(out, HasSubstr("s/token"));
   EXPECT_THAT(out, HasSubstr("Recommendation: --mem"));
   EXPECT_TRUE(IsEmptyDir(tmp.path()));
