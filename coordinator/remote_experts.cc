@@ -3,9 +3,7 @@
 #include "coordinator/remote_experts.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -134,6 +132,7 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
   }
   // Every layer allocates and frees call buffers; reuse them (transport.h).
   transport::KeepFreedMessageMemory();
+  transport::DisableMutexDeadlockDetection();
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->options = options;
@@ -160,28 +159,30 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
   }
 
   // Ask every worker at once; wait_for_ready so that workers still starting
-  // get connect_timeout_ms to come up.
+  // get connect_timeout_ms to come up. On the completion queue, not the
+  // callback API: a callback starts gRPC's "nexting" threads, which then
+  // poll for every later answer and hand each one over to the forward
+  // pass (a wake-up per call; remote_experts_layer.cc).
   const size_t n = impl->workers.size();
   std::vector<grpc::ClientContext> contexts(n);
   std::vector<grpc::Status> statuses(n);
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t pending = n;
+  std::vector<
+      std::unique_ptr<grpc::ClientAsyncResponseReader<v1::InfoResponse>>>
+      readers(n);
+  std::vector<CqTag> tags(n);
   for (size_t i = 0; i < n; ++i) {
     contexts[i].set_deadline(DeadlineIn(options.connect_timeout_ms));
     contexts[i].set_wait_for_ready(true);
-    static const v1::InfoRequest kRequest;
-    impl->workers[i].stub->async()->Info(&contexts[i], &kRequest,
-                                         &impl->workers[i].info,
-                                         [&, i](grpc::Status status) {
-                                           std::lock_guard<std::mutex> lock(mu);
-                                           statuses[i] = std::move(status);
-                                           if (--pending == 0) cv.notify_one();
-                                         });
+    readers[i] = impl->workers[i].stub->AsyncInfo(&contexts[i],
+                                                  v1::InfoRequest(), &impl->cq);
+    readers[i]->Finish(&impl->workers[i].info, &statuses[i], &tags[i]);
   }
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return pending == 0; });
+  for (size_t left = n; left > 0; --left) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!impl->cq.Next(&tag, &ok)) {
+      return absl::InternalError("completion queue shut down");
+    }
   }
   impl->max_message_bytes = UINT64_MAX;
   for (size_t i = 0; i < n; ++i) {
@@ -211,9 +212,11 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
   }
 
   impl->holders.assign(config.num_hidden_layers, {});
+  impl->hinted.assign(config.num_hidden_layers, {});
   for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
     if (!config.IsDenseLayer(layer)) {
       impl->holders[layer].assign(config.num_experts, {});
+      impl->hinted[layer].assign(config.num_experts, -1);
     }
   }
   for (const WorkerConn& w : impl->workers) {
@@ -256,11 +259,16 @@ absl::Status RemoteExperts::ComputeLayer(int layer, const float* z, int rows,
   return impl_->ComputeLayer(layer, z, rows, tasks, out);
 }
 
+absl::Status RemoteExperts::PrefetchLayer(int layer,
+                                          const std::vector<int>& experts) {
+  return impl_->PrefetchLayer(layer, experts);
+}
+
 ExpertBackendStats RemoteExperts::backend_stats() const {
   return impl_->backend;
 }
 
-const RemoteStats& RemoteExperts::remote_stats() const { return impl_->stats; }
+RemoteStats RemoteExperts::remote_stats() const { return impl_->Snapshot(); }
 
 std::string RemoteExperts::Describe() const {
   std::string out;

@@ -38,11 +38,23 @@
 //    ids, logits within 1e-6 (tested), fewer bytes when a row has more than
 //    two experts on one worker.
 //
+// Prefetch hints (PrefetchLayer, --expert-prefetch): the layer's predicted
+// experts are dealt exactly as ComputeLayer deals them (same holders, same
+// balancing; workers currently down are skipped, never probed) and each
+// chosen worker gets one Prefetch RPC, sent asynchronously with a short
+// deadline: the forward pass never waits for it, and a hint that fails is
+// counted (RemoteStats), never retried and never an error of the step. The
+// next ComputeLayer of that layer prefers, among equally balanced deals,
+// the holder each expert was hinted to, so the read it started is used
+// (ComputeStats.prefetch_hits, summed in backend_stats().prefetch_hits).
+// Hints never change results.
+//
 // At connect, every worker's Info must show the coordinator's checkpoint
 // fingerprint (else FailedPrecondition naming both fingerprints), the
 // model's shape, and together the workers must hold every (layer, expert).
 //
-// Thread-compatibility: one ComputeLayer at a time (the forward pass).
+// Thread-compatibility: one call at a time (ComputeLayer, PrefetchLayer,
+// remote_stats: the forward pass's thread, which alone polls for answers).
 // Keeps gRPC out of this header (pimpl).
 #ifndef FLOTILLA_COORDINATOR_REMOTE_EXPERTS_H_
 #define FLOTILLA_COORDINATOR_REMOTE_EXPERTS_H_
@@ -78,6 +90,11 @@ struct RemoteExpertsOptions {
   // Largest message of one call, in bytes; 0: the workers' own limit
   // (InfoResponse.max_request_bytes). Calls are split by rows above it.
   uint64_t max_call_bytes = 0;
+  // Deadline of a Prefetch hint: short, since a late hint is useless.
+  int prefetch_deadline_ms = 1000;
+  // Hints in flight at most (a hung worker must not pile them up); more
+  // are dropped and counted.
+  int max_prefetch_in_flight = 64;
 };
 
 // Counters since Connect (for --stats and the benchmarks).
@@ -103,6 +120,14 @@ struct RemoteStats {
   // Each layer's overhead (wall - slowest worker), in order, for
   // percentiles; the first 1M layers.
   std::vector<float> layer_overhead_seconds;
+  // Prefetch hints: RPCs sent, of which failed (error or deadline), hints
+  // dropped unsent (too many in flight, or no live holder), experts named
+  // in sent hints, and experts the workers scheduled reads for.
+  uint64_t prefetch_calls = 0;
+  uint64_t prefetch_failed = 0;
+  uint64_t prefetch_dropped = 0;
+  uint64_t prefetch_experts = 0;
+  uint64_t prefetch_scheduled = 0;
   // layer_seconds - worker_seconds: building requests, (de)serialization,
   // transport, scheduling and the combine.
   double overhead_seconds() const { return layer_seconds - worker_seconds; }
@@ -119,9 +144,16 @@ class RemoteExperts : public ExpertBackend {
   absl::Status ComputeLayer(int layer, const float* z, int rows,
                             const std::vector<ExpertTask>& tasks,
                             float* out) override;
+  // Sends Prefetch hints (see the header comment); returns at once.
+  // InvalidArgument only for a layer or expert index out of range (a bug
+  // of the caller); a hint that cannot be sent or fails is counted.
+  absl::Status PrefetchLayer(int layer,
+                             const std::vector<int>& experts) override;
 
   ExpertBackendStats backend_stats() const override;
-  const RemoteStats& remote_stats() const;
+  // A snapshot, with the Prefetch answers that have arrived by now (reads
+  // them, so call it from the thread that runs the forward pass).
+  RemoteStats remote_stats() const;
   // One line per worker: address, shard, owned experts, state.
   std::string Describe() const;
 

@@ -1,10 +1,13 @@
 // Internal to RemoteExperts (remote_experts.cc: connecting, worker health,
-// stats; remote_experts_layer.cc: one layer's calls and the combine).
+// stats; remote_experts_layer.cc: one layer's calls and the combine;
+// remote_experts_deal.cc: choosing holders and Prefetch hints).
 // Includes gRPC: never include it from another header.
 #ifndef FLOTILLA_COORDINATOR_REMOTE_EXPERTS_INTERNAL_H_
 #define FLOTILLA_COORDINATOR_REMOTE_EXPERTS_INTERNAL_H_
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +36,29 @@ struct WorkerConn {
   std::string Name() const;
 };
 
+// Deals items (a layer's distinct experts) to workers: item i may go to any
+// worker in candidates[i] (its live holders, preferred first). Returns the
+// worker of each item, minimizing the largest number of items on one worker
+// (reads dominate, and each item is one expert read); among such deals,
+// earlier candidates win. Deterministic.
+std::vector<int> DealItems(const std::vector<std::vector<int>>& candidates,
+                           int num_workers);
+
+// What a tag on Impl::cq points at: a Compute call of the layer in
+// progress, or a Prefetch hint (which may complete during a later layer).
+struct CqTag {
+  bool prefetch = false;
+};
+
+// One Prefetch hint in flight; owned by Impl::prefetch_in_flight.
+struct PrefetchCall : CqTag {
+  grpc::ClientContext context;
+  v1::PrefetchRequest request;
+  v1::PrefetchResponse response;
+  grpc::Status status;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::PrefetchResponse>> reader;
+};
+
 struct RemoteExperts::Impl {
   model::K3Config config;
   RemoteExpertsOptions options;
@@ -44,11 +70,24 @@ struct RemoteExperts::Impl {
   uint64_t step = 0;  // ComputeRequest.step_id of the next layer call
   RemoteStats stats;
   ExpertBackendStats backend;
-  // Compute calls of the layer in progress complete here; polled by the
-  // forward-pass thread (empty between layers).
+  // Every call completes here (Connect's Info, the layer's Compute calls,
+  // Prefetch hints), polled only by the forward-pass thread: it is then
+  // the thread that reads the answers, with no hand-off from another (the
+  // callback API would start gRPC's "nexting" threads, which poll instead
+  // and wake the forward pass once per answer).
   grpc::CompletionQueue cq;
+  // hinted[layer][expert]: the worker the layer's last Prefetch hint sent
+  // the expert to, or -1; ComputeLayer prefers it, then forgets the layer.
+  std::vector<std::vector<int>> hinted;
+
+  // Hints in flight (their answers are read off `cq` whenever the forward
+  // pass polls it), and what came back.
+  std::map<PrefetchCall*, std::unique_ptr<PrefetchCall>> prefetch_in_flight;
+  uint64_t prefetch_failed = 0;
+  uint64_t prefetch_scheduled = 0;
 
   ~Impl() {
+    CancelPrefetches();
     cq.Shutdown();
     void* tag;
     bool ok;
@@ -68,6 +107,24 @@ struct RemoteExperts::Impl {
 
   absl::Status ComputeLayer(int layer, const float* z, int rows,
                             const std::vector<ExpertTask>& tasks, float* out);
+
+  // Deals `experts` (ascending, distinct) of `layer` over their holders for
+  // which usable(w) holds, rotated so that ties spread over the fleet and,
+  // when `prefer_hinted`, with the hinted holder first. chosen[e] gets the
+  // worker (size num_experts, -1 elsewhere); experts without a usable
+  // holder go to `unserved`.
+  void DealLayer(int layer, const std::vector<int>& experts,
+                 const std::function<bool(int)>& usable, bool prefer_hinted,
+                 std::vector<int>* chosen, std::vector<int>* unserved) const;
+  absl::Status PrefetchLayer(int layer, const std::vector<int>& experts);
+  // Counts a finished hint and frees it.
+  void OnPrefetchDone(PrefetchCall* call);
+  // Reads the hint answers that are already in `cq`, without waiting.
+  void DrainReadyPrefetches();
+  // Cancels the hints in flight and reads every answer.
+  void CancelPrefetches();
+  // stats with the hint answers read so far folded in.
+  RemoteStats Snapshot();
 };
 
 }  // namespace flotilla::coordinator

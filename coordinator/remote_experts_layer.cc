@@ -16,7 +16,7 @@ namespace {
 constexpr uint64_t kMessageSlackBytes = 64 << 10;
 
 // One Compute RPC: part (or all) of one worker's share of the layer.
-struct Call {
+struct Call : CqTag {
   int worker = 0;
   std::vector<int> tasks;  // indices into the layer's tasks, in task order
   std::vector<int> rows;   // global rows, ascending; request row k = rows[k]
@@ -59,67 +59,6 @@ absl::Status CheckResponse(const Call& c, size_t width, bool row_sums) {
   return absl::OkStatus();
 }
 
-// Deals items (a layer's distinct experts) to workers: item i may go to any
-// worker in candidates[i] (its live holders, preferred first). Returns the
-// worker of each item, minimizing the largest number of items on one worker
-// (reads dominate, and each item is one expert read): the smallest capacity
-// for which a b-matching exists, found with augmenting paths. Deterministic:
-// items in order, candidates in the given order.
-class Dealer {
- public:
-  Dealer(const std::vector<std::vector<int>>& candidates, int num_workers)
-      : candidates_(candidates), members_(num_workers) {}
-
-  std::vector<int> Deal() {
-    const size_t n = candidates_.size();
-    std::vector<bool> any(members_.size(), false);
-    for (const auto& c : candidates_) {
-      for (int w : c) any[w] = true;
-    }
-    const size_t live =
-        std::max<size_t>(1, std::count(any.begin(), any.end(), true));
-    for (cap_ = (n + live - 1) / live;; ++cap_) {
-      assign_.assign(n, -1);
-      for (auto& m : members_) m.clear();
-      bool ok = true;
-      for (size_t i = 0; i < n && ok; ++i) {
-        visited_.assign(members_.size(), false);
-        ok = Augment(static_cast<int>(i));
-      }
-      if (ok) return assign_;
-    }
-  }
-
- private:
-  bool Augment(int i) {
-    for (int w : candidates_[i]) {
-      if (visited_[w]) continue;
-      visited_[w] = true;
-      std::vector<int>& m = members_[w];
-      if (m.size() < cap_) {
-        m.push_back(i);
-        assign_[i] = w;
-        return true;
-      }
-      for (int& j : m) {
-        const int moved = j;
-        if (Augment(moved)) {  // `moved` now sits on another worker
-          j = i;
-          assign_[i] = w;
-          return true;
-        }
-      }
-    }
-    return false;
-  }
-
-  const std::vector<std::vector<int>>& candidates_;
-  std::vector<std::vector<int>> members_;  // items on each worker
-  std::vector<int> assign_;
-  std::vector<bool> visited_;
-  size_t cap_ = 1;
-};
-
 }  // namespace
 
 absl::Status RemoteExperts::Impl::ComputeLayer(
@@ -160,26 +99,15 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
 
   for (int round = 0; !need.empty(); ++round) {
     // Deal the experts over their live holders, as evenly as possible.
-    std::vector<int> chosen(num_experts, -1), load(num_workers, 0);
+    std::vector<int> chosen, unserved, load(num_workers, 0);
     std::vector<int8_t> usable(num_workers, -1);  // -1: not asked yet
-    std::vector<int> unserved, dealt;
-    std::vector<std::vector<int>> candidates;
-    for (int e : need) {
-      const std::vector<int>& h = holders[layer][e];
-      std::vector<int> live;
-      for (size_t k = 0; k < h.size(); ++k) {
-        // Rotated so that ties between holders spread over the fleet.
-        const int w = h[(k + e + layer) % h.size()];
-        if (usable[w] < 0) usable[w] = !failed[w] && Usable(w);
-        if (usable[w]) live.push_back(w);
-      }
-      if (live.empty()) {
-        unserved.push_back(e);
-      } else {
-        dealt.push_back(e);
-        candidates.push_back(std::move(live));
-      }
-    }
+    DealLayer(
+        layer, need,
+        [&](int w) {
+          if (usable[w] < 0) usable[w] = !failed[w] && Usable(w);
+          return usable[w] > 0;
+        },
+        /*prefer_hinted=*/round == 0, &chosen, &unserved);
     if (!unserved.empty()) {
       std::set<int> down;
       for (int e : unserved)
@@ -195,11 +123,11 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           unserved.size() > 1 ? "s " : " ", absl::StrJoin(unserved, ","),
           " (missing: ", absl::StrJoin(why, "; "), ")"));
     }
-    const std::vector<int> dealt_to = Dealer(candidates, num_workers).Deal();
-    for (size_t i = 0; i < dealt.size(); ++i) {
-      chosen[dealt[i]] = dealt_to[i];
-      ++load[dealt_to[i]];
+    for (int e : need) {
+      if (chosen[e] >= 0) ++load[chosen[e]];
     }
+    // A hint serves one step: the next one is dealt afresh.
+    if (round == 0) std::fill(hinted[layer].begin(), hinted[layer].end(), -1);
 
     // Build calls: per worker, its tasks in task order; split by rows when
     // a message would pass the limit.
@@ -281,13 +209,19 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
     // This thread polls for the answers itself (a completion queue rather
     // than callbacks): no hand-off from a gRPC thread, one wake-up less per
     // layer. Every call completes (OK, error or deadline).
-    for (size_t left = calls.size() - first_call; left > 0; --left) {
+    for (size_t left = calls.size() - first_call; left > 0;) {
       void* tag = nullptr;
       bool ok = false;
       if (!cq.Next(&tag, &ok)) {
         return absl::InternalError("completion queue shut down");
       }
-      static_cast<Call*>(tag)->answered = RemoteClock::now();
+      CqTag* done = static_cast<CqTag*>(tag);
+      if (done->prefetch) {  // a hint's answer: counted, not waited for
+        OnPrefetchDone(static_cast<PrefetchCall*>(done));
+        continue;
+      }
+      static_cast<Call*>(done)->answered = RemoteClock::now();
+      --left;
     }
 
     // Collect; failed workers' experts go to the next round.
@@ -321,6 +255,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       worker_bytes[c.worker] += st.bytes_read();
       backend.experts_used += st.experts_computed();
       backend.cache_hits += st.cache_hits();
+      backend.prefetch_hits += st.prefetch_hits();
       backend.experts_read += st.experts_computed() - st.cache_hits();
       backend.compute_seconds += st.compute_seconds();
     }

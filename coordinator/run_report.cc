@@ -13,7 +13,58 @@ RunCounters SnapshotCounters(const Engine& engine) {
   RunCounters c;
   if (engine.trunk != nullptr) c.trunk = engine.trunk->stats();
   c.experts = engine.model->experts()->backend_stats();
+  if (const auto* remote =
+          dynamic_cast<const RemoteExperts*>(engine.model->experts())) {
+    c.remote = true;
+    c.remote_stats = remote->remote_stats();
+  }
   return c;
+}
+
+nlohmann::json RemoteDecodeStats(const RemoteStats& at_decode,
+                                 const RemoteStats& now, double steps) {
+  const RemoteStats& a = at_decode;
+  const RemoteStats& b = now;
+  const uint64_t layers = b.layers - a.layers;
+  const size_t first = std::min(a.layer_overhead_seconds.size(),
+                                b.layer_overhead_seconds.size());
+  std::vector<float> overhead(b.layer_overhead_seconds.begin() + first,
+                              b.layer_overhead_seconds.end());
+  std::sort(overhead.begin(), overhead.end());
+  auto ms_at = [&](double q) {
+    if (overhead.empty()) return 0.0;
+    return 1e3 * overhead[static_cast<size_t>(q * (overhead.size() - 1))];
+  };
+  const uint64_t read = b.worker_bytes_read - a.worker_bytes_read;
+  const uint64_t busiest = b.busiest_worker_bytes - a.busiest_worker_bytes;
+  return {
+      {"moe_layers", layers},
+      {"calls", b.calls - a.calls},
+      {"retried_calls", b.retried_calls - a.retried_calls},
+      {"failed_calls", b.failed_calls - a.failed_calls},
+      {"calls_per_layer",
+       layers > 0 ? static_cast<double>(b.calls - a.calls) / layers : 0.0},
+      {"request_bytes_per_token", (b.request_bytes - a.request_bytes) / steps},
+      {"response_bytes_per_token",
+       (b.response_bytes - a.response_bytes) / steps},
+      {"rpc_overhead_ms_per_layer_p50", ms_at(0.5)},
+      {"rpc_overhead_ms_per_layer_p90", ms_at(0.9)},
+      {"rpc_overhead_ms_per_layer_mean",
+       layers > 0 ? 1e3 * (b.overhead_seconds() - a.overhead_seconds()) /
+                        static_cast<double>(layers)
+                  : 0.0},
+      // Per layer the bytes of the worker that read the most, over all
+      // bytes read: 1/N when N workers share every layer evenly.
+      {"busiest_worker_share",
+       read > 0 ? static_cast<double>(busiest) / static_cast<double>(read)
+                : 0.0},
+      {"prefetch_hints_sent", b.prefetch_calls - a.prefetch_calls},
+      {"prefetch_hints_failed", b.prefetch_failed - a.prefetch_failed},
+      {"prefetch_hints_dropped", b.prefetch_dropped - a.prefetch_dropped},
+      {"prefetch_experts_hinted", b.prefetch_experts - a.prefetch_experts},
+      {"prefetch_experts_scheduled",
+       b.prefetch_scheduled - a.prefetch_scheduled},
+  };
 }
 
 nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
@@ -33,7 +84,7 @@ nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
   const double trunk_wait = (t.wait_seconds - t0.wait_seconds) / steps;
   const double expert_wait = (x.io_wait_seconds - x0.io_wait_seconds) / steps;
   const double io_wait = trunk_wait + expert_wait;
-  return {
+  nlohmann::json out = {
       {"mode", engine.streaming ? "streaming" : "in-memory"},
       {"decode_steps", n_gen > 1 ? n_gen - 1 : 0},
       {"median_s_per_token", median},
@@ -58,6 +109,11 @@ nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
       {"pinned_layers", engine.plan.pinned_layers},
       {"direct_io", engine.trunk != nullptr && engine.trunk->direct_io()},
   };
+  if (now.remote) {
+    out["remote"] =
+        RemoteDecodeStats(at_decode.remote_stats, now.remote_stats, steps);
+  }
+  return out;
 }
 
 absl::Status WriteLogits(const std::string& path, const GenerateResult& r) {

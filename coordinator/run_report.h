@@ -10,6 +10,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/expert_backend.h"
 #include "coordinator/generate.h"
+#include "coordinator/remote_experts.h"
 #include "coordinator/streaming_trunk.h"
 #include "nlohmann/json.hpp"
 
@@ -19,15 +20,27 @@ namespace flotilla::coordinator {
 struct RunCounters {
   TrunkStats trunk;
   ExpertBackendStats experts;
+  bool remote = false;  // experts on expert workers (--workers)
+  RemoteStats remote_stats;
 };
 
 RunCounters SnapshotCounters(const Engine& engine);
 
 // Statistics per decoded token: the difference between the counters now
 // and `at_decode` (taken right after the prefill), divided by the number of
-// decode steps, plus the median step time and the peak RSS.
+// decode steps, plus the median step time and the peak RSS. With expert
+// workers, a "remote" object holds the decode phase's RPC counters
+// (RemoteDecodeStats).
 nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
                            const GenerateResult& result);
+
+// The RPC side of RemoteExperts over the decode phase: Compute calls
+// (retried, failed), request and response bytes per token, the RPC
+// overhead per MoE layer (layer wall minus the slowest worker's own time:
+// median, p90, mean, in ms), the busiest worker's share of the expert
+// bytes read, and the Prefetch hints sent, failed and dropped.
+nlohmann::json RemoteDecodeStats(const RemoteStats& at_decode,
+                                 const RemoteStats& now, double steps);
 
 // Little-endian float32 [steps][vocab]; row s holds the logits that chose
 // generated token s.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/safetensors.h"
@@ -53,6 +54,9 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
   }
   self->accountant_ =
       std::make_unique<io::MemoryAccountant>(plan.memory_budget_bytes);
+  // Scratch kept between calls (TrimScratch), ours and the engine's.
+  FLOTILLA_RETURN_IF_ERROR(
+      self->accountant_->Charge(kScratchOwner, 2 * kKeptScratchBytes));
   self->pool_ = std::make_unique<kernels::ThreadPool>(plan.compute_threads);
   experts::ExpertEngineOptions eo;
   eo.fetcher.slots = options.fetch_slots;
@@ -157,10 +161,42 @@ absl::StatusOr<ComputeShape> ExpertCompute::Validate(
   return shape;
 }
 
+uint64_t ExpertCompute::CallBytes(const ComputeCall& call,
+                                  const ComputeShape& shape) const {
+  const uint64_t n = call.assignments.size();
+  const uint64_t width = static_cast<uint64_t>(call.row_width);
+  const uint64_t rows = static_cast<uint64_t>(call.num_rows);
+  // The response payload, and gRPC's serialized copy of it while it is
+  // sent.
+  uint64_t bytes = 2 * shape.response_bytes;
+  // call.assignments, unit_, z_ (one row per task), and in row-sums mode
+  // outputs_ and row_slot_.
+  bytes += 2 * n * sizeof(experts::ExpertAssignment) + n * width * 4;
+  if (!call.expert_outputs) bytes += n * width * 4 + rows * sizeof(int32_t);
+  // The engine computes one row per task.
+  return bytes + engine_->ScratchBytesFor(n, n);
+}
+
+void ExpertCompute::TrimScratch() {
+  const uint64_t ours = z_.capacity() * sizeof(float) +
+                        unit_.capacity() * sizeof(experts::ExpertAssignment) +
+                        outputs_.capacity() * sizeof(float) +
+                        row_slot_.capacity() * sizeof(int32_t);
+  if (ours > kKeptScratchBytes) {
+    std::vector<float>().swap(z_);
+    std::vector<experts::ExpertAssignment>().swap(unit_);
+    std::vector<float>().swap(outputs_);
+    std::vector<int32_t>().swap(row_slot_);
+  }
+  engine_->TrimScratch(kKeptScratchBytes);
+}
+
 absl::Status ExpertCompute::Run(const ComputeCall& call,
                                 const ComputeShape& shape,
                                 float* expert_outputs, double* row_sums,
                                 ComputeCallStats* stats) {
+  // Whatever happens, a big call's scratch does not outlive its charge.
+  absl::Cleanup trim = [this] { TrimScratch(); };
   const size_t n = call.assignments.size();
   const size_t width = static_cast<size_t>(call.row_width);
   z_.resize(n * width);
@@ -183,13 +219,19 @@ absl::Status ExpertCompute::Run(const ComputeCall& call,
                                                  z_.data(), static_cast<int>(n),
                                                  unit_.data(), n, out));
   const experts::FetchStats& after = engine_->stats();
-  stats->bytes_read = after.bytes_read - before.bytes_read;
+  // Reads a Prefetch started for this call's experts count as this call's
+  // (the coordinator measures how each layer's reads were spread); reads
+  // it started that nobody used count nowhere.
+  stats->bytes_read = after.bytes_read - before.bytes_read +
+                      after.prefetch_hit_bytes - before.prefetch_hit_bytes;
   stats->read_seconds = after.fetch_seconds - before.fetch_seconds;
   stats->compute_seconds = after.compute_seconds - before.compute_seconds;
   stats->cache_hits =
       static_cast<uint32_t>(after.cache_hits - before.cache_hits);
   stats->experts_computed =
       static_cast<uint32_t>(after.experts_requested - before.experts_requested);
+  stats->prefetch_hits =
+      static_cast<uint32_t>(after.prefetch_hits - before.prefetch_hits);
   if (call.expert_outputs) return absl::OkStatus();
 
   row_slot_.assign(static_cast<size_t>(call.num_rows), -1);
@@ -205,6 +247,32 @@ absl::Status ExpertCompute::Run(const ComputeCall& call,
     const float* v = out + i * width;
     const double w = a.weight;
     for (size_t j = 0; j < width; ++j) acc[j] += w * v[j];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpertCompute::ValidatePrefetch(
+    int64_t layer, const std::vector<uint32_t>& experts) const {
+  if (layer < 0 || layer >= plan_.num_layers ||
+      plan_.config.IsDenseLayer(static_cast<int>(layer))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch: layer ", layer,
+                     layer >= 0 && layer < plan_.num_layers
+                         ? " is a dense layer (no routed experts)"
+                         : absl::StrCat(" does not exist (the model has ",
+                                        plan_.num_layers, " layers)")));
+  }
+  if (experts.size() > static_cast<size_t>(plan_.num_experts)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch: ", experts.size(), " experts, more than the ",
+                     plan_.num_experts, " a layer has"));
+  }
+  for (uint32_t e : experts) {
+    if (e >= static_cast<uint32_t>(plan_.num_experts)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prefetch: layer ", layer, " expert ", e,
+                       " does not exist (", plan_.num_experts, " experts)"));
+    }
   }
   return absl::OkStatus();
 }

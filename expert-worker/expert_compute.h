@@ -13,9 +13,16 @@
 //   * row sums: per row, sum over its assignments in request order of
 //     double(weight) * E_i, kept in double.
 //
-// Thread-compatibility: Validate is const and may run on any thread
-// concurrently with Run; Run and Prefetch must be called from one thread at
-// a time (the server's compute thread).
+// Memory: every call's buffers (request, response, scratch) are charged to
+// the worker's --mem accountant for as long as the call lives (CallBytes;
+// the server charges at arrival, so queued calls count too). Scratch is kept
+// between calls up to kKeptScratchBytes (charged once, at Create) so decode
+// calls never allocate; a larger call's scratch is freed after it.
+//
+// Thread-compatibility: Validate, ValidatePrefetch, CallBytes and
+// accountant() may run on any thread concurrently with Run; Run and
+// Prefetch must be called from one thread at a time (the server's compute
+// thread).
 #ifndef FLOTILLA_EXPERT_WORKER_EXPERT_COMPUTE_H_
 #define FLOTILLA_EXPERT_WORKER_EXPERT_COMPUTE_H_
 
@@ -36,6 +43,12 @@ namespace flotilla::expert_worker {
 // tokens x 16 experts = 4096 assignments).
 inline constexpr uint32_t kMaxRowsPerCall = 1 << 16;
 inline constexpr uint32_t kMaxAssignmentsPerCall = 1 << 18;
+// Scratch kept between calls, by ExpertCompute and by its ExpertEngine
+// each: a K3 decode call (16 tasks x 3584 floats) needs about 1.2 MB.
+inline constexpr uint64_t kKeptScratchBytes = uint64_t{2} << 20;
+// Accountant owners: scratch kept between calls, and calls in flight.
+inline constexpr char kScratchOwner[] = "worker.scratch";
+inline constexpr char kCallsOwner[] = "worker.calls";
 
 // One Compute call, borrowed from the request.
 struct ComputeCall {
@@ -62,6 +75,7 @@ struct ComputeCallStats {
   double compute_seconds = 0;  // expert kernels
   uint32_t cache_hits = 0;
   uint32_t experts_computed = 0;
+  uint32_t prefetch_hits = 0;  // experts whose read a Prefetch started
 };
 
 struct ComputeOptions {
@@ -88,6 +102,18 @@ class ExpertCompute {
   // the response fits max_response_bytes.
   absl::StatusOr<ComputeShape> Validate(const ComputeCall& call) const;
 
+  // Bytes a valid call needs besides its request message: its response
+  // (payload and the serialized copy), the call's copy of the assignments
+  // and the scratch of Run and of the engine, for the worst case.
+  uint64_t CallBytes(const ComputeCall& call, const ComputeShape& shape) const;
+
+  // InvalidArgument unless `layer` is an MoE layer of the model, every
+  // expert index is < num_experts and there are at most num_experts of
+  // them. Experts this worker does not own are not an error (the wire
+  // contract ignores them).
+  absl::Status ValidatePrefetch(int64_t layer,
+                                const std::vector<uint32_t>& experts) const;
+
   // Runs a call that passed Validate (with `shape` from it). Writes
   // expert_outputs [assignments][row_width] or row_sums [rows][row_width].
   absl::Status Run(const ComputeCall& call, const ComputeShape& shape,
@@ -95,12 +121,15 @@ class ExpertCompute {
                    ComputeCallStats* stats);
 
   // Starts reads of the owned ones among `experts` of `layer` into free
-  // slots (advisory; see ExpertFetcher::Prefetch). Returns how many.
+  // slots (advisory; see ExpertFetcher::Prefetch); never waits for I/O.
+  // Returns how many were asked of the fetcher.
   absl::StatusOr<uint32_t> Prefetch(int64_t layer,
                                     const std::vector<uint32_t>& experts);
 
   const ShardPlan& plan() const { return plan_; }
   const ComputeOptions& options() const { return options_; }
+  // The --mem ledger (fetch slots, kept scratch, calls); thread-safe.
+  io::MemoryAccountant& accountant() const { return *accountant_; }
   // Fetcher counters since start, for logs.
   std::string StatsLine() const;
 
@@ -108,6 +137,9 @@ class ExpertCompute {
   ExpertCompute(const ShardPlan& plan, const ComputeOptions& options)
       : plan_(plan), options_(options) {}
   bool Owns(int64_t layer, int64_t expert) const;
+  // Frees this object's and the engine's scratch when a call grew it past
+  // kKeptScratchBytes (the charge for it ended with the call).
+  void TrimScratch();
 
   const ShardPlan plan_;
   const ComputeOptions options_;

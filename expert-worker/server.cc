@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shared/io/memory_budget.h"
 #include "shared/transport/transport.h"
 
 namespace flotilla::expert_worker {
@@ -78,6 +79,34 @@ class ComputeQueue {
   bool stopping_ = false;                   // guarded by mu_
   std::thread thread_;
 };
+
+// The memory one Compute call holds, charged to the worker's --mem ledger
+// (owner kCallsOwner) from its arrival until its response has been handed
+// to gRPC (Finish serializes it): held by the queued job, so released when
+// the job is destroyed, run or not. gRPC frees the response object and
+// the sent bytes just after; no custom reactor waits for that, since its
+// OnDone would cost a wake-up of another gRPC thread per call.
+class CallCharge {
+ public:
+  CallCharge(io::MemoryAccountant* accountant, uint64_t bytes)
+      : accountant_(accountant), bytes_(bytes) {}
+  CallCharge(const CallCharge&) = delete;
+  CallCharge& operator=(const CallCharge&) = delete;
+  ~CallCharge() { accountant_->Release(kCallsOwner, bytes_); }
+
+ private:
+  io::MemoryAccountant* const accountant_;
+  const uint64_t bytes_;
+};
+
+// Bytes of a parsed request besides the activations it borrows to the
+// call: its wire copy and the assignment messages.
+uint64_t RequestBytes(const v1::ComputeRequest& request) {
+  return request.ByteSizeLong() +
+         static_cast<uint64_t>(request.activations_size()) * sizeof(float) +
+         static_cast<uint64_t>(request.assignments_size()) *
+             (sizeof(v1::Assignment) + sizeof(void*));
+}
 
 v1::InfoResponse MakeInfo(const ExpertCompute& compute) {
   const ShardPlan& plan = compute.plan();
@@ -152,8 +181,8 @@ class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
   grpc::ServerUnaryReactor* Compute(grpc::CallbackServerContext* context,
                                     const v1::ComputeRequest* request,
                                     v1::ComputeResponse* response) override {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     const Clock::time_point received = Clock::now();
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     auto call = std::make_shared<ComputeCall>();
     std::string error;
     if (!ToCall(*request, call.get(), &error)) {
@@ -165,9 +194,25 @@ class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
       reactor->Finish(transport::ToGrpcStatus(shape.status()));
       return reactor;
     }
+    // Everything the call holds until it is answered, charged before it
+    // is queued: a call the budget cannot take is refused, not run.
+    io::MemoryAccountant& a = compute_->accountant();
+    const uint64_t bytes =
+        RequestBytes(*request) + compute_->CallBytes(*call, *shape);
+    if (!a.Charge(kCallsOwner, bytes).ok()) {
+      reactor->Finish(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("layer ", call->layer, ": the call needs ", bytes,
+                       " bytes (request, response and scratch) but only ",
+                       a.available(), " of the worker's ", a.budget(),
+                       "-byte --mem budget are left; send smaller calls "
+                       "(fewer rows) or give the worker more --mem")));
+      return reactor;
+    }
+    auto charge = std::make_shared<CallCharge>(&a, bytes);
     auto shared_shape = std::make_shared<ComputeShape>(std::move(*shape));
     const bool queued = queue_.Push([this, context, request, response, reactor,
-                                     call, shared_shape, received] {
+                                     call, shared_shape, received, charge] {
       RunCompute(context, *request, response, reactor, *call, *shared_shape,
                  received);
     });
@@ -184,14 +229,23 @@ class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
                                      const v1::PrefetchRequest* request,
                                      v1::PrefetchResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    const int64_t layer = request->layer();
     if (request->experts_size() > compute_->plan().num_experts) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                   "more experts than the layer has"));
+      // Checked before copying: the count is bounded only by the message.
+      reactor->Finish(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("prefetch: ", request->experts_size(),
+                       " experts, more than the ", compute_->plan().num_experts,
+                       " a layer has")));
       return reactor;
     }
     std::vector<uint32_t> experts(request->experts().begin(),
                                   request->experts().end());
-    const int64_t layer = request->layer();
+    if (absl::Status valid = compute_->ValidatePrefetch(layer, experts);
+        !valid.ok()) {
+      reactor->Finish(transport::ToGrpcStatus(valid));
+      return reactor;
+    }
     // Advisory: a hint that cannot be queued is answered "0 scheduled".
     const bool queued = queue_.Push(
         [this, reactor, response, layer, experts = std::move(experts)] {
@@ -261,6 +315,7 @@ class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
     s->set_compute_seconds(stats.compute_seconds);
     s->set_cache_hits(stats.cache_hits);
     s->set_experts_computed(stats.experts_computed);
+    s->set_prefetch_hits(stats.prefetch_hits);
     s->set_queue_seconds(Seconds(start - received));
     s->set_wall_seconds(Seconds(Clock::now() - received));
     reactor->Finish(grpc::Status::OK);
@@ -293,6 +348,7 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
   sigaddset(&signals, SIGTERM);
 
   transport::KeepFreedMessageMemory();
+  transport::DisableMutexDeadlockDetection();
   ExpertServiceImpl service(compute);
   transport::ServerOptions server_options;
   server_options.host = options.host;

@@ -8,7 +8,12 @@
 // ExpertCompute (reads with O_DIRECT at high queue depth, expert kernels on
 // its own thread pool) and finishes each reactor from there. So no gRPC
 // thread ever blocks on disk or compute, and Info / health stay responsive
-// while a large call runs.
+// while a large call runs. Prefetch hints are validated on the gRPC thread
+// and run on the compute thread too (they only start reads).
+//
+// Memory: each Compute is charged to the worker's --mem ledger on arrival
+// (ExpertCompute::CallBytes plus its request) until its response has been
+// handed to gRPC; a call that does not fit is RESOURCE_EXHAUSTED.
 #ifndef FLOTILLA_EXPERT_WORKER_SERVER_H_
 #define FLOTILLA_EXPERT_WORKER_SERVER_H_
 

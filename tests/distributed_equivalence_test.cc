@@ -3,7 +3,8 @@
 //  * default (per-assignment outputs): logits bitwise identical;
 //  * row-sums mode: ids identical, logits within 1e-6;
 // also with replicas, through the `flotilla-coordinator generate --workers`
-// CLI, and from per-worker folders written by `flotilla-tool pack --workers`.
+// CLI (whose --json reports the RPC counters), and from per-worker folders
+// written by `flotilla-tool pack --workers`.
 #include <string>
 #include <vector>
 
@@ -134,6 +135,7 @@ TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
   ASSERT_FALSE(b.is_discarded()) << remote_out;
   EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
   EXPECT_GT(b["generated_ids"].size(), 0u);
+  EXPECT_FALSE(a["stats"].contains("remote"));  // no workers, no RPCs
 
   // Streaming trunk from a pack (the fingerprint then comes from the
   // manifest) with the experts on the workers.
@@ -155,6 +157,78 @@ TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
   ASSERT_FALSE(c.is_discarded()) << packed_out;
   EXPECT_EQ(a["generated_ids"], c["generated_ids"]);
   EXPECT_EQ(c["stats"]["mode"], "streaming");
+}
+
+// `generate --workers ... --json` reports the RPC counters under
+// stats.remote, with and without --expert-prefetch; the ids do not change.
+TEST_F(EquivalenceTest, CoordinatorCliReportsRpcCounters) {
+  auto fleet = StartFleet(CkptA(), 2, 2, dir_->path());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  const std::string base = absl::StrCat(
+      BinPath("flotilla-coordinator"), " generate --model ", CkptA(),
+      " --ids 3,7,11,5,9 --max-tokens 6 --json --workers ",
+      absl::StrJoin(Addresses(*fleet), ","));
+  nlohmann::json runs[2];
+  for (int prefetch : {0, 1}) {
+    SCOPED_TRACE(prefetch ? "--expert-prefetch" : "no prefetch");
+    std::string out;
+    ASSERT_EQ(RunCommand(base + (prefetch ? " --expert-prefetch"
+                                          : " --expert-prefetch=false"),
+                         &out),
+              0)
+        << out;
+    runs[prefetch] = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(runs[prefetch].is_discarded()) << out;
+    const nlohmann::json& r = runs[prefetch]["stats"]["remote"];
+    ASSERT_TRUE(r.is_object()) << out;
+    // ckpt_A: 12 MoE layers, top-2 experts of width 64, 5 decode steps.
+    EXPECT_EQ(r["moe_layers"], 12 * 5);
+    EXPECT_GE(r["calls_per_layer"].get<double>(), 1.0);
+    EXPECT_LE(r["calls_per_layer"].get<double>(), 2.0);
+    EXPECT_EQ(r["calls"].get<double>(),
+              60 * r["calls_per_layer"].get<double>());
+    EXPECT_EQ(r["retried_calls"], 0);
+    EXPECT_EQ(r["failed_calls"], 0);
+    // Activations out, 2 unweighted outputs per row back, per MoE layer.
+    EXPECT_GE(r["request_bytes_per_token"].get<double>(), 12 * 64 * 4);
+    EXPECT_GE(r["response_bytes_per_token"].get<double>(), 12 * 2 * 64 * 4);
+    const double p50 = r["rpc_overhead_ms_per_layer_p50"];
+    const double p90 = r["rpc_overhead_ms_per_layer_p90"];
+    EXPECT_GT(p50, 0.0);
+    EXPECT_GE(p90, p50);
+    EXPECT_LT(p90, 1000.0);
+    EXPECT_GT(r["rpc_overhead_ms_per_layer_mean"].get<double>(), 0.0);
+    // Two workers: the busiest reads at least half of every layer.
+    EXPECT_GE(r["busiest_worker_share"].get<double>(), 0.5);
+    EXPECT_LE(r["busiest_worker_share"].get<double>(), 1.0);
+    EXPECT_EQ(r["prefetch_hints_failed"], 0);
+    EXPECT_EQ(r["prefetch_hints_dropped"], 0);
+    if (prefetch) {
+      // One hint per MoE layer per step, to one or two workers.
+      EXPECT_GE(r["prefetch_hints_sent"].get<int>(), 60);
+      EXPECT_LE(r["prefetch_hints_sent"].get<int>(), 120);
+      EXPECT_GT(r["prefetch_experts_scheduled"].get<int>(), 0);
+      EXPECT_GT(runs[prefetch]["stats"]["expert_prefetch_hits_per_token"]
+                    .get<double>(),
+                0.0);
+    } else {
+      EXPECT_EQ(r["prefetch_hints_sent"], 0);
+    }
+  }
+  EXPECT_EQ(runs[0]["generated_ids"], runs[1]["generated_ids"]);
+
+  // --stats without --json prints the same object on stderr.
+  std::string text;
+  ASSERT_EQ(RunCommand(absl::StrCat(BinPath("flotilla-coordinator"),
+                                    " generate --model ", CkptA(),
+                                    " --ids 3,7,11 --max-tokens 3 --stats "
+                                    "--workers ",
+                                    absl::StrJoin(Addresses(*fleet), ",")),
+                       &text),
+            0)
+      << text;
+  EXPECT_THAT(text, ::testing::HasSubstr("\"remote\""));
+  EXPECT_THAT(text, ::testing::HasSubstr("\"busiest_worker_share\""));
 }
 
 // `flotilla-tool pack --workers 3 --replicas 2`: each worker serves only its

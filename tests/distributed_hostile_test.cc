@@ -1,6 +1,8 @@
-// Hostile or malformed Compute calls against a real worker: each gets
-// INVALID_ARGUMENT naming the problem, and the worker stays healthy (health
-// SERVING, a well-formed call still answered) after every one of them.
+// Hostile or malformed Compute and Prefetch calls against a real worker:
+// each gets INVALID_ARGUMENT naming the problem, a call past the worker's
+// --mem gets RESOURCE_EXHAUSTED naming the bytes, and the worker stays
+// healthy (health SERVING, a well-formed call still answered) after every
+// one of them.
 #include <grpcpp/generic/generic_stub.h>
 
 #include <chrono>
@@ -148,6 +150,118 @@ TEST(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
   EXPECT_EQ(response.layer(), 2u);
   EXPECT_GT(response.stats().bytes_read(), 0u);
   EXPECT_GT(response.stats().wall_seconds(), 0.0);
+  EXPECT_TRUE((*worker)->running());
+}
+
+TEST(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
+  TempDir dir;
+  auto worker = WorkerProcess::Start(
+      {"--model=" + CkptA(), "--shard=0/2", "--threads=1", "--mem=256M"},
+      dir.path() + "/worker.log");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  auto channel = grpc::CreateChannel((*worker)->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::ExpertService::NewStub(channel);
+  auto prefetch = [&](uint32_t layer, std::vector<uint32_t> experts,
+                      v1::PrefetchResponse* response) {
+    v1::PrefetchRequest request;
+    request.set_layer(layer);
+    request.mutable_experts()->Add(experts.begin(), experts.end());
+    auto context = Context();
+    return stub->Prefetch(context.get(), request, response);
+  };
+  struct Case {
+    const char* name;
+    const char* says;
+    uint32_t layer;
+    std::vector<uint32_t> experts;
+  };
+  const std::vector<Case> cases = {
+      {"dense layer", "dense layer", 0, {0}},
+      {"unknown layer", "does not exist", 13, {0}},
+      {"huge layer", "does not exist", 4000000000u, {0}},
+      {"expert out of range", "does not exist", 2, {0, 8}},
+      {"huge expert", "does not exist", 2, {4000000000u}},
+      {"more experts than the layer has", "more than the 8", 2,
+       std::vector<uint32_t>(100000, 0)},
+  };
+  for (const Case& c : cases) {
+    v1::PrefetchResponse response;
+    const grpc::Status s = prefetch(c.layer, c.experts, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
+    EXPECT_THAT(s.error_message(), HasSubstr(c.says)) << c.name;
+    ASSERT_TRUE(Serving(channel)) << "unhealthy after: " << c.name;
+  }
+  // Experts it does not own are ignored (the wire contract), owned ones
+  // scheduled: layer 2 experts 0, 2 are worker 0's, 1 and 3 are not.
+  v1::PrefetchResponse response;
+  const grpc::Status s = prefetch(2, {0, 1, 2, 3, 2}, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.experts_scheduled(), 2u);
+  // The good Compute that follows uses both reads.
+  v1::ComputeResponse computed;
+  auto context = Context();
+  const grpc::Status c = stub->Compute(context.get(), GoodRequest(), &computed);
+  ASSERT_TRUE(c.ok()) << c.error_message();
+  EXPECT_EQ(computed.stats().prefetch_hits(), 2u);
+  EXPECT_EQ(computed.stats().experts_computed(), 2u);
+}
+
+// A call whose buffers would pass the worker's --mem is refused before it
+// is queued, naming the bytes asked and left; the charge of every call
+// ends with the call (a leak would refuse the repeated mid-size calls).
+TEST(HostileComputeTest, CallsBeyondTheMemoryBudgetAreResourceExhausted) {
+  TempDir dir;
+  // 16 MiB: the fetch slots and kept scratch fit, with a few MiB left.
+  auto worker =
+      WorkerProcess::Start({"--model=" + CkptA(), "--shard=0/2", "--threads=1",
+                            "--mem=16M", "--fetch-slots=2"},
+                           dir.path() + "/worker.log");
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  auto channel = grpc::CreateChannel((*worker)->address(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::ExpertService::NewStub(channel);
+  // `rows` rows, each routed to experts 0 and 2 of layer 2.
+  auto request = [](uint32_t rows) {
+    v1::ComputeRequest q;
+    q.set_layer(2);
+    q.set_row_width(64);
+    q.set_num_rows(rows);
+    q.set_output(v1::OUTPUT_KIND_EXPERT_OUTPUTS);
+    q.mutable_activations()->Resize(static_cast<int>(rows * 64), 0.25f);
+    for (uint32_t r = 0; r < rows; ++r) {
+      for (uint32_t e : {0u, 2u}) {
+        v1::Assignment* a = q.add_assignments();
+        a->set_row(r);
+        a->set_expert(e);
+        a->set_weight(0.5f);
+      }
+    }
+    return q;
+  };
+  // 8192 rows: 4 MiB of outputs, about 30 MiB in all.
+  {
+    v1::ComputeResponse response;
+    auto context = Context();
+    const grpc::Status s =
+        stub->Compute(context.get(), request(8192), &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_THAT(s.error_message(), HasSubstr("the call needs "));
+    EXPECT_THAT(s.error_message(), HasSubstr(" bytes (request, response"));
+    EXPECT_THAT(s.error_message(), HasSubstr("are left"));
+    EXPECT_THAT(s.error_message(), HasSubstr("16777216-byte --mem budget"));
+    ASSERT_TRUE(Serving(channel));
+  }
+  // 1024 rows (about 4 MiB in all): fits, again and again.
+  for (int i = 0; i < 5; ++i) {
+    v1::ComputeResponse response;
+    auto context = Context();
+    const grpc::Status s =
+        stub->Compute(context.get(), request(1024), &response);
+    ASSERT_TRUE(s.ok()) << "call " << i << ": " << s.error_message();
+    EXPECT_EQ(response.expert_outputs_size(), 2 * 1024 * 64);
+  }
+  EXPECT_TRUE(Serving(channel));
   EXPECT_TRUE((*worker)->running());
 }
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/combine.h"
 #include "shared/io/aligned_buffer.h"
 
 namespace flotilla::experts {
@@ -86,19 +87,40 @@ absl::Status ExpertEngine::ComputeLayer(
   };
   FLOTILLA_RETURN_IF_ERROR(fetcher_->Fetch(keys_, on_ready, lookahead));
 
-  // Combine in task order, per row, in double: the same arithmetic as
-  // LocalExperts, whatever order the experts completed in.
-  acc_.assign(static_cast<size_t>(rows) * lat, 0.0);
-  for (size_t i = 0; i < num_tasks; ++i) {
-    double* a = acc_.data() + static_cast<size_t>(tasks[i].row) * lat;
-    const float* v = task_out_.data() + i * lat;
-    const double w = tasks[i].weight;
-    for (size_t j = 0; j < lat; ++j) a[j] += w * v[j];
-  }
-  for (size_t i = 0; i < acc_.size(); ++i) {
-    out[i] = static_cast<float>(acc_[i]);
-  }
+  // Whatever order the experts completed in (combine.h).
+  CombineInTaskOrder(
+      tasks, num_tasks, static_cast<size_t>(rows), lat,
+      [this, lat](size_t i) { return task_out_.data() + i * lat; }, &acc_, out);
   return absl::OkStatus();
+}
+
+uint64_t ExpertEngine::ScratchBytesFor(size_t rows, size_t num_tasks) const {
+  const uint64_t lat = executor_->latent();
+  const uint64_t n = num_tasks;
+  // order_, xin_ + y_ (one expert's rows: at most every task), task_out_,
+  // acc_ (double), group_begin_ and keys_.
+  return n * sizeof(uint32_t) + 2 * n * lat * sizeof(float) +
+         n * lat * sizeof(float) + rows * lat * sizeof(double) +
+         (index_->num_experts() + 1) * (sizeof(uint32_t) + sizeof(ExpertKey));
+}
+
+uint64_t ExpertEngine::scratch_bytes() const {
+  return group_begin_.capacity() * sizeof(uint32_t) +
+         order_.capacity() * sizeof(uint32_t) +
+         keys_.capacity() * sizeof(ExpertKey) +
+         (xin_.capacity() + y_.capacity() + task_out_.capacity()) *
+             sizeof(float) +
+         acc_.capacity() * sizeof(double);
+}
+
+void ExpertEngine::TrimScratch(uint64_t keep_bytes) {
+  if (scratch_bytes() <= keep_bytes) return;
+  // Swapping with empty vectors really frees (shrink_to_fit may not).
+  std::vector<uint32_t>().swap(order_);
+  std::vector<float>().swap(xin_);
+  std::vector<float>().swap(y_);
+  std::vector<float>().swap(task_out_);
+  std::vector<double>().swap(acc_);
 }
 
 absl::Status ExpertEngine::OnReady(const ExpertKey& key, const uint8_t* run) {

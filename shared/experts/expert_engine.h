@@ -59,6 +59,13 @@ class ExpertEngine {
                             float* out,
                             const std::vector<ExpertKey>* lookahead = nullptr);
 
+  // Largest scratch one ComputeLayer(rows, num_tasks) can grow to, in
+  // bytes, for callers that charge it to a memory budget.
+  uint64_t ScratchBytesFor(size_t rows, size_t num_tasks) const;
+  // Scratch held now (capacity), and freeing it when above `keep_bytes`.
+  uint64_t scratch_bytes() const;
+  void TrimScratch(uint64_t keep_bytes);
+
   // Immediate prefetch (ExpertFetcher::Prefetch).
   absl::Status Prefetch(const std::vector<ExpertKey>& keys) {
     return fetcher_->Prefetch(keys);

@@ -137,5 +137,29 @@ TEST(ExpertEngineTest, RejectsBadTasks) {
   EXPECT_EQ(out, std::vector<float>(out.size(), 0.f));
 }
 
+// The scratch bound callers charge to a memory budget holds what a call
+// really grows, and TrimScratch gives a big call's scratch back.
+TEST(ExpertEngineTest, ScratchStaysWithinItsBoundAndTrims) {
+  auto engine = CkptAEngine({}, nullptr);
+  ASSERT_TRUE(engine.ok());
+  const uint64_t before = (*engine)->scratch_bytes();
+  for (int rows : {1, 7, 300}) {
+    const Case c = RandomCase(rows, 2, 8, 64, rows);
+    std::vector<float> out(c.z.size());
+    ASSERT_TRUE((*engine)
+                    ->ComputeLayer(3, c.z.data(), rows, c.tasks.data(),
+                                   c.tasks.size(), out.data())
+                    .ok());
+    const uint64_t grown = (*engine)->scratch_bytes() - before;
+    EXPECT_LE(grown, (*engine)->ScratchBytesFor(rows, c.tasks.size()))
+        << rows << " rows";
+    EXPECT_GT(grown, 0u);
+    (*engine)->TrimScratch(uint64_t{1} << 30);  // under the limit: kept
+    EXPECT_EQ((*engine)->scratch_bytes() - before, grown);
+  }
+  (*engine)->TrimScratch(4096);  // 300 rows x 2 tasks: well above
+  EXPECT_LE((*engine)->scratch_bytes(), before + 4096);
+}
+
 }  // namespace
 }  // namespace flotilla::experts

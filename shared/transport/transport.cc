@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::transport {
@@ -154,6 +155,10 @@ void KeepFreedMessageMemory() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 #endif
+}
+
+void DisableMutexDeadlockDetection() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
 std::string HostPort(const std::string& host, int port) {

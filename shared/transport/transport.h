@@ -87,6 +87,13 @@ std::string HostPort(const std::string& host, int port);
 // (half the RPC time) until buffers were reused. Process-wide; idempotent.
 void KeepFreedMessageMemory();
 
+// Turns off absl::Mutex deadlock detection, which Debian's libabsl (built
+// without NDEBUG) leaves on: every lock of every gRPC mutex then records a
+// stack trace and updates a global lock graph (GraphCycles was the top
+// user-space symbol of the worker's gRPC threads). Process-wide; only the
+// debugging aid is lost, never the locking. Idempotent.
+void DisableMutexDeadlockDetection();
+
 }  // namespace flotilla::transport
 
 #endif  // FLOTILLA_SHARED_TRANSPORT_TRANSPORT_H_
