@@ -1,5 +1,6 @@
 #include "coordinator/streaming_trunk.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -191,22 +192,78 @@ absl::Status StreamingTrunk::VerifyRegion(const model::PackRegion& r,
 }
 
 void StreamingTrunk::ReaderLoop() {
+  // Every free ring slot gets its region's read at once, all in flight
+  // together through the ring reader; each region is verified and bound as
+  // it lands while the others are still reading, so the disk does not idle
+  // behind a checksum or the tail of one region.
+  using Clock = std::chrono::steady_clock;
   const uint64_t slots = slots_.size();
+  std::vector<uint64_t> in_flight;  // items whose reads are submitted
+  std::vector<io::ReadRequest> batch;
+  Clock::time_point mark;  // last event while reads were in flight
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || next_read_ < next_consume_ + slots; });
-    if (stop_) return;
-    const uint64_t item = next_read_;
-    Slot& slot = slots_[item % slots];
-    slot.item = item;
-    slot.ready = false;
+    cv_.wait(lock, [&] {
+      return stop_ || !in_flight.empty() || next_read_ < next_consume_ + slots;
+    });
+    if (stop_) break;
+    batch.clear();
+    for (; next_read_ < next_consume_ + slots; ++next_read_) {
+      Slot& slot = slots_[next_read_ % slots];
+      slot.item = next_read_;
+      slot.ready = false;
+      const model::PackRegion* r = manifest_.FindLayer(ItemLayer(next_read_));
+      batch.push_back(io::ReadRequest{&file_, r->offset, r->size,
+                                      slot.buffer.data(), next_read_});
+    }
     lock.unlock();
+    if (!batch.empty()) {
+      if (in_flight.empty()) mark = Clock::now();
+      const absl::Status s = ring_reader_->Submit(batch);
+      if (s.ok()) {
+        for (const io::ReadRequest& r : batch) in_flight.push_back(r.tag);
+      } else {
+        // Nothing of the batch was queued: fail those items.
+        lock.lock();
+        for (const io::ReadRequest& r : batch) {
+          Slot& slot = slots_[r.tag % slots];
+          slot.status = absl::Status(
+              s.code(), absl::StrCat("reading trunk layer ", ItemLayer(r.tag),
+                                     ": ", s.message()));
+          slot.ready = true;
+        }
+        cv_.notify_all();
+        continue;
+      }
+    }
+    absl::StatusOr<io::ReadCompletion> done = ring_reader_->WaitOne();
+    if (!done.ok()) {
+      // The reader itself failed: no completion will name these items.
+      lock.lock();
+      for (uint64_t item : in_flight) {
+        Slot& slot = slots_[item % slots];
+        slot.status = done.status();
+        slot.ready = true;
+      }
+      in_flight.clear();
+      cv_.notify_all();
+      continue;
+    }
+    const uint64_t item = done->tag;
+    in_flight.erase(std::find(in_flight.begin(), in_flight.end(), item));
+    const Clock::time_point now = Clock::now();
+    const double busy = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    // The slot is ours until it is marked ready: the forward pass waits.
+    Slot& slot = slots_[item % slots];
     const int layer = ItemLayer(item);
     const model::PackRegion* r = manifest_.FindLayer(layer);
-    const auto start = std::chrono::steady_clock::now();
     absl::Status status =
-        ReadRegion(*r, ring_reader_.get(), slot.buffer.data());
-    const double seconds = Since(start);
+        done->status.ok()
+            ? VerifyRegion(*r, slot.buffer.data(), RegionName(*r))
+            : absl::Status(done->status.code(),
+                           absl::StrCat("reading trunk region ", RegionName(*r),
+                                        ": ", done->status.message()));
     absl::StatusOr<LayerWeights> w =
         status.ok()
             ? BindLayer(layouts_[layer], slot.buffer.data(), config_, layer)
@@ -215,11 +272,15 @@ void StreamingTrunk::ReaderLoop() {
     slot.status = w.status();
     if (w.ok()) slot.weights = *w;
     slot.ready = true;
-    ++next_read_;
     stats_.bytes_read += r->size;
     stats_.regions_read += 1;
-    stats_.read_seconds += seconds;
+    stats_.read_seconds += busy;
     cv_.notify_all();
+  }
+  lock.unlock();
+  // Reads still in flight write into slot buffers: let them land first.
+  for (size_t i = 0; i < in_flight.size(); ++i) {
+    if (!ring_reader_->WaitOne().ok()) break;
   }
 }
 
