@@ -1,5 +1,6 @@
 // flotilla-tool doctor: command line for tools/doctor.h.
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -18,8 +19,9 @@ constexpr char kUsage[] =
     "Measures RAM and the disk (O_DIRECT random reads, as fio measures them:\n"
     "expert-sized reads at queue depths 1, 8, 32; 64 MiB reads at 1, 4, 32),\n"
     "then recommends a memory budget and predicts seconds per token for the\n"
-    "model (experts at the QD32 figure, trunk at 64 MiB x QD4), and what\n"
-    "those would be with 2 MiB-page read buffers. The disk is\n"
+    "model (experts at the QD32 figure, trunk at 64 MiB x QD4, read into\n"
+    "2 MiB pages like the engine's buffers; also at 4 KiB pages, what the\n"
+    "engine gets where transparent huge pages are off). The disk is\n"
     "measured on a scratch file of random data in --path (default: the model\n"
     "dir, else the current dir), removed afterwards, or read-only on the\n"
     "model's shards when they total 2 GiB or more.\n";
@@ -44,16 +46,8 @@ int RunDoctor(int argc, char** argv) {
   flags.String("scratch-size", &scratch, "scratch file size (default 3G)");
   flags.Int("max-context", &max_context,
             "positions of KV/state to reserve (default 4096)");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    return Fail(kExitUsage, std::string(s.message()));
-  }
-  if (flags.help()) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return kExitOk;
-  }
-  if (!flags.positional().empty()) {
-    return Fail(kExitUsage, absl::StrCat("unexpected argument '",
-                                         flags.positional()[0], "'"));
+  if (std::optional<int> code = flags.ParseOrExitCode(argc, argv, "doctor")) {
+    return *code;
   }
   if (!absl::SimpleAtod(seconds, &options.disk_seconds) ||
       !(options.disk_seconds > 0 && options.disk_seconds <= 600)) {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "tools/commands.h"
 
 namespace flotilla::tools {
 namespace {
@@ -15,6 +17,23 @@ std::string Canonical(std::string name) {
 }
 
 }  // namespace
+
+std::optional<int> FlagParser::ParseOrExitCode(int argc, char** argv,
+                                               const char* command) {
+  std::string error;
+  if (absl::Status s = Parse(argc, argv); !s.ok()) {
+    error = std::string(s.message());
+  } else if (help_) {
+    std::fputs(Usage().c_str(), stdout);
+    return kExitOk;
+  } else if (!positional_.empty()) {
+    error = absl::StrCat("unexpected argument '", positional_[0], "'");
+  } else {
+    return std::nullopt;
+  }
+  std::fprintf(stderr, "flotilla-tool %s: %s\n", command, error.c_str());
+  return kExitUsage;
+}
 
 void FlagParser::String(const std::string& name, std::string* out,
                         const std::string& help) {

@@ -8,6 +8,7 @@
 #define FLOTILLA_TOOLS_FLAG_PARSER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,13 @@ class FlagParser {
   // missing or malformed values are InvalidArgument naming the flag.
   // Non-flag arguments are collected in positional().
   absl::Status Parse(int argc, char** argv);
+
+  // The usual front door of a subcommand: Parse, then on --help print
+  // Usage() to stdout and return kExitOk; on a bad flag or any positional
+  // argument print "flotilla-tool <command>: <why>" to stderr and return
+  // kExitUsage; std::nullopt when the subcommand should go on.
+  std::optional<int> ParseOrExitCode(int argc, char** argv,
+                                     const char* command);
 
   bool help() const { return help_; }
   // Whether a flag appeared on the command line.

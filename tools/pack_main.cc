@@ -1,6 +1,7 @@
 // flotilla-tool pack: command line for tools/pack.h.
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -60,16 +61,8 @@ int RunPack(int argc, char** argv) {
             "also write one expert folder per worker (0 = none)");
   flags.Int("replicas", &replicas,
             "with --workers: workers holding each expert (default 1)");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    return Fail(kExitUsage, std::string(s.message()));
-  }
-  if (flags.help()) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return kExitOk;
-  }
-  if (!flags.positional().empty()) {
-    return Fail(kExitUsage, absl::StrCat("unexpected argument '",
-                                         flags.positional()[0], "'"));
+  if (std::optional<int> code = flags.ParseOrExitCode(argc, argv, "pack")) {
+    return *code;
   }
   if (options.model_dir.empty()) return Fail(kExitUsage, "--model is required");
   if (threads < 1 || threads > 64) {

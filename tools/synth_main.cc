@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -84,16 +85,8 @@ int RunSynth(int argc, char** argv) {
   flags.Bool("config-only", &config_only, "write only config.json");
   flags.Bool("dry-run", &dry_run, "print the files and sizes, write nothing");
   flags.Bool("buffered", &buffered, "use the page cache instead of O_DIRECT");
-  if (absl::Status s = flags.Parse(argc, argv); !s.ok()) {
-    return Fail(kExitUsage, std::string(s.message()));
-  }
-  if (flags.help()) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    return kExitOk;
-  }
-  if (!flags.positional().empty()) {
-    return Fail(kExitUsage, absl::StrCat("unexpected argument '",
-                                         flags.positional()[0], "'"));
+  if (std::optional<int> code = flags.ParseOrExitCode(argc, argv, "synth")) {
+    return *code;
   }
   if (preset.empty() == config_path.empty()) {
     return Fail(kExitUsage, "give exactly one of --preset or --config");
