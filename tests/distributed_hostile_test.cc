@@ -3,14 +3,11 @@
 // --mem gets RESOURCE_EXHAUSTED naming the bytes, and the worker stays
 // healthy (health SERVING, a well-formed call still answered) after every
 // one of them.
-#include <grpcpp/generic/generic_stub.h>
 
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,34 +27,10 @@ std::unique_ptr<grpc::ClientContext> Context() {
   return c;
 }
 
-// grpc.health.v1.Health/Check("") over the generic stub (no health.proto
-// compiled here: notes/deps.md trap 6). SERVING is the bytes 08 01.
 bool Serving(const std::shared_ptr<grpc::Channel>& channel) {
-  grpc::GenericStub generic(channel);
-  grpc::Slice empty_slice("");
-  grpc::ByteBuffer request(&empty_slice, 1), response;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  grpc::Status status;
-  auto context = Context();
-  generic.UnaryCall(context.get(), "/grpc.health.v1.Health/Check",
-                    grpc::StubOptions(), &request, &response,
-                    [&](grpc::Status s) {
-                      std::lock_guard<std::mutex> lock(mu);
-                      status = std::move(s);
-                      done = true;
-                      cv.notify_one();
-                    });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return done; });
-  std::vector<grpc::Slice> slices;
-  if (!status.ok() || !response.Dump(&slices).ok()) return false;
-  std::string bytes;
-  for (const grpc::Slice& s : slices) {
-    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return bytes == std::string("\x08\x01", 2);
+  const absl::StatusOr<bool> serving =
+      transport::CheckHealthServing(channel, 10000);
+  return serving.ok() && *serving;
 }
 
 // A well-formed call for worker 0 of 2 on ckpt_A: layer 2 expert 0 is owned

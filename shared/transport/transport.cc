@@ -1,11 +1,13 @@
 #include "shared/transport/transport.h"
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
 #include <malloc.h>
 
+#include <chrono>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -165,6 +167,43 @@ std::string HostPort(const std::string& host, int port) {
   const bool v6 = host.find(':') != std::string::npos &&
                   (host.empty() || host.front() != '[');
   return absl::StrCat(v6 ? "[" : "", host, v6 ? "]" : "", ":", port);
+}
+
+absl::StatusOr<bool> CheckHealthServing(
+    const std::shared_ptr<grpc::Channel>& channel, int deadline_ms) {
+  grpc::GenericStub generic(channel);
+  // An empty HealthCheckRequest; a default ByteBuffer holds no buffer at all
+  // and gRPC rejects it as an invalid message, so give it one empty slice.
+  grpc::Slice empty_slice("");
+  grpc::ByteBuffer request(&empty_slice, 1), response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(deadline_ms));
+  absl::Mutex mu;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check",
+                    grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      absl::MutexLock lock(&mu);
+                      status = std::move(s);
+                      done = true;
+                    });
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&done));
+  }
+  if (!status.ok()) return FromGrpcStatus(status, "health check");
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) {
+    return absl::DataLossError("health check: unreadable response");
+  }
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  // HealthCheckResponse{status: SERVING (1)} is field 1, varint 1.
+  return bytes == std::string("\x08\x01", 2);
 }
 
 }  // namespace flotilla::transport

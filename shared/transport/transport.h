@@ -76,6 +76,14 @@ struct ServerOptions {
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const ServerOptions& options, int* bound_port);
 
+// grpc.health.v1.Health/Check for the whole server (service ""), within
+// `deadline_ms`: true when it answers SERVING. Sent over the generic stub
+// with the message's bytes written by hand, because compiling health.proto
+// next to the one in libgrpc++ aborts on duplicate descriptors
+// (notes/deps.md trap 6). Errors are the call's own status.
+absl::StatusOr<bool> CheckHealthServing(
+    const std::shared_ptr<grpc::Channel>& channel, int deadline_ms);
+
 // "host:port", with IPv6 literals bracketed.
 std::string HostPort(const std::string& host, int port);
 

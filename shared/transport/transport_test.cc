@@ -65,7 +65,14 @@ TEST(StartServerTest, ListensOnAFreePortWithHealth) {
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_GT(port, 0);
   EXPECT_NE((*server)->GetHealthCheckService(), nullptr);
+  auto channel = grpc::CreateChannel(HostPort("127.0.0.1", port),
+                                     grpc::InsecureChannelCredentials());
+  const absl::StatusOr<bool> serving = CheckHealthServing(channel, 10000);
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  EXPECT_TRUE(*serving);
   (*server)->Shutdown();
+  // Nobody answers now: an error, not a silent "not serving".
+  EXPECT_FALSE(CheckHealthServing(channel, 2000).ok());
 }
 
 }  // namespace
