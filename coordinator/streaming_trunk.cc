@@ -139,9 +139,11 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
       FLOTILLA_ASSIGN_OR_RETURN(
           s.buffer, io::AlignedBuffer::Allocate(max_unpinned, true));
     }
-    FLOTILLA_ASSIGN_OR_RETURN(
-        t->ring_reader_,
-        io::CreateBatchReader(options.reader, options.queue_depth));
+    io::BatchReaderOptions ro;
+    ro.queue_depth = options.queue_depth;
+    ro.chunk_bytes = options.chunk_bytes;
+    FLOTILLA_ASSIGN_OR_RETURN(t->ring_reader_,
+                              io::CreateBatchReader(options.reader, ro));
     t->reader_thread_ = std::thread([p = t.get()] { p->ReaderLoop(); });
   }
   t->ResetStats();
@@ -193,9 +195,11 @@ absl::Status StreamingTrunk::VerifyRegion(const model::PackRegion& r,
 
 void StreamingTrunk::ReaderLoop() {
   // Every free ring slot gets its region's read at once, all in flight
-  // together through the ring reader; each region is verified and bound as
-  // it lands while the others are still reading, so the disk does not idle
-  // behind a checksum or the tail of one region.
+  // together through the ring reader. This thread only reads: checksumming a
+  // 70 MB region takes milliseconds, and the reader's small queue of pieces
+  // (which keeps expert reads from waiting behind trunk reads) would drain
+  // meanwhile and leave the disk idle. The forward pass verifies each region
+  // when it first needs it (CheckSlot).
   using Clock = std::chrono::steady_clock;
   const uint64_t slots = slots_.size();
   std::vector<uint64_t> in_flight;  // items whose reads are submitted
@@ -212,6 +216,7 @@ void StreamingTrunk::ReaderLoop() {
       Slot& slot = slots_[next_read_ % slots];
       slot.item = next_read_;
       slot.ready = false;
+      slot.checked = false;
       const model::PackRegion* r = manifest_.FindLayer(ItemLayer(next_read_));
       batch.push_back(io::ReadRequest{&file_, r->offset, r->size,
                                       slot.buffer.data(), next_read_});
@@ -254,23 +259,15 @@ void StreamingTrunk::ReaderLoop() {
     const Clock::time_point now = Clock::now();
     const double busy = std::chrono::duration<double>(now - mark).count();
     mark = now;
-    // The slot is ours until it is marked ready: the forward pass waits.
-    Slot& slot = slots_[item % slots];
-    const int layer = ItemLayer(item);
-    const model::PackRegion* r = manifest_.FindLayer(layer);
-    absl::Status status =
-        done->status.ok()
-            ? VerifyRegion(*r, slot.buffer.data(), RegionName(*r))
-            : absl::Status(done->status.code(),
-                           absl::StrCat("reading trunk region ", RegionName(*r),
-                                        ": ", done->status.message()));
-    absl::StatusOr<LayerWeights> w =
-        status.ok()
-            ? BindLayer(layouts_[layer], slot.buffer.data(), config_, layer)
-            : absl::StatusOr<LayerWeights>(status);
+    const model::PackRegion* r = manifest_.FindLayer(ItemLayer(item));
     lock.lock();
-    slot.status = w.status();
-    if (w.ok()) slot.weights = *w;
+    Slot& slot = slots_[item % slots];
+    slot.status = done->status.ok()
+                      ? absl::OkStatus()
+                      : absl::Status(done->status.code(),
+                                     absl::StrCat("reading trunk region ",
+                                                  RegionName(*r), ": ",
+                                                  done->status.message()));
     slot.ready = true;
     stats_.bytes_read += r->size;
     stats_.regions_read += 1;
@@ -312,14 +309,38 @@ absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
   cv_.wait(lock, [&] { return stop_ || (slot.item == item && slot.ready); });
   stats_.wait_seconds += Since(start);
   if (stop_) return absl::CancelledError("trunk reader stopped");
-  if (!slot.status.ok()) {
+  lock.unlock();
+  const absl::Status status = CheckSlot(slot);
+  lock.lock();
+  if (!status.ok()) {
     // Consume the failed item so the ring stays in step.
     ++next_consume_;
     cv_.notify_all();
-    return slot.status;
+    return status;
   }
   slot.in_use = true;
   return &slot.weights;
+}
+
+absl::Status StreamingTrunk::CheckSlot(Slot& slot) {
+  if (slot.checked) return slot.status;
+  if (slot.status.ok()) {
+    const auto start = std::chrono::steady_clock::now();
+    const int layer = ItemLayer(slot.item);
+    const model::PackRegion* r = manifest_.FindLayer(layer);
+    absl::Status s = VerifyRegion(*r, slot.buffer.data(), RegionName(*r));
+    if (s.ok()) {
+      absl::StatusOr<LayerWeights> w =
+          BindLayer(layouts_[layer], slot.buffer.data(), config_, layer);
+      s = w.status();
+      if (w.ok()) slot.weights = *w;
+    }
+    slot.status = s;
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.verify_seconds += Since(start);
+  }
+  slot.checked = true;
+  return slot.status;
 }
 
 const LayerWeights* StreamingTrunk::PeekLayer(int layer) {
@@ -330,14 +351,20 @@ const LayerWeights* StreamingTrunk::PeekLayer(int layer) {
   // valid until then.
   // The item is the one in use (current layer unpinned) plus one, or the
   // next one when the current layer is pinned.
-  std::lock_guard<std::mutex> lock(mu_);
-  for (uint64_t item : {next_consume_, next_consume_ + 1}) {
-    if (ItemLayer(item) != layer) continue;
-    const Slot& slot = slots_[item % slots_.size()];
-    if (slot.item != item || !slot.ready || !slot.status.ok()) return nullptr;
-    return &slot.weights;
+  // A landed slot is verified here, on the forward pass, like in
+  // AcquireLayer: nothing unverified is ever used, not even for a guess.
+  Slot* slot = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint64_t item : {next_consume_, next_consume_ + 1}) {
+      if (ItemLayer(item) != layer) continue;
+      Slot& s = slots_[item % slots_.size()];
+      if (s.item == item && s.ready) slot = &s;
+      break;
+    }
   }
-  return nullptr;
+  if (slot == nullptr || !CheckSlot(*slot).ok()) return nullptr;
+  return &slot->weights;
 }
 
 void StreamingTrunk::ReleaseLayer(int layer) {

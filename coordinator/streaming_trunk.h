@@ -38,6 +38,8 @@ struct StreamingTrunkOptions {
   bool verify_checksums = true;
   io::ReaderKind reader = io::ReaderKind::kAuto;
   int queue_depth = 8;
+  // Ring reads are split into pieces of this size (io::BatchReaderOptions).
+  uint64_t chunk_bytes = 8ull << 20;
   uint64_t lm_head_chunk_bytes = 64ull << 20;  // when streamed
 };
 
@@ -45,8 +47,9 @@ struct StreamingTrunkOptions {
 struct TrunkStats {
   uint64_t bytes_read = 0;  // trunk regions + vocab chunks
   uint64_t regions_read = 0;
-  double read_seconds = 0;  // reader thread busy reading
-  double wait_seconds = 0;  // forward pass blocked on the ring
+  double read_seconds = 0;    // reader thread busy reading
+  double wait_seconds = 0;    // forward pass blocked on the ring
+  double verify_seconds = 0;  // forward pass checksumming ring regions
 };
 
 class StreamingTrunk : public TrunkProvider {
@@ -74,8 +77,13 @@ class StreamingTrunk : public TrunkProvider {
   struct Slot {
     io::AlignedBuffer buffer;
     uint64_t item = UINT64_MAX;  // stream position held (see ItemLayer)
-    bool ready = false;
+    bool ready = false;          // the read finished (`status` says how)
     bool in_use = false;
+    // Set by the forward pass once it has verified and bound the landed
+    // bytes. Like `status` and `weights` after `ready`, only the forward
+    // pass touches it: the reader leaves a ready slot alone until the item
+    // is consumed.
+    bool checked = false;
     absl::Status status;
     LayerWeights weights;
   };
@@ -96,6 +104,9 @@ class StreamingTrunk : public TrunkProvider {
                                                uint64_t first, uint64_t count,
                                                io::AlignedBuffer* scratch);
   void ReaderLoop();
+  // Verifies and binds a slot whose read has landed, once (forward pass
+  // only, without mu_); returns the slot's final status.
+  absl::Status CheckSlot(Slot& slot);
   int ItemLayer(uint64_t item) const {
     return options_.pinned_layers + static_cast<int>(item % unpinned_);
   }
