@@ -9,6 +9,7 @@
 #include "coordinator/remote_experts.h"
 #include "coordinator/streaming_experts.h"
 #include "coordinator/trunk_region.h"
+#include "coordinator/vocab_stream.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
@@ -51,6 +52,9 @@ PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   in.vocab_chunk_bytes =
       io::AlignUp(model::kVocabChunkRows * c.hidden_size * 2) +
       io::kDirectIoAlignment;
+  in.lm_head_stream_bytes = LmHeadStreamBufferBytes(
+      c.vocab_size, c.hidden_size * 2, model::kVocabChunkRows,
+      VocabStreamOptions());
   return in;
 }
 

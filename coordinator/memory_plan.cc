@@ -75,7 +75,8 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
 
   // The minimum working set: state for the full context, buffers of one
   // prefill chunk, two ring slots, expert buffers for one token's experts,
-  // a verified chunk each for the embedding and the lm_head.
+  // a verified chunk of embedding rows and the lm_head's pass buffers (given
+  // back below if the lm_head is pinned).
   const int moe_layers = layers - std::min(layers, c.first_k_dense_replace);
   plan.expert_slot_bytes = in.expert_run_bytes;
   plan.expert_slots =
@@ -87,7 +88,8 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
       {"tokenizer", in.tokenizer_bytes},
       {"trunk.globals", in.globals_bytes},
       {"experts.read_buffers", plan.expert_slot_bytes * plan.expert_slots},
-      {"vocab.chunk_buffers", 2 * in.vocab_chunk_bytes},
+      {"vocab.chunk_buffers", in.vocab_chunk_bytes},
+      {"lm_head.stream_buffers", in.lm_head_stream_bytes},
   };
   uint64_t used = 0;
   for (const auto& [owner, bytes] : fixed) used += bytes;
@@ -143,9 +145,15 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
     plan.charges.push_back(
         {"trunk.ring", static_cast<uint64_t>(plan.ring_slots) * unpinned_max});
   }
-  if (!in.stream_vocab && used + in.vocab_region_bytes <= in.budget_bytes) {
+  if (!in.stream_vocab && used - in.lm_head_stream_bytes +
+                                 in.vocab_region_bytes <=
+                             in.budget_bytes) {
+    // A pinned lm_head needs no pass buffers.
     plan.lm_head_pinned = true;
-    used += in.vocab_region_bytes;
+    used += in.vocab_region_bytes - in.lm_head_stream_bytes;
+    std::erase_if(plan.charges, [](const auto& charge) {
+      return charge.first == "lm_head.stream_buffers";
+    });
     plan.charges.push_back({"lm_head", in.vocab_region_bytes});
   }
   if (!in.stream_vocab && used + in.vocab_region_bytes <= in.budget_bytes) {

@@ -28,6 +28,7 @@ struct PlanInputs {
   std::vector<uint64_t> layer_region_bytes;  // per layer, trunk regions
   uint64_t vocab_region_bytes = 0;           // embedding (= lm_head) region
   uint64_t vocab_chunk_bytes = 0;            // one verified chunk of rows
+  uint64_t lm_head_stream_bytes = 0;  // pass buffers of a streamed lm_head
   uint64_t globals_bytes = 0;
   uint64_t expert_run_bytes = 0;    // largest expert run, 4 KiB-aligned + 4 KiB
   int max_context = 4096;           // positions the MLA cache must hold

@@ -93,20 +93,25 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
       return absl::DataLossError(absl::StrCat(
           "pack region ", r->kind, " does not hold a [vocab][hidden] matrix"));
     }
-    t->vocab_field_offset_ = f->offset;
-    t->vocab_type_ = f->dtype == model::DType::kBF16 ? kernels::DenseType::kBF16
-                                                     : kernels::DenseType::kF32;
     const bool pinned =
         r == t->embed_region_ ? options.embed_pinned : options.lm_head_pinned;
-    if (!pinned &&
-        (r->chunk_rows == 0 ||
-         r->chunk_checksums.size() !=
-             (config.vocab_size + r->chunk_rows - 1) / r->chunk_rows)) {
-      return absl::DataLossError(
-          absl::StrCat("pack region ", r->kind,
-                       " has no chunk checksums; re-run flotilla-tool pack"));
+    if (!pinned) {
+      VocabStreamOptions vo;
+      vo.lm_head_pass_bytes = options.lm_head_chunk_bytes;
+      vo.verify_checksums = options.verify_checksums;
+      vo.reader = options.reader;
+      const bool embed = r == t->embed_region_;
+      FLOTILLA_ASSIGN_OR_RETURN(
+          (embed ? t->embed_stream_ : t->lm_head_stream_),
+          VocabStream::Create(
+              &t->file_, r, f->offset,
+              f->dtype == model::DType::kBF16 ? kernels::DenseType::kBF16
+                                              : kernels::DenseType::kF32,
+              config,
+              embed ? VocabStream::Use::kEmbedRows : VocabStream::Use::kLmHead,
+              vo));
+      continue;
     }
-    if (!pinned) continue;
     io::AlignedBuffer& buf =
         r == t->embed_region_ ? t->embed_buf_ : t->lm_head_buf_;
     FLOTILLA_ASSIGN_OR_RETURN(buf, io::AlignedBuffer::Allocate(r->size, true));
@@ -145,6 +150,7 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
     FLOTILLA_ASSIGN_OR_RETURN(t->ring_reader_,
                               io::CreateBatchReader(options.reader, ro));
     t->reader_thread_ = std::thread([p = t.get()] { p->ReaderLoop(); });
+    t->verifier_thread_ = std::thread([p = t.get()] { p->VerifierLoop(); });
   }
   t->ResetStats();
   return t;
@@ -157,6 +163,7 @@ StreamingTrunk::~StreamingTrunk() {
   }
   cv_.notify_all();
   if (reader_thread_.joinable()) reader_thread_.join();
+  if (verifier_thread_.joinable()) verifier_thread_.join();
 }
 
 const char* StreamingTrunk::reader_name() const {
@@ -198,8 +205,8 @@ void StreamingTrunk::ReaderLoop() {
   // together through the ring reader. This thread only reads: checksumming a
   // 70 MB region takes milliseconds, and the reader's small queue of pieces
   // (which keeps expert reads from waiting behind trunk reads) would drain
-  // meanwhile and leave the disk idle. The forward pass verifies each region
-  // when it first needs it (CheckSlot).
+  // meanwhile and leave the disk idle. VerifierLoop checks each region as it
+  // lands, while the forward pass computes the layer before.
   using Clock = std::chrono::steady_clock;
   const uint64_t slots = slots_.size();
   std::vector<uint64_t> in_flight;  // items whose reads are submitted
@@ -306,41 +313,49 @@ absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
   }
   Slot& slot = slots_[item % slots_.size()];
   const auto start = std::chrono::steady_clock::now();
-  cv_.wait(lock, [&] { return stop_ || (slot.item == item && slot.ready); });
+  cv_.wait(lock,
+           [&] { return stop_ || (slot.item == item && slot.checked); });
   stats_.wait_seconds += Since(start);
   if (stop_) return absl::CancelledError("trunk reader stopped");
-  lock.unlock();
-  const absl::Status status = CheckSlot(slot);
-  lock.lock();
-  if (!status.ok()) {
+  if (!slot.status.ok()) {
     // Consume the failed item so the ring stays in step.
     ++next_consume_;
     cv_.notify_all();
-    return status;
+    return slot.status;
   }
   slot.in_use = true;
   return &slot.weights;
 }
 
-absl::Status StreamingTrunk::CheckSlot(Slot& slot) {
-  if (slot.checked) return slot.status;
-  if (slot.status.ok()) {
+void StreamingTrunk::VerifierLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    Slot* slot = nullptr;
+    cv_.wait(lock, [&] {
+      slot = &slots_[next_verify_ % slots_.size()];
+      return stop_ || (slot->item == next_verify_ && slot->ready);
+    });
+    if (stop_) break;
+    lock.unlock();
     const auto start = std::chrono::steady_clock::now();
-    const int layer = ItemLayer(slot.item);
-    const model::PackRegion* r = manifest_.FindLayer(layer);
-    absl::Status s = VerifyRegion(*r, slot.buffer.data(), RegionName(*r));
-    if (s.ok()) {
-      absl::StatusOr<LayerWeights> w =
-          BindLayer(layouts_[layer], slot.buffer.data(), config_, layer);
-      s = w.status();
-      if (w.ok()) slot.weights = *w;
+    if (slot->status.ok()) {
+      const int layer = ItemLayer(slot->item);
+      const model::PackRegion* r = manifest_.FindLayer(layer);
+      absl::Status s = VerifyRegion(*r, slot->buffer.data(), RegionName(*r));
+      if (s.ok()) {
+        absl::StatusOr<LayerWeights> w =
+            BindLayer(layouts_[layer], slot->buffer.data(), config_, layer);
+        s = w.status();
+        if (w.ok()) slot->weights = *w;
+      }
+      slot->status = s;
     }
-    slot.status = s;
-    std::lock_guard<std::mutex> lock(mu_);
+    lock.lock();
     stats_.verify_seconds += Since(start);
+    slot->checked = true;
+    ++next_verify_;
+    cv_.notify_all();
   }
-  slot.checked = true;
-  return slot.status;
 }
 
 const LayerWeights* StreamingTrunk::PeekLayer(int layer) {
@@ -351,20 +366,15 @@ const LayerWeights* StreamingTrunk::PeekLayer(int layer) {
   // valid until then.
   // The item is the one in use (current layer unpinned) plus one, or the
   // next one when the current layer is pinned.
-  // A landed slot is verified here, on the forward pass, like in
-  // AcquireLayer: nothing unverified is ever used, not even for a guess.
-  Slot* slot = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (uint64_t item : {next_consume_, next_consume_ + 1}) {
-      if (ItemLayer(item) != layer) continue;
-      Slot& s = slots_[item % slots_.size()];
-      if (s.item == item && s.ready) slot = &s;
-      break;
-    }
+  // Only a verified slot: nothing unverified is used, not even for a guess.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t item : {next_consume_, next_consume_ + 1}) {
+    if (ItemLayer(item) != layer) continue;
+    const Slot& slot = slots_[item % slots_.size()];
+    if (slot.item != item || !slot.checked || !slot.status.ok()) return nullptr;
+    return &slot.weights;
   }
-  if (slot == nullptr || !CheckSlot(*slot).ok()) return nullptr;
-  return &slot->weights;
+  return nullptr;
 }
 
 void StreamingTrunk::ReleaseLayer(int layer) {
@@ -374,44 +384,6 @@ void StreamingTrunk::ReleaseLayer(int layer) {
   slot.in_use = false;
   ++next_consume_;
   cv_.notify_all();
-}
-
-absl::StatusOr<const uint8_t*> StreamingTrunk::ReadVocabRows(
-    const model::PackRegion& r, uint64_t first, uint64_t count,
-    io::AlignedBuffer* scratch) {
-  const uint64_t vocab = config_.vocab_size, cr = r.chunk_rows;
-  const uint64_t row_bytes =
-      config_.hidden_size * (vocab_type_ == kernels::DenseType::kBF16 ? 2 : 4);
-  const uint64_t c0 = first / cr, c1 = (first + count - 1) / cr;
-  const uint64_t row_begin = c0 * cr, row_end = std::min(vocab, (c1 + 1) * cr);
-  const uint64_t begin = r.offset + vocab_field_offset_ + row_begin * row_bytes;
-  const uint64_t length = (row_end - row_begin) * row_bytes;
-  const io::AlignedRange range = io::AlignForDirectIo(begin, length);
-  if (scratch->size() < range.length) {
-    FLOTILLA_ASSIGN_OR_RETURN(*scratch,
-                              io::AlignedBuffer::Allocate(range.length, true));
-  }
-  FLOTILLA_RETURN_IF_ERROR(
-      file_.ReadAt(range.offset, range.length, scratch->data()));
-  const uint8_t* rows = scratch->data() + range.skip;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.bytes_read += range.length;
-  }
-  for (uint64_t c = c0; c <= c1 && options_.verify_checksums; ++c) {
-    const uint64_t c_rows = std::min(vocab, (c + 1) * cr) - c * cr;
-    const uint8_t* p = rows + (c - c0) * cr * row_bytes;
-    const uint64_t got = io::Checksum64(p, c_rows * row_bytes);
-    if (got != r.chunk_checksums[c]) {
-      return absl::DataLossError(
-          absl::StrCat("checksum mismatch in ", r.kind, " rows ", c * cr, "..",
-                       c * cr + c_rows - 1, " of ", file_.path(), " at offset ",
-                       begin + (c - c0) * cr * row_bytes, ": expected ",
-                       io::ChecksumHex(r.chunk_checksums[c]), ", read ",
-                       io::ChecksumHex(got)));
-    }
-  }
-  return rows + (first - row_begin) * row_bytes;
 }
 
 absl::Status StreamingTrunk::EmbedRows(const std::vector<int32_t>& ids,
@@ -426,15 +398,7 @@ absl::Status StreamingTrunk::EmbedRows(const std::vector<int32_t>& ids,
       embed_.RowF32(ids[t], out + t * e);
       continue;
     }
-    FLOTILLA_ASSIGN_OR_RETURN(
-        const uint8_t* row,
-        ReadVocabRows(*embed_region_, ids[t], 1, &vocab_scratch_));
-    Matrix one;
-    one.type = vocab_type_;
-    one.data = row;
-    one.rows = 1;
-    one.cols = e;
-    one.RowF32(0, out + t * e);
+    FLOTILLA_RETURN_IF_ERROR(embed_stream_->EmbedRows({ids[t]}, out + t * e));
   }
   return absl::OkStatus();
 }
@@ -445,42 +409,28 @@ absl::Status StreamingTrunk::LmHead(const float* x, size_t rows, float* logits,
     kernels::MatMul(lm_head_.view(), x, rows, logits, pool);
     return absl::OkStatus();
   }
-  const uint64_t vocab = config_.vocab_size, e = config_.hidden_size;
-  const uint64_t cr = lm_head_region_->chunk_rows;
-  const uint64_t row_bytes =
-      e * (vocab_type_ == kernels::DenseType::kBF16 ? 2 : 4);
-  const uint64_t per_pass = std::max<uint64_t>(
-      cr, options_.lm_head_chunk_bytes / row_bytes / cr * cr);
-  std::vector<float> part(rows * per_pass);
-  // Each logit is one row's dot product, computed the same way as with a
-  // pinned lm_head, so chunking cannot change a bit of the result.
-  for (uint64_t base = 0; base < vocab; base += per_pass) {
-    const uint64_t n = std::min(per_pass, vocab - base);
-    FLOTILLA_ASSIGN_OR_RETURN(
-        const uint8_t* data,
-        ReadVocabRows(*lm_head_region_, base, n, &vocab_scratch_));
-    kernels::DenseMatrix m;
-    m.type = vocab_type_;
-    m.data = data;
-    m.rows = n;
-    m.cols = e;
-    kernels::MatMul(m, x, rows, part.data(), pool);
-    for (size_t t = 0; t < rows; ++t) {
-      std::memcpy(logits + t * vocab + base, part.data() + t * n,
-                  n * sizeof(float));
-    }
+  return lm_head_stream_->LmHead(x, rows, logits, pool);
+}
+
+uint64_t StreamingTrunk::VocabBytesRead() const {
+  uint64_t n = 0;
+  for (const auto* v : {embed_stream_.get(), lm_head_stream_.get()}) {
+    if (v != nullptr) n += v->bytes_read();
   }
-  return absl::OkStatus();
+  return n;
 }
 
 TrunkStats StreamingTrunk::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  TrunkStats s = stats_;
+  s.bytes_read += VocabBytesRead() - vocab_bytes_at_reset_;
+  return s;
 }
 
 void StreamingTrunk::ResetStats() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_ = TrunkStats();
+  vocab_bytes_at_reset_ = VocabBytesRead();
 }
 
 }  // namespace flotilla::coordinator

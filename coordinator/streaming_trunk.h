@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "coordinator/trunk.h"
+#include "coordinator/vocab_stream.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/batch_reader.h"
 #include "shared/io/file.h"
@@ -40,7 +41,8 @@ struct StreamingTrunkOptions {
   int queue_depth = 8;
   // Ring reads are split into pieces of this size (io::BatchReaderOptions).
   uint64_t chunk_bytes = 8ull << 20;
-  uint64_t lm_head_chunk_bytes = 64ull << 20;  // when streamed
+  // One lm_head pass when streamed (VocabStreamOptions::lm_head_pass_bytes).
+  uint64_t lm_head_chunk_bytes = VocabStreamOptions().lm_head_pass_bytes;
 };
 
 // Counters since the last ResetStats(), for --stats.
@@ -79,10 +81,9 @@ class StreamingTrunk : public TrunkProvider {
     uint64_t item = UINT64_MAX;  // stream position held (see ItemLayer)
     bool ready = false;          // the read finished (`status` says how)
     bool in_use = false;
-    // Set by the forward pass once it has verified and bound the landed
-    // bytes. Like `status` and `weights` after `ready`, only the forward
-    // pass touches it: the reader leaves a ready slot alone until the item
-    // is consumed.
+    // Set (under mu_) by the verifier once it has checksummed and bound the
+    // landed bytes; `status` and `weights` are then final. Between `ready`
+    // and `checked` only the verifier touches `status` and `weights`.
     bool checked = false;
     absl::Status status;
     LayerWeights weights;
@@ -97,16 +98,10 @@ class StreamingTrunk : public TrunkProvider {
                           uint8_t* dst);
   absl::Status VerifyRegion(const model::PackRegion& r, const uint8_t* data,
                             const std::string& what) const;
-  // Reads rows [first, first + count) of a vocab region, verifying every
-  // chunk it touches; returns a pointer to the first row's bytes inside
-  // `scratch`.
-  absl::StatusOr<const uint8_t*> ReadVocabRows(const model::PackRegion& r,
-                                               uint64_t first, uint64_t count,
-                                               io::AlignedBuffer* scratch);
+  uint64_t VocabBytesRead() const;
   void ReaderLoop();
-  // Verifies and binds a slot whose read has landed, once (forward pass
-  // only, without mu_); returns the slot's final status.
-  absl::Status CheckSlot(Slot& slot);
+  // Verifies and binds each landed slot in stream order (its own thread).
+  void VerifierLoop();
   int ItemLayer(uint64_t item) const {
     return options_.pinned_layers + static_cast<int>(item % unpinned_);
   }
@@ -116,7 +111,6 @@ class StreamingTrunk : public TrunkProvider {
   std::vector<RegionLayout> layouts_;  // per layer
   const model::PackRegion* embed_region_ = nullptr;
   const model::PackRegion* lm_head_region_ = nullptr;
-  kernels::DenseType vocab_type_ = kernels::DenseType::kBF16;
   StreamingTrunkOptions options_;
   io::File file_;
   std::unique_ptr<io::BatchReader> pinned_reader_;
@@ -124,8 +118,9 @@ class StreamingTrunk : public TrunkProvider {
   io::AlignedBuffer globals_buf_, embed_buf_, lm_head_buf_;
   GlobalWeights globals_;
   Matrix embed_, lm_head_;           // valid when pinned
-  uint64_t vocab_field_offset_ = 0;  // "matrix" field offset in vocab regions
-  io::AlignedBuffer vocab_scratch_;
+  // Vocab regions that are not pinned (null when pinned).
+  std::unique_ptr<VocabStream> embed_stream_, lm_head_stream_;
+  uint64_t vocab_bytes_at_reset_ = 0;  // guarded by mu_
 
   // Ring (guarded by mu_).
   int unpinned_ = 0;
@@ -136,6 +131,8 @@ class StreamingTrunk : public TrunkProvider {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::thread reader_thread_;
+  std::thread verifier_thread_;
+  uint64_t next_verify_ = 0;  // next stream item the verifier checks
   std::unique_ptr<io::BatchReader> ring_reader_;
   TrunkStats stats_;  // guarded by mu_
 };
