@@ -3,8 +3,9 @@
 
 For memory budgets of about 1, 2 and 4 GB and a fully resident run it
 prints s/token (median over decode tokens after warm-up), the read rate, the
-disk's ceiling measured in the same session (O_DIRECT random reads of the
-same sizes: expert runs at queue depth 32, trunk regions as 64 MiB reads),
+disk's ceiling measured in the same session, before and after the runs
+(O_DIRECT random reads of the same sizes: expert runs at queue depth 32,
+trunk regions as 64 MiB reads; the mean of both measurements is used),
 and wall / max(I/O time, compute time), where I/O time is the bytes a token
 reads at the measured ceilings and compute time is the run's s/token minus
 the time it was blocked on reads (trunk and experts).
@@ -70,6 +71,30 @@ def disk_ceiling(size, qd, files, seconds, huge):
             "queue_depth": qd}
 
 
+def measure_ceilings(run_bytes, shards, trunk_file):
+    """Huge-page ceilings (expert-sized QD32 and QD1, 64 MiB QD4), or fio's
+    default buffers where no hugetlb pages can be reserved."""
+    before = reserve_huge_pages(300)  # 600 MiB: 64 MiB x QD4 with room
+    huge = before is not None
+    if not huge:
+        print("warning: no hugetlb pages could be reserved; ceilings use "
+              "fio's default buffers", file=sys.stderr)
+    try:
+        c = {"expert": disk_ceiling(run_bytes, 32, shards, 8, huge),
+             "trunk": disk_ceiling(64 << 20, 4, trunk_file, 6, huge),
+             "qd1": disk_ceiling(run_bytes, 1, shards, 4, huge)}
+    finally:
+        if huge:
+            with open("/proc/sys/vm/nr_hugepages", "w") as f:
+                f.write(str(before))
+    pages = "2 MiB" if huge else "default"
+    print(f"disk ({pages} pages): expert-sized ({run_bytes} B) random reads "
+          f"QD32 {c['expert']['gb_per_s']:.2f} GB/s, QD1 "
+          f"{c['qd1']['gb_per_s']:.2f} GB/s; 64 MiB reads QD4 "
+          f"{c['trunk']['gb_per_s']:.2f} GB/s")
+    return c
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="/work/synth-bench")
@@ -98,24 +123,7 @@ def main():
     trunk_file = [os.path.join(pack, "trunk.bin")]
     plain = {"expert": disk_ceiling(run_bytes, 32, shards, 6, False),
              "trunk": disk_ceiling(64 << 20, 4, trunk_file, 6, False)}
-    before = reserve_huge_pages(300)  # 600 MiB: 64 MiB x QD4 with room
-    huge = before is not None
-    if not huge:
-        print("warning: no hugetlb pages could be reserved; ceilings use "
-              "fio's default buffers", file=sys.stderr)
-    try:
-        expert_ceil = disk_ceiling(run_bytes, 32, shards, 8, huge)
-        trunk_ceil = disk_ceiling(64 << 20, 4, trunk_file, 6, huge)
-        qd1 = disk_ceiling(run_bytes, 1, shards, 4, huge)
-    finally:
-        if huge:
-            with open("/proc/sys/vm/nr_hugepages", "w") as f:
-                f.write(str(before))
-    pages = "2 MiB" if huge else "default"
-    print(f"disk ({pages} pages): expert-sized ({run_bytes} B) random reads "
-          f"QD32 {expert_ceil['gb_per_s']:.2f} GB/s, QD1 "
-          f"{qd1['gb_per_s']:.2f} GB/s; 64 MiB reads QD4 "
-          f"{trunk_ceil['gb_per_s']:.2f} GB/s")
+    first = measure_ceilings(run_bytes, shards, trunk_file)
     print(f"disk (fio default buffers, for reference): expert-sized QD32 "
           f"{plain['expert']['gb_per_s']:.2f} GB/s; 64 MiB QD4 "
           f"{plain['trunk']['gb_per_s']:.2f} GB/s")
@@ -146,21 +154,30 @@ def main():
         median = statistics.median(steps)
         trunk_b = s["trunk_bytes_per_token"]
         expert_b = s["expert_bytes_per_token"]
-        # Bytes/token read at the measured ceilings: the I/O-bound floor.
-        io_s = (trunk_b / (trunk_ceil["gb_per_s"] * 1e9) +
-                expert_b / (expert_ceil["gb_per_s"] * 1e9))
         rows.append(dict(config=name, budget=s["budget_bytes"],
                          pinned=s["pinned_layers"], s_per_token=median,
                          trunk_mb=trunk_b / 1e6, expert_mb=expert_b / 1e6,
                          cache_hits=s["expert_cache_hits_per_token"],
                          prefetch_hits=s["expert_prefetch_hits_per_token"],
                          read_gbps=(trunk_b + expert_b) / median / 1e9,
-                         io_floor_s=io_s,
                          # Time not spent blocked on reads.
                          compute_s=max(0.0, median - s["trunk_wait_s_per_token"]
                                        - s["expert_io_wait_s_per_token"]),
                          peak_rss_gb=s["peak_rss_bytes"] / 1e9,
                          tokens=len(steps)))
+
+    # The disk is shared and its rate drifts over minutes, so the ceilings
+    # are measured again after the runs and the mean of both is used.
+    drop_caches()
+    last = measure_ceilings(run_bytes, shards, trunk_file)
+    ceil = {k: (first[k]["gb_per_s"] + last[k]["gb_per_s"]) / 2
+            for k in ("expert", "trunk")}
+    print(f"ceilings used (mean of before and after): expert-sized QD32 "
+          f"{ceil['expert']:.2f} GB/s, 64 MiB QD4 {ceil['trunk']:.2f} GB/s")
+    for r in rows:
+        # Bytes/token read at the measured ceilings: the I/O-bound floor.
+        r["io_floor_s"] = (r["trunk_mb"] * 1e6 / (ceil["trunk"] * 1e9) +
+                           r["expert_mb"] * 1e6 / (ceil["expert"] * 1e9))
     print(f"\n{'config':>11} {'pinned':>6} {'s/token':>8} {'trunk MB':>9} "
           f"{'expert MB':>9} {'hits':>5} {'pf hits':>7} {'GB/s':>6} {'of ceil':>7} "
           f"{'compute s':>9} {'wall/max(io,cpu)':>16} {'peak RSS GB':>11}")
