@@ -9,9 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +26,7 @@
 #include "coordinator/model.h"
 #include "coordinator/run_report.h"
 #include "nlohmann/json.hpp"
+#include "shared/base/read_file.h"
 #include "shared/io/memory_budget.h"
 #include "shared/kernels/kernels.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -129,14 +128,6 @@ int Fail(int code, const std::string& message) {
 
 bool FileExists(const std::string& path) {
   return access(path.c_str(), F_OK) == 0;
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
 }
 
 int RunGenerate() {
@@ -267,7 +258,8 @@ int RunGenerate() {
   } else {
     std::string text = absl::GetFlag(FLAGS_prompt);
     if (!absl::GetFlag(FLAGS_prompt_file).empty()) {
-      auto file = ReadFile(absl::GetFlag(FLAGS_prompt_file));
+      auto file =
+          flotilla::base::ReadWholeFile(absl::GetFlag(FLAGS_prompt_file));
       if (!file.ok())
         return Fail(kExitUsage,
                     absl::StrCat("--prompt-file: ", file.status().message()));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/remote_experts_internal.h"
+#include "shared/experts/combine.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -266,18 +267,22 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
   }
 
   // Combine in a fixed order; see remote_experts.h.
-  std::vector<double> acc(static_cast<size_t>(rows) * width, 0.0);
+  std::vector<double> acc;
   if (!row_sums) {
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      double* a = acc.data() + static_cast<size_t>(tasks[i].row) * width;
-      const float* v = calls[task_call[i]]->response.expert_outputs().data() +
-                       static_cast<size_t>(task_pos[i]) * width;
-      const double w = tasks[i].weight;
-      for (size_t j = 0; j < width; ++j) a[j] += w * v[j];
-    }
+    // Per-task outputs: the single-process combine itself, so the bits
+    // match LocalExperts'.
+    experts::CombineInTaskOrder(
+        tasks.data(), tasks.size(), static_cast<size_t>(rows), width,
+        [&](size_t i) {
+          return calls[task_call[i]]->response.expert_outputs().data() +
+                 static_cast<size_t>(task_pos[i]) * width;
+        },
+        &acc, out);
   } else {
-    // Calls were created round by round, worker by worker, chunk by chunk;
-    // only the successful ones contribute.
+    // Workers' double row sums, added call by call: not combine.h's
+    // task-order rule. Calls were created round by round, worker by
+    // worker, chunk by chunk; only the successful ones contribute.
+    acc.assign(static_cast<size_t>(rows) * width, 0.0);
     for (const std::unique_ptr<Call>& c : calls) {
       if (!c->ok) continue;
       const double* s = c->response.row_sums().data();
@@ -286,8 +291,10 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
         for (size_t j = 0; j < width; ++j) a[j] += s[k * width + j];
       }
     }
+    for (size_t i = 0; i < acc.size(); ++i) {
+      out[i] = static_cast<float>(acc[i]);
+    }
   }
-  for (size_t i = 0; i < acc.size(); ++i) out[i] = static_cast<float>(acc[i]);
 
   const double wall = Seconds(RemoteClock::now() - layer_start);
   ++stats.layers;

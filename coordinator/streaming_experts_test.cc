@@ -49,6 +49,25 @@ Step RandomStep(const model::K3Config& c, int rows, uint32_t seed) {
   return s;
 }
 
+// Computes step `s` of `layer` with both backends; success when the outputs
+// are memcmp-identical. `got` starts at -7 so that a row `got_from` leaves
+// unwritten cannot pass as zeros.
+::testing::AssertionResult SameLayerOutputs(ExpertBackend& want_from,
+                                            ExpertBackend& got_from, int layer,
+                                            const Step& s, size_t width) {
+  std::vector<float> want(s.rows * width), got(s.rows * width, -7.f);
+  absl::Status st =
+      want_from.ComputeLayer(layer, s.z.data(), s.rows, s.tasks, want.data());
+  if (st.ok()) {
+    st = got_from.ComputeLayer(layer, s.z.data(), s.rows, s.tasks, got.data());
+  }
+  if (!st.ok()) return ::testing::AssertionFailure() << st;
+  if (std::memcmp(want.data(), got.data(), want.size() * 4) != 0) {
+    return ::testing::AssertionFailure() << "outputs differ";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Runs every MoE layer twice through both backends; outputs must be
 // memcmp-identical.
 void ExpectSameAsLocal(const std::string& dir,
@@ -76,16 +95,7 @@ void ExpectSameAsLocal(const std::string& dir,
                       ->PrefetchLayer(
                           layer, {0, 2, s.tasks[0].expert, c.num_experts - 1})
                       .ok());
-      std::vector<float> want(s.rows * lat), got(s.rows * lat, -7.f);
-      ASSERT_TRUE(
-          (*local)
-              ->ComputeLayer(layer, s.z.data(), s.rows, s.tasks, want.data())
-              .ok());
-      ASSERT_TRUE(
-          (*streaming)
-              ->ComputeLayer(layer, s.z.data(), s.rows, s.tasks, got.data())
-              .ok());
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0)
+      ASSERT_TRUE(SameLayerOutputs(**local, **streaming, layer, s, lat))
           << dir << " layer " << layer << " pass " << pass;
     }
   }
@@ -258,17 +268,8 @@ TEST(StreamingExpertsTest, DenseOracleExpertsMatchLocal) {
   ASSERT_TRUE(streaming.ok()) << streaming.status();
   for (int layer = 1; layer < c->num_hidden_layers; layer += 3) {
     const Step s = RandomStep(*c, 3, layer);
-    std::vector<float> want(s.rows * c->routed_expert_hidden_size);
-    std::vector<float> got(want.size());
-    ASSERT_TRUE(
-        (*local)
-            ->ComputeLayer(layer, s.z.data(), s.rows, s.tasks, want.data())
-            .ok());
-    ASSERT_TRUE(
-        (*streaming)
-            ->ComputeLayer(layer, s.z.data(), s.rows, s.tasks, got.data())
-            .ok());
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0)
+    EXPECT_TRUE(SameLayerOutputs(**local, **streaming, layer, s,
+                                 c->routed_expert_hidden_size))
         << "layer " << layer;
   }
 }

@@ -7,6 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/combine.h"
 #include "shared/model/safetensors.h"
 
 namespace flotilla::expert_worker {
@@ -239,14 +240,14 @@ absl::Status ExpertCompute::Run(const ComputeCall& call,
     row_slot_[shape.rows[k]] = static_cast<int32_t>(k);
   }
   std::fill(row_sums, row_sums + shape.output_doubles, 0.0);
-  // Request order, double products and sums: the same arithmetic as the
-  // single-process combine, restricted to this worker's assignments.
+  // Request order, double products and sums: the single-process combine's
+  // step (combine.h), restricted to this worker's assignments. The sums
+  // stay double (the coordinator rounds once), so not CombineInTaskOrder.
   for (size_t i = 0; i < n; ++i) {
     const experts::ExpertAssignment& a = call.assignments[i];
-    double* acc = row_sums + static_cast<size_t>(row_slot_[a.row]) * width;
-    const float* v = out + i * width;
-    const double w = a.weight;
-    for (size_t j = 0; j < width; ++j) acc[j] += w * v[j];
+    experts::AccumulateWeighted(
+        row_sums + static_cast<size_t>(row_slot_[a.row]) * width,
+        out + i * width, a.weight, width);
   }
   return absl::OkStatus();
 }

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -51,15 +53,39 @@ v1::ComputeRequest GoodRequest() {
   return q;
 }
 
-TEST(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
-  TempDir dir;
-  auto worker = WorkerProcess::Start(
-      {"--model=" + CkptA(), "--shard=0/2", "--threads=1", "--mem=256M"},
-      dir.path() + "/worker.log");
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  auto channel = grpc::CreateChannel((*worker)->address(),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = v1::ExpertService::NewStub(channel);
+// Every test here runs against its own worker 0 of 2 on ckpt_A (one
+// thread), started by StartWorker with the test's memory flags.
+class HostileWorkerTest : public ::testing::Test {
+ protected:
+  // Starts the worker with `flags` after the common ones and opens a stub
+  // on it; call it under ASSERT_NO_FATAL_FAILURE.
+  void StartWorker(const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"--model=" + CkptA(), "--shard=0/2",
+                                     "--threads=1"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    auto worker = WorkerProcess::Start(args, dir_.path() + "/worker.log");
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    worker_ = *std::move(worker);
+    channel_ = grpc::CreateChannel(worker_->address(),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::ExpertService::NewStub(channel_);
+  }
+
+  // Torn down bottom up: the stub and channel, the worker (killed), and
+  // last the directory holding its log.
+  TempDir dir_;
+  std::unique_ptr<WorkerProcess> worker_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ExpertService::Stub> stub_;
+};
+
+// One fixture under the suite names the tests have always had (ctest and
+// CI filters name them).
+using HostileComputeTest = HostileWorkerTest;
+using HostilePrefetchTest = HostileWorkerTest;
+
+TEST_F(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker({"--mem=256M"}));
   const float nan = std::numeric_limits<float>::quiet_NaN();
 
   struct Case {
@@ -108,40 +134,34 @@ TEST(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
     c.edit(&request);
     v1::ComputeResponse response;
     auto context = Context();
-    const grpc::Status s = stub->Compute(context.get(), request, &response);
+    const grpc::Status s = stub_->Compute(context.get(), request, &response);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
     EXPECT_THAT(s.error_message(), HasSubstr(c.says)) << c.name;
-    ASSERT_TRUE(Serving(channel)) << "unhealthy after: " << c.name;
+    ASSERT_TRUE(Serving(channel_)) << "unhealthy after: " << c.name;
   }
 
   // Still computing: the good call gets one output row per assignment.
   v1::ComputeResponse response;
   auto context = Context();
-  const grpc::Status s = stub->Compute(context.get(), GoodRequest(), &response);
+  const grpc::Status s =
+      stub_->Compute(context.get(), GoodRequest(), &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(response.expert_outputs_size(), 2 * 64);
   EXPECT_EQ(response.layer(), 2u);
   EXPECT_GT(response.stats().bytes_read(), 0u);
   EXPECT_GT(response.stats().wall_seconds(), 0.0);
-  EXPECT_TRUE((*worker)->running());
+  EXPECT_TRUE(worker_->running());
 }
 
-TEST(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
-  TempDir dir;
-  auto worker = WorkerProcess::Start(
-      {"--model=" + CkptA(), "--shard=0/2", "--threads=1", "--mem=256M"},
-      dir.path() + "/worker.log");
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  auto channel = grpc::CreateChannel((*worker)->address(),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = v1::ExpertService::NewStub(channel);
+TEST_F(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker({"--mem=256M"}));
   auto prefetch = [&](uint32_t layer, std::vector<uint32_t> experts,
                       v1::PrefetchResponse* response) {
     v1::PrefetchRequest request;
     request.set_layer(layer);
     request.mutable_experts()->Add(experts.begin(), experts.end());
     auto context = Context();
-    return stub->Prefetch(context.get(), request, response);
+    return stub_->Prefetch(context.get(), request, response);
   };
   struct Case {
     const char* name;
@@ -163,7 +183,7 @@ TEST(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
     const grpc::Status s = prefetch(c.layer, c.experts, &response);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
     EXPECT_THAT(s.error_message(), HasSubstr(c.says)) << c.name;
-    ASSERT_TRUE(Serving(channel)) << "unhealthy after: " << c.name;
+    ASSERT_TRUE(Serving(channel_)) << "unhealthy after: " << c.name;
   }
   // Experts it does not own are ignored (the wire contract), owned ones
   // scheduled: layer 2 experts 0, 2 are worker 0's, 1 and 3 are not.
@@ -174,7 +194,8 @@ TEST(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
   // The good Compute that follows uses both reads.
   v1::ComputeResponse computed;
   auto context = Context();
-  const grpc::Status c = stub->Compute(context.get(), GoodRequest(), &computed);
+  const grpc::Status c =
+      stub_->Compute(context.get(), GoodRequest(), &computed);
   ASSERT_TRUE(c.ok()) << c.error_message();
   EXPECT_EQ(computed.stats().prefetch_hits(), 2u);
   EXPECT_EQ(computed.stats().experts_computed(), 2u);
@@ -183,17 +204,9 @@ TEST(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
 // A call whose buffers would pass the worker's --mem is refused before it
 // is queued, naming the bytes asked and left; the charge of every call
 // ends with the call (a leak would refuse the repeated mid-size calls).
-TEST(HostileComputeTest, CallsBeyondTheMemoryBudgetAreResourceExhausted) {
-  TempDir dir;
+TEST_F(HostileComputeTest, CallsBeyondTheMemoryBudgetAreResourceExhausted) {
   // 16 MiB: the fetch slots and kept scratch fit, with a few MiB left.
-  auto worker =
-      WorkerProcess::Start({"--model=" + CkptA(), "--shard=0/2", "--threads=1",
-                            "--mem=16M", "--fetch-slots=2"},
-                           dir.path() + "/worker.log");
-  ASSERT_TRUE(worker.ok()) << worker.status();
-  auto channel = grpc::CreateChannel((*worker)->address(),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = v1::ExpertService::NewStub(channel);
+  ASSERT_NO_FATAL_FAILURE(StartWorker({"--mem=16M", "--fetch-slots=2"}));
   // `rows` rows, each routed to experts 0 and 2 of layer 2.
   auto request = [](uint32_t rows) {
     v1::ComputeRequest q;
@@ -217,25 +230,25 @@ TEST(HostileComputeTest, CallsBeyondTheMemoryBudgetAreResourceExhausted) {
     v1::ComputeResponse response;
     auto context = Context();
     const grpc::Status s =
-        stub->Compute(context.get(), request(8192), &response);
+        stub_->Compute(context.get(), request(8192), &response);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
     EXPECT_THAT(s.error_message(), HasSubstr("the call needs "));
     EXPECT_THAT(s.error_message(), HasSubstr(" bytes (request, response"));
     EXPECT_THAT(s.error_message(), HasSubstr("are left"));
     EXPECT_THAT(s.error_message(), HasSubstr("16777216-byte --mem budget"));
-    ASSERT_TRUE(Serving(channel));
+    ASSERT_TRUE(Serving(channel_));
   }
   // 1024 rows (about 4 MiB in all): fits, again and again.
   for (int i = 0; i < 5; ++i) {
     v1::ComputeResponse response;
     auto context = Context();
     const grpc::Status s =
-        stub->Compute(context.get(), request(1024), &response);
+        stub_->Compute(context.get(), request(1024), &response);
     ASSERT_TRUE(s.ok()) << "call " << i << ": " << s.error_message();
     EXPECT_EQ(response.expert_outputs_size(), 2 * 1024 * 64);
   }
-  EXPECT_TRUE(Serving(channel));
-  EXPECT_TRUE((*worker)->running());
+  EXPECT_TRUE(Serving(channel_));
+  EXPECT_TRUE(worker_->running());
 }
 
 }  // namespace

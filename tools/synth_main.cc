@@ -2,13 +2,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "shared/base/read_file.h"
 #include "shared/model/config.h"
 #include "tools/commands.h"
 #include "tools/flag_parser.h"
@@ -59,14 +58,6 @@ void ReportProgress(const SynthProgress& p, bool tty) {
   std::fflush(stderr);
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 }  // namespace
 
 int RunSynth(int argc, char** argv) {
@@ -113,7 +104,7 @@ int RunSynth(int argc, char** argv) {
       if (preset == p.name) needs_force = p.needs_force;
     }
   } else {
-    auto text = ReadFile(config_path);
+    auto text = base::ReadWholeFile(config_path);
     if (!text.ok())
       return Fail(kExitFailure, std::string(text.status().message()));
     config = model::ParseK3Config(*text, config_path);
