@@ -13,7 +13,8 @@
 #        "1:1 2:1 4:1 2:2 4:2", N:R pairs, throttled), LOOPBACK (default
 #        "1 4": worker counts run unthrottled, both output kinds, for the
 #        RPC overhead), OUT (results dir)
-# Needs root (cgroups). Workers and cgroups are removed on exit.
+# Throttled runs need root and cgroup v1 (blkio); loopback runs need
+# neither. Workers and cgroups are removed on exit.
 set -euo pipefail
 
 MODEL=${1:-/work/synth-bench}
@@ -57,15 +58,15 @@ trap cleanup EXIT
 # start_worker K N R THROTTLE -> prints host:port
 start_worker() {
   local k=$1 n=$2 r=$3 throttle=$4 log=$OUT/worker-$1-of-$2.log
-  local cg=$CG/flotilla-bench-w$k
-  mkdir -p "$cg"
+  local cg=$CG/flotilla-bench-w$k join=""
   if [[ $throttle == 1 ]]; then
+    mkdir -p "$cg"
     echo "$MAJMIN $BPS" > "$cg/blkio.throttle.read_bps_device"
-  else
-    echo "$MAJMIN 0" > "$cg/blkio.throttle.read_bps_device" 2>/dev/null || true
+    join="echo \$\$ > $cg/cgroup.procs && "
   fi
-  # Join the cgroup, then become the worker (same pid, same cgroup).
-  sh -c "echo \$\$ > $cg/cgroup.procs && exec $WORKER --model=$MODEL \
+  # Join the cgroup (throttled runs only, so loopback runs need no cgroup
+  # v1), then become the worker (same pid, same cgroup).
+  sh -c "$join exec $WORKER --model=$MODEL \
     --shard=$k/$n --replicas=$r --host=127.0.0.1 --port=0 --threads=1 \
     --mem=2G --fetch-slots=16" > "$log" 2>&1 &
   echo $! >> "$PIDFILE"  # we run in $(...): the parent reads the file
