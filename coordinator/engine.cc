@@ -52,9 +52,9 @@ PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   in.vocab_chunk_bytes =
       io::AlignUp(model::kVocabChunkRows * c.hidden_size * 2) +
       io::kDirectIoAlignment;
-  in.lm_head_stream_bytes = LmHeadStreamBufferBytes(
-      c.vocab_size, c.hidden_size * 2, model::kVocabChunkRows,
-      VocabStreamOptions());
+  in.lm_head_stream_bytes =
+      LmHeadStreamBufferBytes(c.vocab_size, c.hidden_size * 2,
+                              model::kVocabChunkRows, VocabStreamOptions());
   return in;
 }
 

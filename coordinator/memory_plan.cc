@@ -145,9 +145,9 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
     plan.charges.push_back(
         {"trunk.ring", static_cast<uint64_t>(plan.ring_slots) * unpinned_max});
   }
-  if (!in.stream_vocab && used - in.lm_head_stream_bytes +
-                                 in.vocab_region_bytes <=
-                             in.budget_bytes) {
+  if (!in.stream_vocab &&
+      used - in.lm_head_stream_bytes + in.vocab_region_bytes <=
+          in.budget_bytes) {
     // A pinned lm_head needs no pass buffers.
     plan.lm_head_pinned = true;
     used += in.vocab_region_bytes - in.lm_head_stream_bytes;

@@ -269,12 +269,12 @@ void StreamingTrunk::ReaderLoop() {
     const model::PackRegion* r = manifest_.FindLayer(ItemLayer(item));
     lock.lock();
     Slot& slot = slots_[item % slots];
-    slot.status = done->status.ok()
-                      ? absl::OkStatus()
-                      : absl::Status(done->status.code(),
-                                     absl::StrCat("reading trunk region ",
-                                                  RegionName(*r), ": ",
-                                                  done->status.message()));
+    slot.status =
+        done->status.ok()
+            ? absl::OkStatus()
+            : absl::Status(done->status.code(),
+                           absl::StrCat("reading trunk region ", RegionName(*r),
+                                        ": ", done->status.message()));
     slot.ready = true;
     stats_.bytes_read += r->size;
     stats_.regions_read += 1;
@@ -313,8 +313,7 @@ absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
   }
   Slot& slot = slots_[item % slots_.size()];
   const auto start = std::chrono::steady_clock::now();
-  cv_.wait(lock,
-           [&] { return stop_ || (slot.item == item && slot.checked); });
+  cv_.wait(lock, [&] { return stop_ || (slot.item == item && slot.checked); });
   stats_.wait_seconds += Since(start);
   if (stop_) return absl::CancelledError("trunk reader stopped");
   if (!slot.status.ok()) {

@@ -117,7 +117,7 @@ class StreamingTrunk : public TrunkProvider {
   std::vector<Pinned> pinned_;
   io::AlignedBuffer globals_buf_, embed_buf_, lm_head_buf_;
   GlobalWeights globals_;
-  Matrix embed_, lm_head_;           // valid when pinned
+  Matrix embed_, lm_head_;  // valid when pinned
   // Vocab regions that are not pinned (null when pinned).
   std::unique_ptr<VocabStream> embed_stream_, lm_head_stream_;
   uint64_t vocab_bytes_at_reset_ = 0;  // guarded by mu_

@@ -30,15 +30,14 @@ uint64_t SpanBytes(uint64_t rows, uint64_t row_bytes) {
 uint64_t LmHeadStreamBufferBytes(uint64_t vocab, uint64_t row_bytes,
                                  uint64_t chunk_rows,
                                  const VocabStreamOptions& options) {
-  return 2 * SpanBytes(PassRows(vocab, row_bytes, chunk_rows, options),
-                       row_bytes);
+  return 2 *
+         SpanBytes(PassRows(vocab, row_bytes, chunk_rows, options), row_bytes);
 }
 
 absl::StatusOr<std::unique_ptr<VocabStream>> VocabStream::Create(
     const io::File* file, const model::PackRegion* region,
     uint64_t field_offset, kernels::DenseType type,
-    const model::K3Config& config, Use use,
-    const VocabStreamOptions& options) {
+    const model::K3Config& config, Use use, const VocabStreamOptions& options) {
   const uint64_t vocab = static_cast<uint64_t>(config.vocab_size);
   const uint64_t cr = region->chunk_rows;
   if (cr == 0 || region->chunk_checksums.size() != (vocab + cr - 1) / cr) {
@@ -81,8 +80,7 @@ VocabStream::~VocabStream() { Drain(); }
 
 io::AlignedRange VocabStream::RowsRange(uint64_t first, uint64_t count) const {
   return io::AlignForDirectIo(
-      region_->offset + field_offset_ + first * row_bytes_,
-      count * row_bytes_);
+      region_->offset + field_offset_ + first * row_bytes_, count * row_bytes_);
 }
 
 absl::Status VocabStream::VerifyRows(uint64_t first, uint64_t count,
@@ -97,9 +95,9 @@ absl::Status VocabStream::VerifyRows(uint64_t first, uint64_t count,
       return absl::DataLossError(absl::StrCat(
           "checksum mismatch in ", region_->kind, " rows ", c * cr, "..",
           c * cr + c_rows - 1, " of ", file_->path(), " at offset ",
-          region_->offset + field_offset_ + c * cr * row_bytes_,
-          ": expected ", io::ChecksumHex(region_->chunk_checksums[c]),
-          ", read ", io::ChecksumHex(got),
+          region_->offset + field_offset_ + c * cr * row_bytes_, ": expected ",
+          io::ChecksumHex(region_->chunk_checksums[c]), ", read ",
+          io::ChecksumHex(got),
           "; the file is damaged: re-run flotilla-tool pack"));
     }
   }
@@ -111,6 +109,10 @@ absl::Status VocabStream::EmbedRows(const std::vector<int32_t>& ids,
   const uint64_t cr = region_->chunk_rows;
   for (size_t t = 0; t < ids.size(); ++t) {
     // The whole checksum chunk holding the row is read and verified.
+    if (ids[t] < 0 || static_cast<uint64_t>(ids[t]) >= vocab_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", ids[t], " outside the embedding"));
+    }
     const uint64_t id = static_cast<uint64_t>(ids[t]);
     const uint64_t first = id / cr * cr;
     const uint64_t count = std::min(vocab_, first + cr) - first;
@@ -132,10 +134,9 @@ absl::Status VocabStream::EmbedRows(const std::vector<int32_t>& ids,
 
 absl::Status VocabStream::WaitPass(uint64_t pass) {
   absl::Status status;
-  auto early = std::find_if(landed_.begin(), landed_.end(),
-                            [&](const io::ReadCompletion& c) {
-                              return c.tag == pass;
-                            });
+  auto early =
+      std::find_if(landed_.begin(), landed_.end(),
+                   [&](const io::ReadCompletion& c) { return c.tag == pass; });
   if (early != landed_.end()) {
     status = early->status;
     landed_.erase(early);
@@ -169,9 +170,8 @@ absl::Status VocabStream::LmHead(const float* x, size_t rows, float* logits,
     const uint64_t first = pass * pass_rows_;
     const io::AlignedRange range =
         RowsRange(first, std::min(pass_rows_, vocab_ - first));
-    return reader_->Submit({io::ReadRequest{file_, range.offset, range.length,
-                                            pass_bufs_[pass % 2].data(),
-                                            pass}});
+    return reader_->Submit({io::ReadRequest{
+        file_, range.offset, range.length, pass_bufs_[pass % 2].data(), pass}});
   };
   part_.resize(rows * pass_rows_);
   absl::Status status = submit(0);

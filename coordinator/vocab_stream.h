@@ -56,8 +56,8 @@ class VocabStream {
       const VocabStreamOptions& options);
   ~VocabStream();
 
-  // Writes row id of each of `ids` (already range-checked) as floats
-  // (Use::kEmbedRows).
+  // Writes row id of each of `ids` as floats (Use::kEmbedRows);
+  // InvalidArgument for an id outside the vocabulary.
   absl::Status EmbedRows(const std::vector<int32_t>& ids, float* out);
 
   // logits[t][v] = row v . x[t] for every vocab row, the same dot product
@@ -87,9 +87,9 @@ class VocabStream {
   uint64_t vocab_ = 0, hidden_ = 0, row_bytes_ = 0, pass_rows_ = 0;
   VocabStreamOptions options_;
   std::unique_ptr<io::BatchReader> reader_;
-  io::AlignedBuffer row_chunk_;      // one chunk, for embedding rows
-  io::AlignedBuffer pass_bufs_[2];   // lm_head passes
-  std::vector<float> part_;          // one pass's logits
+  io::AlignedBuffer row_chunk_;             // one chunk, for embedding rows
+  io::AlignedBuffer pass_bufs_[2];          // lm_head passes
+  std::vector<float> part_;                 // one pass's logits
   std::vector<io::ReadCompletion> landed_;  // returned early by WaitOne
   std::atomic<uint64_t> bytes_read_{0};
 };

@@ -16,7 +16,7 @@
 namespace flotilla::coordinator {
 namespace {
 
-constexpr uint64_t kVocab = 200;   // last chunk (rows 192..199) is short
+constexpr uint64_t kVocab = 200;  // last chunk (rows 192..199) is short
 constexpr uint64_t kHidden = 64;
 constexpr uint64_t kChunkRows = 64;
 constexpr uint64_t kRowBytes = kHidden * 2;
@@ -117,6 +117,10 @@ TEST_P(VocabStreamTest, EmbedRowsMatchTheMatrix) {
           << "id " << ids[t] << " col " << j;
     }
   }
+  EXPECT_EQ((*stream)->EmbedRows({200}, out.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*stream)->EmbedRows({-1}, out.data()).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_P(VocabStreamTest, DamagedChunkIsReportedByRowsFileAndOffset) {
