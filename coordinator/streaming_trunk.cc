@@ -387,17 +387,14 @@ void StreamingTrunk::ReleaseLayer(int layer) {
 
 absl::Status StreamingTrunk::EmbedRows(const std::vector<int32_t>& ids,
                                        float* out) {
+  if (!options_.embed_pinned) return embed_stream_->EmbedRows(ids, out);
   const size_t e = config_.hidden_size;
   for (size_t t = 0; t < ids.size(); ++t) {
     if (ids[t] < 0 || ids[t] >= config_.vocab_size) {
       return absl::InvalidArgumentError(
           absl::StrCat("token id ", ids[t], " outside the embedding"));
     }
-    if (options_.embed_pinned) {
-      embed_.RowF32(ids[t], out + t * e);
-      continue;
-    }
-    FLOTILLA_RETURN_IF_ERROR(embed_stream_->EmbedRows({ids[t]}, out + t * e));
+    embed_.RowF32(ids[t], out + t * e);
   }
   return absl::OkStatus();
 }

@@ -51,7 +51,7 @@ struct TrunkStats {
   uint64_t regions_read = 0;
   double read_seconds = 0;    // reader thread busy reading
   double wait_seconds = 0;    // forward pass blocked on the ring
-  double verify_seconds = 0;  // forward pass checksumming ring regions
+  double verify_seconds = 0;  // verifier thread checksumming ring regions
 };
 
 class StreamingTrunk : public TrunkProvider {
