@@ -60,7 +60,8 @@ absl::StatusOr<std::unique_ptr<VocabStream>> VocabStream::Create(
         io::AlignedBuffer::Allocate(SpanBytes(cr, v->row_bytes_), true));
     return v;
   }
-  // Two passes in flight at most, each split into 4 MiB pieces: like the
+  // At most two passes are submitted (the one needed now and the next),
+  // split into 4 MiB pieces with four in the kernel at a time: like the
   // trunk ring, enough to keep these disks at their large-read rate.
   io::BatchReaderOptions ro;
   ro.queue_depth = 4;
