@@ -94,6 +94,8 @@ class StreamingTrunk : public TrunkProvider {
   };
 
   StreamingTrunk() = default;
+  // "layer 7", "lm_head", ... for messages.
+  static std::string RegionName(const model::PackRegion& r);
   absl::Status ReadRegion(const model::PackRegion& r, io::BatchReader* reader,
                           uint8_t* dst);
   absl::Status VerifyRegion(const model::PackRegion& r, const uint8_t* data,
