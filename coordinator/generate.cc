@@ -7,17 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "shared/base/elapsed.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator {
-namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-
-}  // namespace
+using base::SecondsSince;
 
 absl::StatusOr<GenerateResult> Generate(K3Model& model,
                                         const std::vector<int32_t>& prompt,

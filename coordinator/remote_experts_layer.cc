@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/remote_experts_internal.h"
+#include "shared/base/elapsed.h"
 #include "shared/experts/combine.h"
 
 namespace flotilla::coordinator {
@@ -30,9 +31,7 @@ struct Call : CqTag {
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ComputeResponse>> reader;
 };
 
-double Seconds(RemoteClock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
+using base::Seconds;
 
 // Checks a response against its request (never trust the network).
 absl::Status CheckResponse(const Call& c, size_t width, bool row_sums) {

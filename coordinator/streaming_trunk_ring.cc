@@ -8,16 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/streaming_trunk.h"
+#include "shared/base/elapsed.h"
 
 namespace flotilla::coordinator {
-namespace {
-
-double Since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
-      .count();
-}
-
-}  // namespace
+using base::SecondsSince;
 
 void StreamingTrunk::ReaderLoop() {
   // Every free ring slot gets its region's read at once, all in flight
@@ -133,7 +127,7 @@ absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
   Slot& slot = slots_[item % slots_.size()];
   const auto start = std::chrono::steady_clock::now();
   cv_.wait(lock, [&] { return stop_ || (slot.item == item && slot.checked); });
-  stats_.wait_seconds += Since(start);
+  stats_.wait_seconds += SecondsSince(start);
   if (stop_) return absl::CancelledError("trunk reader stopped");
   if (!slot.status.ok()) {
     // Consume the failed item so the ring stays in step.
@@ -169,7 +163,7 @@ void StreamingTrunk::VerifierLoop() {
       slot->status = s;
     }
     lock.lock();
-    stats_.verify_seconds += Since(start);
+    stats_.verify_seconds += SecondsSince(start);
     slot->checked = true;
     ++next_verify_;
     cv_.notify_all();

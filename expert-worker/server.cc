@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shared/base/elapsed.h"
 #include "shared/io/memory_budget.h"
 #include "shared/transport/transport.h"
 
@@ -29,9 +30,7 @@ using Clock = std::chrono::steady_clock;
 // well under this on any sane disk.
 constexpr std::chrono::seconds kDrainTimeout{5};
 
-double Seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
+using base::Seconds;
 
 // One thread running jobs in arrival order. Push never blocks: it refuses
 // when kMaxQueuedCalls are waiting or the queue is stopping.

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shared/base/elapsed.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
@@ -30,9 +31,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
+using base::Seconds;
 
 double Percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
