@@ -38,6 +38,8 @@ struct StreamingTrunkOptions {
   bool embed_pinned = true;
   bool verify_checksums = true;
   io::ReaderKind reader = io::ReaderKind::kAuto;
+  // Pieces in the kernel at once for every trunk read: the pinned layers at
+  // start, then the ring.
   int queue_depth = 8;
   // Ring reads are split into pieces of this size (io::BatchReaderOptions).
   uint64_t chunk_bytes = 8ull << 20;
