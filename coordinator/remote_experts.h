@@ -95,6 +95,11 @@ struct RemoteExpertsOptions {
   // Hints in flight at most (a hung worker must not pile them up); more
   // are dropped and counted.
   int max_prefetch_in_flight = 64;
+  // > 0: while waiting for a layer's answers, poll for them without
+  // sleeping for up to this long before blocking (transport/cq_poll.h).
+  // Spends this thread's CPU to skip a wake-up per layer; pairs with the
+  // workers' --busy-poll-us.
+  int64_t busy_poll_us = 0;
 };
 
 // Counters since Connect (for --stats and the benchmarks).

@@ -2,6 +2,7 @@
 // call per worker (all at once), retry failed workers' experts on replicas,
 // and combine the results in a fixed order (see remote_experts.h).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <set>
 
@@ -10,6 +11,7 @@
 #include "coordinator/remote_experts_internal.h"
 #include "shared/base/elapsed.h"
 #include "shared/experts/combine.h"
+#include "shared/transport/cq_poll.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -212,7 +214,9 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
     for (size_t left = calls.size() - first_call; left > 0;) {
       void* tag = nullptr;
       bool ok = false;
-      if (!cq.Next(&tag, &ok)) {
+      if (!transport::NextWithSpin(
+              &cq, std::chrono::microseconds(options.busy_poll_us), &tag,
+              &ok)) {
         return absl::InternalError("completion queue shut down");
       }
       CqTag* done = static_cast<CqTag*>(tag);

@@ -132,6 +132,8 @@ TEST(WorkerCommandLineTest, BadFlagsNameTheFlag) {
       {{"--model=" + kCkptA, "--port=70000"}, "--port"},
       {{"--model=" + kCkptA, "--mem=lots"}, "--mem"},
       {{"--model=" + kCkptA, "--threads=-3"}, "--threads"},
+      {{"--model=" + kCkptA, "--busy-poll-us=-1"}, "--busy-poll-us"},
+      {{"--model=" + kCkptA, "--busy-poll-us=20000000"}, "--busy-poll-us"},
   };
   for (const auto& c : cases) {
     const Result r = RunWorker(c.args);
@@ -153,11 +155,14 @@ TEST(WorkerCommandLineTest, WithoutPortPrintsThePlan) {
   EXPECT_THAT(r.output, HasSubstr("model fingerprint "));
 }
 
-class ServedWorkerTest : public ::testing::Test {
+// Parameter: --busy-poll-us (0: the callback front end; > 0: the polling
+// one). Both must answer alike.
+class ServedWorkerTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     child_ = Spawn({"--model=" + kCkptA, "--shard=1/2", "--port=0",
-                    "--host=127.0.0.1", "--mem=1G", "--threads=2"});
+                    "--host=127.0.0.1", "--mem=1G", "--threads=2",
+                    absl::StrCat("--busy-poll-us=", GetParam())});
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(60);
     std::string line;
@@ -197,7 +202,7 @@ class ServedWorkerTest : public ::testing::Test {
   std::unique_ptr<flotilla::v1::ExpertService::Stub> stub_;
 };
 
-TEST_F(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
+TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
   {
     const absl::StatusOr<bool> serving =
         flotilla::transport::CheckHealthServing(channel_, 10000);
@@ -260,7 +265,38 @@ TEST_F(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
     const grpc::Status status =
         stub_->Prefetch(context.get(), request, &response);
     ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.experts_scheduled(), 0u);
+    EXPECT_EQ(response.experts_scheduled(), 0u);  // not this shard's
+  }
+
+  {
+    // Owned, not cached: its read is started on the compute thread.
+    flotilla::v1::PrefetchRequest request;
+    request.set_layer(2);
+    request.add_experts(1);  // (1 + 2) mod 2 == 1
+    flotilla::v1::PrefetchResponse response;
+    auto context = Context();
+    const grpc::Status status =
+        stub_->Prefetch(context.get(), request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.experts_scheduled(), 1u);
+  }
+
+  {
+    // A bad call is answered by the same front end and changes nothing.
+    flotilla::v1::ComputeRequest request;
+    request.set_layer(1);
+    request.set_row_width(63);
+    request.set_num_rows(1);
+    request.mutable_activations()->Resize(63, 0.5f);
+    flotilla::v1::Assignment* a = request.add_assignments();
+    a->set_expert(0);
+    a->set_weight(1.0f);
+    flotilla::v1::ComputeResponse response;
+    auto context = Context();
+    const grpc::Status status =
+        stub_->Compute(context.get(), request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("row_width"));
   }
 
   ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
@@ -277,5 +313,12 @@ TEST_F(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
   EXPECT_EQ(WaitExit(child_.pid), 0) << rest;
   EXPECT_THAT(rest, HasSubstr("SIGTERM received"));
 }
+
+INSTANTIATE_TEST_SUITE_P(FrontEnds, ServedWorkerTest,
+                         ::testing::Values(0, 2000),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("Callback")
+                                                  : std::string("BusyPoll");
+                         });
 
 }  // namespace

@@ -33,15 +33,22 @@ class EquivalenceTest : public ::testing::Test {
   }
 
   // Runs `model` on n workers with r replicas and compares with `want`.
+  // `busy_poll_us` > 0 runs workers and coordinator busy-polling.
   void ExpectSameAsLocal(const std::string& model, const Generation& want,
-                         int n, int r, bool row_sums) {
+                         int n, int r, bool row_sums, int busy_poll_us = 0) {
     SCOPED_TRACE(absl::StrCat(model, " N=", n, " R=", r,
-                              row_sums ? " row sums" : " outputs"));
-    auto fleet = StartFleet(model, n, r, dir_->path());
+                              row_sums ? " row sums" : " outputs",
+                              " busy-poll ", busy_poll_us, " us"));
+    std::vector<std::string> extra;
+    if (busy_poll_us > 0) {
+      extra.push_back(absl::StrCat("--busy-poll-us=", busy_poll_us));
+    }
+    auto fleet = StartFleet(model, n, r, dir_->path(), extra);
     ASSERT_TRUE(fleet.ok()) << fleet.status();
     coordinator::RemoteExpertsOptions options;
     options.workers = Addresses(*fleet);
     options.row_sums = row_sums;
+    options.busy_poll_us = busy_poll_us;
     auto remote = OpenRemoteModel(model, options);
     ASSERT_TRUE(remote.ok()) << remote.status();
     auto got = GenerateWith(**remote, kPrompt, kTokens);
@@ -90,6 +97,18 @@ TEST_F(EquivalenceTest, SyntheticModelWithOneTwoThreeWorkers) {
   ExpectSameAsLocal(synth_, *want, 3, 1, true);
 }
 
+// The polling front end (--busy-poll-us) and a polling coordinator give
+// the same bits: how a call reaches the compute thread changes nothing.
+TEST_F(EquivalenceTest, BusyPollingWorkersAndCoordinatorMatch) {
+  auto want_a = GenerateLocal(CkptA(), kPrompt, kTokens);
+  ASSERT_TRUE(want_a.ok()) << want_a.status();
+  ExpectSameAsLocal(CkptA(), *want_a, 2, 1, false, 2000);
+  ExpectSameAsLocal(CkptA(), *want_a, 3, 2, true, 2000);
+  auto want_s = GenerateLocal(synth_, kPrompt, kTokens);
+  ASSERT_TRUE(want_s.ok()) << want_s.status();
+  ExpectSameAsLocal(synth_, *want_s, 3, 1, false, 2000);
+}
+
 // A long prefill whose calls are split by rows (tiny message limit): each
 // expert's rows then arrive in several calls, and the logits still match.
 TEST_F(EquivalenceTest, SplitCallsStillMatch) {
@@ -136,6 +155,18 @@ TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
   EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
   EXPECT_GT(b["generated_ids"].size(), 0u);
   EXPECT_FALSE(a["stats"].contains("remote"));  // no workers, no RPCs
+
+  // The coordinator polling for the answers (--busy-poll-us): same ids.
+  std::string polled_out;
+  ASSERT_EQ(RunCommand(absl::StrCat(base, " --workers ",
+                                    absl::StrJoin(Addresses(*fleet), ","),
+                                    " --busy-poll-us 1000"),
+                       &polled_out),
+            0)
+      << polled_out;
+  const auto polled = nlohmann::json::parse(polled_out, nullptr, false);
+  ASSERT_FALSE(polled.is_discarded()) << polled_out;
+  EXPECT_EQ(polled["generated_ids"], a["generated_ids"]);
 
   // Streaming trunk from a pack (the fingerprint then comes from the
   // manifest) with the experts on the workers.

@@ -32,15 +32,23 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-TEST(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
+// Parameter: --busy-poll-us of workers and coordinator (0: callback API
+// and blocking waits; > 0: both poll). Failover must not depend on it.
+class KillNineTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(KillNineTest, KillNineWithTwoReplicasKeepsTheIds) {
   TempDir dir;
   auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartFleet(CkptA(), 3, 2, dir.path());
+  std::vector<std::string> extra;
+  if (GetParam() > 0)
+    extra.push_back(absl::StrCat("--busy-poll-us=", GetParam()));
+  auto fleet = StartFleet(CkptA(), 3, 2, dir.path(), extra);
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 5000;
+  options.busy_poll_us = GetParam();
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
 
@@ -62,6 +70,12 @@ TEST(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->ids, want->ids);
 }
+
+INSTANTIATE_TEST_SUITE_P(FailoverTest, KillNineTest, ::testing::Values(0, 2000),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("Callback")
+                                                  : std::string("BusyPoll");
+                         });
 
 TEST(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
   TempDir dir;

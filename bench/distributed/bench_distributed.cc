@@ -37,6 +37,7 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   std::string model_dir, workers;
   int tokens = 8, prompt_tokens = 4, threads = 1;
+  int64_t busy_poll_us = 0;
   bool row_sums = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -55,12 +56,16 @@ int main(int argc, char** argv) {
         return Fail("bad --prompt-tokens");
     } else if (const char* v = value("threads")) {
       if (!absl::SimpleAtoi(v, &threads)) return Fail("bad --threads");
+    } else if (const char* v = value("busy-poll-us")) {
+      if (!absl::SimpleAtoi(v, &busy_poll_us) || busy_poll_us < 0)
+        return Fail("bad --busy-poll-us");
     } else if (arg == "--row-sums") {
       row_sums = true;
     } else {
       return Fail(
           "usage: --model=DIR --workers=H:P,... [--tokens=N] "
-          "[--prompt-tokens=N] [--threads=N] [--row-sums]");
+          "[--prompt-tokens=N] [--threads=N] [--row-sums] "
+          "[--busy-poll-us=US]");
     }
   }
   if (model_dir.empty() || workers.empty() || tokens < 2 || prompt_tokens < 1 ||
@@ -77,6 +82,7 @@ int main(int argc, char** argv) {
   }
   ro.row_sums = row_sums;
   ro.rpc_deadline_ms = 60000;
+  ro.busy_poll_us = busy_poll_us;
   auto fp = flotilla::model::FingerprintCheckpoint(model_dir, **source);
   if (!fp.ok()) return Fail(fp.status().ToString());
   ro.expected_fingerprint = *fp;
@@ -127,6 +133,7 @@ int main(int argc, char** argv) {
   nlohmann::json out = {
       {"workers", ro.workers.size()},
       {"output", row_sums ? "row_sums" : "expert_outputs"},
+      {"coordinator_busy_poll_us", busy_poll_us},
       {"decode_tokens", steps},
       {"moe_layers_per_token", layers / steps},
       {"decode_s_per_token", result->decode_seconds / steps},

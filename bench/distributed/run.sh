@@ -12,7 +12,9 @@
 #        default 2), CONFIGS (default
 #        "1:1 2:1 4:1 2:2 4:2", N:R pairs, throttled), LOOPBACK (default
 #        "1 4": worker counts run unthrottled, both output kinds, for the
-#        RPC overhead), OUT (results dir)
+#        RPC overhead), BUSY_POLL_US (default 0: passed as --busy-poll-us
+#        to the workers and the coordinator; > 0 polls instead of sleeping
+#        between calls, see docs/workers.md), OUT (results dir)
 # Throttled runs need root and cgroup v1 (blkio); loopback runs need
 # neither. Workers and cgroups are removed on exit.
 set -euo pipefail
@@ -24,6 +26,7 @@ TOKENS=${TOKENS:-8}
 PROMPT=${PROMPT:-2}
 CONFIGS=${CONFIGS-"1:1 2:1 4:1 2:2 4:2"}
 LOOPBACK=${LOOPBACK-"1 4"}
+BUSY_POLL_US=${BUSY_POLL_US:-0}
 OUT=${OUT:-/tmp/flotilla-bench-distributed}
 WORKER=$BUILD/bin/flotilla-expert-worker
 DRIVER=$BUILD/bin/flotilla-bench-distributed
@@ -68,7 +71,7 @@ start_worker() {
   # v1), then become the worker (same pid, same cgroup).
   sh -c "$join exec $WORKER --model=$MODEL \
     --shard=$k/$n --replicas=$r --host=127.0.0.1 --port=0 --threads=1 \
-    --mem=2G --fetch-slots=16" > "$log" 2>&1 &
+    --mem=2G --fetch-slots=16 --busy-poll-us=$BUSY_POLL_US" > "$log" 2>&1 &
   echo $! >> "$PIDFILE"  # we run in $(...): the parent reads the file
   for _ in $(seq 600); do
     if grep -q "listening on" "$log"; then
@@ -88,7 +91,7 @@ run() {
   local list
   list=$(IFS=,; echo "${addrs[*]}")
   "$DRIVER" --model="$MODEL" --workers="$list" --tokens="$TOKENS" \
-    --prompt-tokens="$PROMPT" --threads=2 "$@"
+    --prompt-tokens="$PROMPT" --threads=2 --busy-poll-us="$BUSY_POLL_US" "$@"
   kill_workers
 }
 

@@ -143,6 +143,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   for (grpc::Service* service : options.services) {
     builder.RegisterService(service);
   }
+  if (options.async_queue != nullptr) {
+    *options.async_queue = builder.AddCompletionQueue();
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *bound_port == 0) {
     return absl::UnavailableError(

@@ -68,6 +68,9 @@ struct ServerOptions {
   TlsFiles tls;
   uint64_t max_message_bytes = uint64_t{64} << 20;
   std::vector<grpc::Service*> services;  // not owned; must outlive the server
+  // When set, receives a completion queue for the services' async-API
+  // methods (it must be shut down after the server, then drained).
+  std::unique_ptr<grpc::ServerCompletionQueue>* async_queue = nullptr;
 };
 
 // Builds and starts a server with the given services plus the standard
