@@ -96,8 +96,17 @@ class PollingFrontEnd final : public FrontEnd {
       // match a call that arrives meanwhile without more work later.
       AwaitNextCall();
       AdmittedCompute admitted;
-      grpc::Status status = AdmitCompute(service_.compute(), rpc->request,
-                                         RpcClock::now(), &admitted);
+      grpc::Status status;
+      if (std::chrono::system_clock::now() > rpc->context.deadline()) {
+        // It waited inside gRPC while earlier calls ran, past its deadline:
+        // the client has given up (and retried on a replica), so do not
+        // spend the disk on an answer nobody reads.
+        status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                              "deadline passed before the call ran");
+      } else {
+        status = AdmitCompute(service_.compute(), rpc->request,
+                              RpcClock::now(), &admitted);
+      }
       if (status.ok()) {
         status = RunAdmittedCompute(service_.compute(), rpc->request, admitted,
                                     &rpc->response);

@@ -1,12 +1,14 @@
 // Busy-polling a gRPC completion queue for a bounded time before sleeping.
 //
 // Why: on the VMs we run on, waking a thread that sleeps in epoll or on a
-// futex costs ~100 us (a paravirtualized context switch), and an expert
-// call at decode crosses that twice on each side. Raw loopback TCP with both
-// ends polling measured 16-23 us per round trip here against 200-213 us with
-// both ends blocking (bench/distributed/README.md). Polling trades a CPU for
-// it, so it is opt-in (--busy-poll-us) and bounded: after `spin` without an
-// event the thread blocks as usual.
+// futex costs ~100 us or more (a paravirtualized context switch), and an
+// expert call at decode crosses such wake-ups on both sides. Plain loopback
+// TCP with the sizes of a decode call, 5 ms of work per call and 1 ms
+// between calls, measured 315-324 us per round trip with both ends blocking
+// and 72-78 us with both ends polling (flotilla-bench-loopback,
+// bench/distributed/README.md). Polling trades a CPU for it, so it is
+// opt-in (--busy-poll-us) and bounded: after `spin` without an event the
+// thread blocks as usual.
 //
 // Includes gRPC headers: only for the .cc files of services and clients.
 #ifndef FLOTILLA_SHARED_TRANSPORT_CQ_POLL_H_
