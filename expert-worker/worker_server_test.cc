@@ -188,6 +188,34 @@ class ServedWorkerTest : public ::testing::TestWithParam<int> {
     if (child_.out_fd >= 0) close(child_.out_fd);
   }
 
+  // One row of `width` floats for expert 0 of layer 1, weight 1.
+  static flotilla::v1::ComputeRequest OneRowRequest(uint32_t width) {
+    flotilla::v1::ComputeRequest request;
+    request.set_layer(1);
+    request.set_row_width(width);
+    request.set_num_rows(1);
+    request.mutable_activations()->Resize(static_cast<int>(width), 0.5f);
+    flotilla::v1::Assignment* a = request.add_assignments();
+    a->set_row(0);
+    a->set_expert(0);
+    a->set_weight(1.0f);
+    return request;
+  }
+
+  // Sends a one-expert Prefetch hint; the experts scheduled, or -1 (with
+  // a test failure) when the call fails.
+  int PrefetchScheduled(uint32_t layer, uint32_t expert) {
+    flotilla::v1::PrefetchRequest request;
+    request.set_layer(layer);
+    request.add_experts(expert);
+    flotilla::v1::PrefetchResponse response;
+    auto context = Context();
+    const grpc::Status status =
+        stub_->Prefetch(context.get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return status.ok() ? static_cast<int>(response.experts_scheduled()) : -1;
+  }
+
   static std::unique_ptr<grpc::ClientContext> Context() {
     auto context = std::make_unique<grpc::ClientContext>();
     context->set_deadline(std::chrono::system_clock::now() +
@@ -236,15 +264,8 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
   }
 
   {
-    flotilla::v1::ComputeRequest request;
-    request.set_layer(1);
-    request.set_row_width(64);
-    request.set_num_rows(1);
-    request.mutable_activations()->Resize(64, 0.5f);
-    flotilla::v1::Assignment* a = request.add_assignments();
-    a->set_row(0);
-    a->set_expert(0);  // (0 + 1) mod 2 == 1: owned by shard 1
-    a->set_weight(1.0f);
+    // Expert 0 of layer 1: (0 + 1) mod 2 == 1, owned by shard 1.
+    const flotilla::v1::ComputeRequest request = OneRowRequest(64);
     flotilla::v1::ComputeResponse response;
     auto context = Context();
     const grpc::Status status =
@@ -256,41 +277,15 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
     EXPECT_GT(response.stats().bytes_read(), 0u);
   }
 
-  {
-    flotilla::v1::PrefetchRequest request;
-    request.set_layer(1);
-    request.add_experts(3);
-    flotilla::v1::PrefetchResponse response;
-    auto context = Context();
-    const grpc::Status status =
-        stub_->Prefetch(context.get(), request, &response);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.experts_scheduled(), 0u);  // not this shard's
-  }
-
-  {
-    // Owned, not cached: its read is started on the compute thread.
-    flotilla::v1::PrefetchRequest request;
-    request.set_layer(2);
-    request.add_experts(1);  // (1 + 2) mod 2 == 1
-    flotilla::v1::PrefetchResponse response;
-    auto context = Context();
-    const grpc::Status status =
-        stub_->Prefetch(context.get(), request, &response);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-    EXPECT_EQ(response.experts_scheduled(), 1u);
-  }
+  // Layer 1 expert 3 is not this shard's: ignored. Layer 2 expert 1
+  // ((1 + 2) mod 2 == 1) is owned and not cached: its read is started on
+  // the compute thread.
+  EXPECT_EQ(PrefetchScheduled(1, 3), 0);
+  EXPECT_EQ(PrefetchScheduled(2, 1), 1);
 
   {
     // A bad call is answered by the same front end and changes nothing.
-    flotilla::v1::ComputeRequest request;
-    request.set_layer(1);
-    request.set_row_width(63);
-    request.set_num_rows(1);
-    request.mutable_activations()->Resize(63, 0.5f);
-    flotilla::v1::Assignment* a = request.add_assignments();
-    a->set_expert(0);
-    a->set_weight(1.0f);
+    const flotilla::v1::ComputeRequest request = OneRowRequest(63);
     flotilla::v1::ComputeResponse response;
     auto context = Context();
     const grpc::Status status =

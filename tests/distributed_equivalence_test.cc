@@ -138,35 +138,31 @@ TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
   const std::string base =
       absl::StrCat(BinPath("flotilla-coordinator"), " generate --model ",
                    CkptA(), " --ids 3,7,11,5,9 --max-tokens 6 --json");
-  std::string local_out, remote_out;
+  std::string local_out;
   ASSERT_EQ(RunCommand(base, &local_out), 0) << local_out;
+  const auto a = nlohmann::json::parse(local_out, nullptr, false);
+  ASSERT_FALSE(a.is_discarded()) << local_out;
+  EXPECT_FALSE(a["stats"].contains("remote"));  // no workers, no RPCs
   auto fleet = StartFleet(CkptA(), 2, 1, dir_->path());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
-  ASSERT_EQ(RunCommand(absl::StrCat(base, " --workers ",
-                                    absl::StrJoin(Addresses(*fleet), ","),
-                                    " --rpc-deadline-ms 5000"),
-                       &remote_out),
-            0)
-      << remote_out;
-  const auto a = nlohmann::json::parse(local_out, nullptr, false);
-  const auto b = nlohmann::json::parse(remote_out, nullptr, false);
-  ASSERT_FALSE(a.is_discarded()) << local_out;
-  ASSERT_FALSE(b.is_discarded()) << remote_out;
-  EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
-  EXPECT_GT(b["generated_ids"].size(), 0u);
-  EXPECT_FALSE(a["stats"].contains("remote"));  // no workers, no RPCs
-
-  // The coordinator polling for the answers (--busy-poll-us): same ids.
-  std::string polled_out;
-  ASSERT_EQ(RunCommand(absl::StrCat(base, " --workers ",
-                                    absl::StrJoin(Addresses(*fleet), ","),
-                                    " --busy-poll-us 1000"),
-                       &polled_out),
-            0)
-      << polled_out;
-  const auto polled = nlohmann::json::parse(polled_out, nullptr, false);
-  ASSERT_FALSE(polled.is_discarded()) << polled_out;
-  EXPECT_EQ(polled["generated_ids"], a["generated_ids"]);
+  // The same command with --workers and `flags`: same generated ids.
+  auto expect_same_ids = [&](const std::string& flags) {
+    SCOPED_TRACE(flags);
+    std::string out;
+    ASSERT_EQ(RunCommand(absl::StrCat(base, " --workers ",
+                                      absl::StrJoin(Addresses(*fleet), ","),
+                                      " ", flags),
+                         &out),
+              0)
+        << out;
+    const auto b = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(b.is_discarded()) << out;
+    EXPECT_EQ(a["generated_ids"], b["generated_ids"]);
+    EXPECT_GT(b["generated_ids"].size(), 0u);
+  };
+  expect_same_ids("--rpc-deadline-ms 5000");
+  // The coordinator polling for the answers.
+  expect_same_ids("--busy-poll-us 1000");
 
   // Streaming trunk from a pack (the fingerprint then comes from the
   // manifest) with the experts on the workers.
