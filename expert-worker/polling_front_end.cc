@@ -104,8 +104,8 @@ class PollingFrontEnd final : public FrontEnd {
         status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                               "deadline passed before the call ran");
       } else {
-        status = AdmitCompute(service_.compute(), rpc->request,
-                              RpcClock::now(), &admitted);
+        status = AdmitCompute(service_.compute(), rpc->request, RpcClock::now(),
+                              &admitted);
       }
       if (status.ok()) {
         status = RunAdmittedCompute(service_.compute(), rpc->request, admitted,

@@ -207,10 +207,10 @@ TEST_F(CliTest, BadFlagsAndIds) {
   ExpectCleanFailure(Run("generate --model /nonexistent --ids 1"),
                      {"/nonexistent"});
   ExpectCleanFailure(Run("frobnicate"), {"frobnicate"});
-  ExpectCleanFailure(
-      Run("generate" + model + " --ids 1 --workers 127.0.0.1:1 "
-          "--busy-poll-us -5"),
-      {"--busy-poll-us"});
+  ExpectCleanFailure(Run("generate" + model +
+                         " --ids 1 --workers 127.0.0.1:1 "
+                         "--busy-poll-us -5"),
+                     {"--busy-poll-us"});
   const RunResult help = Run("--help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("--dump-logits"), std::string::npos);

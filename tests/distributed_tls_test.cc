@@ -68,8 +68,7 @@ class TlsTest : public ::testing::Test {
   // A worker serving mutual TLS with `cert` (signed by ca or rogue);
   // `busy_poll_us` > 0 picks the polling front end.
   static absl::StatusOr<std::unique_ptr<WorkerProcess>> StartTlsWorker(
-      const std::string& cert, const std::string& shard,
-      int busy_poll_us = 0) {
+      const std::string& cert, const std::string& shard, int busy_poll_us = 0) {
     return WorkerProcess::Start(
         {"--model=" + CkptA(), "--shard=" + shard, "--threads=1", "--mem=256M",
          "--tls-cert=" + F(cert + ".pem"), "--tls-key=" + F(cert + ".key"),

@@ -140,8 +140,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     const double us =
-        std::chrono::duration<double, std::micro>(Clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::micro>(Clock::now() - start).count();
     if (i >= kWarmup) overhead_us.push_back(us - work_us);
     Spin(gap_us);
   }
