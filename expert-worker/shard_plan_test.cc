@@ -1,5 +1,7 @@
 #include "expert-worker/shard_plan.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -133,7 +135,8 @@ TEST(BuildShardPlanTest, CountsThatDoNotFitAreOutOfRange) {
 
 TEST(BuildShardPlanTest, PlacementFileNamesTheWorker) {
   const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) / "placement_plan";
+      std::filesystem::path(::testing::TempDir()) /
+      ("placement_plan_" + std::to_string(getpid()));  // one per process
   std::filesystem::create_directories(dir);
   auto p = placement::Placement::Rotate({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
                                         8, 4, 2);

@@ -4,6 +4,7 @@
 // Golden ids come from tiktoken (fancy-regex) running the Kimi pattern over
 // the same ranks, with the markers as special tokens.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -34,9 +35,13 @@ void WriteFile(const std::string& path, absl::string_view contents) {
   ASSERT_TRUE(out.good()) << path;
 }
 
-// A fresh directory under the test temp dir.
+// A fresh directory under the test temp dir, one per process: ctest runs
+// every test of this suite in its own process, in parallel, and a shared
+// directory let one process truncate tiktoken.model while another read it
+// (SetUpTestSuite then failed, which gtest reports as skipped tests).
 std::string MakeDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/kimi_tok_" + name;
+  const std::string dir = ::testing::TempDir() + "/kimi_tok_" + name + "_" +
+                          std::to_string(getpid());
   mkdir(dir.c_str(), 0755);
   return dir;
 }
