@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/io/memory_budget.h"
+#include "shared/kernels/kernels.h"
 
 namespace flotilla::coordinator {
 
@@ -128,6 +129,35 @@ absl::Status WriteLogits(const std::string& path, const GenerateResult& r) {
             static_cast<std::streamsize>(r.logits.size() * sizeof(float)));
   if (!out) return absl::DataLossError(absl::StrCat("short write to ", path));
   return absl::OkStatus();
+}
+
+nlohmann::json GenerationJson(const RunSummary& run,
+                              const GenerateResult& result,
+                              nlohmann::json stats) {
+  const double decode_steps =
+      result.generated_ids.size() > 1 ? result.generated_ids.size() - 1.0 : 0.0;
+  nlohmann::json out;
+  out["model"] = run.model_dir;
+  out["prompt_ids"] = run.prompt;
+  out["generated_ids"] = result.generated_ids;
+  if (run.text != nullptr) out["text"] = *run.text;
+  out["finish_reason"] = result.finish_reason;
+  out["threads"] = run.threads;
+  out["simd"] = kernels::SimdLevelName(kernels::ActiveSimdLevel());
+  out["timings"] = {
+      {"load_s", run.load_seconds},
+      {"prefill_s", result.prefill_seconds},
+      {"decode_s", result.decode_seconds},
+      {"prefill_tokens_per_s", result.prefill_seconds > 0
+                                   ? run.prompt.size() / result.prefill_seconds
+                                   : 0.0},
+      {"decode_tokens_per_s", result.decode_seconds > 0 && decode_steps > 0
+                                  ? decode_steps / result.decode_seconds
+                                  : 0.0}};
+  out["memory"] = {{"trunk_bytes", run.trunk_bytes},
+                   {"sequence_state_bytes", result.state_bytes}};
+  out["stats"] = std::move(stats);
+  return out;
 }
 
 }  // namespace flotilla::coordinator

@@ -4,7 +4,9 @@
 #ifndef FLOTILLA_COORDINATOR_RUN_REPORT_H_
 #define FLOTILLA_COORDINATOR_RUN_REPORT_H_
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "coordinator/engine.h"
@@ -41,6 +43,22 @@ nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
 // bytes read, and the Prefetch hints sent, failed and dropped.
 nlohmann::json RemoteDecodeStats(const RemoteStats& at_decode,
                                  const RemoteStats& now, double steps);
+
+// The --json document of one `generate` run: model, prompt and generated
+// ids, `text` when the model has a tokenizer (null otherwise), finish
+// reason, threads and SIMD level, timings, memory and `stats`
+// (DecodeStats).
+struct RunSummary {
+  std::string model_dir;
+  std::vector<int32_t> prompt;
+  const std::string* text = nullptr;
+  int threads = 0;
+  double load_seconds = 0;
+  uint64_t trunk_bytes = 0;  // K3Model::resident_trunk_bytes
+};
+nlohmann::json GenerationJson(const RunSummary& run,
+                              const GenerateResult& result,
+                              nlohmann::json stats);
 
 // Little-endian float32 [steps][vocab]; row s holds the logits that chose
 // generated token s.
