@@ -14,7 +14,8 @@
 #        "1 4": worker counts run unthrottled, both output kinds, for the
 #        RPC overhead), BUSY_POLL_US (default 0: passed as --busy-poll-us
 #        to the workers and the coordinator; > 0 polls instead of sleeping
-#        between calls, see docs/workers.md), OUT (results dir)
+#        between calls, see docs/workers.md; WORKER_BUSY_POLL_US, default
+#        BUSY_POLL_US, overrides it for the workers), OUT (results dir)
 # Throttled runs need root and cgroup v1 (blkio); loopback runs need
 # neither. Workers and cgroups are removed on exit.
 set -euo pipefail
@@ -27,6 +28,7 @@ PROMPT=${PROMPT:-2}
 CONFIGS=${CONFIGS-"1:1 2:1 4:1 2:2 4:2"}
 LOOPBACK=${LOOPBACK-"1 4"}
 BUSY_POLL_US=${BUSY_POLL_US:-0}
+WORKER_BUSY_POLL_US=${WORKER_BUSY_POLL_US:-$BUSY_POLL_US}
 OUT=${OUT:-/tmp/flotilla-bench-distributed}
 WORKER=$BUILD/bin/flotilla-expert-worker
 DRIVER=$BUILD/bin/flotilla-bench-distributed
@@ -71,7 +73,7 @@ start_worker() {
   # v1), then become the worker (same pid, same cgroup).
   sh -c "$join exec $WORKER --model=$MODEL \
     --shard=$k/$n --replicas=$r --host=127.0.0.1 --port=0 --threads=1 \
-    --mem=2G --fetch-slots=16 --busy-poll-us=$BUSY_POLL_US" > "$log" 2>&1 &
+    --mem=2G --fetch-slots=16 --busy-poll-us=$WORKER_BUSY_POLL_US" > "$log" 2>&1 &
   echo $! >> "$PIDFILE"  # we run in $(...): the parent reads the file
   for _ in $(seq 600); do
     if grep -q "listening on" "$log"; then
