@@ -155,14 +155,15 @@ TEST(WorkerCommandLineTest, WithoutPortPrintsThePlan) {
   EXPECT_THAT(r.output, HasSubstr("model fingerprint "));
 }
 
-// Parameter: --busy-poll-us (0: the callback front end; > 0: the polling
-// one). Both must answer alike.
-class ServedWorkerTest : public ::testing::TestWithParam<int> {
+// A worker 1 of 2 on ckpt_A, started by Start and killed (if still
+// running) by Kill, with a stub on it.
+class ServedWorker {
  protected:
-  void SetUp() override {
+  // Call under ASSERT_NO_FATAL_FAILURE.
+  void Start(int busy_poll_us) {
     child_ = Spawn({"--model=" + kCkptA, "--shard=1/2", "--port=0",
                     "--host=127.0.0.1", "--mem=1G", "--threads=2",
-                    absl::StrCat("--busy-poll-us=", GetParam())});
+                    absl::StrCat("--busy-poll-us=", busy_poll_us)});
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(60);
     std::string line;
@@ -180,12 +181,29 @@ class ServedWorkerTest : public ::testing::TestWithParam<int> {
     stub_ = flotilla::v1::ExpertService::NewStub(channel_);
   }
 
-  void TearDown() override {
+  void Kill() {
     if (child_.pid > 0 && !stopped_) {
       kill(child_.pid, SIGKILL);
       WaitExit(child_.pid);
     }
     if (child_.out_fd >= 0) close(child_.out_fd);
+  }
+
+  // Sends SIGTERM and returns what the worker printed until it exited
+  // (exit status checked); call under ASSERT_NO_FATAL_FAILURE.
+  void StopWithSigterm(std::string* output) {
+    ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
+    // Bounded: a worker that ignores SIGTERM fails here (Kill ends it)
+    // instead of hanging the suite.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    std::string line;
+    while (ReadLine(child_.out_fd, deadline, &line)) *output += line + "\n";
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "worker still running 20 s after SIGTERM";
+    stopped_ = true;
+    EXPECT_EQ(WaitExit(child_.pid), 0) << *output;
+    EXPECT_THAT(*output, HasSubstr("SIGTERM received"));
   }
 
   // One row of `width` floats for expert 0 of layer 1, weight 1.
@@ -228,6 +246,15 @@ class ServedWorkerTest : public ::testing::TestWithParam<int> {
   bool stopped_ = false;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<flotilla::v1::ExpertService::Stub> stub_;
+};
+
+// Parameter: --busy-poll-us (0: the callback front end; > 0: the polling
+// one). Both must answer alike.
+class ServedWorkerTest : public ::testing::TestWithParam<int>,
+                         protected ServedWorker {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start(GetParam())); }
+  void TearDown() override { Kill(); }
 };
 
 TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
@@ -294,19 +321,70 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
     EXPECT_THAT(status.error_message(), HasSubstr("row_width"));
   }
 
-  ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
-  // Bounded: a worker that ignores SIGTERM fails here (TearDown kills it)
-  // instead of hanging the suite.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  std::string rest;
-  std::string line;
-  while (ReadLine(child_.out_fd, deadline, &line)) rest += line + "\n";
-  ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-      << "worker still running 20 s after SIGTERM";
-  stopped_ = true;
-  EXPECT_EQ(WaitExit(child_.pid), 0) << rest;
-  EXPECT_THAT(rest, HasSubstr("SIGTERM received"));
+  std::string output;
+  ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
+}
+
+class PollingWorkerTest : public ::testing::Test, protected ServedWorker {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start(2000)); }
+  void TearDown() override { Kill(); }
+};
+
+// A call that waited inside gRPC, past its deadline, while an earlier call
+// held the compute thread is answered without computing: its client has
+// given up. The worker's exit line counts the experts it was asked to
+// fetch, so the skipped call must not add to it.
+TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
+  // Long (1-2 s on the 2-vCPU VM): 16384 rows through experts 0 and 2.
+  flotilla::v1::ComputeRequest long_request = OneRowRequest(64);
+  long_request.set_num_rows(1 << 15);
+  long_request.mutable_activations()->Resize(64 << 15, 0.5f);
+  for (uint32_t row = 0; row < (1u << 15); ++row) {
+    for (uint32_t expert : {0u, 2u}) {
+      if (row == 0 && expert == 0) continue;  // OneRowRequest's
+      flotilla::v1::Assignment* a = long_request.add_assignments();
+      a->set_row(row);
+      a->set_expert(expert);
+      a->set_weight(1.0f);
+    }
+  }
+  // Its 16 MiB answer needs a channel that takes more than gRPC's 4 MiB.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto big_stub = flotilla::v1::ExpertService::NewStub(
+      grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port_),
+                                grpc::InsecureChannelCredentials(), args));
+  grpc::Status long_status;
+  flotilla::v1::ComputeResponse long_response;
+  std::thread long_call([&] {
+    auto context = Context();
+    long_status =
+        big_stub->Compute(context.get(), long_request, &long_response);
+  });
+  // Once it has arrived (8 MiB take well under this on loopback) and
+  // while it runs: a one-row call with a short deadline.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  grpc::ClientContext short_context;
+  short_context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::milliseconds(100));
+  flotilla::v1::ComputeResponse short_response;
+  const grpc::Status short_status =
+      stub_->Compute(&short_context, OneRowRequest(64), &short_response);
+  long_call.join();
+  ASSERT_TRUE(long_status.ok()) << long_status.error_message();
+  // The premise: the long call held the compute thread past the short
+  // call's deadline (sent 400 ms after it, due 100 ms later).
+  ASSERT_GT(long_response.stats().wall_seconds(), 0.6)
+      << "the long call is too quick on this machine to test this";
+  EXPECT_EQ(short_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+
+  // The stop takes the worker's whole 5 s drain: gRPC keeps the call its
+  // client cancelled in flight until then (the callback front end too).
+  std::string output;
+  ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
+  // The long call's two experts; the short call would have added one.
+  EXPECT_THAT(output, HasSubstr("experts: 2 requested")) << output;
 }
 
 INSTANTIATE_TEST_SUITE_P(FrontEnds, ServedWorkerTest,
