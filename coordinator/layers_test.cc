@@ -1,4 +1,4 @@
-// Every model-level op fixture in tests/data/k3/fixtures/ops at the
+// Every model-level op fixture in tests/fixtures/k3/fixtures/ops at the
 // manifest tolerance |got - want| <= 1e-5 + 1e-4 |want|.
 #include <map>
 #include <set>

@@ -22,7 +22,7 @@
 namespace flotilla::dtest {
 
 std::string BinPath(const std::string& name);  // build/bin/<name>
-std::string CkptA();                           // tests/data/k3/ckpt_A
+std::string CkptA();                           // tests/fixtures/k3/ckpt_A
 
 // A fresh directory, removed with everything in it on destruction.
 class TempDir {

@@ -1,4 +1,4 @@
-// tests/data/k3/oracle: the reference repository's full-model gate on the
+// tests/fixtures/k3/oracle: the reference repository's full-model gate on the
 // 13-layer tiny_k3 float32 model. Required: 20/20 greedy ids and every
 // teacher-forced prediction in the generated span, exactly.
 #include "coordinator/model.h"

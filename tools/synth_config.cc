@@ -27,7 +27,7 @@ K3Config Base() {
   return c;
 }
 
-// ckpt_A's dimensions (tests/data/k3/FORMAT.md section 1): every feature of
+// ckpt_A's dimensions (tests/fixtures/k3/FORMAT.md section 1): every feature of
 // the model at a size that loads and runs in milliseconds.
 K3Config Tiny() {
   K3Config c = Base();
@@ -80,7 +80,7 @@ K3Config Bench() {
   return c;
 }
 
-// tests/data/k3/real-config.reconstructed.json.
+// tests/fixtures/k3/real-config.reconstructed.json.
 K3Config Full() {
   K3Config c = Base();
   c.hidden_size = 7168;

@@ -14,9 +14,9 @@
 
 namespace flotilla::experts::testing {
 
-// Absolute path under tests/data/k3.
+// Absolute path under tests/fixtures/k3.
 std::string K3Path(const std::string& relative);
-// tests/data/k3/fixtures/cache/model-00001-of-00001.safetensors
+// tests/fixtures/k3/fixtures/cache/model-00001-of-00001.safetensors
 std::string CacheFixturePath();
 model::K3Config LoadConfigOrDie(const std::string& path);
 

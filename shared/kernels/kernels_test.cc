@@ -1,5 +1,5 @@
 // Kernel correctness against the reference fixture pack
-// (tests/data/k3/FORMAT.md sections 4.1 and 4.2) and the numeric bars of
+// (tests/fixtures/k3/FORMAT.md sections 4.1 and 4.2) and the numeric bars of
 // K3-ARCHITECTURE.md section 5.
 #include "shared/kernels/kernels.h"
 

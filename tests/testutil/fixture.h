@@ -1,4 +1,4 @@
-// Helpers for tests that read the reference fixture pack (tests/data/k3).
+// Helpers for tests that read the reference fixture pack (tests/fixtures/k3).
 #ifndef FLOTILLA_TESTS_TESTUTIL_FIXTURE_H_
 #define FLOTILLA_TESTS_TESTUTIL_FIXTURE_H_
 
@@ -11,7 +11,7 @@
 
 namespace flotilla::testutil {
 
-// Absolute path of a file under tests/data.
+// Absolute path of a file under tests/fixtures.
 std::string DataPath(const std::string& relative);
 
 // Parses a JSON file; fails the test (ADD_FAILURE) and returns null JSON on
@@ -37,7 +37,7 @@ double MaxRelativeError(const float* got, const float* want, size_t n);
 // Copies the checkpoint files of fixture checkpoint `name` (e.g. "ckpt_A":
 // config.json, model.safetensors and its index) into directory `dir`,
 // which must exist; existing files are overwritten. Tests damage or swap
-// these copies, never tests/data.
+// these copies, never tests/fixtures.
 void CopyFixtureCheckpoint(const std::string& name, const std::string& dir);
 
 // Index of the maximum (first on ties).

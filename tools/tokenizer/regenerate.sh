@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "${here}/../.." && pwd)
 out="${root}/shared/tokenizer/testdata"
-partial="${root}/tests/data/k3/real-tokenizer-partial.json"
+partial="${root}/tests/fixtures/k3/real-tokenizer-partial.json"
 # Scratch npm project outside the repository.
 npm_dir="${NPM_DIR:-/tmp/flotilla-tiktoken}"
 
