@@ -365,12 +365,15 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
   // Once it has arrived (8 MiB take well under this on loopback) and
   // while it runs: a one-row call with a short deadline.
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  grpc::ClientContext short_context;
-  short_context.set_deadline(std::chrono::system_clock::now() +
-                             std::chrono::milliseconds(100));
-  flotilla::v1::ComputeResponse short_response;
-  const grpc::Status short_status =
-      stub_->Compute(&short_context, OneRowRequest(64), &short_response);
+  grpc::Status short_status;
+  {
+    grpc::ClientContext short_context;
+    short_context.set_deadline(std::chrono::system_clock::now() +
+                               std::chrono::milliseconds(100));
+    flotilla::v1::ComputeResponse short_response;
+    short_status =
+        stub_->Compute(&short_context, OneRowRequest(64), &short_response);
+  }
   long_call.join();
   ASSERT_TRUE(long_status.ok()) << long_status.error_message();
   // The premise: the long call held the compute thread past the short
@@ -379,8 +382,13 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
       << "the long call is too quick on this machine to test this";
   EXPECT_EQ(short_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 
-  // The stop takes the worker's whole 5 s drain: gRPC keeps the call its
-  // client cancelled in flight until then (the callback front end too).
+  // A worker's shutdown waits, up to its 5 s drain, for client connections
+  // to close after its GOAWAY. These two did not close on their own (with
+  // either front end): one carried the call its deadline cancelled, the
+  // other the 16 MiB answer. Closed here, the stop takes milliseconds.
+  big_stub.reset();
+  stub_.reset();
+  channel_.reset();
   std::string output;
   ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
   // The long call's two experts; the short call would have added one.
