@@ -26,6 +26,7 @@
 #include "coordinator/model.h"
 #include "coordinator/run_report.h"
 #include "nlohmann/json.hpp"
+#include "shared/base/elapsed.h"
 #include "shared/base/read_file.h"
 #include "shared/io/memory_budget.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -251,8 +252,7 @@ int RunGenerate() {
   if (!engine.ok()) return Fail(kExitRuntime, engine.status().ToString());
   auto* model = &(*engine)->model;
   options.prefill_chunk = eo.prefill_chunk;
-  const double load_seconds =
-      std::chrono::duration<double>(Clock::now() - load_start).count();
+  const double load_seconds = flotilla::base::SecondsSince(load_start);
   if (!absl::GetFlag(FLAGS_json) && (*engine)->streaming) {
     std::fputs((*engine)->plan.ToString().c_str(), stderr);
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/remote_experts_internal.h"
+#include "shared/base/elapsed.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator {
@@ -108,11 +109,8 @@ bool RemoteExperts::Impl::Usable(int w) {
     MarkDown(w, std::string(ok.message()));
     return false;
   }
-  std::fprintf(
-      stderr, "flotilla-coordinator: expert %s is back after %.1f s\n",
-      worker.Name().c_str(),
-      std::chrono::duration<double>(RemoteClock::now() - worker.down_since)
-          .count());
+  std::fprintf(stderr, "flotilla-coordinator: expert %s is back after %.1f s\n",
+               worker.Name().c_str(), base::SecondsSince(worker.down_since));
   worker.down = false;
   worker.last_error.clear();
   return true;

@@ -77,7 +77,7 @@ void StreamingTrunk::ReaderLoop() {
     const uint64_t item = done->tag;
     in_flight.erase(std::find(in_flight.begin(), in_flight.end(), item));
     const Clock::time_point now = Clock::now();
-    const double busy = std::chrono::duration<double>(now - mark).count();
+    const double busy = base::Seconds(now - mark);
     mark = now;
     const model::PackRegion* r = manifest_.FindLayer(ItemLayer(item));
     lock.lock();

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/base/elapsed.h"
 #include "tests/distributed_test_util.h"
 
 namespace flotilla::dtest {
@@ -28,9 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kTokens = 10;
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using base::SecondsSince;
 
 // Parameter: --busy-poll-us of workers and coordinator (0: callback API
 // and blocking waits; > 0: both poll). Failover must not depend on it.
