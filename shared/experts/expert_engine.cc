@@ -15,9 +15,16 @@ absl::StatusOr<std::unique_ptr<ExpertEngine>> ExpertEngine::Create(
     const ExpertEngineOptions& options) {
   auto engine = std::unique_ptr<ExpertEngine>(new ExpertEngine());
   engine->index_ = std::make_unique<ExpertIndex>(std::move(index));
-  FLOTILLA_ASSIGN_OR_RETURN(
-      engine->executor_,
-      ExpertExecutor::Create(*engine->index_, beta1, beta2, pool));
+  if (options.sliced_intermediate > 0) {
+    FLOTILLA_ASSIGN_OR_RETURN(
+        engine->executor_,
+        ExpertExecutor::CreateSliced(
+            *engine->index_, options.sliced_intermediate, beta1, beta2, pool));
+  } else {
+    FLOTILLA_ASSIGN_OR_RETURN(
+        engine->executor_,
+        ExpertExecutor::Create(*engine->index_, beta1, beta2, pool));
+  }
   FetcherOptions fo = options.fetcher;
   if (options.cache_bytes > 0) {
     // The fetcher's slot size (ExpertFetcher::slot_bytes()).
@@ -34,6 +41,46 @@ absl::StatusOr<std::unique_ptr<ExpertEngine>> ExpertEngine::Create(
 absl::Status ExpertEngine::ComputeLayer(
     int layer, const float* z, int rows, const ExpertAssignment* tasks,
     size_t num_tasks, float* out, const std::vector<ExpertKey>* lookahead) {
+  const size_t lat = executor_->latent();
+  task_out_.resize(num_tasks * lat);
+  FLOTILLA_RETURN_IF_ERROR(ComputeTasks(ExpertPhase::kWhole, layer, z, rows,
+                                        tasks, num_tasks, task_out_.data(),
+                                        lookahead));
+  // Whatever order the experts completed in (combine.h).
+  CombineInTaskOrder(
+      tasks, num_tasks, static_cast<size_t>(rows), lat,
+      [this, lat](size_t i) { return task_out_.data() + i * lat; }, &acc_, out);
+  return absl::OkStatus();
+}
+
+size_t ExpertEngine::InWidth(ExpertPhase phase) const {
+  return phase == ExpertPhase::kDown ? executor_->down_cols()
+                                     : executor_->latent();
+}
+
+size_t ExpertEngine::OutWidth(ExpertPhase phase) const {
+  switch (phase) {
+    case ExpertPhase::kWhole:
+      return executor_->latent();
+    case ExpertPhase::kGateUp:
+      return executor_->intermediate();
+    case ExpertPhase::kDown:
+      return executor_->down_rows();
+  }
+  return 0;
+}
+
+absl::Status ExpertEngine::ComputeTasks(
+    ExpertPhase phase, int layer, const float* in, int rows,
+    const ExpertAssignment* tasks, size_t num_tasks, float* task_out,
+    const std::vector<ExpertKey>* lookahead) {
+  if ((phase == ExpertPhase::kWhole) == executor_->sliced()) {
+    return absl::FailedPreconditionError(
+        executor_->sliced()
+            ? "this index holds row slices of experts: only the gate/up and "
+              "down phases can be computed"
+            : "this index holds whole experts: the slice phases do not apply");
+  }
   if (!index_->HasLayer(layer)) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " has no routed experts"));
@@ -42,7 +89,6 @@ absl::Status ExpertEngine::ComputeLayer(
     return absl::InvalidArgumentError(absl::StrCat("negative rows ", rows));
   }
   const int num_experts = index_->num_experts();
-  const size_t lat = executor_->latent();
   // Counting sort of task indices by expert: stable, so each expert's rows
   // stay in task order (the order LocalExperts uses).
   group_begin_.assign(num_experts + 1, 0);
@@ -73,29 +119,28 @@ absl::Status ExpertEngine::ComputeLayer(
     for (int e = num_experts; e > 0; --e) group_begin_[e] = group_begin_[e - 1];
     group_begin_[0] = 0;
   }
-  if (xin_.size() < largest * lat) {
-    xin_.resize(largest * lat);
-    y_.resize(largest * lat);
+  if (xin_.size() < largest * InWidth(phase)) {
+    xin_.resize(largest * InWidth(phase));
   }
-  task_out_.resize(num_tasks * lat);
+  if (y_.size() < largest * OutWidth(phase)) {
+    y_.resize(largest * OutWidth(phase));
+  }
 
-  z_ = z;
+  phase_ = phase;
+  z_ = in;
   tasks_ = tasks;
+  task_out_ptr_ = task_out;
   // Captures only `this`, so std::function stores it without allocating.
   auto on_ready = [this](const ExpertKey& key, const uint8_t* run) {
     return OnReady(key, run);
   };
-  FLOTILLA_RETURN_IF_ERROR(fetcher_->Fetch(keys_, on_ready, lookahead));
-
-  // Whatever order the experts completed in (combine.h).
-  CombineInTaskOrder(
-      tasks, num_tasks, static_cast<size_t>(rows), lat,
-      [this, lat](size_t i) { return task_out_.data() + i * lat; }, &acc_, out);
-  return absl::OkStatus();
+  return fetcher_->Fetch(keys_, on_ready, lookahead);
 }
 
 uint64_t ExpertEngine::ScratchBytesFor(size_t rows, size_t num_tasks) const {
-  const uint64_t lat = executor_->latent();
+  // The widest row of any phase (the down phase reads [I] rows).
+  const uint64_t lat =
+      std::max<uint64_t>(executor_->latent(), executor_->down_cols());
   const uint64_t n = num_tasks;
   // order_, xin_ + y_ (one expert's rows: at most every task), task_out_,
   // acc_ (double), group_begin_ and keys_.
@@ -124,18 +169,29 @@ void ExpertEngine::TrimScratch(uint64_t keep_bytes) {
 }
 
 absl::Status ExpertEngine::OnReady(const ExpertKey& key, const uint8_t* run) {
-  const size_t lat = executor_->latent();
+  const size_t in_w = InWidth(phase_), out_w = OutWidth(phase_);
   const uint32_t begin = group_begin_[key.expert];
   const size_t n = group_begin_[key.expert + 1] - begin;
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(xin_.data() + i * lat,
-                z_ + static_cast<size_t>(tasks_[order_[begin + i]].row) * lat,
-                lat * sizeof(float));
+    std::memcpy(xin_.data() + i * in_w,
+                z_ + static_cast<size_t>(tasks_[order_[begin + i]].row) * in_w,
+                in_w * sizeof(float));
   }
-  executor_->Compute(*index_->Find(key), run, xin_.data(), n, y_.data());
+  const ExpertLocation& loc = *index_->Find(key);
+  switch (phase_) {
+    case ExpertPhase::kWhole:
+      executor_->Compute(loc, run, xin_.data(), n, y_.data());
+      break;
+    case ExpertPhase::kGateUp:
+      executor_->GateUp(loc, run, xin_.data(), n, y_.data());
+      break;
+    case ExpertPhase::kDown:
+      executor_->Down(loc, run, xin_.data(), n, y_.data());
+      break;
+  }
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(task_out_.data() + order_[begin + i] * lat, y_.data() + i * lat,
-                lat * sizeof(float));
+    std::memcpy(task_out_ptr_ + order_[begin + i] * out_w,
+                y_.data() + i * out_w, out_w * sizeof(float));
   }
   return absl::OkStatus();
 }

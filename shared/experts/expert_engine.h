@@ -37,10 +37,19 @@ struct ExpertAssignment {
   float weight = 0;    // combine weight
 };
 
+// What ComputeTasks computes per task (ExpertExecutor):
+//  kWhole   whole experts: [L] -> [L]
+//  kGateUp  row slices: [L] -> [I_k], SiTU(W1 x, W3 x) for the rows held
+//  kDown    row slices: [I] -> [L_k], W2 act for the rows held
+enum class ExpertPhase { kWhole, kGateUp, kDown };
+
 struct ExpertEngineOptions {
   FetcherOptions fetcher;
   // When > 0, sets fetcher.cache_slots to how many whole slots fit in it.
   uint64_t cache_bytes = 0;
+  // When > 0, the index holds row slices of experts of this intermediate
+  // size (ExpertExecutor::CreateSliced): only kGateUp / kDown work.
+  uint64_t sliced_intermediate = 0;
 };
 
 class ExpertEngine {
@@ -59,8 +68,19 @@ class ExpertEngine {
                             float* out,
                             const std::vector<ExpertKey>* lookahead = nullptr);
 
-  // Largest scratch one ComputeLayer(rows, num_tasks) can grow to, in
-  // bytes, for callers that charge it to a memory budget.
+  // Per-task unweighted outputs: task_out[i] = phase(in[tasks[i].row]),
+  // [num_tasks][OutWidth(phase)]; in: [rows][InWidth(phase)]. Weights are
+  // ignored. Same grouping, reads and kernels as ComputeLayer.
+  absl::Status ComputeTasks(ExpertPhase phase, int layer, const float* in,
+                            int rows, const ExpertAssignment* tasks,
+                            size_t num_tasks, float* task_out,
+                            const std::vector<ExpertKey>* lookahead = nullptr);
+  size_t InWidth(ExpertPhase phase) const;
+  size_t OutWidth(ExpertPhase phase) const;
+  bool sliced() const { return executor_->sliced(); }
+
+  // Largest scratch one ComputeLayer(rows, num_tasks) (or ComputeTasks)
+  // can grow to, in bytes, for callers that charge it to a memory budget.
   uint64_t ScratchBytesFor(size_t rows, size_t num_tasks) const;
   // Scratch held now (capacity), and freeing it when above `keep_bytes`.
   uint64_t scratch_bytes() const;
@@ -85,14 +105,16 @@ class ExpertEngine {
   std::unique_ptr<ExpertIndex> index_;
   std::unique_ptr<ExpertExecutor> executor_;
   std::unique_ptr<ExpertFetcher> fetcher_;
-  // The current ComputeLayer call's inputs (valid during it only).
+  // The current call's inputs and outputs (valid during it only).
+  ExpertPhase phase_ = ExpertPhase::kWhole;
   const float* z_ = nullptr;
   const ExpertAssignment* tasks_ = nullptr;
+  float* task_out_ptr_ = nullptr;  // [num_tasks][OutWidth(phase_)]
   // Scratch reused across calls.
   std::vector<uint32_t> group_begin_;  // [num_experts + 1] into order_
   std::vector<uint32_t> order_;        // task indices grouped by expert
   std::vector<ExpertKey> keys_;        // distinct experts, ascending
-  std::vector<float> xin_, y_;         // [n][L] gathered rows / outputs
+  std::vector<float> xin_, y_;         // [n][width] gathered rows / outputs
   std::vector<float> task_out_;        // [num_tasks][L]
   std::vector<double> acc_;            // [rows][L]
 };

@@ -3,22 +3,33 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "shared/base/check.h"
 #include "shared/kernels/kernels.h"
 
 namespace flotilla::experts {
 
-absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::Create(
-    const ExpertIndex& index, float beta1, float beta2,
-    kernels::ThreadPool* pool) {
+namespace {
+
+// Common checks of both factories; `full_inter` is the W2 column count an
+// expert must have (its intermediate size).
+absl::Status CheckShapes(const ExpertIndex& index, uint64_t full_inter,
+                         bool sliced, float beta1, float beta2) {
   const MatrixShape& w1 = index.shape(0);
   const MatrixShape& w2 = index.shape(1);
   const MatrixShape& w3 = index.shape(2);
+  const bool whole = w2.rows == w1.cols && w2.cols == w1.rows;
+  const bool slice = w1.rows <= full_inter && w2.cols == full_inter &&
+                     w2.rows >= 1 && w2.rows <= w1.cols;
   if (w1.rows == 0 || w1.cols == 0 || w3.rows != w1.rows ||
-      w3.cols != w1.cols || w2.rows != w1.cols || w2.cols != w1.rows) {
+      w3.cols != w1.cols || !(sliced ? slice : whole)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "expert shapes w1 [", w1.rows, ",", w1.cols, "], w2 [", w2.rows, ",",
-        w2.cols, "], w3 [", w3.rows, ",", w3.cols,
-        "] do not form an expert (need w1 = w3 = [I,L], w2 = [L,I])"));
+        w2.cols, "], w3 [", w3.rows, ",", w3.cols, "] do not form ",
+        sliced
+            ? absl::StrCat("a row slice of an expert of intermediate size ",
+                           full_inter, " (need w1 = w3 = [I_k,L], w2 = [L_k,",
+                           full_inter, "])")
+            : "an expert (need w1 = w3 = [I,L], w2 = [L,I])"));
   }
   if (index.format() == ExpertFormat::kMxfp4 &&
       (w1.cols % 32 != 0 || w2.cols % 32 != 0)) {
@@ -30,8 +41,31 @@ absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "SiTU betas must be positive, got ", beta1, " and ", beta2));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::Create(
+    const ExpertIndex& index, float beta1, float beta2,
+    kernels::ThreadPool* pool) {
+  absl::Status s =
+      CheckShapes(index, index.shape(0).rows, /*sliced=*/false, beta1, beta2);
+  if (!s.ok()) return s;
   auto executor = std::unique_ptr<ExpertExecutor>(
-      new ExpertExecutor(index.format(), w1.cols, w1.rows, beta1, beta2, pool));
+      new ExpertExecutor(index.format(), index, beta1, beta2, pool));
+  for (int w = 0; w < 3; ++w) executor->shapes_[w] = index.shape(w);
+  return executor;
+}
+
+absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::CreateSliced(
+    const ExpertIndex& index, uint64_t full_inter, float beta1, float beta2,
+    kernels::ThreadPool* pool) {
+  absl::Status s =
+      CheckShapes(index, full_inter, /*sliced=*/true, beta1, beta2);
+  if (!s.ok()) return s;
+  auto executor = std::unique_ptr<ExpertExecutor>(
+      new ExpertExecutor(index.format(), index, beta1, beta2, pool));
   for (int w = 0; w < 3; ++w) executor->shapes_[w] = index.shape(w);
   return executor;
 }
@@ -69,18 +103,30 @@ void ExpertExecutor::Apply(int which, const ExpertLocation& loc,
 
 void ExpertExecutor::Compute(const ExpertLocation& loc, const uint8_t* run,
                              const float* x, size_t n, float* y) {
+  FLOTILLA_CHECK(!sliced());  // sliced executors: GateUp and Down
+  if (n == 0) return;
+  if (act_.size() < n * inter_) act_.resize(n * inter_);
+  // Same sequence as the reference: gate, up, SiTU-GLU, down.
+  GateUp(loc, run, x, n, act_.data());
+  Apply(1, loc, run, act_.data(), n, y);
+}
+
+void ExpertExecutor::GateUp(const ExpertLocation& loc, const uint8_t* run,
+                            const float* x, size_t n, float* act) {
   if (n == 0) return;
   if (h1_.size() < n * inter_) {
     h1_.resize(n * inter_);
     h3_.resize(n * inter_);
-    act_.resize(n * inter_);
   }
-  // Same sequence as the reference: gate, up, SiTU-GLU, down.
   Apply(0, loc, run, x, n, h1_.data());
   Apply(2, loc, run, x, n, h3_.data());
-  kernels::SituGlu(h1_.data(), h3_.data(), n * inter_, beta1_, beta2_,
-                   act_.data());
-  Apply(1, loc, run, act_.data(), n, y);
+  kernels::SituGlu(h1_.data(), h3_.data(), n * inter_, beta1_, beta2_, act);
+}
+
+void ExpertExecutor::Down(const ExpertLocation& loc, const uint8_t* run,
+                          const float* act, size_t n, float* y) {
+  if (n == 0) return;
+  Apply(1, loc, run, act, n, y);
 }
 
 }  // namespace flotilla::experts

@@ -3,6 +3,13 @@
 // result does not depend on where the bytes came from, the thread count or
 // which other rows are in the batch).
 //
+// Row slices (placement/expert_split.h): an index of slice runs holds rows
+// [a, b) of W1 and W3 and rows [c, d) of W2. GateUp then gives elements
+// [a, b) of SiTU(W1 x, W3 x) and Down, applied to the whole activation
+// vector, elements [c, d) of y. Each output element is one dot product of
+// one matrix row, computed exactly as for the whole expert, so slices
+// assembled in row order are bitwise the whole expert's result.
+//
 // The MXFP4 matrices are used in place (the kernels read packed nibbles and
 // scales); dense matrices too, unless a tensor is misaligned for its element
 // type inside the buffer (safetensors headers need not be padded), in which
@@ -34,21 +41,39 @@ class ExpertExecutor {
   static absl::StatusOr<std::unique_ptr<ExpertExecutor>> Create(
       const ExpertIndex& index, float beta1, float beta2,
       kernels::ThreadPool* pool);
+  // For an index of row slices of experts whose intermediate size is
+  // `full_inter`: w1 = w3 = [I_k][L] with I_k <= full_inter, w2 = [L_k]
+  // [full_inter] with L_k <= L. Compute() is then unavailable (CHECKed);
+  // use GateUp and Down.
+  static absl::StatusOr<std::unique_ptr<ExpertExecutor>> CreateSliced(
+      const ExpertIndex& index, uint64_t full_inter, float beta1, float beta2,
+      kernels::ThreadPool* pool);
 
-  size_t latent() const { return latent_; }       // L
-  size_t intermediate() const { return inter_; }  // I
+  size_t latent() const { return latent_; }        // L: input width
+  size_t intermediate() const { return inter_; }   // I_k: W1/W3 rows held
+  size_t down_rows() const { return down_rows_; }  // L_k: W2 rows held
+  size_t down_cols() const { return down_cols_; }  // I: W2 columns
+  bool sliced() const { return down_rows_ != latent_ || down_cols_ != inter_; }
 
   // x: [n][L] input rows; y: [n][L] output (must not alias x). `run` holds
-  // the expert's `loc.length` run bytes.
+  // the expert's `loc.length` run bytes. Whole experts only.
   void Compute(const ExpertLocation& loc, const uint8_t* run, const float* x,
                size_t n, float* y);
+  // act[n][I_k] = SiTU(W1 x, W3 x) for the rows held; x: [n][L].
+  void GateUp(const ExpertLocation& loc, const uint8_t* run, const float* x,
+              size_t n, float* act);
+  // y[n][L_k] = W2 act for the rows held; act: [n][I] (the whole vector).
+  void Down(const ExpertLocation& loc, const uint8_t* run, const float* act,
+            size_t n, float* y);
 
  private:
-  ExpertExecutor(ExpertFormat format, size_t latent, size_t inter, float beta1,
+  ExpertExecutor(ExpertFormat format, const ExpertIndex& index, float beta1,
                  float beta2, kernels::ThreadPool* pool)
       : format_(format),
-        latent_(latent),
-        inter_(inter),
+        latent_(index.shape(0).cols),
+        inter_(index.shape(0).rows),
+        down_rows_(index.shape(1).rows),
+        down_cols_(index.shape(1).cols),
         beta1_(beta1),
         beta2_(beta2),
         pool_(pool) {}
@@ -58,11 +83,12 @@ class ExpertExecutor {
              const float* x, size_t n, float* y);
 
   const ExpertFormat format_;
-  const size_t latent_, inter_;
+  const size_t latent_, inter_, down_rows_, down_cols_;
   const float beta1_, beta2_;
   kernels::ThreadPool* const pool_;
   std::array<MatrixShape, 3> shapes_{};
-  // Scratch, [n][I] each; grown on demand and reused.
+  // Scratch, [n][I_k] (h1_, h3_) and [n][I] (act_); grown on demand and
+  // reused.
   std::vector<float> h1_, h3_, act_;
   // Aligned copy of a misaligned dense matrix (rarely used).
   std::vector<float> dense_copy_;
