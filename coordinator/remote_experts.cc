@@ -100,10 +100,13 @@ bool RemoteExperts::Impl::Usable(int w) {
       worker.stub->Info(&context, v1::InfoRequest(), &info);
   absl::Status ok = transport::FromGrpcStatus(status, "Info");
   if (ok.ok()) ok = CheckInfo(worker, info);
-  if (ok.ok() && Ownership(info) != Ownership(worker.info)) {
+  if (ok.ok() && (Ownership(info) != Ownership(worker.info) ||
+                  info.has_split() != worker.info.has_split() ||
+                  info.split().SerializeAsString() !=
+                      worker.info.split().SerializeAsString())) {
     ok = absl::FailedPreconditionError(
-        "came back owning different experts (restarted with another "
-        "placement)");
+        "came back owning different experts or slices (restarted with "
+        "another placement)");
   }
   if (!ok.ok()) {
     MarkDown(w, std::string(ok.message()));
@@ -209,6 +212,7 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
                                      : uint64_t{4} << 20);
   }
 
+  FLOTILLA_RETURN_IF_ERROR(impl->CheckSplitFleet());
   impl->holders.assign(config.num_hidden_layers, {});
   impl->hinted.assign(config.num_hidden_layers, {});
   for (int layer = 0; layer < config.num_hidden_layers; ++layer) {

@@ -135,16 +135,22 @@ absl::Status RemoteExperts::Impl::PrefetchLayer(
   if (need.empty()) return absl::OkStatus();
   // Down workers are skipped, never probed: probing blocks, and a hint is
   // not worth waiting for.
-  std::vector<int> chosen, unserved;
-  DealLayer(
-      layer, need, [this](int w) { return !workers[w].down; },
-      /*prefer_hinted=*/false, &chosen, &unserved);
-  if (!unserved.empty()) ++stats.prefetch_dropped;
-
   const int num_workers = static_cast<int>(workers.size());
   std::vector<std::vector<uint32_t>> per_worker(num_workers);
-  for (int e : need) {
-    if (chosen[e] >= 0) per_worker[chosen[e]].push_back(e);
+  if (is_split) {
+    // Every worker holds a slice of every expert: all of them read.
+    for (int w = 0; w < num_workers; ++w) {
+      if (!workers[w].down) per_worker[w].assign(need.begin(), need.end());
+    }
+  } else {
+    std::vector<int> chosen, unserved;
+    DealLayer(
+        layer, need, [this](int w) { return !workers[w].down; },
+        /*prefer_hinted=*/false, &chosen, &unserved);
+    if (!unserved.empty()) ++stats.prefetch_dropped;
+    for (int e : need) {
+      if (chosen[e] >= 0) per_worker[chosen[e]].push_back(e);
+    }
   }
   const uint64_t step_id = step;  // the step whose ComputeLayer comes next
   for (int w = 0; w < num_workers; ++w) {

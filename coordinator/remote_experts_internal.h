@@ -108,6 +108,35 @@ struct RemoteExperts::Impl {
   absl::Status ComputeLayer(int layer, const float* z, int rows,
                             const std::vector<ExpertTask>& tasks, float* out);
 
+  // Split fleets (remote_experts_split.cc). Set by CheckSplitFleet when
+  // every worker holds a row slice of every expert.
+  bool is_split = false;
+  // After every worker's Info passed CheckInfo: OK for a fleet of whole
+  // experts; for a split fleet, checks that the slices tile both matrix
+  // dimensions once and sets is_split.
+  absl::Status CheckSplitFleet();
+  // A layer's tasks through the two slice rounds, then the combine.
+  absl::Status ComputeSplitLayer(int layer, const float* z, int rows,
+                                 const std::vector<ExpertTask>& tasks,
+                                 float* out);
+  // What a layer's rounds add up, for RemoteStats.
+  struct LayerTotals {
+    double slowest_worker = 0, slowest_rpc = 0;  // summed over rounds
+    std::vector<uint64_t> worker_bytes;          // per worker
+  };
+  // One round: every worker gets every task (chunked by the message
+  // limit); task i's input row is in + in_row[i] * in_width (in holds
+  // num_in_rows rows). Worker slices land at their offsets in
+  // assembled[i][out_width] (gate/up: intermediate rows; down: latent rows).
+  absl::Status RunSliceRound(int layer, bool down, const float* in,
+                             size_t num_in_rows, size_t in_width,
+                             const std::vector<int>& in_row,
+                             const std::vector<ExpertTask>& tasks,
+                             float* assembled, size_t out_width,
+                             LayerTotals* totals);
+  // Per-task activations [tasks][I] and outputs [tasks][L], reused.
+  std::vector<float> act_scratch, out_scratch;
+
   // Deals `experts` (ascending, distinct) of `layer` over their holders for
   // which usable(w) holds, rotated so that ties spread over the fleet and,
   // when `prefer_hinted`, with the hinted holder first. chosen[e] gets the

@@ -83,6 +83,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           "task (row ", t.row, ", expert ", t.expert, ") out of range"));
     }
   }
+  if (is_split) return ComputeSplitLayer(layer, z, rows, tasks, out);
   const bool row_sums = options.row_sums;
   const uint64_t step_id = step++;
   const int num_workers = static_cast<int>(workers.size());

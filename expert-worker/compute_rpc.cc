@@ -29,11 +29,22 @@ bool ToCall(const v1::ComputeRequest& request, ComputeCall* call,
   call->num_rows = request.num_rows();
   call->activations = request.activations().data();
   call->activations_size = static_cast<uint64_t>(request.activations_size());
-  call->expert_outputs = request.output() == v1::OUTPUT_KIND_EXPERT_OUTPUTS;
-  if (request.output() != v1::OUTPUT_KIND_EXPERT_OUTPUTS &&
-      request.output() != v1::OUTPUT_KIND_ROW_SUMS) {
-    *error = absl::StrCat("unknown output kind ", request.output());
-    return false;
+  switch (request.output()) {
+    case v1::OUTPUT_KIND_ROW_SUMS:
+      call->kind = CallKind::kRowSums;
+      break;
+    case v1::OUTPUT_KIND_EXPERT_OUTPUTS:
+      call->kind = CallKind::kExpertOutputs;
+      break;
+    case v1::OUTPUT_KIND_GATE_UP_SLICE:
+      call->kind = CallKind::kGateUpSlice;
+      break;
+    case v1::OUTPUT_KIND_DOWN_SLICE:
+      call->kind = CallKind::kDownSlice;
+      break;
+    default:
+      *error = absl::StrCat("unknown output kind ", request.output());
+      return false;
   }
   if (request.assignments_size() > static_cast<int>(kMaxAssignmentsPerCall)) {
     *error = absl::StrCat(request.assignments_size(),
@@ -101,10 +112,14 @@ grpc::Status RunAdmittedCompute(ExpertCompute* compute,
   response->set_row_width(request.row_width());
   float* outputs = nullptr;
   double* sums = nullptr;
-  if (call.expert_outputs) {
+  if (call.kind == CallKind::kExpertOutputs) {
     response->mutable_expert_outputs()->Resize(
         static_cast<int>(shape.output_floats), 0.0f);
     outputs = response->mutable_expert_outputs()->mutable_data();
+  } else if (call.kind != CallKind::kRowSums) {
+    response->mutable_slice_outputs()->Resize(
+        static_cast<int>(shape.output_floats), 0.0f);
+    outputs = response->mutable_slice_outputs()->mutable_data();
   } else {
     response->mutable_rows()->Add(shape.rows.begin(), shape.rows.end());
     response->mutable_row_sums()->Resize(static_cast<int>(shape.output_doubles),
@@ -168,6 +183,18 @@ v1::InfoResponse MakeInfo(const ExpertCompute& compute) {
   info.set_replicas(static_cast<uint32_t>(plan.replicas));
   info.set_placement(plan.placement);
   info.set_fetch_slots(static_cast<uint32_t>(compute.options().fetch_slots));
+  if (plan.split) {
+    v1::ExpertSlice& slice = *info.mutable_split();
+    slice.set_index(static_cast<uint32_t>(plan.split->worker));
+    slice.set_count(static_cast<uint32_t>(plan.split->workers));
+    slice.set_intermediate(static_cast<uint32_t>(plan.split->intermediate));
+    slice.set_inter_begin(
+        static_cast<uint32_t>(plan.split->inter_rows().begin));
+    slice.set_inter_end(static_cast<uint32_t>(plan.split->inter_rows().end));
+    slice.set_latent_begin(
+        static_cast<uint32_t>(plan.split->latent_rows().begin));
+    slice.set_latent_end(static_cast<uint32_t>(plan.split->latent_rows().end));
+  }
   return info;
 }
 

@@ -29,15 +29,24 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
       experts::ExpertIndex::FromTensorSource(*ckpt, index_options));
   const uint64_t lat = c.routed_expert_hidden_size;
   const uint64_t inter = c.moe_intermediate_size;
-  if (index.size() == 0 || index.shape(0).rows != inter ||
-      index.shape(0).cols != lat || index.shape(1).rows != lat ||
-      index.shape(1).cols != inter || index.shape(2).rows != inter ||
+  // What the folder must hold: whole experts, or this worker's row slice.
+  uint64_t w13_rows = inter, w2_rows = lat;
+  if (plan.split) {
+    w13_rows = plan.split->inter_rows().size();
+    w2_rows = plan.split->latent_rows().size();
+  }
+  if (index.size() == 0 || index.shape(0).rows != w13_rows ||
+      index.shape(0).cols != lat || index.shape(1).rows != w2_rows ||
+      index.shape(1).cols != inter || index.shape(2).rows != w13_rows ||
       index.shape(2).cols != lat) {
     return absl::InvalidArgumentError(absl::StrCat(
         plan.model_dir, ": routed experts have w1 [", index.shape(0).rows, ",",
         index.shape(0).cols, "], w2 [", index.shape(1).rows, ",",
-        index.shape(1).cols, "] but config.json wants w1/w3 [", inter, ",", lat,
-        "] and w2 [", lat, ",", inter, "]"));
+        index.shape(1).cols, "] but ",
+        plan.split ? absl::StrCat(plan.placement, " and config.json want")
+                   : std::string("config.json wants"),
+        " w1/w3 [", w13_rows, ",", lat, "] and w2 [", w2_rows, ",", inter,
+        "]"));
   }
   self->owned_.assign(plan.num_layers, {});
   for (const auto& [layer, experts] : plan.owned_experts) {
@@ -64,6 +73,10 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
   eo.fetcher.queue_depth = options.queue_depth;
   eo.fetcher.direct_io = options.direct_io;
   eo.fetcher.accountant = self->accountant_.get();
+  if (plan.split) {
+    eo.sliced_intermediate = inter;
+    eo.fetcher.cache_slots = kSplitCacheSlotsPerToken * c.num_experts_per_token;
+  }
   FLOTILLA_ASSIGN_OR_RETURN(
       self->engine_,
       experts::ExpertEngine::Create(std::move(index), c.situ_beta,
@@ -93,7 +106,24 @@ absl::StatusOr<ComputeShape> ExpertCompute::Validate(
                    ? " is a dense layer (no routed experts)"
                    : " has no experts on this worker");
   }
-  if (call.row_width != plan_.row_width) {
+  const bool slice_kind =
+      call.kind == CallKind::kGateUpSlice || call.kind == CallKind::kDownSlice;
+  if (slice_kind != plan_.split.has_value()) {
+    return bad(plan_.split
+                   ? "this worker holds row slices of every expert (split "
+                     "placement): it answers only GATE_UP_SLICE and "
+                     "DOWN_SLICE calls"
+                   : "GATE_UP_SLICE and DOWN_SLICE calls need a split worker; "
+                     "this one holds whole experts");
+  }
+  if (call.kind == CallKind::kDownSlice) {
+    if (call.row_width != plan_.config.moe_intermediate_size) {
+      return bad("row_width ", call.row_width,
+                 " but DOWN_SLICE rows are the experts' intermediate "
+                 "activations, of width ",
+                 plan_.config.moe_intermediate_size);
+    }
+  } else if (call.row_width != plan_.row_width) {
     return bad("row_width ", call.row_width,
                " but the model's latent width is ", plan_.row_width);
   }
@@ -138,7 +168,13 @@ absl::StatusOr<ComputeShape> ExpertCompute::Validate(
   // Scratch is one row per assignment in both modes; bound it like a
   // message so no request can make the worker allocate without limit.
   const uint64_t scratch_bytes = n * width * sizeof(float);
-  if (call.expert_outputs) {
+  if (call.kind == CallKind::kGateUpSlice) {
+    shape.output_floats = n * plan_.split->inter_rows().size();
+    shape.response_bytes = shape.output_floats * sizeof(float);
+  } else if (call.kind == CallKind::kDownSlice) {
+    shape.output_floats = n * plan_.split->latent_rows().size();
+    shape.response_bytes = shape.output_floats * sizeof(float);
+  } else if (call.kind == CallKind::kExpertOutputs) {
     shape.output_floats = n * width;
     shape.response_bytes = scratch_bytes;
   } else {
@@ -173,7 +209,9 @@ uint64_t ExpertCompute::CallBytes(const ComputeCall& call,
   // call.assignments, unit_, z_ (one row per task), and in row-sums mode
   // outputs_ and row_slot_.
   bytes += 2 * n * sizeof(experts::ExpertAssignment) + n * width * 4;
-  if (!call.expert_outputs) bytes += n * width * 4 + rows * sizeof(int32_t);
+  if (call.kind == CallKind::kRowSums) {
+    bytes += n * width * 4 + rows * sizeof(int32_t);
+  }
   // The engine computes one row per task.
   return bytes + engine_->ScratchBytesFor(n, n);
 }
@@ -193,32 +231,42 @@ void ExpertCompute::TrimScratch() {
 }
 
 absl::Status ExpertCompute::Run(const ComputeCall& call,
-                                const ComputeShape& shape,
-                                float* expert_outputs, double* row_sums,
-                                ComputeCallStats* stats) {
+                                const ComputeShape& shape, float* outputs,
+                                double* row_sums, ComputeCallStats* stats) {
   // Whatever happens, a big call's scratch does not outlive its charge.
   absl::Cleanup trim = [this] { TrimScratch(); };
   const size_t n = call.assignments.size();
   const size_t width = static_cast<size_t>(call.row_width);
-  z_.resize(n * width);
-  unit_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    const experts::ExpertAssignment& a = call.assignments[i];
-    std::memcpy(z_.data() + i * width,
-                call.activations + static_cast<size_t>(a.row) * width,
-                width * sizeof(float));
-    unit_[i] =
-        experts::ExpertAssignment{static_cast<int32_t>(i), a.expert, 1.0f};
-  }
-  float* out = expert_outputs;
-  if (!call.expert_outputs) {
-    outputs_.resize(n * width);
-    out = outputs_.data();
-  }
   const experts::FetchStats before = engine_->stats();
-  FLOTILLA_RETURN_IF_ERROR(engine_->ComputeLayer(static_cast<int>(call.layer),
-                                                 z_.data(), static_cast<int>(n),
-                                                 unit_.data(), n, out));
+  float* out = outputs;
+  if (call.kind == CallKind::kGateUpSlice ||
+      call.kind == CallKind::kDownSlice) {
+    // Per-assignment values straight into the response; rows are gathered
+    // by the engine.
+    FLOTILLA_RETURN_IF_ERROR(engine_->ComputeTasks(
+        call.kind == CallKind::kGateUpSlice ? experts::ExpertPhase::kGateUp
+                                            : experts::ExpertPhase::kDown,
+        static_cast<int>(call.layer), call.activations,
+        static_cast<int>(call.num_rows), call.assignments.data(), n, out));
+  } else {
+    z_.resize(n * width);
+    unit_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const experts::ExpertAssignment& a = call.assignments[i];
+      std::memcpy(z_.data() + i * width,
+                  call.activations + static_cast<size_t>(a.row) * width,
+                  width * sizeof(float));
+      unit_[i] =
+          experts::ExpertAssignment{static_cast<int32_t>(i), a.expert, 1.0f};
+    }
+    if (call.kind == CallKind::kRowSums) {
+      outputs_.resize(n * width);
+      out = outputs_.data();
+    }
+    FLOTILLA_RETURN_IF_ERROR(
+        engine_->ComputeLayer(static_cast<int>(call.layer), z_.data(),
+                              static_cast<int>(n), unit_.data(), n, out));
+  }
   const experts::FetchStats& after = engine_->stats();
   // Reads a Prefetch started for this call's experts count as this call's
   // (the coordinator measures how each layer's reads were spread); reads
@@ -233,7 +281,7 @@ absl::Status ExpertCompute::Run(const ComputeCall& call,
       static_cast<uint32_t>(after.experts_requested - before.experts_requested);
   stats->prefetch_hits =
       static_cast<uint32_t>(after.prefetch_hits - before.prefetch_hits);
-  if (call.expert_outputs) return absl::OkStatus();
+  if (call.kind != CallKind::kRowSums) return absl::OkStatus();
 
   row_slot_.assign(static_cast<size_t>(call.num_rows), -1);
   for (size_t k = 0; k < shape.rows.size(); ++k) {

@@ -46,9 +46,16 @@ inline constexpr uint32_t kMaxAssignmentsPerCall = 1 << 18;
 // Scratch kept between calls, by ExpertCompute and by its ExpertEngine
 // each: a K3 decode call (16 tasks x 3584 floats) needs about 1.2 MB.
 inline constexpr uint64_t kKeptScratchBytes = uint64_t{2} << 20;
+// Slices a split worker keeps resident, per expert a token routes to: the
+// down-projection call of a decode step's layer then reads nothing.
+inline constexpr int kSplitCacheSlotsPerToken = 1;
 // Accountant owners: scratch kept between calls, and calls in flight.
 inline constexpr char kScratchOwner[] = "worker.scratch";
 inline constexpr char kCallsOwner[] = "worker.calls";
+
+// What a call returns (proto OutputKind). The slice kinds are for split
+// workers (ShardPlan::split) and the only kinds those answer.
+enum class CallKind { kRowSums, kExpertOutputs, kGateUpSlice, kDownSlice };
 
 // One Compute call, borrowed from the request.
 struct ComputeCall {
@@ -58,13 +65,15 @@ struct ComputeCall {
   const float* activations = nullptr;  // [num_rows][row_width]
   uint64_t activations_size = 0;       // floats at `activations`
   std::vector<experts::ExpertAssignment> assignments;
-  bool expert_outputs = true;  // else row sums
+  CallKind kind = CallKind::kExpertOutputs;
 };
 
 // Output sizes a valid call needs (known after Validate).
 struct ComputeShape {
-  std::vector<uint32_t> rows;   // row-sums mode: distinct rows, ascending
-  uint64_t output_floats = 0;   // expert outputs: assignments * row_width
+  std::vector<uint32_t> rows;  // row-sums mode: distinct rows, ascending
+  // Expert outputs: assignments * row_width; slices: assignments * the
+  // slice's width.
+  uint64_t output_floats = 0;
   uint64_t output_doubles = 0;  // row sums: rows.size() * row_width
   uint64_t response_bytes = 0;  // payload of the response, approximately
 };
@@ -89,12 +98,18 @@ class ExpertCompute {
  public:
   // Opens the checkpoint's headers in plan.model_dir, indexes its experts
   // and checks that every owned (layer, expert) is there with the config's
-  // shapes; allocates the fetch slots within plan.memory_budget_bytes.
+  // shapes (or, for a split plan, the slice's); allocates the fetch slots
+  // within plan.memory_budget_bytes. A split worker also keeps
+  // kSplitCacheSlotsPerToken x num_experts_per_token slices resident, so
+  // the down-projection call of a layer finds the slices its gate/up call
+  // read.
   static absl::StatusOr<std::unique_ptr<ExpertCompute>> Create(
       const ShardPlan& plan, const ComputeOptions& options);
 
-  // InvalidArgument (naming the first problem) unless: the layer is an MoE
-  // layer this worker owns experts of; row_width matches the model;
+  // InvalidArgument (naming the first problem) unless: the kind suits the
+  // worker (slice kinds exactly on split workers); the layer is an MoE
+  // layer this worker owns experts of; row_width matches the model (the
+  // intermediate size for kDownSlice);
   // 0 < num_rows <= kMaxRowsPerCall and activations hold exactly
   // num_rows * row_width floats; 0 < assignments <= kMaxAssignmentsPerCall;
   // every assignment names a row < num_rows and an expert this worker owns
@@ -115,10 +130,10 @@ class ExpertCompute {
                                 const std::vector<uint32_t>& experts) const;
 
   // Runs a call that passed Validate (with `shape` from it). Writes
-  // expert_outputs [assignments][row_width] or row_sums [rows][row_width].
+  // `outputs` [shape.output_floats] (expert outputs or slice values, per
+  // assignment) or row_sums [rows][row_width].
   absl::Status Run(const ComputeCall& call, const ComputeShape& shape,
-                   float* expert_outputs, double* row_sums,
-                   ComputeCallStats* stats);
+                   float* outputs, double* row_sums, ComputeCallStats* stats);
 
   // Starts reads of the owned ones among `experts` of `layer` into free
   // slots (advisory; see ExpertFetcher::Prefetch); never waits for I/O.

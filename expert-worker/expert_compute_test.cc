@@ -71,7 +71,7 @@ ComputeCall CallFor(const Step& s, int layer, bool expert_outputs) {
   c.activations = s.z.data();
   c.activations_size = s.z.size();
   c.assignments = s.tasks;
-  c.expert_outputs = expert_outputs;
+  c.kind = expert_outputs ? CallKind::kExpertOutputs : CallKind::kRowSums;
   return c;
 }
 
@@ -120,7 +120,7 @@ TEST(ExpertComputeTest, OutputsCombineBitwiseToLocalExperts) {
     }
 
     // One worker's row sums are the whole sum: also bitwise.
-    call.expert_outputs = false;
+    call.kind = CallKind::kRowSums;
     shape = compute->Validate(call);
     ASSERT_TRUE(shape.ok());
     ASSERT_EQ(shape->rows.size(), 5u);

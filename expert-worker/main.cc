@@ -35,6 +35,10 @@ ABSL_FLAG(int32_t, replicas, 1,
 ABSL_FLAG(std::string, placement, "",
           "placement JSON file (e.g. placement.json written by `flotilla-tool "
           "pack --workers`) instead of --shard/--replicas");
+ABSL_FLAG(std::string, split, "",
+          "split.json of a `flotilla-tool pack --workers N --split` folder: "
+          "this worker holds row slice K of every expert (instead of "
+          "--shard/--placement; see docs/workers.md)");
 ABSL_FLAG(int32_t, port, -1,
           "gRPC port to serve on; 0 picks a free port (printed at start); "
           "-1 (default) prints the shard plan and exits without serving");
@@ -70,7 +74,8 @@ constexpr int64_t kMaxBusyPollUs = 10'000'000;
 // from the flags' real names, defaults and help strings.
 void PrintUsage() {
   std::printf(
-      "usage: %s --model DIR (--shard K/N [--replicas R] | --placement FILE)\n"
+      "usage: %s --model DIR\n"
+      "       (--shard K/N [--replicas R] | --placement FILE | --split FILE)\n"
       "       [--port P] [--host ADDR] [--mem SIZE] [--threads N]\n"
       "       [--fetch-slots S] [--busy-poll-us US]\n"
       "       [--tls-cert F --tls-key F [--tls-ca F]]\n\n"
@@ -172,6 +177,13 @@ int main(int argc, char** argv) {
                       "comes from the --placement file; do not give both");
   }
   if (options.replicas < 1) return UsageError("replicas", "must be >= 1");
+  options.split_file = absl::GetFlag(FLAGS_split);
+  if (!options.split_file.empty() &&
+      (!options.placement_file.empty() || options.replicas != 1)) {
+    return UsageError("split",
+                      "cannot be combined with --placement or --replicas (a "
+                      "split fleet holds every expert once, cut by rows)");
+  }
 
   const int32_t port = absl::GetFlag(FLAGS_port);
   if (port < -1 || port > 65535) {
@@ -228,7 +240,9 @@ int main(int argc, char** argv) {
   }
   const absl::StatusOr<ew::ShardPlan> plan = ew::BuildShardPlan(options);
   if (plan.status().code() == absl::StatusCode::kOutOfRange) {
-    return UsageError(options.placement_file.empty() ? "shard" : "placement",
+    return UsageError(!options.split_file.empty()      ? "split"
+                      : options.placement_file.empty() ? "shard"
+                                                       : "placement",
                       std::string(plan.status().message()));
   }
   if (!plan.ok()) {

@@ -90,6 +90,53 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   return value << shift;
 }
 
+namespace {
+
+// The plan of a split worker: slice split.worker of every expert.
+absl::Status FillSplitPlan(const PlanOptions& o,
+                           const std::vector<int>& moe_layers,
+                           ShardPlan* plan) {
+  if (!o.placement_file.empty() || o.replicas != 1) {
+    return absl::InvalidArgumentError(
+        "--split cannot be combined with --placement or --replicas (a split "
+        "fleet holds every expert once, cut by rows)");
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(placement::ExpertSplit split,
+                            placement::ExpertSplit::Load(o.split_file));
+  const model::K3Config& c = plan->config;
+  if (split.intermediate != static_cast<uint64_t>(c.moe_intermediate_size) ||
+      split.latent != static_cast<uint64_t>(c.routed_expert_hidden_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        o.split_file, " cuts experts of intermediate size ", split.intermediate,
+        " and latent width ", split.latent, " but ", o.model_dir,
+        "/config.json has ", c.moe_intermediate_size, " and ",
+        c.routed_expert_hidden_size));
+  }
+  if (o.shard_given &&
+      (o.shard.index != split.worker || o.shard.count != split.workers)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "shard ", o.shard.index, "/", o.shard.count, " disagrees with ",
+        o.split_file, " (worker ", split.worker, " of ", split.workers, ")"));
+  }
+  if (split.source_fingerprint.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        o.split_file, " does not name the checkpoint it was cut from"));
+  }
+  plan->shard = ShardSpec{split.worker, split.workers};
+  plan->replicas = 1;
+  plan->placement = o.split_file;
+  // The slices are a re-cut of the source checkpoint, which pack
+  // fingerprinted when it wrote them.
+  plan->model_fingerprint = split.source_fingerprint;
+  std::vector<uint32_t> all(c.num_experts);
+  for (int e = 0; e < c.num_experts; ++e) all[e] = static_cast<uint32_t>(e);
+  for (int layer : moe_layers) plan->owned_experts[layer] = all;
+  plan->split = std::move(split);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
   ShardPlan plan;
   plan.model_dir = o.model_dir;
@@ -100,6 +147,15 @@ absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
   std::vector<int> moe_layers;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (!c.IsDenseLayer(layer)) moe_layers.push_back(layer);
+  }
+  plan.num_layers = c.num_hidden_layers;
+  plan.num_experts = c.num_experts;
+  plan.row_width = c.routed_expert_hidden_size;
+  plan.memory_budget_bytes = o.memory_budget_bytes;
+  plan.compute_threads = o.compute_threads;
+  if (!o.split_file.empty()) {
+    FLOTILLA_RETURN_IF_ERROR(FillSplitPlan(o, moe_layers, &plan));
+    return plan;
   }
   placement::Placement p;
   if (!o.placement_file.empty()) {
@@ -152,11 +208,6 @@ absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
     plan.placement = placement::kRotateRule;
   }
   plan.replicas = p.replicas();
-  plan.num_layers = c.num_hidden_layers;
-  plan.num_experts = c.num_experts;
-  plan.row_width = c.routed_expert_hidden_size;
-  plan.memory_budget_bytes = o.memory_budget_bytes;
-  plan.compute_threads = o.compute_threads;
   for (int layer : moe_layers) {
     std::vector<uint32_t> owned = p.Owned(plan.shard.index, layer);
     if (!owned.empty()) plan.owned_experts[layer] = std::move(owned);
@@ -195,11 +246,19 @@ std::string DescribeShardPlan(const ShardPlan& plan) {
   for (const auto& [layer, experts] : plan.owned_experts) {
     owned += experts.size();
   }
+  std::string slice;
+  if (plan.split) {
+    const placement::RowRange i = plan.split->inter_rows();
+    const placement::RowRange l = plan.split->latent_rows();
+    slice =
+        absl::StrCat("split: rows [", i.begin, ", ", i.end, ") of w1/w3 and [",
+                     l.begin, ", ", l.end, ") of w2 of every expert\n");
+  }
   return absl::StrCat(
       "shard ", plan.shard.index, "/", plan.shard.count, ", replicas ",
-      plan.replicas, ", placement ", plan.placement, "\n",  //
-      "model ", plan.model_dir, "\n",                       //
-      "model fingerprint ", plan.model_fingerprint, "\n",   //
+      plan.replicas, ", placement ", plan.placement, "\n", slice,  //
+      "model ", plan.model_dir, "\n",                              //
+      "model fingerprint ", plan.model_fingerprint, "\n",          //
       "layers ", plan.num_layers, " (", plan.owned_experts.size(),
       " with owned experts), experts per layer ", plan.num_experts,
       ", row width ", plan.row_width, "\n",         //

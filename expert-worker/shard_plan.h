@@ -9,12 +9,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "shared/model/config.h"
+#include "shared/placement/expert_split.h"
 
 namespace flotilla::expert_worker {
 
@@ -44,6 +46,9 @@ struct PlanOptions {
   // A placement JSON file (shared/placement/placement.h); its "worker"
   // names this worker, else shard.index does.
   std::string placement_file;
+  // A split.json (`pack --workers N --split`): the folder holds row slices
+  // of every expert. Excludes placement_file and shard / replicas.
+  std::string split_file;
   uint64_t memory_budget_bytes = 0;
   int compute_threads = 1;
 };
@@ -51,7 +56,10 @@ struct PlanOptions {
 struct ShardPlan {
   ShardSpec shard;        // this worker's index and the fleet's size
   int replicas = 1;       // holders per expert in the fleet
-  std::string placement;  // "rotate-v1" or the placement file's path
+  std::string placement;  // "rotate-v1", or the placement / split file's path
+  // Split workers: the slice of every expert this worker holds (then
+  // owned_experts lists every expert of every MoE layer).
+  std::optional<placement::ExpertSplit> split;
   std::string model_dir;
   model::K3Config config;
   int num_layers = 0;   // decoder layers (num_hidden_layers)
