@@ -17,7 +17,8 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: flotilla-tool pack --model DIR [--out DIR] [--verify]\n"
-    "           [--threads N] [--force] [--workers N [--replicas R]]\n\n"
+    "           [--threads N] [--force] [--workers N [--replicas R | "
+    "--split]]\n\n"
     "Packs a Kimi K3 checkpoint for streaming: writes trunk.bin (every\n"
     "layer's non-expert tensors, embedding, lm_head and model vectors as\n"
     "compute-ready regions at fixed 4 KiB-aligned offsets) and\n"
@@ -29,7 +30,9 @@ constexpr char kUsage[] =
     "--workers N also cuts the experts into <out>/workers/worker-K (K < N),\n"
     "one folder per expert worker holding only its share (R replicas of\n"
     "every expert on distinct workers); serve one with flotilla-expert-worker\n"
-    "--model DIR --placement DIR/placement.json.\n";
+    "--model DIR --placement DIR/placement.json.\n"
+    "--split (with --workers N) instead cuts every expert into N row slices:\n"
+    "worker K holds slice K of every expert (split.json, no placement.json).\n";
 
 // Test hook: FLOTILLA_PACK_STOP_AFTER=K stops a pack after K regions /
 // expert batches, as if it had been killed (kept out of --help).
@@ -61,6 +64,10 @@ int RunPack(int argc, char** argv) {
             "also write one expert folder per worker (0 = none)");
   flags.Int("replicas", &replicas,
             "with --workers: workers holding each expert (default 1)");
+  bool split = false;
+  flags.Bool("split", &split,
+             "with --workers N: cut every expert into N row slices, worker K "
+             "holds slice K of every expert");
   if (std::optional<int> code = flags.ParseOrExitCode(argc, argv, "pack")) {
     return *code;
   }
@@ -69,6 +76,14 @@ int RunPack(int argc, char** argv) {
     return Fail(kExitUsage, "--threads must be in 1..64");
   }
   options.threads = static_cast<int>(threads);
+  if (split && workers < 1) {
+    return Fail(kExitUsage, "--split requires --workers N (N >= 1)");
+  }
+  if (split && replicas != 1) {
+    return Fail(kExitUsage,
+                "--split takes no --replicas: every worker holds one slice of "
+                "every expert");
+  }
   if (workers < 0 || workers > 4096 || replicas < 1 ||
       (workers > 0 && replicas > workers)) {
     return Fail(kExitUsage,
@@ -105,6 +120,7 @@ int RunPack(int argc, char** argv) {
     wo.out_dir = r->pack_dir + "/workers";
     wo.workers = static_cast<int>(workers);
     wo.replicas = static_cast<int>(replicas);
+    wo.split = split;
     wo.threads = options.threads;
     wo.progress = options.progress;
     absl::StatusOr<PackWorkersResult> w = PackWorkers(wo);

@@ -4,15 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +23,7 @@
 #include "shared/model/config.h"
 #include "shared/model/safetensors.h"
 #include "shared/model/safetensors_writer.h"
+#include "shared/placement/expert_split.h"
 #include "shared/placement/placement.h"
 
 namespace flotilla::tools {
@@ -30,18 +33,33 @@ namespace fs = std::filesystem;
 
 constexpr char kExpertsFile[] = "experts.safetensors";
 constexpr char kPlacementFile[] = "placement.json";
+constexpr char kExpertsInfix[] = ".block_sparse_moe.experts.";
 
 // (layer, expert) of an HF routed-expert tensor name
 // "...layers.{L}.block_sparse_moe.experts.{e}.{w1,w2,w3}...", else false.
 bool ParseExpertName(const std::string& name, int* layer, int* expert) {
   const size_t l = name.find("layers.");
-  const size_t e = name.find(".block_sparse_moe.experts.");
+  const size_t e = name.find(kExpertsInfix);
   if (l == std::string::npos || e == std::string::npos || l > e) return false;
-  const size_t l0 = l + 7, e0 = e + 26;
+  const size_t l0 = l + 7, e0 = e + std::strlen(kExpertsInfix);
   const size_t e1 = name.find('.', e0);
   return e1 != std::string::npos &&
          absl::SimpleAtoi(name.substr(l0, e - l0), layer) &&
          absl::SimpleAtoi(name.substr(e0, e1 - e0), expert);
+}
+
+// Which matrix of its expert a routed-expert tensor belongs to: 1, 2 or 3
+// for "...experts.{e}.w{1,2,3}.<suffix>", else 0.
+int ExpertMatrix(const std::string& name) {
+  const size_t e = name.find(kExpertsInfix);
+  if (e == std::string::npos) return 0;
+  const size_t dot = name.find('.', e + std::strlen(kExpertsInfix));
+  if (dot == std::string::npos) return 0;
+  const std::string part = name.substr(dot + 1, 3);
+  if (part == "w1.") return 1;
+  if (part == "w2.") return 2;
+  if (part == "w3.") return 3;
+  return 0;
 }
 
 std::string ReadText(const std::string& path) {
@@ -94,17 +112,95 @@ class SourceFiles {
   std::map<std::string, int> fds_;
 };
 
-}  // namespace
+// The first read error of the fill threads.
+class FillErrors {
+ public:
+  void Record(absl::Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_.ok()) first_ = std::move(s);
+  }
+  absl::Status first() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return first_;
+  }
 
-absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::string config_path = o.model_dir + "/config.json";
-  FLOTILLA_ASSIGN_OR_RETURN(model::K3Config config,
-                            model::LoadK3Config(config_path));
-  FLOTILLA_ASSIGN_OR_RETURN(auto source,
-                            model::SafetensorsCheckpoint::OpenDir(o.model_dir));
-  FLOTILLA_ASSIGN_OR_RETURN(const std::string fingerprint,
-                            model::FingerprintCheckpoint(o.model_dir, *source));
+ private:
+  std::mutex mu_;
+  absl::Status first_;
+};
+
+// Copies bytes [base, base + size) of a source shard (pread, so the fill
+// threads share `fd`).
+model::TensorFill PreadFill(int fd, uint64_t base, std::string file,
+                            FillErrors* errors) {
+  return [fd, base, file = std::move(file), errors](
+             uint64_t offset, uint64_t size, uint8_t* dst) {
+    uint64_t done = 0;
+    while (done < size) {
+      const ssize_t n = pread(fd, dst + done, size - done,
+                              static_cast<off_t>(base + offset + done));
+      if (n <= 0) {
+        errors->Record(absl::DataLossError(absl::StrCat(
+            "short read of ", file, " at ", base + offset + done)));
+        std::memset(dst + done, 0, size - done);
+        return;
+      }
+      done += static_cast<uint64_t>(n);
+    }
+  };
+}
+
+// What every worker folder is cut from.
+struct Source {
+  model::K3Config config;
+  std::string config_text;
+  std::unique_ptr<model::SafetensorsCheckpoint> checkpoint;
+  std::string fingerprint;
+  // Routed-expert tensors in name order: HF names sort an expert's tensors
+  // together (w1.weight_packed, w1.weight_scale, w2..., w3...).
+  std::vector<const model::TensorInfo*> tensors;
+};
+
+// Creates `folder` and removes its completion markers (both kinds, so a
+// folder never claims to be complete while being rewritten, nor claims the
+// other layout afterwards).
+absl::Status StartFolder(const std::string& folder) {
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create ", folder, ": ", ec.message()));
+  }
+  fs::remove(folder + "/" + kPlacementFile, ec);
+  fs::remove(folder + "/" + placement::kSplitFile, ec);
+  return absl::OkStatus();
+}
+
+// Writes experts.safetensors, config.json and then the marker file.
+absl::Status FinishFolder(model::SafetensorsWriter& writer,
+                          const std::string& folder, const Source& src,
+                          const std::vector<model::TensorToWrite>& out,
+                          FillErrors& errors, const char* marker,
+                          const std::string& marker_text) {
+  FLOTILLA_RETURN_IF_ERROR(
+      writer.WriteShard(folder + "/" + kExpertsFile, out,
+                        {{"flotilla_source_fingerprint", src.fingerprint}}));
+  FLOTILLA_RETURN_IF_ERROR(errors.first());
+  FLOTILLA_RETURN_IF_ERROR(WriteText(folder + "/config.json", src.config_text));
+  return WriteText(folder + "/" + marker, marker_text);
+}
+
+// True when `folder` already holds this config and marker text.
+bool FolderDone(const std::string& folder, const Source& src,
+                const char* marker, const std::string& marker_text) {
+  return ReadText(folder + "/" + marker) == marker_text &&
+         ReadText(folder + "/config.json") == src.config_text;
+}
+
+absl::Status PackWhole(const PackWorkersOptions& o, const Source& src,
+                       model::SafetensorsWriter& writer, SourceFiles& files,
+                       PackWorkersResult& result) {
+  const model::K3Config& config = src.config;
   if (o.workers < 1 || o.workers > config.num_experts) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers ", o.workers, " must be in [1, ",
@@ -118,90 +214,31 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
       placement::Placement placement,
       placement::Placement::Rotate(moe_layers, config.num_experts, o.workers,
                                    o.replicas));
-  placement.set_source_fingerprint(fingerprint);
-  const std::string config_text = ReadText(config_path);
-
-  // Routed-expert tensors in name order: HF names sort an expert's tensors
-  // together (w1.weight_packed, w1.weight_scale, w2..., w3...).
-  std::vector<const model::TensorInfo*> tensors;
-  for (const std::string& name : source->Names()) {
-    int layer = 0, expert = 0;
-    if (ParseExpertName(name, &layer, &expert)) {
-      tensors.push_back(source->Find(name));
-    }
-  }
-  if (tensors.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat(o.model_dir, " has no routed-expert tensors"));
-  }
-
-  model::SafetensorsWriterOptions wo;
-  wo.threads = std::max(1, o.threads);
-  FLOTILLA_ASSIGN_OR_RETURN(auto writer, model::SafetensorsWriter::Create(wo));
-  SourceFiles files;
-  PackWorkersResult result;
+  placement.set_source_fingerprint(src.fingerprint);
   for (int k = 0; k < o.workers; ++k) {
     const std::string folder = absl::StrCat(o.out_dir, "/worker-", k);
     result.folders.push_back(folder);
     placement.set_worker(k);
     const std::string placement_json = placement.ToJson();
-    if (ReadText(folder + "/" + kPlacementFile) == placement_json &&
-        ReadText(folder + "/config.json") == config_text) {
+    if (FolderDone(folder, src, kPlacementFile, placement_json)) {
       ++result.skipped;
       continue;
     }
-    std::error_code ec;
-    fs::create_directories(folder, ec);
-    if (ec) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot create ", folder, ": ", ec.message()));
-    }
-    fs::remove(folder + "/" + kPlacementFile,
-               ec);  // incomplete until rewritten
-
+    FLOTILLA_RETURN_IF_ERROR(StartFolder(folder));
     std::vector<model::TensorToWrite> out;
-    std::mutex error_mu;
-    absl::Status fill_error;  // first read error, guarded by error_mu
+    FillErrors errors;
     uint64_t bytes = 0;
-    for (const model::TensorInfo* t : tensors) {
+    for (const model::TensorInfo* t : src.tensors) {
       int layer = 0, expert = 0;
       ParseExpertName(t->name, &layer, &expert);
       if (!placement.Holds(k, layer, expert)) continue;
       FLOTILLA_ASSIGN_OR_RETURN(const int fd, files.Get(t->file));
       bytes += t->nbytes;
-      model::TensorToWrite w;
-      w.name = t->name;
-      w.dtype = t->dtype;
-      w.shape = t->shape;
-      const uint64_t base = t->offset;
-      const std::string file = t->file;
-      w.fill = [fd, base, file, &error_mu, &fill_error](
-                   uint64_t offset, uint64_t size, uint8_t* dst) {
-        uint64_t done = 0;
-        while (done < size) {
-          const ssize_t n = pread(fd, dst + done, size - done,
-                                  static_cast<off_t>(base + offset + done));
-          if (n <= 0) {
-            std::lock_guard<std::mutex> lock(error_mu);
-            if (fill_error.ok()) {
-              fill_error = absl::DataLossError(absl::StrCat(
-                  "short read of ", file, " at ", base + offset + done));
-            }
-            std::memset(dst + done, 0, size - done);
-            return;
-          }
-          done += static_cast<uint64_t>(n);
-        }
-      };
-      out.push_back(std::move(w));
+      out.push_back({t->name, t->dtype, t->shape,
+                     PreadFill(fd, t->offset, t->file, &errors)});
     }
-    FLOTILLA_RETURN_IF_ERROR(
-        writer->WriteShard(folder + "/" + kExpertsFile, out,
-                           {{"flotilla_source_fingerprint", fingerprint}}));
-    FLOTILLA_RETURN_IF_ERROR(fill_error);
-    FLOTILLA_RETURN_IF_ERROR(WriteText(folder + "/config.json", config_text));
-    FLOTILLA_RETURN_IF_ERROR(
-        WriteText(folder + "/" + kPlacementFile, placement_json));
+    FLOTILLA_RETURN_IF_ERROR(FinishFolder(writer, folder, src, out, errors,
+                                          kPlacementFile, placement_json));
     result.bytes += bytes;
     if (o.progress != nullptr) {
       std::fprintf(o.progress,
@@ -211,6 +248,130 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
                    folder.c_str());
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status PackSplit(const PackWorkersOptions& o, const Source& src,
+                       model::SafetensorsWriter& writer, SourceFiles& files,
+                       PackWorkersResult& result) {
+  if (o.replicas != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--split takes no --replicas (got ", o.replicas,
+                     "): every worker holds a slice of every expert"));
+  }
+  placement::ExpertSplit split;
+  split.workers = o.workers;
+  split.intermediate = static_cast<uint64_t>(src.config.moe_intermediate_size);
+  split.latent = static_cast<uint64_t>(src.config.routed_expert_hidden_size);
+  split.source_fingerprint = src.fingerprint;
+  if (absl::Status s = split.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--split --workers ", o.workers, ": ", s.message(),
+                     " (moe_intermediate_size ", split.intermediate,
+                     ", routed_expert_hidden_size ", split.latent, ")"));
+  }
+  // Every tensor must be a w1/w3 ([I, ...]) or w2 ([L, ...]) matrix, or its
+  // rows would not be the rows the slices name.
+  std::set<std::pair<int, int>> experts;
+  for (const model::TensorInfo* t : src.tensors) {
+    int layer = 0, expert = 0;
+    ParseExpertName(t->name, &layer, &expert);
+    experts.insert({layer, expert});
+    const int which = ExpertMatrix(t->name);
+    if (which == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--split: routed-expert tensor ", t->name,
+          " is not a w1, w2 or w3 matrix; cannot cut it into row slices"));
+    }
+    const uint64_t want = which == 2 ? split.latent : split.intermediate;
+    if (t->shape.empty() || static_cast<uint64_t>(t->shape[0]) != want ||
+        t->nbytes % want != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--split: tensor ", t->name, " has ",
+          t->shape.empty() ? int64_t{0} : t->shape[0], " rows, expected ", want,
+          which == 2 ? " (routed_expert_hidden_size)"
+                     : " (moe_intermediate_size)"));
+    }
+  }
+  for (int k = 0; k < o.workers; ++k) {
+    const std::string folder = absl::StrCat(o.out_dir, "/worker-", k);
+    result.folders.push_back(folder);
+    split.worker = k;
+    const std::string split_json = split.ToJson();
+    if (FolderDone(folder, src, placement::kSplitFile, split_json)) {
+      ++result.skipped;
+      continue;
+    }
+    FLOTILLA_RETURN_IF_ERROR(StartFolder(folder));
+    const placement::RowRange inter = split.inter_rows();
+    const placement::RowRange latent = split.latent_rows();
+    std::vector<model::TensorToWrite> out;
+    FillErrors errors;
+    uint64_t bytes = 0;
+    for (const model::TensorInfo* t : src.tensors) {
+      // Row-major: the slice is one contiguous byte range of the tensor.
+      const placement::RowRange rows =
+          ExpertMatrix(t->name) == 2 ? latent : inter;
+      const uint64_t row_bytes = t->nbytes / static_cast<uint64_t>(t->shape[0]);
+      FLOTILLA_ASSIGN_OR_RETURN(const int fd, files.Get(t->file));
+      std::vector<int64_t> shape = t->shape;
+      shape[0] = static_cast<int64_t>(rows.size());
+      bytes += rows.size() * row_bytes;
+      out.push_back({t->name, t->dtype, std::move(shape),
+                     PreadFill(fd, t->offset + rows.begin * row_bytes, t->file,
+                               &errors)});
+    }
+    FLOTILLA_RETURN_IF_ERROR(FinishFolder(writer, folder, src, out, errors,
+                                          placement::kSplitFile, split_json));
+    result.bytes += bytes;
+    if (o.progress != nullptr) {
+      std::fprintf(o.progress,
+                   "pack: worker %d/%d: split slice of %zu (layer, expert) "
+                   "pairs (w1/w3 rows [%llu, %llu) of %llu, w2 rows "
+                   "[%llu, %llu) of %llu), %.1f MB -> %s\n",
+                   k, o.workers, experts.size(),
+                   static_cast<unsigned long long>(inter.begin),
+                   static_cast<unsigned long long>(inter.end),
+                   static_cast<unsigned long long>(split.intermediate),
+                   static_cast<unsigned long long>(latent.begin),
+                   static_cast<unsigned long long>(latent.end),
+                   static_cast<unsigned long long>(split.latent), bytes / 1e6,
+                   folder.c_str());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  Source src;
+  const std::string config_path = o.model_dir + "/config.json";
+  FLOTILLA_ASSIGN_OR_RETURN(src.config, model::LoadK3Config(config_path));
+  FLOTILLA_ASSIGN_OR_RETURN(src.checkpoint,
+                            model::SafetensorsCheckpoint::OpenDir(o.model_dir));
+  FLOTILLA_ASSIGN_OR_RETURN(src.fingerprint, model::FingerprintCheckpoint(
+                                                 o.model_dir, *src.checkpoint));
+  src.config_text = ReadText(config_path);
+  for (const std::string& name : src.checkpoint->Names()) {
+    int layer = 0, expert = 0;
+    if (ParseExpertName(name, &layer, &expert)) {
+      src.tensors.push_back(src.checkpoint->Find(name));
+    }
+  }
+  if (src.tensors.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat(o.model_dir, " has no routed-expert tensors"));
+  }
+
+  model::SafetensorsWriterOptions wo;
+  wo.threads = std::max(1, o.threads);
+  FLOTILLA_ASSIGN_OR_RETURN(auto writer, model::SafetensorsWriter::Create(wo));
+  SourceFiles files;
+  PackWorkersResult result;
+  FLOTILLA_RETURN_IF_ERROR(o.split ? PackSplit(o, src, *writer, files, result)
+                                   : PackWhole(o, src, *writer, files, result));
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

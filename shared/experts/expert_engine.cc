@@ -74,12 +74,11 @@ absl::Status ExpertEngine::ComputeTasks(
     ExpertPhase phase, int layer, const float* in, int rows,
     const ExpertAssignment* tasks, size_t num_tasks, float* task_out,
     const std::vector<ExpertKey>* lookahead) {
-  if ((phase == ExpertPhase::kWhole) == executor_->sliced()) {
+  // The slice phases work on whole experts too (one slice of one).
+  if (phase == ExpertPhase::kWhole && executor_->sliced()) {
     return absl::FailedPreconditionError(
-        executor_->sliced()
-            ? "this index holds row slices of experts: only the gate/up and "
-              "down phases can be computed"
-            : "this index holds whole experts: the slice phases do not apply");
+        "this index holds row slices of experts: only the gate/up and down "
+        "phases can be computed");
   }
   if (!index_->HasLayer(layer)) {
     return absl::InvalidArgumentError(

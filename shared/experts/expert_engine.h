@@ -48,7 +48,8 @@ struct ExpertEngineOptions {
   // When > 0, sets fetcher.cache_slots to how many whole slots fit in it.
   uint64_t cache_bytes = 0;
   // When > 0, the index holds row slices of experts of this intermediate
-  // size (ExpertExecutor::CreateSliced): only kGateUp / kDown work.
+  // size (ExpertExecutor::CreateSliced): kWhole then works only when the
+  // slices are whole experts. kGateUp / kDown always work.
   uint64_t sliced_intermediate = 0;
 };
 
