@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared/transport/transport.h"
 #include "tests/distributed_test_util.h"
 
 namespace flotilla::dtest {
@@ -263,6 +264,83 @@ TEST_F(SplitTest, WorkerFlagsThatContradictASplitAreUsageErrors) {
             0)
       << out;
   EXPECT_THAT(out, HasSubstr("rows [32, 64) of w1/w3 and [32, 64) of w2"));
+}
+
+// A slice call for `layer` 2 with two rows of `width` and two tasks.
+v1::ComputeRequest SliceRequest(v1::OutputKind kind, uint32_t width) {
+  v1::ComputeRequest q;
+  q.set_layer(2);
+  q.set_row_width(width);
+  q.set_num_rows(2);
+  q.set_output(kind);
+  q.mutable_activations()->Resize(2 * width, 0.25f);
+  for (auto [row, expert] : {std::pair{0, 1}, std::pair{1, 7}}) {
+    v1::Assignment* a = q.add_assignments();
+    a->set_row(row);
+    a->set_expert(expert);
+    a->set_weight(0.5f);
+  }
+  return q;
+}
+
+// Malformed or misdirected calls get INVALID_ARGUMENT naming the problem,
+// and the worker answers well-formed slice calls afterwards.
+TEST_F(SplitTest, MalformedSliceCallsAreRejectedAndTheWorkerStaysHealthy) {
+  auto split = StartSliceWorker(SplitPack(wide_, 2), 0);  // I [0,48) L [0,32)
+  ASSERT_TRUE(split.ok()) << split.status();
+  auto whole = WorkerProcess::Start(
+      {"--model=" + wide_, "--shard=0/1", "--threads=1", "--mem=256M"},
+      dir_->path() + "/whole_hostile.log");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto call = [](const WorkerProcess& w, const v1::ComputeRequest& q,
+                 v1::ComputeResponse* r) {
+    auto channel =
+        grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    return v1::ExpertService::NewStub(channel)->Compute(&context, q, r);
+  };
+  using K = v1::OutputKind;
+  struct Bad {
+    v1::ComputeRequest request;
+    const char* says;
+  };
+  std::vector<Bad> bad = {
+      {SliceRequest(v1::OUTPUT_KIND_EXPERT_OUTPUTS, 64), "split placement"},
+      {SliceRequest(v1::OUTPUT_KIND_ROW_SUMS, 64), "split placement"},
+      {SliceRequest(v1::OUTPUT_KIND_GATE_UP_SLICE, 96), "latent width is 64"},
+      {SliceRequest(v1::OUTPUT_KIND_DOWN_SLICE, 64), "of width 96"},
+      {SliceRequest(static_cast<K>(9), 64), "unknown output kind"},
+  };
+  bad.push_back({SliceRequest(v1::OUTPUT_KIND_DOWN_SLICE, 96), "activations"});
+  bad.back().request.mutable_activations()->RemoveLast();
+  bad.push_back({SliceRequest(v1::OUTPUT_KIND_GATE_UP_SLICE, 64), "expert 8"});
+  bad.back().request.mutable_assignments(1)->set_expert(8);
+  for (const Bad& b : bad) {
+    v1::ComputeResponse r;
+    const grpc::Status s = call(**split, b.request, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << b.says << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(b.says));
+  }
+  v1::ComputeResponse r;
+  grpc::Status s =
+      call(**whole, SliceRequest(v1::OUTPUT_KIND_GATE_UP_SLICE, 64), &r);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("need a split worker"));
+  // Still healthy: both slice kinds answered with the slice's widths.
+  s = call(**split, SliceRequest(v1::OUTPUT_KIND_GATE_UP_SLICE, 64), &r);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(r.slice_outputs_size(), 2 * 48);
+  s = call(**split, SliceRequest(v1::OUTPUT_KIND_DOWN_SLICE, 96), &r);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(r.slice_outputs_size(), 2 * 32);
+  auto channel = grpc::CreateChannel((*split)->address(),
+                                     grpc::InsecureChannelCredentials());
+  const absl::StatusOr<bool> serving =
+      transport::CheckHealthServing(channel, 10000);
+  EXPECT_TRUE(serving.ok() && *serving);
 }
 
 // kill -9 of a slice worker mid-generation: the request fails within its
