@@ -49,6 +49,11 @@
 // (ComputeStats.prefetch_hits, summed in backend_stats().prefetch_hits).
 // Hints never change results.
 //
+// Split fleets (every worker holds a row slice of every expert, Info.split;
+// remote_experts_split.cc): each layer is two rounds of one call per
+// worker, gate/up slices then the down projection of the assembled
+// activations; bitwise identical to single-process, no replicas.
+//
 // At connect, every worker's Info must show the coordinator's checkpoint
 // fingerprint (else FailedPrecondition naming both fingerprints), the
 // model's shape, and together the workers must hold every (layer, expert).

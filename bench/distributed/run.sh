@@ -10,9 +10,11 @@
 #   env: BPS (per-worker read limit, bytes/s, default 209715200 = 200 MiB/s),
 #        TOKENS (generated tokens, default 8), PROMPT (prompt tokens,
 #        default 2), CONFIGS (default
-#        "1:1 2:1 4:1 2:2 4:2", N:R pairs, throttled), LOOPBACK (default
+#        "1:1 2:1 4:1 2:2 4:2", N:R pairs, throttled; R = s runs a split
+#        fleet: `flotilla-tool pack --workers N --split` folders, written
+#        once under SPLIT_DIR, default MODEL_DIR-split), LOOPBACK (default
 #        "1 4": worker counts run unthrottled, both output kinds, for the
-#        RPC overhead), BUSY_POLL_US (default 0: passed as --busy-poll-us
+#        RPC overhead; "Ns" runs N split workers), BUSY_POLL_US (default 0: passed as --busy-poll-us
 #        to the workers and the coordinator; > 0 polls instead of sleeping
 #        between calls, see docs/workers.md; WORKER_BUSY_POLL_US, default
 #        BUSY_POLL_US, overrides it for the workers), OUT (results dir)
@@ -30,12 +32,14 @@ LOOPBACK=${LOOPBACK-"1 4"}
 BUSY_POLL_US=${BUSY_POLL_US:-0}
 WORKER_BUSY_POLL_US=${WORKER_BUSY_POLL_US:-$BUSY_POLL_US}
 OUT=${OUT:-/tmp/flotilla-bench-distributed}
+SPLIT_DIR=${SPLIT_DIR:-${MODEL%/}-split}
 WORKER=$BUILD/bin/flotilla-expert-worker
+TOOL=$BUILD/bin/flotilla-tool
 DRIVER=$BUILD/bin/flotilla-bench-distributed
 CG=/sys/fs/cgroup/blkio
 mkdir -p "$OUT"
 
-for b in "$WORKER" "$DRIVER"; do
+for b in "$WORKER" "$DRIVER" "$TOOL"; do
   [[ -x $b ]] || { echo "missing $b (build it first)" >&2; exit 1; }
 done
 # The disk (not partition) holding the model: blk-throttle acts on it.
@@ -60,10 +64,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_worker K N R THROTTLE -> prints host:port
+# split_folders N -> the folder holding worker-0 .. worker-(N-1) of a split
+# pack of MODEL (packed on first use; a complete pack is left as it is).
+split_folders() {
+  local dir=$SPLIT_DIR/n$1
+  "$TOOL" pack --model="$MODEL" --out="$dir" --workers="$1" --split >&2
+  echo "$dir/workers"
+}
+
+# start_worker K N R THROTTLE -> prints host:port (R = s: split worker K)
 start_worker() {
   local k=$1 n=$2 r=$3 throttle=$4 log=$OUT/worker-$1-of-$2.log
   local cg=$CG/flotilla-bench-w$k join=""
+  local serve="--model=$MODEL --shard=$k/$n --replicas=$r"
+  if [[ $r == s ]]; then
+    local folder
+    folder=$(split_folders "$n")/worker-$k
+    serve="--model=$folder --split=$folder/split.json"
+  fi
   if [[ $throttle == 1 ]]; then
     mkdir -p "$cg"
     echo "$MAJMIN $BPS" > "$cg/blkio.throttle.read_bps_device"
@@ -71,8 +89,7 @@ start_worker() {
   fi
   # Join the cgroup (throttled runs only, so loopback runs need no cgroup
   # v1), then become the worker (same pid, same cgroup).
-  sh -c "$join exec $WORKER --model=$MODEL \
-    --shard=$k/$n --replicas=$r --host=127.0.0.1 --port=0 --threads=1 \
+  sh -c "$join exec $WORKER $serve --host=127.0.0.1 --port=0 --threads=1 \
     --mem=2G --fetch-slots=16 --busy-poll-us=$WORKER_BUSY_POLL_US" > "$log" 2>&1 &
   echo $! >> "$PIDFILE"  # we run in $(...): the parent reads the file
   for _ in $(seq 600); do
@@ -101,11 +118,20 @@ RESULTS=$OUT/results.jsonl
 : > "$RESULTS"
 for cfg in $CONFIGS; do
   n=${cfg%%:*}; r=${cfg##*:}
-  echo "== N=$n R=$r throttled" >&2
+  name="N=$n R=$r"
+  [[ $r == s ]] && name="N=$n split"
+  echo "== $name throttled" >&2
   line=$(run "$n" "$r" 1)
-  echo "{\"config\":\"N=$n R=$r throttled\",\"result\":$line}" | tee -a "$RESULTS"
+  echo "{\"config\":\"$name throttled\",\"result\":$line}" | tee -a "$RESULTS"
 done
 for n in $LOOPBACK; do
+  if [[ $n == *s ]]; then
+    n=${n%s}
+    echo "== loopback overhead, N=$n split unthrottled" >&2
+    line=$(run "$n" s 0)
+    echo "{\"config\":\"N=$n split unthrottled\",\"result\":$line}" | tee -a "$RESULTS"
+    continue
+  fi
   for extra in "" "--row-sums"; do
     echo "== loopback overhead, N=$n R=1 unthrottled $extra" >&2
     line=$(run "$n" 1 0 $extra)
