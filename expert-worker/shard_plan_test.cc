@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"
+#include "shared/placement/expert_split.h"
 #include "shared/placement/placement.h"
 
 namespace flotilla::expert_worker {
@@ -165,6 +166,49 @@ TEST(BuildShardPlanTest, PlacementFileNamesTheWorker) {
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("00000000deadbeef"));
+}
+
+// --split: worker K of a split fleet owns (a slice of) every expert of
+// every MoE layer; a split.json that does not fit the config is refused.
+TEST(BuildShardPlanTest, SplitFileOwnsEveryExpertAndMustFitTheConfig) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) /
+      ("split_plan_" + std::to_string(getpid()));  // one per process
+  std::filesystem::create_directories(dir);
+  placement::ExpertSplit split;
+  split.workers = 3;
+  split.worker = 2;
+  split.intermediate = 64;
+  split.latent = 64;
+  split.source_fingerprint = "0123456789abcdef";
+  const std::string file = (dir / "split.json").string();
+  std::ofstream(file) << split.ToJson();
+  PlanOptions o = Options(kCkptA, 0, 1);
+  o.shard_given = false;
+  o.split_file = file;
+  auto plan = BuildShardPlan(o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(plan->split.has_value());
+  EXPECT_EQ(plan->shard.index, 2);
+  EXPECT_EQ(plan->shard.count, 3);
+  EXPECT_EQ(plan->model_fingerprint, "0123456789abcdef");
+  EXPECT_EQ(plan->owned_experts.size(), 12u);
+  EXPECT_THAT(plan->owned_experts.at(5), ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
+  EXPECT_THAT(DescribeShardPlan(*plan),
+              HasSubstr("rows [42, 64) of w1/w3 and [42, 64) of w2"));
+  // Cut from a model with another intermediate size.
+  split.intermediate = 96;
+  std::ofstream(file) << split.ToJson();
+  auto refused = BuildShardPlan(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("intermediate size 96"));
+  // --placement or --replicas beside --split.
+  split.intermediate = 64;
+  std::ofstream(file) << split.ToJson();
+  o.replicas = 2;
+  EXPECT_EQ(BuildShardPlan(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BuildShardPlanTest, MissingModelFails) {
