@@ -67,6 +67,10 @@ struct RemoteExperts::Impl {
   std::vector<std::vector<std::vector<int>>> holders;
   // Smallest max_request_bytes over the workers.
   uint64_t max_message_bytes = 0;
+  // Float/double payload one call may carry: the smaller of
+  // options.max_call_bytes (when set) and max_message_bytes, less room
+  // for the rest of the message.
+  uint64_t CallPayloadBudget() const;
   uint64_t step = 0;  // ComputeRequest.step_id of the next layer call
   RemoteStats stats;
   ExpertBackendStats backend;

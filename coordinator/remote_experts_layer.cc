@@ -16,9 +16,6 @@
 namespace flotilla::coordinator {
 namespace {
 
-// Room for everything in a message besides the float / double payload.
-constexpr uint64_t kMessageSlackBytes = 64 << 10;
-
 // One Compute RPC: part (or all) of one worker's share of the layer.
 struct Call : CqTag {
   int worker = 0;
@@ -61,7 +58,18 @@ absl::Status CheckResponse(const Call& c, size_t width, bool row_sums) {
   return absl::OkStatus();
 }
 
+// Room for everything in a message besides the float / double payload.
+constexpr uint64_t kMessageSlackBytes = 64 << 10;
+
 }  // namespace
+
+uint64_t RemoteExperts::Impl::CallPayloadBudget() const {
+  const uint64_t limit =
+      options.max_call_bytes > 0
+          ? std::min(options.max_call_bytes, max_message_bytes)
+          : max_message_bytes;
+  return limit - std::min(kMessageSlackBytes, limit / 2);
+}
 
 absl::Status RemoteExperts::Impl::ComputeLayer(
     int layer, const float* z, int rows, const std::vector<ExpertTask>& tasks,
@@ -135,11 +143,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
     // Build calls: per worker, its tasks in task order; split by rows when
     // a message would pass the limit.
     const size_t first_call = calls.size();
-    const uint64_t limit =
-        options.max_call_bytes > 0
-            ? std::min(options.max_call_bytes, max_message_bytes)
-            : max_message_bytes;
-    const uint64_t budget = limit - std::min(kMessageSlackBytes, limit / 2);
+    const uint64_t budget = CallPayloadBudget();
     for (int w = 0; w < num_workers; ++w) {
       if (load[w] == 0) continue;
       std::vector<int> row_tasks(rows, 0);

@@ -30,9 +30,6 @@ namespace {
 
 using base::Seconds;
 
-// Room for everything in a message besides the float payload.
-constexpr uint64_t kMessageSlackBytes = 64 << 10;
-
 // One call of one round: worker `worker`'s share of tasks [begin, end).
 struct SliceCall : CqTag {
   int worker = 0;
@@ -125,11 +122,7 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
   const size_t n = tasks.size();
   // Chunks of consecutive tasks, the same for every worker, each within
   // the message limit however the rows fall.
-  const uint64_t limit =
-      options.max_call_bytes > 0
-          ? std::min(options.max_call_bytes, max_message_bytes)
-          : max_message_bytes;
-  const uint64_t budget = limit - std::min(kMessageSlackBytes, limit / 2);
+  const uint64_t budget = CallPayloadBudget();
   const uint64_t per_task = std::max(in_width, out_width) * sizeof(float) + 16;
   const size_t chunk = std::max<uint64_t>(1, budget / per_task);
 

@@ -168,6 +168,17 @@ absl::StatusOr<Generation> GenerateWith(
   return Generation{r.generated_ids, r.logits};
 }
 
+absl::StatusOr<Generation> GenerateWhenBack(coordinator::K3Model& model,
+                                            const std::vector<int32_t>& prompt,
+                                            int max_tokens) {
+  absl::StatusOr<Generation> got = absl::UnavailableError("not tried");
+  for (int attempt = 0; attempt < 50 && !got.ok(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    got = GenerateWith(model, prompt, max_tokens);
+  }
+  return got;
+}
+
 absl::StatusOr<Generation> GenerateLocal(const std::string& model,
                                          const std::vector<int32_t>& prompt,
                                          int max_tokens) {

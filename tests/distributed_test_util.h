@@ -89,6 +89,13 @@ absl::StatusOr<Generation> GenerateWith(
     coordinator::K3Model& model, const std::vector<int32_t>& prompt,
     int max_tokens, const coordinator::TokenCallback& on_token = nullptr);
 
+// GenerateWith, tried every 200 ms for up to 10 s until it succeeds (a
+// restarted worker is picked up after the coordinator's backoff); the last
+// result.
+absl::StatusOr<Generation> GenerateWhenBack(coordinator::K3Model& model,
+                                            const std::vector<int32_t>& prompt,
+                                            int max_tokens);
+
 // Runs a shell command; returns its exit code, output (stdout + stderr) in
 // `output`.
 int RunCommand(const std::string& command, std::string* output);
