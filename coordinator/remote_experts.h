@@ -127,6 +127,10 @@ struct RemoteStats {
   // the layers' reads were spread).
   uint64_t worker_bytes_read = 0;
   uint64_t busiest_worker_bytes = 0;
+  // Split fleets: of worker_bytes_read, bytes the down rounds read (slices
+  // no longer resident since their gate/up round; 0 when the grouping by
+  // resident_experts works).
+  uint64_t split_down_bytes_read = 0;
   // Each layer's overhead (wall - slowest worker), in order, for
   // percentiles; the first 1M layers.
   std::vector<float> layer_overhead_seconds;

@@ -237,6 +237,7 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
     slowest_worker = std::max(slowest_worker, cs.wall_seconds());
     slowest_rpc = std::max(slowest_rpc, Seconds(c->answered - c->sent));
     totals->worker_bytes[c->worker] += cs.bytes_read();
+    if (down) stats.split_down_bytes_read += cs.bytes_read();
     backend.bytes_read += cs.bytes_read();
     backend.compute_seconds += cs.compute_seconds();
     if (!down) {
@@ -271,26 +272,70 @@ absl::Status RemoteExperts::Impl::ComputeSplitLayer(
   }
   LayerTotals totals;
   totals.worker_bytes.assign(workers.size(), 0);
-  std::vector<int> task_rows(n), identity(n);
-  for (size_t i = 0; i < n; ++i) {
-    task_rows[i] = tasks[i].row;
-    identity[i] = static_cast<int>(i);
+  // Groups of at most `resident` distinct experts (ascending), each taken
+  // through both rounds before the next: a worker keeps that many slices
+  // between the rounds, so a step with more experts (a prefill) would
+  // otherwise read the evicted ones twice. Decode: one group.
+  size_t resident = SIZE_MAX;
+  for (const WorkerConn& w : workers) {
+    resident = std::min<size_t>(
+        resident, std::max<uint32_t>(1, w.info.split().resident_experts()));
   }
-  // Round 1: the gate/up slices, assembled into each task's activations.
-  act_scratch.resize(n * inter);
-  FLOTILLA_RETURN_IF_ERROR(
-      RunSliceRound(layer, /*down=*/false, z, static_cast<size_t>(rows), lat,
-                    task_rows, tasks, act_scratch.data(), inter, &totals));
-  // Round 2: the down projection of the assembled activations (request
-  // row i is task i's vector).
+  std::vector<int> group_of(config.num_experts, -1);
+  int groups = 0;
+  {
+    size_t in_group = 0;
+    std::vector<bool> used(config.num_experts, false);
+    for (const ExpertTask& t : tasks) used[t.expert] = true;
+    for (int e = 0; e < config.num_experts; ++e) {
+      if (!used[e]) continue;
+      if (in_group == 0) ++groups;
+      group_of[e] = groups - 1;
+      if (++in_group == resident) in_group = 0;
+    }
+  }
   out_scratch.resize(n * lat);
-  FLOTILLA_RETURN_IF_ERROR(
-      RunSliceRound(layer, /*down=*/true, act_scratch.data(), n, inter,
-                    identity, tasks, out_scratch.data(), lat, &totals));
+  std::vector<ExpertTask> group_tasks;
+  std::vector<int> task_index, task_rows, identity;
+  std::vector<float> group_out;
+  for (int g = 0; g < groups; ++g) {
+    group_tasks.clear();
+    task_index.clear();
+    task_rows.clear();
+    identity.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (group_of[tasks[i].expert] != g) continue;
+      identity.push_back(static_cast<int>(group_tasks.size()));
+      group_tasks.push_back(tasks[i]);
+      task_index.push_back(static_cast<int>(i));
+      task_rows.push_back(tasks[i].row);
+    }
+    const size_t m = group_tasks.size();
+    // Round 1: the gate/up slices, assembled into each task's activations.
+    act_scratch.resize(m * inter);
+    FLOTILLA_RETURN_IF_ERROR(RunSliceRound(
+        layer, /*down=*/false, z, static_cast<size_t>(rows), lat, task_rows,
+        group_tasks, act_scratch.data(), inter, &totals));
+    // Round 2: the down projection of the assembled activations (request
+    // row i is the group's task i).
+    float* dest = out_scratch.data();
+    if (groups > 1) {
+      group_out.resize(m * lat);
+      dest = group_out.data();
+    }
+    FLOTILLA_RETURN_IF_ERROR(
+        RunSliceRound(layer, /*down=*/true, act_scratch.data(), m, inter,
+                      identity, group_tasks, dest, lat, &totals));
+    if (groups > 1) {
+      for (size_t j = 0; j < m; ++j) {
+        std::memcpy(out_scratch.data() + task_index[j] * lat,
+                    group_out.data() + j * lat, lat * sizeof(float));
+      }
+    }
+  }
   ++step;
-  std::vector<bool> used(config.num_experts, false);
-  for (const ExpertTask& t : tasks) used[t.expert] = true;
-  backend.experts_used += std::count(used.begin(), used.end(), true);
+  backend.experts_used += std::count_if(group_of.begin(), group_of.end(),
+                                        [](int g) { return g >= 0; });
 
   // Per-task outputs, combined as LocalExperts combines them.
   std::vector<double> acc;

@@ -59,6 +59,9 @@ nlohmann::json RemoteDecodeStats(const RemoteStats& at_decode,
       {"busiest_worker_share",
        read > 0 ? static_cast<double>(busiest) / static_cast<double>(read)
                 : 0.0},
+      // Split fleets: what down rounds had to read again (0 expected).
+      {"split_down_bytes_read",
+       b.split_down_bytes_read - a.split_down_bytes_read},
       {"prefetch_hints_sent", b.prefetch_calls - a.prefetch_calls},
       {"prefetch_hints_failed", b.prefetch_failed - a.prefetch_failed},
       {"prefetch_hints_dropped", b.prefetch_dropped - a.prefetch_dropped},

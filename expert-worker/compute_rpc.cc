@@ -194,6 +194,8 @@ v1::InfoResponse MakeInfo(const ExpertCompute& compute) {
     slice.set_latent_begin(
         static_cast<uint32_t>(plan.split->latent_rows().begin));
     slice.set_latent_end(static_cast<uint32_t>(plan.split->latent_rows().end));
+    slice.set_resident_experts(
+        static_cast<uint32_t>(SplitResidentExperts(plan.config)));
   }
   return info;
 }

@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
   eo.fetcher.accountant = self->accountant_.get();
   if (plan.split) {
     eo.sliced_intermediate = inter;
-    eo.fetcher.cache_slots = kSplitCacheSlotsPerToken * c.num_experts_per_token;
+    eo.fetcher.cache_slots = SplitResidentExperts(c);
   }
   FLOTILLA_ASSIGN_OR_RETURN(
       self->engine_,

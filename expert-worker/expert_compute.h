@@ -47,8 +47,12 @@ inline constexpr uint32_t kMaxAssignmentsPerCall = 1 << 18;
 // each: a K3 decode call (16 tasks x 3584 floats) needs about 1.2 MB.
 inline constexpr uint64_t kKeptScratchBytes = uint64_t{2} << 20;
 // Slices a split worker keeps resident, per expert a token routes to: the
-// down-projection call of a decode step's layer then reads nothing.
+// down-projection call of a decode step's layer then reads nothing (the
+// coordinator sends bigger steps in groups of this many experts).
 inline constexpr int kSplitCacheSlotsPerToken = 1;
+inline int SplitResidentExperts(const model::K3Config& config) {
+  return kSplitCacheSlotsPerToken * config.num_experts_per_token;
+}
 // Accountant owners: scratch kept between calls, and calls in flight.
 inline constexpr char kScratchOwner[] = "worker.scratch";
 inline constexpr char kCallsOwner[] = "worker.calls";
