@@ -32,7 +32,8 @@ constexpr char kUsage[] =
     "every expert on distinct workers); serve one with flotilla-expert-worker\n"
     "--model DIR --placement DIR/placement.json.\n"
     "--split (with --workers N) instead cuts every expert into N row slices:\n"
-    "worker K holds slice K of every expert (split.json, no placement.json).\n";
+    "worker K holds slice K of every expert (split.json, no placement.json);\n"
+    "serve one with flotilla-expert-worker --model DIR --split DIR/split.json.\n";
 
 // Test hook: FLOTILLA_PACK_STOP_AFTER=K stops a pack after K regions /
 // expert batches, as if it had been killed (kept out of --help).
