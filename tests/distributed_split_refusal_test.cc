@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/base/elapsed.h"
 #include "shared/transport/transport.h"
 #include "tests/distributed_test_util.h"
 #include "tests/split_fleet_fixture.h"
@@ -176,6 +177,30 @@ TEST_F(SplitTest, MalformedSliceCallsAreRejectedAndTheWorkerStaysHealthy) {
   const absl::StatusOr<bool> serving =
       transport::CheckHealthServing(channel, 10000);
   EXPECT_TRUE(serving.ok() && *serving);
+}
+
+// A hung slice worker (SIGSTOP): the request fails within its deadline,
+// naming the worker.
+TEST_F(SplitTest, HungWorkerFailsTheRequestWithinItsDeadline) {
+  auto fleet = StartSplitFleet(SplitPack(CkptA(), 2), 2);
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  coordinator::RemoteExpertsOptions options;
+  options.workers = Addresses(*fleet);
+  options.rpc_deadline_ms = 500;
+  auto model = OpenRemoteModel(CkptA(), options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  (*fleet)[0]->Signal(SIGSTOP);
+  const auto start = std::chrono::steady_clock::now();
+  auto failed = GenerateWith(**model, kPrompt, 2);
+  const double seconds = base::SecondsSince(start);
+  (*fleet)[0]->Signal(SIGCONT);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(failed.status().message()),
+              HasSubstr((*fleet)[0]->address()));
+  EXPECT_THAT(std::string(failed.status().message()),
+              HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_LT(seconds, 0.5 + 1.5) << "not within the deadline";
 }
 
 // kill -9 of a slice worker mid-generation: the request fails within its
