@@ -206,24 +206,18 @@ uint64_t ExpertCompute::CallBytes(const ComputeCall& call,
   // The response payload, and gRPC's serialized copy of it while it is
   // sent.
   uint64_t bytes = 2 * shape.response_bytes;
-  // call.assignments, unit_, z_ (one row per task), and in row-sums mode
-  // outputs_ and row_slot_.
-  bytes += 2 * n * sizeof(experts::ExpertAssignment) + n * width * 4;
+  // call.assignments, and in row-sums mode outputs_ and row_slot_.
+  bytes += n * sizeof(experts::ExpertAssignment);
   if (call.kind == CallKind::kRowSums) {
     bytes += n * width * 4 + rows * sizeof(int32_t);
   }
-  // The engine computes one row per task.
-  return bytes + engine_->ScratchBytesFor(n, n);
+  return bytes + engine_->ScratchBytesFor(rows, n);
 }
 
 void ExpertCompute::TrimScratch() {
-  const uint64_t ours = z_.capacity() * sizeof(float) +
-                        unit_.capacity() * sizeof(experts::ExpertAssignment) +
-                        outputs_.capacity() * sizeof(float) +
+  const uint64_t ours = outputs_.capacity() * sizeof(float) +
                         row_slot_.capacity() * sizeof(int32_t);
   if (ours > kKeptScratchBytes) {
-    std::vector<float>().swap(z_);
-    std::vector<experts::ExpertAssignment>().swap(unit_);
     std::vector<float>().swap(outputs_);
     std::vector<int32_t>().swap(row_slot_);
   }
@@ -238,35 +232,20 @@ absl::Status ExpertCompute::Run(const ComputeCall& call,
   const size_t n = call.assignments.size();
   const size_t width = static_cast<size_t>(call.row_width);
   const experts::FetchStats before = engine_->stats();
+  // Per-assignment values (the engine gathers each assignment's row):
+  // straight into the response, or for row sums into scratch first.
   float* out = outputs;
-  if (call.kind == CallKind::kGateUpSlice ||
-      call.kind == CallKind::kDownSlice) {
-    // Per-assignment values straight into the response; rows are gathered
-    // by the engine.
-    FLOTILLA_RETURN_IF_ERROR(engine_->ComputeTasks(
-        call.kind == CallKind::kGateUpSlice ? experts::ExpertPhase::kGateUp
-                                            : experts::ExpertPhase::kDown,
-        static_cast<int>(call.layer), call.activations,
-        static_cast<int>(call.num_rows), call.assignments.data(), n, out));
-  } else {
-    z_.resize(n * width);
-    unit_.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const experts::ExpertAssignment& a = call.assignments[i];
-      std::memcpy(z_.data() + i * width,
-                  call.activations + static_cast<size_t>(a.row) * width,
-                  width * sizeof(float));
-      unit_[i] =
-          experts::ExpertAssignment{static_cast<int32_t>(i), a.expert, 1.0f};
-    }
-    if (call.kind == CallKind::kRowSums) {
-      outputs_.resize(n * width);
-      out = outputs_.data();
-    }
-    FLOTILLA_RETURN_IF_ERROR(
-        engine_->ComputeLayer(static_cast<int>(call.layer), z_.data(),
-                              static_cast<int>(n), unit_.data(), n, out));
+  if (call.kind == CallKind::kRowSums) {
+    outputs_.resize(n * width);
+    out = outputs_.data();
   }
+  const experts::ExpertPhase phase =
+      call.kind == CallKind::kGateUpSlice ? experts::ExpertPhase::kGateUp
+      : call.kind == CallKind::kDownSlice ? experts::ExpertPhase::kDown
+                                          : experts::ExpertPhase::kWhole;
+  FLOTILLA_RETURN_IF_ERROR(engine_->ComputeTasks(
+      phase, static_cast<int>(call.layer), call.activations,
+      static_cast<int>(call.num_rows), call.assignments.data(), n, out));
   const experts::FetchStats& after = engine_->stats();
   // Reads a Prefetch started for this call's experts count as this call's
   // (the coordinator measures how each layer's reads were spread); reads

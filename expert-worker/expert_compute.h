@@ -5,9 +5,9 @@
 //
 // Results: for every assignment i the unweighted expert output
 // E_i = E_expert(z[row]) (float32), computed exactly as LocalExperts and
-// StreamingExperts compute it: the engine is handed one row per assignment
-// with weight 1, and 1.0 * v summed once into a zeroed double and rounded
-// back is v itself, bit for bit. From these either
+// StreamingExperts compute it (ExpertEngine::ComputeTasks: the same
+// grouping, kernels and reduction order, before any weighting). From these
+// either
 //   * expert outputs are returned as they are (the coordinator combines in
 //     task order: bitwise identical to single-process), or
 //   * row sums: per row, sum over its assignments in request order of
@@ -168,10 +168,8 @@ class ExpertCompute {
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<experts::ExpertEngine> engine_;
   // Scratch reused across calls (the compute thread only).
-  std::vector<float> z_;                         // [n][L] one row per task
-  std::vector<experts::ExpertAssignment> unit_;  // (i, expert, 1.0)
-  std::vector<float> outputs_;                   // [n][L] row-sums mode
-  std::vector<int32_t> row_slot_;                // row -> index in rows
+  std::vector<float> outputs_;     // [n][L] row-sums mode
+  std::vector<int32_t> row_slot_;  // row -> index in rows
 };
 
 }  // namespace flotilla::expert_worker

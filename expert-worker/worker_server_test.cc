@@ -336,12 +336,13 @@ class PollingWorkerTest : public ::testing::Test, protected ServedWorker {
 // given up. The worker's exit line counts the experts it was asked to
 // fetch, so the skipped call must not add to it.
 TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
-  // Long (1-2 s on the 2-vCPU VM): 16384 rows through experts 0 and 2.
+  // Long (about 1 s on the 2-vCPU VM): 32768 rows through experts 0, 2, 4
+  // and 6.
   flotilla::v1::ComputeRequest long_request = OneRowRequest(64);
   long_request.set_num_rows(1 << 15);
   long_request.mutable_activations()->Resize(64 << 15, 0.5f);
   for (uint32_t row = 0; row < (1u << 15); ++row) {
-    for (uint32_t expert : {0u, 2u}) {
+    for (uint32_t expert : {0u, 2u, 4u, 6u}) {
       if (row == 0 && expert == 0) continue;  // OneRowRequest's
       flotilla::v1::Assignment* a = long_request.add_assignments();
       a->set_row(row);
@@ -349,7 +350,7 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
       a->set_weight(1.0f);
     }
   }
-  // Its 16 MiB answer needs a channel that takes more than gRPC's 4 MiB.
+  // Its 32 MiB answer needs a channel that takes more than gRPC's 4 MiB.
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   auto big_stub = flotilla::v1::ExpertService::NewStub(
@@ -385,14 +386,14 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
   // A worker's shutdown waits, up to its 5 s drain, for client connections
   // to close after its GOAWAY. These two did not close on their own (with
   // either front end): one carried the call its deadline cancelled, the
-  // other the 16 MiB answer. Closed here, the stop takes milliseconds.
+  // other the 32 MiB answer. Closed here, the stop takes milliseconds.
   big_stub.reset();
   stub_.reset();
   channel_.reset();
   std::string output;
   ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
-  // The long call's two experts; the short call would have added one.
-  EXPECT_THAT(output, HasSubstr("experts: 2 requested")) << output;
+  // The long call's four experts; the short call would have added one.
+  EXPECT_THAT(output, HasSubstr("experts: 4 requested")) << output;
 }
 
 INSTANTIATE_TEST_SUITE_P(FrontEnds, ServedWorkerTest,
