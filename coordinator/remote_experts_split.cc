@@ -169,18 +169,18 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
         a->set_expert(static_cast<uint32_t>(tasks[i].expert));
         a->set_weight(tasks[i].weight);
       }
+      // Sent as soon as it is built: the first worker starts while the
+      // next request is being filled.
+      stats.request_bytes += q.ByteSizeLong();
+      ++stats.calls;
+      c->context.set_deadline(
+          std::chrono::system_clock::now() +
+          std::chrono::milliseconds(options.rpc_deadline_ms));
+      c->sent = RemoteClock::now();
+      c->reader = workers[c->worker].stub->AsyncCompute(&c->context, q, &cq);
+      c->reader->Finish(&c->response, &c->status, c.get());
       calls.push_back(std::move(c));
     }
-  }
-  for (std::unique_ptr<SliceCall>& c : calls) {
-    stats.request_bytes += c->request.ByteSizeLong();
-    ++stats.calls;
-    c->context.set_deadline(std::chrono::system_clock::now() +
-                            std::chrono::milliseconds(options.rpc_deadline_ms));
-    c->sent = RemoteClock::now();
-    c->reader =
-        workers[c->worker].stub->AsyncCompute(&c->context, c->request, &cq);
-    c->reader->Finish(&c->response, &c->status, c.get());
   }
   for (size_t left = calls.size(); left > 0;) {
     void* tag = nullptr;
