@@ -50,6 +50,12 @@ struct CqTag {
   bool prefetch = false;
 };
 
+// A Compute call of the layer in progress (either layer path): when it was
+// sent and when its answer was read off `cq`.
+struct ComputeTag : CqTag {
+  RemoteClock::time_point sent, answered;
+};
+
 // One Prefetch hint in flight; owned by Impl::prefetch_in_flight.
 struct PrefetchCall : CqTag {
   grpc::ClientContext context;
@@ -111,6 +117,12 @@ struct RemoteExperts::Impl {
 
   absl::Status ComputeLayer(int layer, const float* z, int rows,
                             const std::vector<ExpertTask>& tasks, float* out);
+  // Reads `count` Compute answers off `cq` (every call completes: OK, error
+  // or deadline), stamping each ComputeTag's `answered`; hint answers met on
+  // the way are counted, not waited for. Polls for up to busy_poll_us before
+  // blocking. This thread reads the answers itself: no hand-off from a gRPC
+  // thread, one wake-up less per layer.
+  absl::Status AwaitComputeCalls(size_t count);
 
   // Split fleets (remote_experts_split.cc). Set by CheckSplitFleet when
   // every worker holds a row slice of every expert.

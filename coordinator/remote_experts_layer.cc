@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/remote_experts_internal.h"
 #include "shared/base/elapsed.h"
+#include "shared/base/status_macros.h"
 #include "shared/experts/combine.h"
 #include "shared/transport/cq_poll.h"
 
@@ -17,7 +18,7 @@ namespace flotilla::coordinator {
 namespace {
 
 // One Compute RPC: part (or all) of one worker's share of the layer.
-struct Call : CqTag {
+struct Call : ComputeTag {
   int worker = 0;
   std::vector<int> tasks;  // indices into the layer's tasks, in task order
   std::vector<int> rows;   // global rows, ascending; request row k = rows[k]
@@ -26,7 +27,6 @@ struct Call : CqTag {
   grpc::ClientContext context;
   grpc::Status status;
   bool ok = false;  // succeeded and passed CheckResponse
-  RemoteClock::time_point sent, answered;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ComputeResponse>> reader;
 };
 
@@ -69,6 +69,25 @@ uint64_t RemoteExperts::Impl::CallPayloadBudget() const {
           ? std::min(options.max_call_bytes, max_message_bytes)
           : max_message_bytes;
   return limit - std::min(kMessageSlackBytes, limit / 2);
+}
+
+absl::Status RemoteExperts::Impl::AwaitComputeCalls(size_t count) {
+  for (size_t left = count; left > 0;) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!transport::NextWithSpin(
+            &cq, std::chrono::microseconds(options.busy_poll_us), &tag, &ok)) {
+      return absl::InternalError("completion queue shut down");
+    }
+    CqTag* done = static_cast<CqTag*>(tag);
+    if (done->prefetch) {  // a hint's answer: counted, not waited for
+      OnPrefetchDone(static_cast<PrefetchCall*>(done));
+      continue;
+    }
+    static_cast<ComputeTag*>(done)->answered = RemoteClock::now();
+    --left;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RemoteExperts::Impl::ComputeLayer(
@@ -213,25 +232,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           workers[c.worker].stub->AsyncCompute(&c.context, c.request, &cq);
       c.reader->Finish(&c.response, &c.status, &c);
     }
-    // This thread polls for the answers itself (a completion queue rather
-    // than callbacks): no hand-off from a gRPC thread, one wake-up less per
-    // layer. Every call completes (OK, error or deadline).
-    for (size_t left = calls.size() - first_call; left > 0;) {
-      void* tag = nullptr;
-      bool ok = false;
-      if (!transport::NextWithSpin(
-              &cq, std::chrono::microseconds(options.busy_poll_us), &tag,
-              &ok)) {
-        return absl::InternalError("completion queue shut down");
-      }
-      CqTag* done = static_cast<CqTag*>(tag);
-      if (done->prefetch) {  // a hint's answer: counted, not waited for
-        OnPrefetchDone(static_cast<PrefetchCall*>(done));
-        continue;
-      }
-      static_cast<Call*>(done)->answered = RemoteClock::now();
-      --left;
-    }
+    FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size() - first_call));
 
     // Collect; failed workers' experts go to the next round.
     std::vector<bool> retry(num_experts, false);

@@ -23,7 +23,6 @@
 #include "shared/base/elapsed.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/combine.h"
-#include "shared/transport/cq_poll.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -31,14 +30,13 @@ namespace {
 using base::Seconds;
 
 // One call of one round: worker `worker`'s share of tasks [begin, end).
-struct SliceCall : CqTag {
+struct SliceCall : ComputeTag {
   int worker = 0;
   size_t begin = 0, end = 0;
   v1::ComputeRequest request;
   v1::ComputeResponse response;
   grpc::ClientContext context;
   grpc::Status status;
-  RemoteClock::time_point sent, answered;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ComputeResponse>> reader;
 };
 
@@ -182,21 +180,7 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
       calls.push_back(std::move(c));
     }
   }
-  for (size_t left = calls.size(); left > 0;) {
-    void* tag = nullptr;
-    bool ok = false;
-    if (!transport::NextWithSpin(
-            &cq, std::chrono::microseconds(options.busy_poll_us), &tag, &ok)) {
-      return absl::InternalError("completion queue shut down");
-    }
-    CqTag* done = static_cast<CqTag*>(tag);
-    if (done->prefetch) {
-      OnPrefetchDone(static_cast<PrefetchCall*>(done));
-      continue;
-    }
-    static_cast<SliceCall*>(done)->answered = RemoteClock::now();
-    --left;
-  }
+  FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size()));
 
   double slowest_worker = 0, slowest_rpc = 0;
   for (const std::unique_ptr<SliceCall>& c : calls) {

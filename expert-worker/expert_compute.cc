@@ -165,8 +165,9 @@ absl::StatusOr<ComputeShape> ExpertCompute::Validate(
     return bad("a (row, expert) pair appears more than once");
   }
   ComputeShape shape;
-  // Scratch is one row per assignment in both modes; bound it like a
-  // message so no request can make the worker allocate without limit.
+  // Scratch holds one row per assignment whatever the kind (the engine
+  // gathers each assignment's row); bound it like a message so no request
+  // can make the worker allocate without limit.
   const uint64_t scratch_bytes = n * width * sizeof(float);
   if (call.kind == CallKind::kGateUpSlice) {
     shape.output_floats = n * plan_.split->inter_rows().size();
