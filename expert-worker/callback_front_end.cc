@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "expert-worker/front_end.h"
@@ -114,8 +115,9 @@ class CallbackExpertService final
 class CallbackFrontEnd final : public FrontEnd {
  public:
   explicit CallbackFrontEnd(ExpertCompute* compute) : service_(compute) {}
-  grpc::Service* service() override { return &service_; }
+  std::vector<grpc::Service*> services() override { return {&service_}; }
   bool needs_queue() const override { return false; }
+  bool serves_standard_services() const override { return false; }
   void Start(std::unique_ptr<grpc::ServerCompletionQueue>) override {}
   void Stop() override { service_.StopCompute(); }
 

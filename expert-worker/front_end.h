@@ -1,17 +1,19 @@
-// The worker's gRPC front ends for ExpertService. Both serve Info and
-// Prefetch through the callback API and answer every request the same way
-// (compute_rpc.h); they differ in how a Compute reaches the compute thread:
+// The worker's gRPC front ends for ExpertService. Both answer every
+// request the same way (compute_rpc.h); they differ in how a call reaches
+// the compute thread:
 //
 //   * CallbackFrontEnd (default): gRPC's callback threads parse, validate
 //     and queue each call for one compute thread, which finishes it. No gRPC
-//     thread ever blocks on disk or compute.
-//   * PollingFrontEnd (--busy-poll-us > 0): Compute is an async-API method
-//     on a completion queue that the compute thread itself polls, without
-//     sleeping for up to the given time after each event. A request is read,
-//     run and answered on that one thread, with no hand-off between threads
-//     and no wake-up while the coordinator keeps calling. Costs: one CPU
-//     spins between calls, and calls run in arrival order without a queue
-//     (gRPC holds calls that arrive while one runs).
+//     thread ever blocks on disk or compute. Health and reflection are
+//     gRPC's own services.
+//   * PollingFrontEnd (--busy-poll-us > 0): every method, health and
+//     reflection included, is an async-API method on one completion queue
+//     that the compute thread itself polls, without sleeping for up to the
+//     given time after each event. It is the process's only gRPC poller, so
+//     a request is read, run and answered on that one thread, with no
+//     hand-off between threads and no wake-up while the coordinator keeps
+//     calling. Costs: one CPU spins between calls, and calls run in arrival
+//     order without a queue (gRPC holds calls that arrive while one runs).
 //
 // Includes gRPC headers: only for the worker's server .cc files.
 #ifndef FLOTILLA_EXPERT_WORKER_FRONT_END_H_
@@ -30,11 +32,19 @@ namespace flotilla::expert_worker {
 class FrontEnd {
  public:
   virtual ~FrontEnd() = default;
-  virtual grpc::Service* service() = 0;
+  // What to register with the server.
+  virtual std::vector<grpc::Service*> services() = 0;
+  // Serves the methods no service registers (may be null).
+  virtual grpc::AsyncGenericService* generic_service() { return nullptr; }
   // Whether Start needs a server completion queue (async methods).
   virtual bool needs_queue() const = 0;
+  // Whether it serves health and reflection itself (else gRPC's own do).
+  virtual bool serves_standard_services() const = 0;
   // Once the server is running; `cq` is null unless needs_queue().
   virtual void Start(std::unique_ptr<grpc::ServerCompletionQueue> cq) = 0;
+  // At a shutdown signal, before grpc::Server::Shutdown: health reports
+  // NOT_SERVING (when served here; server.cc does it for gRPC's own).
+  virtual void BeginShutdown() {}
   // After grpc::Server::Shutdown returned: finishes what is queued, stops
   // the compute thread. Idempotent.
   virtual void Stop() = 0;
@@ -48,7 +58,7 @@ std::unique_ptr<FrontEnd> MakePollingFrontEnd(ExpertCompute* compute,
 // false when it cannot take it (queue full or stopping).
 using JobRunner = std::function<bool(std::function<void()>)>;
 
-// Info and Prefetch, shared by both front ends. `Base` is a generated
+// Info and Prefetch of the callback front end. `Base` is a generated
 // ExpertService variant whose Info and Prefetch use the callback API.
 template <typename Base>
 class InfoAndPrefetch : public Base {

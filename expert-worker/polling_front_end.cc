@@ -1,62 +1,175 @@
-// The --busy-poll-us front end: Compute through gRPC's async API on a
-// completion queue that the compute thread polls itself (see front_end.h).
+// The --busy-poll-us front end: every method of the worker's server is an
+// async-API method on one completion queue that the compute thread polls
+// itself (see front_end.h).
+//
+// Why every method: gRPC (epoll1) lets one thread at a time poll the
+// process's sockets and hands that role to any other thread waiting on a
+// completion queue. Callback methods (gRPC's own health service included)
+// bring such threads, and so do sync methods (its reflection service). With
+// any of them the compute thread loses the role between two polls; the
+// request is then read by a thread asleep in epoll, whose wake-up the
+// sender pays inside sendmsg (a paravirtualized IPI on our VMs, ~0.1 ms).
+// So here the compute thread is the only poller: it reads each request
+// itself, runs it and writes the answer, and health and reflection are
+// served on the same queue (polled_standard_services.h).
 #include <grpcpp/alarm.h>
 
 #include <chrono>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "expert-worker/front_end.h"
 #include "expert-worker/server.h"
 #include "shared/transport/cq_poll.h"
+#include "shared/transport/polled_standard_services.h"
 
 namespace flotilla::expert_worker {
 namespace {
 
-// Compute is async; Info and Prefetch stay on the callback API, so that
-// they are answered while a long call runs on the polling thread.
-using HybridService = v1::ExpertService::WithAsyncMethod_Compute<
-    v1::ExpertService::WithCallbackMethod_Prefetch<
-        v1::ExpertService::WithCallbackMethod_Info<
-            v1::ExpertService::Service>>>;
+using transport::PolledOp;
+using Service = v1::ExpertService::AsyncService;
 
-class PollingExpertService final : public InfoAndPrefetch<HybridService> {
+// One unary call of `Service` from arrival to the end of its Finish.
+// `Request` asks gRPC for the next call of the method on our queue;
+// `Handle` answers an arrived one (on the polling thread).
+template <typename Req, typename Resp>
+class UnaryCall final : public PolledOp {
  public:
-  PollingExpertService(ExpertCompute* compute, JobRunner jobs)
-      : InfoAndPrefetch(compute, std::move(jobs)) {}
-  ExpertCompute* compute() const { return compute_; }
+  using RequestFn = void (Service::*)(grpc::ServerContext*, Req*,
+                                      grpc::ServerAsyncResponseWriter<Resp>*,
+                                      grpc::CompletionQueue*,
+                                      grpc::ServerCompletionQueue*, void*);
+  using HandleFn = std::function<grpc::Status(const grpc::ServerContext&,
+                                              const Req&, Resp*)>;
+
+  // Starts waiting for the next call of the method.
+  static void Await(Service* service, RequestFn request, HandleFn handle,
+                    grpc::ServerCompletionQueue* cq) {
+    auto* call = new UnaryCall(service, request, std::move(handle), cq);
+    (service->*request)(&call->context_, &call->request_, &call->writer_, cq,
+                        cq, call);
+  }
+
+  bool Proceed(bool ok) override {
+    if (finishing_ || !ok) return false;  // done, or shutting down
+    // Wait for the next call before running this one, so that gRPC can
+    // match a call that arrives meanwhile without more work later.
+    Await(service_, request_fn_, handle_, cq_);
+    const grpc::Status status = handle_(context_, request_, &response_);
+    finishing_ = true;
+    if (status.ok()) {
+      writer_.Finish(response_, status, this);
+    } else {
+      writer_.FinishWithError(status, this);
+    }
+    return true;
+  }
+
+ private:
+  UnaryCall(Service* service, RequestFn request, HandleFn handle,
+            grpc::ServerCompletionQueue* cq)
+      : service_(service),
+        request_fn_(request),
+        handle_(std::move(handle)),
+        cq_(cq) {}
+
+  Service* const service_;
+  const RequestFn request_fn_;
+  const HandleFn handle_;
+  grpc::ServerCompletionQueue* const cq_;
+  grpc::ServerContext context_;
+  Req request_;
+  Resp response_;
+  grpc::ServerAsyncResponseWriter<Resp> writer_{&context_};
+  bool finishing_ = false;  // its next event is the end of Finish
 };
 
-// One Compute RPC from arrival to the end of its Finish.
-struct ComputeRpc {
-  grpc::ServerContext context;
-  v1::ComputeRequest request;
-  v1::ComputeResponse response;
-  grpc::ServerAsyncResponseWriter<v1::ComputeResponse> writer{&context};
-  bool finishing = false;  // its next event is the end of Finish
-};
+grpc::Status HandleCompute(ExpertCompute* compute,
+                           const grpc::ServerContext& context,
+                           const v1::ComputeRequest& request,
+                           v1::ComputeResponse* response) {
+  if (std::chrono::system_clock::now() > context.deadline()) {
+    // It waited inside gRPC while earlier calls ran, past its deadline: the
+    // client has given up (and retried on a replica), so do not spend the
+    // disk on an answer nobody reads.
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "deadline passed before the call ran");
+  }
+  // `admitted` (and its memory charge) ends with this function; Finish
+  // copies the response into its own buffer right after.
+  AdmittedCompute admitted;
+  grpc::Status status =
+      AdmitCompute(compute, request, RpcClock::now(), &admitted);
+  if (!status.ok()) return status;
+  return RunAdmittedCompute(compute, request, admitted, response);
+}
 
 class PollingFrontEnd final : public FrontEnd {
  public:
   PollingFrontEnd(ExpertCompute* compute, std::chrono::microseconds spin)
-      : service_(compute,
-                 [this](std::function<void()> job) {
-                   return PushJob(std::move(job));
-                 }),
-        spin_(spin) {}
+      : compute_(compute), info_(MakeInfo(*compute)), spin_(spin) {}
   ~PollingFrontEnd() override { Stop(); }
 
-  grpc::Service* service() override { return &service_; }
+  std::vector<grpc::Service*> services() override { return {&service_}; }
+  grpc::AsyncGenericService* generic_service() override {
+    return standard_.generic_service();
+  }
   bool needs_queue() const override { return true; }
+  bool serves_standard_services() const override { return true; }
 
   void Start(std::unique_ptr<grpc::ServerCompletionQueue> cq) override {
     cq_ = std::move(cq);
-    AwaitNextCall();
+    grpc::ServerCompletionQueue* q = cq_.get();
+    ExpertCompute* compute = compute_;
+    UnaryCall<v1::ComputeRequest, v1::ComputeResponse>::Await(
+        &service_, &Service::RequestCompute,
+        [compute](const grpc::ServerContext& context,
+                  const v1::ComputeRequest& request,
+                  v1::ComputeResponse* response) {
+          return HandleCompute(compute, context, request, response);
+        },
+        q);
+    UnaryCall<v1::InfoRequest, v1::InfoResponse>::Await(
+        &service_, &Service::RequestInfo,
+        [this](const grpc::ServerContext&, const v1::InfoRequest&,
+               v1::InfoResponse* response) {
+          *response = info_;
+          return grpc::Status::OK;
+        },
+        q);
+    UnaryCall<v1::PrefetchRequest, v1::PrefetchResponse>::Await(
+        &service_, &Service::RequestPrefetch,
+        [compute](const grpc::ServerContext&,
+                  const v1::PrefetchRequest& request,
+                  v1::PrefetchResponse* response) {
+          std::vector<uint32_t> experts;
+          if (grpc::Status s = AdmitPrefetch(*compute, request, &experts);
+              !s.ok()) {
+            return s;
+          }
+          // Advisory and non-blocking: it only queues reads.
+          absl::StatusOr<uint32_t> n =
+              compute->Prefetch(request.layer(), experts);
+          response->set_experts_scheduled(n.ok() ? *n : 0);
+          return grpc::Status::OK;
+        },
+        q);
+    standard_.Start(q);
     thread_ = std::thread([this] { Loop(); });
+  }
+
+  void BeginShutdown() override {
+    // From the signal thread: the polling thread marks health NOT_SERVING
+    // (and tells watchers) at its next event, which this alarm makes now.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cq_ == nullptr || shutdown_alarm_ != nullptr) return;
+    shutdown_alarm_ = std::make_unique<grpc::Alarm>();
+    shutdown_alarm_->Set(cq_.get(), gpr_now(GPR_CLOCK_MONOTONIC),
+                         &shutdown_tag_);
   }
 
   void Stop() override {
@@ -67,96 +180,38 @@ class PollingFrontEnd final : public FrontEnd {
     }
     if (cq_ == nullptr) return;
     // gRPC's order: the server is shut down already; now the queue, whose
-    // remaining events (the cancelled wait for a next call) the loop
-    // drains before it returns.
+    // remaining events (cancelled waits for next calls) the loop drains
+    // before it returns.
     cq_->Shutdown();
     if (thread_.joinable()) thread_.join();
-    RunJobs();  // hints queued after the last wake-up: answered, not lost
   }
 
  private:
-  // Asks gRPC for the next Compute on our queue; it arrives as an event.
-  void AwaitNextCall() {
-    auto* rpc = new ComputeRpc;
-    service_.RequestCompute(&rpc->context, &rpc->request, &rpc->writer,
-                            cq_.get(), cq_.get(), rpc);
-  }
-
   void Loop() {
     void* tag = nullptr;
     bool ok = false;
     while (transport::NextWithSpin(cq_.get(), spin_, &tag, &ok)) {
-      if (tag == &wake_tag_) {
-        RunJobs();
+      if (tag == &shutdown_tag_) {
+        standard_.SetNotServing();
         continue;
       }
-      std::unique_ptr<ComputeRpc> rpc(static_cast<ComputeRpc*>(tag));
-      if (rpc->finishing || !ok) continue;  // done, or shutting down
-      // Wait for the next call before running this one, so that gRPC can
-      // match a call that arrives meanwhile without more work later.
-      AwaitNextCall();
-      AdmittedCompute admitted;
-      grpc::Status status;
-      if (std::chrono::system_clock::now() > rpc->context.deadline()) {
-        // It waited inside gRPC while earlier calls ran, past its deadline:
-        // the client has given up (and retried on a replica), so do not
-        // spend the disk on an answer nobody reads.
-        status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                              "deadline passed before the call ran");
-      } else {
-        status = AdmitCompute(service_.compute(), rpc->request, RpcClock::now(),
-                              &admitted);
-      }
-      if (status.ok()) {
-        status = RunAdmittedCompute(service_.compute(), rpc->request, admitted,
-                                    &rpc->response);
-      }
-      rpc->finishing = true;
-      ComputeRpc* raw = rpc.release();  // owned by its Finish event now
-      if (status.ok()) {
-        raw->writer.Finish(raw->response, status, raw);
-      } else {
-        raw->writer.FinishWithError(status, raw);
-      }
-      // `admitted` (and its memory charge) ends here: Finish has
-      // serialized the response.
+      auto* op = static_cast<PolledOp*>(tag);
+      if (!op->Proceed(ok)) delete op;
     }
   }
 
-  // From gRPC's callback threads (Prefetch): queue the job and wake the
-  // polling thread with an alarm on its queue, once per batch of jobs.
-  bool PushJob(std::function<void()> job) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || jobs_.size() >= kMaxQueuedCalls) return false;
-    jobs_.push_back(std::move(job));
-    if (!wake_pending_) {
-      wake_pending_ = true;
-      wake_ = std::make_unique<grpc::Alarm>();
-      wake_->Set(cq_.get(), gpr_now(GPR_CLOCK_MONOTONIC), &wake_tag_);
-    }
-    return true;
-  }
-
-  void RunJobs() {
-    std::deque<std::function<void()>> jobs;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      wake_pending_ = false;
-      jobs.swap(jobs_);
-    }
-    for (auto& job : jobs) job();
-  }
-
-  PollingExpertService service_;
+  ExpertCompute* const compute_;
+  const v1::InfoResponse info_;
   const std::chrono::microseconds spin_;
+  Service service_;
+  transport::PolledStandardServices standard_{
+      {v1::ExpertService::service_full_name()}};
   std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   std::thread thread_;
-  int wake_tag_ = 0;  // its address tags the job alarm's events
+  int shutdown_tag_ = 0;  // its address tags the shutdown alarm's event
   std::mutex mu_;
-  std::deque<std::function<void()>> jobs_;  // guarded by mu_
-  std::unique_ptr<grpc::Alarm> wake_;       // guarded by mu_
-  bool wake_pending_ = false;               // guarded by mu_
-  bool stopping_ = false;                   // guarded by mu_
+  std::unique_ptr<grpc::Alarm> shutdown_alarm_;  // guarded by mu_
+  bool stopping_ = false;                        // guarded by mu_
 };
 
 }  // namespace

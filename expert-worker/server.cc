@@ -54,7 +54,10 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
   server_options.port = options.port;
   server_options.tls = options.tls;
   server_options.max_message_bytes = kMaxMessageBytes;
-  server_options.services.push_back(front_end->service());
+  server_options.services = front_end->services();
+  server_options.generic_service = front_end->generic_service();
+  server_options.standard_services_on_queue =
+      front_end->serves_standard_services();
   std::unique_ptr<grpc::ServerCompletionQueue> queue;
   if (front_end->needs_queue()) server_options.async_queue = &queue;
   int bound_port = 0;
@@ -81,6 +84,7 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
   std::fprintf(stderr, "flotilla-expert-worker: %s received, shutting down\n",
                signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   // Health first, so probes stop routing to us while calls drain.
+  front_end->BeginShutdown();
   if (grpc::HealthCheckServiceInterface* health =
           (*server)->GetHealthCheckService()) {
     health->Shutdown();

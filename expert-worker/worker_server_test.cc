@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,14 +24,17 @@
 #include "flotilla/v1/expert.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/transport/generic_stream_testutil.h"
 #include "shared/transport/transport.h"
 
 extern char** environ;
 
 namespace {
 
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 const std::string kWorker =
@@ -321,6 +326,22 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
     EXPECT_THAT(status.error_message(), HasSubstr("row_width"));
   }
 
+  {
+    // Server reflection (gRPC's own, or the polled front end's): the
+    // service list and the file that declares ExpertService.
+    const std::string list("\x3a\x00", 2);  // list_services: ""
+    const std::string symbol =
+        std::string("\x22\x19") + "flotilla.v1.ExpertService";
+    const flotilla::transport::StreamResult r = flotilla::transport::CallStream(
+        channel_,
+        "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        {list, symbol});
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    ASSERT_EQ(r.responses.size(), 2u);
+    EXPECT_THAT(r.responses[0], HasSubstr("grpc.health.v1.Health"));
+    EXPECT_THAT(r.responses[1], HasSubstr("flotilla/v1/expert.proto"));
+  }
+
   std::string output;
   ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
 }
@@ -394,6 +415,44 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
   ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
   // The long call's four experts; the short call would have added one.
   EXPECT_THAT(output, HasSubstr("experts: 4 requested")) << output;
+}
+
+// The point of the polling front end: its thread is the process's only
+// gRPC poller, so no thread of gRPC's callback API ("nexting_thread") or
+// sync API ("grpcpp_sync_ser") may exist; either would take the polling
+// over (polling_front_end.cc). And a health Watch sees the shutdown.
+TEST_F(PollingWorkerTest, OnlyTheComputeThreadPollsAndWatchSeesShutdown) {
+  ASSERT_TRUE(flotilla::transport::CheckHealthServing(channel_, 10000).ok());
+  std::vector<std::string> threads;
+  for (const auto& task : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", child_.pid, "/task"))) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    threads.push_back(name);
+  }
+  EXPECT_THAT(threads, Contains("flotilla-expert"));  // the process is read
+  EXPECT_THAT(threads, Not(Contains("nexting_thread")));
+  EXPECT_THAT(threads, Not(Contains("grpcpp_sync_ser")));
+
+  std::string output;
+  const flotilla::transport::StreamResult watch =
+      flotilla::transport::CallStream(
+          channel_, "/grpc.health.v1.Health/Watch", {""}, -1, [&](int n) {
+            if (n == 1) ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
+          });
+  EXPECT_TRUE(watch.status.ok()) << watch.status.error_message();
+  EXPECT_THAT(watch.responses, ElementsAre(std::string("\x08\x01", 2),
+                                           std::string("\x08\x02", 2)));
+  stub_.reset();
+  channel_.reset();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string line;
+  while (ReadLine(child_.out_fd, deadline, &line)) output += line + "\n";
+  stopped_ = true;
+  EXPECT_EQ(WaitExit(child_.pid), 0) << output;
+  EXPECT_THAT(output, HasSubstr("SIGTERM received"));
 }
 
 INSTANTIATE_TEST_SUITE_P(FrontEnds, ServedWorkerTest,

@@ -71,6 +71,12 @@ struct ServerOptions {
   // When set, receives a completion queue for the services' async-API
   // methods (it must be shut down after the server, then drained).
   std::unique_ptr<grpc::ServerCompletionQueue>* async_queue = nullptr;
+  // The caller serves health and reflection itself on `async_queue`
+  // (PolledStandardServices): gRPC's own are left out, as their threads
+  // would poll the server's sockets too.
+  bool standard_services_on_queue = false;
+  // Serves calls of methods no service registers; not owned.
+  grpc::AsyncGenericService* generic_service = nullptr;
 };
 
 // Builds and starts a server with the given services plus the standard
