@@ -26,8 +26,10 @@ namespace flotilla::transport {
 // blocks. A zero or negative `spin` is plain Next. Returns false only when
 // the queue is shut down and drained.
 //
-// The thread calling this must be the queue's only poller for the spin to
-// help: gRPC lets one thread at a time poll a queue's file descriptors.
+// The thread calling this must be the process's only gRPC poller for the
+// spin to help: gRPC (epoll1) lets one thread at a time poll the sockets
+// and hands that role to any thread waiting on a completion queue, such as
+// those of callback or sync methods (expert-worker/polling_front_end.cc).
 bool NextWithSpin(grpc::CompletionQueue* cq, std::chrono::microseconds spin,
                   void** tag, bool* ok);
 

@@ -80,7 +80,8 @@ struct ServerOptions {
 };
 
 // Builds and starts a server with the given services plus the standard
-// health service (SERVING) and server reflection. `bound_port` receives the
+// health service (SERVING) and server reflection (gRPC's own, unless
+// standard_services_on_queue). `bound_port` receives the
 // port actually bound. UNAVAILABLE naming the address when it cannot listen.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const ServerOptions& options, int* bound_port);
