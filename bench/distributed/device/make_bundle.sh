@@ -12,7 +12,7 @@ D=${STAGE:-/work/devbundle-stage}
 mkdir -p "$D"
 BUILD=${1:-/work/wt-device/build-rel}
 SRC=${2:-$(dirname "$BUILD")}
-BINS="flotilla-tool flotilla-expert-worker flotilla-bench-distributed flotilla-bench-loopback"
+BINS="flotilla-tool flotilla-expert-worker flotilla-bench-distributed flotilla-bench-loopback flotilla-bench-grpc-pingpong"
 rm -rf "$D/bin" "$D/lib" "$D/lib-glibc" "$D/scripts"
 mkdir -p "$D/bin" "$D/lib" "$D/lib-glibc"
 for b in $BINS; do cp "$BUILD/bin/$b" "$D/bin/"; strip --strip-unneeded "$D/bin/$b"; done

@@ -178,6 +178,22 @@ for ((r = 1; r <= ROUNDS; r++)); do
   done
 done
 
+# --- what gRPC itself adds (unary and stream, both ends polling) ---------
+echo "== flotilla-bench-grpc-pingpong ($(elapsed) s)"
+: > "$OUT/grpc_pingpong.jsonl"
+if [[ -x $BIN/flotilla-bench-grpc-pingpong ]]; then
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for args in "--mode=unary" "--mode=stream" "--mode=unary --touch-mb=16" \
+                "--mode=stream --touch-mb=16"; do
+      line=$(timeout -k 2 30 "${RUN[@]}" "$BIN/flotilla-bench-grpc-pingpong" $args)
+      rc=$?
+      if (( rc != 0 )); then echo "grpc ping-pong [$args] failed (rc $rc)"; continue; fi
+      echo "{\"round\":$r,\"args\":\"$args\",\"result\":$line}" >> "$OUT/grpc_pingpong.jsonl"
+      echo "round $r [$args]: $line"
+    done
+  done
+fi
+
 # --- distributed loopback RPC overhead ------------------------------------
 PIDS=()
 kill_workers() {  # the workers are not our children (started in $(...))
@@ -280,7 +296,7 @@ done
 
 # --- summary -------------------------------------------------------------
 echo "== summary ($(elapsed) s)"
-python3 - "$OUT/results.jsonl" "$OUT/loopback.jsonl" <<'EOF' | tee "$OUT/summary.txt"
+python3 - "$OUT/results.jsonl" "$OUT/loopback.jsonl" "$OUT/grpc_pingpong.jsonl" <<'EOF' | tee "$OUT/summary.txt"
 import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 lb = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
@@ -310,6 +326,14 @@ print("flotilla-bench-loopback: round trip minus server work, p50 per run (us), 
 for a in ["", "--poll", "--work-us=0 --gap-us=0", "--work-us=0 --gap-us=0 --poll"]:
     v = [x['result']['round_trip_minus_work_us_p50'] for x in lb if x['args'] == a]
     print(f"  {a or '(default: 5 ms work, 1 ms gap)':<32} {' '.join(f'{u:.1f}' for u in v):<24} {med(v):.1f}")
+gp = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
+print("flotilla-bench-grpc-pingpong (5 ms work, 1 ms gap, both poll): p50 per run (us), median;")
+print("  and the medians of the request and answer legs")
+for a in ["--mode=unary", "--mode=stream", "--mode=unary --touch-mb=16", "--mode=stream --touch-mb=16"]:
+    sel = [x['result'] for x in gp if x['args'] == a]
+    v = [x['round_trip_minus_work_us_p50'] for x in sel]
+    print(f"  {a:<32} {' '.join(f'{u:.1f}' for u in v):<24} {med(v):.1f}  "
+          f"legs {med([x['request_leg_us_p50'] for x in sel]):.1f} / {med([x['response_leg_us_p50'] for x in sel]):.1f}")
 EOF
 echo "total $(elapsed) s; files in $OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
 }
