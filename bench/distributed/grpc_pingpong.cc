@@ -26,10 +26,11 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/distributed/int_flag.h"
 #include "shared/transport/cq_poll.h"
 #include "shared/transport/polled_standard_services.h"
 #include "shared/transport/transport.h"
@@ -183,12 +184,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name, int* out) {
-      const std::string prefix = std::string("--") + name + "=";
-      if (arg.rfind(prefix, 0) != 0) return false;
-      if (!absl::SimpleAtoi(arg.substr(prefix.size()), out) || *out < 0) {
-        *out = -1;
-      }
-      return true;
+      return flotilla::bench::ParseIntFlag(arg, name, out);
     };
     if (arg.rfind("--mode=", 0) == 0) {
       mode = arg.substr(7);
@@ -198,9 +194,17 @@ int main(int argc, char** argv) {
       return Usage("unknown argument " + arg);
     }
   }
-  if (work_us < 0 || gap_us < 0 || calls < 1 || spin_us < 0 || touch_mb < 0 ||
-      (mode != "unary" && mode != "stream")) {
-    return Usage("bad value");
+  for (const auto& [name, v] : {std::pair<const char*, int>{"work-us", work_us},
+                                {"gap-us", gap_us},
+                                {"calls", calls},
+                                {"spin-us", spin_us},
+                                {"touch-mb", touch_mb}}) {
+    if (v < 0)
+      return Usage(absl::StrCat("--", name, " must be an integer >= 0"));
+  }
+  if (calls < 1) return Usage("--calls must be at least 1");
+  if (mode != "unary" && mode != "stream") {
+    return Usage("--mode must be unary or stream, not " + mode);
   }
   const std::chrono::microseconds spin(spin_us);
   std::vector<char> touch(static_cast<size_t>(touch_mb) << 20, 1);
@@ -234,7 +238,12 @@ int main(int argc, char** argv) {
   const grpc::ByteBuffer request = Bytes(kRequestBytes);
   grpc::ClientContext stream_context;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream;
+  // Deadlines, so that a server that stops answering ends the run.
+  const auto run_deadline =
+      std::chrono::system_clock::now() + std::chrono::seconds(10) +
+      std::chrono::microseconds(int64_t{calls + 20} * (work_us + gap_us));
   if (mode == "stream") {
+    stream_context.set_deadline(run_deadline);
     stream = stub.PrepareCall(&stream_context, kStream, &cq);
     stream->StartCall(reinterpret_cast<void*>(1));
     if (!wait(1)) return 1;
@@ -251,6 +260,9 @@ int main(int argc, char** argv) {
       ok = wait(2);
     } else {
       grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(10) +
+                           std::chrono::microseconds(work_us));
       grpc::Status status;
       auto call = stub.PrepareUnaryCall(&context, kUnary, request, &cq);
       call->StartCall();

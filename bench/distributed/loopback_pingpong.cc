@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "bench/distributed/int_flag.h"
 
 namespace {
 
@@ -83,12 +83,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name, int* out) {
-      const std::string prefix = std::string("--") + name + "=";
-      if (arg.rfind(prefix, 0) != 0) return false;
-      if (!absl::SimpleAtoi(arg.substr(prefix.size()), out) || *out < 0) {
-        *out = -1;
-      }
-      return true;
+      return flotilla::bench::ParseIntFlag(arg, name, out);
     };
     if (arg == "--poll") {
       poll = true;
@@ -97,7 +92,9 @@ int main(int argc, char** argv) {
       return Usage(("unknown argument " + arg).c_str());
     }
   }
-  if (work_us < 0 || gap_us < 0 || calls < 1) return Usage("bad value");
+  if (work_us < 0) return Usage("--work-us must be an integer >= 0");
+  if (gap_us < 0) return Usage("--gap-us must be an integer >= 0");
+  if (calls < 1) return Usage("--calls must be an integer >= 1");
 
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
