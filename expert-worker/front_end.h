@@ -13,7 +13,8 @@
 //     a request is read, run and answered on that one thread, with no
 //     hand-off between threads and no wake-up while the coordinator keeps
 //     calling. Costs: one CPU spins between calls, and calls run in arrival
-//     order without a queue (gRPC holds calls that arrive while one runs).
+//     order without a queue (gRPC holds calls that arrive while one runs);
+//     Info, Prefetch and health calls too wait for a running Compute.
 //
 // Includes gRPC headers: only for the worker's server .cc files.
 #ifndef FLOTILLA_EXPERT_WORKER_FRONT_END_H_
