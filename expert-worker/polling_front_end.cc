@@ -35,7 +35,8 @@ using Service = v1::ExpertService::AsyncService;
 
 // One unary call of `Service` from arrival to the end of its Finish.
 // `Request` asks gRPC for the next call of the method on our queue;
-// `Handle` answers an arrived one (on the polling thread).
+// `Handle` answers an arrived one (on the polling thread), and may leave in
+// `hold` what must live until Finish has serialized the answer.
 template <typename Req, typename Resp>
 class UnaryCall final : public PolledOp {
  public:
@@ -43,8 +44,9 @@ class UnaryCall final : public PolledOp {
                                       grpc::ServerAsyncResponseWriter<Resp>*,
                                       grpc::CompletionQueue*,
                                       grpc::ServerCompletionQueue*, void*);
-  using HandleFn = std::function<grpc::Status(const grpc::ServerContext&,
-                                              const Req&, Resp*)>;
+  using HandleFn =
+      std::function<grpc::Status(const grpc::ServerContext&, const Req&, Resp*,
+                                 std::shared_ptr<void>* hold)>;
 
   // Starts waiting for the next call of the method.
   static void Await(Service* service, RequestFn request, HandleFn handle,
@@ -59,13 +61,15 @@ class UnaryCall final : public PolledOp {
     // Wait for the next call before running this one, so that gRPC can
     // match a call that arrives meanwhile without more work later.
     Await(service_, request_fn_, handle_, cq_);
-    const grpc::Status status = handle_(context_, request_, &response_);
+    std::shared_ptr<void> hold;
+    const grpc::Status status = handle_(context_, request_, &response_, &hold);
     finishing_ = true;
     if (status.ok()) {
       writer_.Finish(response_, status, this);
     } else {
       writer_.FinishWithError(status, this);
     }
+    // `hold` ends here: Finish has serialized the response.
     return true;
   }
 
@@ -91,7 +95,8 @@ class UnaryCall final : public PolledOp {
 grpc::Status HandleCompute(ExpertCompute* compute,
                            const grpc::ServerContext& context,
                            const v1::ComputeRequest& request,
-                           v1::ComputeResponse* response) {
+                           v1::ComputeResponse* response,
+                           std::shared_ptr<void>* hold) {
   if (std::chrono::system_clock::now() > context.deadline()) {
     // It waited inside gRPC while earlier calls ran, past its deadline: the
     // client has given up (and retried on a replica), so do not spend the
@@ -99,13 +104,14 @@ grpc::Status HandleCompute(ExpertCompute* compute,
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                         "deadline passed before the call ran");
   }
-  // `admitted` (and its memory charge) ends with this function; Finish
-  // copies the response into its own buffer right after.
-  AdmittedCompute admitted;
+  // The call's memory charge (in `admitted`) lasts until Finish has
+  // serialized the response, which it covers.
+  auto admitted = std::make_shared<AdmittedCompute>();
+  *hold = admitted;
   grpc::Status status =
-      AdmitCompute(compute, request, RpcClock::now(), &admitted);
+      AdmitCompute(compute, request, RpcClock::now(), admitted.get());
   if (!status.ok()) return status;
-  return RunAdmittedCompute(compute, request, admitted, response);
+  return RunAdmittedCompute(compute, request, *admitted, response);
 }
 
 class PollingFrontEnd final : public FrontEnd {
@@ -129,14 +135,14 @@ class PollingFrontEnd final : public FrontEnd {
         &service_, &Service::RequestCompute,
         [compute](const grpc::ServerContext& context,
                   const v1::ComputeRequest& request,
-                  v1::ComputeResponse* response) {
-          return HandleCompute(compute, context, request, response);
+                  v1::ComputeResponse* response, std::shared_ptr<void>* hold) {
+          return HandleCompute(compute, context, request, response, hold);
         },
         q);
     UnaryCall<v1::InfoRequest, v1::InfoResponse>::Await(
         &service_, &Service::RequestInfo,
         [this](const grpc::ServerContext&, const v1::InfoRequest&,
-               v1::InfoResponse* response) {
+               v1::InfoResponse* response, std::shared_ptr<void>*) {
           *response = info_;
           return grpc::Status::OK;
         },
@@ -145,7 +151,7 @@ class PollingFrontEnd final : public FrontEnd {
         &service_, &Service::RequestPrefetch,
         [compute](const grpc::ServerContext&,
                   const v1::PrefetchRequest& request,
-                  v1::PrefetchResponse* response) {
+                  v1::PrefetchResponse* response, std::shared_ptr<void>*) {
           std::vector<uint32_t> experts;
           if (grpc::Status s = AdmitPrefetch(*compute, request, &experts);
               !s.ok()) {
