@@ -153,13 +153,11 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const ServerOptions& options, int* bound_port) {
   FLOTILLA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
                             MakeServerCredentials(options.tls));
-  // Process-wide settings, read when the builder is made.
+  // A process-wide setting, read when the builder is made.
   grpc::EnableDefaultHealthCheckService(!options.standard_services_on_queue);
-  if (!options.standard_services_on_queue) {
-    // Keep this call: it is what makes the linker keep the reflection
-    // library (Debian links with --as-needed), and it registers the service.
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  }
+  // Keep this call: it is what makes the linker keep the reflection library
+  // (Debian links with --as-needed), and it registers the service.
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   if (options.standard_services_on_queue) {
     builder.SetOption(std::make_unique<WithoutReflectionPlugin>());
