@@ -153,16 +153,20 @@ class GenericCall final : public PolledOp {
     stream_.Finish(status, this);
   }
 
-  // HealthCheckResponse for `service`.
-  std::string HealthAnswer(const std::string& service) const {
-    uint64_t status = kServiceUnknown;
+  // ServingStatus of `service` ("": the whole server).
+  uint64_t HealthStatus(const std::string& service) const {
     if (service.empty() ||
         std::find(state_->services.begin(), state_->services.end(), service) !=
             state_->services.end()) {
-      status = state_->serving ? kServing : kNotServing;
+      return state_->serving ? kServing : kNotServing;
     }
+    return kServiceUnknown;
+  }
+
+  // HealthCheckResponse{status} for `service`.
+  std::string HealthAnswer(const std::string& service) const {
     std::string bytes;
-    AppendVarint(1, status, &bytes);
+    AppendVarint(1, HealthStatus(service), &bytes);
     return bytes;
   }
 
@@ -188,17 +192,15 @@ class GenericCall final : public PolledOp {
     for (const WireField& f : fields) {
       if (f.number == 1 && f.length_delimited) service = std::string(f.bytes);
     }
-    const std::string answer = HealthAnswer(service);
     if (method_ == Method::kCheck) {
-      std::string unknown;
-      AppendVarint(1, kServiceUnknown, &unknown);
-      if (answer == unknown) {  // Check's contract: NOT_FOUND, no message
+      if (HealthStatus(service) == kServiceUnknown) {
+        // Check's contract: NOT_FOUND, no message.
         Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
                             absl::StrCat("unknown service ", service)));
         return;
       }
       step_ = Step::kFinish;
-      out_ = ToBuffer(answer);
+      out_ = ToBuffer(HealthAnswer(service));
       stream_.WriteAndFinish(out_, grpc::WriteOptions(), grpc::Status::OK,
                              this);
       return;
@@ -211,7 +213,7 @@ class GenericCall final : public PolledOp {
     }
     watched_ = service;
     state_->watchers.insert(this);
-    Write(answer);
+    Write(HealthAnswer(service));
   }
 
   const std::shared_ptr<State> state_;
