@@ -15,6 +15,7 @@
 //
 // usage: flotilla-bench-grpc-pingpong [--mode=unary|stream] [--work-us=5000]
 //            [--gap-us=1000] [--calls=300] [--spin-us=100000] [--touch-mb=0]
+//            [--touch-elsewhere]
 #include <grpcpp/generic/generic_stub.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -45,17 +47,28 @@ constexpr char kStream[] = "/flotilla.bench.PingPong/Stream";
 
 // --touch-mb: the work and the gap stream through this much memory first,
 // as expert and attention kernels stream their weights, so that gRPC finds
-// its state out of the caches as it does between real calls.
+// its state out of the caches as it does between real calls. With
+// --touch-elsewhere another thread does it while this one spins, as if the
+// kernels ran on other cores: what is left is the shared cache's share.
 std::vector<char>* g_touch = nullptr;
+bool g_touch_elsewhere = false;
+
+void Touch() {
+  volatile char sink = 0;
+  for (size_t i = 0; i < g_touch->size(); i += 64) sink += (*g_touch)[i];
+}
 
 void Spin(int us) {
   const auto end = Clock::now() + std::chrono::microseconds(us);
-  if (g_touch != nullptr) {
-    volatile char sink = 0;
-    for (size_t i = 0; i < g_touch->size(); i += 64) sink += (*g_touch)[i];
+  std::thread elsewhere;
+  if (g_touch != nullptr && g_touch_elsewhere) {
+    elsewhere = std::thread(Touch);
+  } else if (g_touch != nullptr) {
+    Touch();
   }
   while (Clock::now() < end) {
   }
+  if (elsewhere.joinable()) elsewhere.join();
 }
 
 int64_t Now() {
@@ -170,7 +183,7 @@ int Usage(const std::string& why) {
                "flotilla-bench-grpc-pingpong: %s\nusage: "
                "flotilla-bench-grpc-pingpong [--mode=unary|stream] "
                "[--work-us=N] [--gap-us=N] [--calls=N] [--spin-us=N] "
-               "[--touch-mb=N]\n",
+               "[--touch-mb=N] [--touch-elsewhere]\n",
                why.c_str());
   return 2;
 }
@@ -186,7 +199,9 @@ int main(int argc, char** argv) {
     auto value = [&](const char* name, int* out) {
       return flotilla::bench::ParseIntFlag(arg, name, out);
     };
-    if (arg.rfind("--mode=", 0) == 0) {
+    if (arg == "--touch-elsewhere") {
+      g_touch_elsewhere = true;
+    } else if (arg.rfind("--mode=", 0) == 0) {
       mode = arg.substr(7);
     } else if (!value("work-us", &work_us) && !value("gap-us", &gap_us) &&
                !value("calls", &calls) && !value("spin-us", &spin_us) &&
@@ -307,10 +322,11 @@ int main(int argc, char** argv) {
   const double p50 = median(&overhead_us);
   std::printf(
       "{\"mode\":\"%s\",\"work_us\":%d,\"gap_us\":%d,\"calls\":%d,"
-      "\"spin_us\":%d,\"touch_mb\":%d,"
+      "\"spin_us\":%d,\"touch_mb\":%d,\"touch_elsewhere\":%s,"
       "\"round_trip_minus_work_us_p50\":%.1f,\"p90\":%.1f,"
       "\"request_leg_us_p50\":%.1f,\"response_leg_us_p50\":%.1f}\n",
-      mode.c_str(), work_us, gap_us, calls, spin_us, touch_mb, p50,
+      mode.c_str(), work_us, gap_us, calls, spin_us, touch_mb,
+      g_touch_elsewhere ? "true" : "false", p50,
       overhead_us[overhead_us.size() * 9 / 10], median(&request_leg_us),
       median(&response_leg_us));
   std::fflush(stdout);

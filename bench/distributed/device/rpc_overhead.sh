@@ -184,7 +184,8 @@ echo "== flotilla-bench-grpc-pingpong ($(elapsed) s)"
 if [[ -x $BIN/flotilla-bench-grpc-pingpong ]]; then
   for ((r = 1; r <= ROUNDS; r++)); do
     for args in "--mode=unary" "--mode=stream" "--mode=unary --touch-mb=16" \
-                "--mode=stream --touch-mb=16"; do
+                "--mode=stream --touch-mb=16" \
+                "--mode=unary --touch-mb=16 --touch-elsewhere"; do
       line=$(timeout -k 2 30 "${RUN[@]}" "$BIN/flotilla-bench-grpc-pingpong" $args)
       rc=$?
       if (( rc != 0 )); then echo "grpc ping-pong [$args] failed (rc $rc)"; continue; fi
@@ -329,7 +330,8 @@ for a in ["", "--poll", "--work-us=0 --gap-us=0", "--work-us=0 --gap-us=0 --poll
 gp = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
 print("flotilla-bench-grpc-pingpong (5 ms work, 1 ms gap, both poll): p50 per run (us), median;")
 print("  and the medians of the request and answer legs")
-for a in ["--mode=unary", "--mode=stream", "--mode=unary --touch-mb=16", "--mode=stream --touch-mb=16"]:
+for a in ["--mode=unary", "--mode=stream", "--mode=unary --touch-mb=16", "--mode=stream --touch-mb=16",
+          "--mode=unary --touch-mb=16 --touch-elsewhere"]:
     sel = [x['result'] for x in gp if x['args'] == a]
     v = [x['round_trip_minus_work_us_p50'] for x in sel]
     print(f"  {a:<32} {' '.join(f'{u:.1f}' for u in v):<24} {med(v):.1f}  "
