@@ -105,6 +105,11 @@ struct RemoteExpertsOptions {
   // Spends this thread's CPU to skip a wake-up per layer; pairs with the
   // workers' --busy-poll-us.
   int64_t busy_poll_us = 0;
+  // Send a layer's call to a worker that serves ComputeStream (a
+  // busy-polling one) as a message on one long-lived stream instead of a
+  // unary Compute: same request, same answer, less gRPC work per layer.
+  // Late answers are cancelled after rpc_deadline_ms as unary calls are.
+  bool compute_streams = true;
 };
 
 // Counters since Connect (for --stats and the benchmarks).
@@ -112,6 +117,7 @@ struct RemoteStats {
   uint64_t layers = 0;          // ComputeLayer calls with tasks
   uint64_t calls = 0;           // Compute RPCs sent, retries included
   uint64_t retried_calls = 0;   // of which re-sent after a failure
+  uint64_t streamed_calls = 0;  // of which sent on a ComputeStream
   uint64_t failed_calls = 0;    // RPCs that failed
   uint64_t request_bytes = 0;   // serialized request payloads
   uint64_t response_bytes = 0;  // serialized response payloads

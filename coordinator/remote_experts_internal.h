@@ -19,6 +19,16 @@ namespace flotilla::coordinator {
 
 using RemoteClock = std::chrono::steady_clock;
 
+// A worker's ComputeStream: opened at its first use, reused by every
+// layer, dropped after an error or a late answer (a new one is opened at
+// the next use).
+struct ComputeStream {
+  grpc::ClientContext context;
+  std::unique_ptr<
+      grpc::ClientAsyncReaderWriter<v1::ComputeRequest, v1::ComputeResponse>>
+      rw;
+};
+
 // One worker: its channel (created once, reused for every call) and state.
 struct WorkerConn {
   int index = 0;        // position in RemoteExpertsOptions::workers
@@ -26,6 +36,7 @@ struct WorkerConn {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ExpertService::Stub> stub;
   v1::InfoResponse info;  // from Connect (shard, ownership, limits)
+  std::unique_ptr<ComputeStream> stream;  // when info.compute_stream
   // Health, touched only by the forward-pass thread.
   bool down = false;
   RemoteClock::time_point down_since;
@@ -48,12 +59,29 @@ std::vector<int> DealItems(const std::vector<std::vector<int>>& candidates,
 // progress, or a Prefetch hint (which may complete during a later layer).
 struct CqTag {
   bool prefetch = false;
+  bool stream_op = false;  // an operation of a StreamedCall
 };
 
 // A Compute call of the layer in progress (either layer path): when it was
 // sent and when its answer was read off `cq`.
 struct ComputeTag : CqTag {
   RemoteClock::time_point sent, answered;
+};
+
+// A Compute sent as one message on its worker's ComputeStream. Its
+// operations (the write, the read, and after a failure the stream's
+// Finish) all complete on `tag`; the call is
+// answered when none is left. The outcome goes to *status as a unary call's
+// would, and the answer to the response the read was given.
+struct StreamedCall {
+  CqTag tag;  // stream_op; its address identifies this call
+  ComputeTag* call = nullptr;
+  grpc::Status* status = nullptr;
+  int worker = 0;
+  int pending = 0;         // operations not completed yet
+  bool failed = false;     // one of them failed
+  bool finishing = false;  // the stream's Finish is the pending one
+  bool timed_out = false;  // cancelled for being late
 };
 
 // One Prefetch hint in flight; owned by Impl::prefetch_in_flight.
@@ -98,6 +126,7 @@ struct RemoteExperts::Impl {
 
   ~Impl() {
     CancelPrefetches();
+    CloseStreams();
     cq.Shutdown();
     void* tag;
     bool ok;
@@ -122,7 +151,16 @@ struct RemoteExperts::Impl {
   // the way are counted, not waited for. Polls for up to busy_poll_us before
   // blocking. This thread reads the answers itself: no hand-off from a gRPC
   // thread, one wake-up less per layer.
-  absl::Status AwaitComputeCalls(size_t count);
+  absl::Status AwaitComputeCalls(size_t count,
+                                 const std::vector<StreamedCall*>& streamed);
+  // Sends `request` on worker w's ComputeStream (opened when needed), its
+  // answer to `response`; `sc` must live until AwaitComputeCalls answered.
+  void SendOnStream(int w, const v1::ComputeRequest& request,
+                    v1::ComputeResponse* response, StreamedCall* sc);
+  // One event of a StreamedCall; true when the call is answered.
+  bool OnStreamEvent(StreamedCall* sc, bool ok);
+  // Cancels and finishes every open ComputeStream (at destruction).
+  void CloseStreams();
 
   // Split fleets (remote_experts_split.cc). Set by CheckSplitFleet when
   // every worker holds a row slice of every expert.

@@ -28,6 +28,8 @@ struct Call : ComputeTag {
   grpc::Status status;
   bool ok = false;  // succeeded and passed CheckResponse
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ComputeResponse>> reader;
+  bool on_stream = false;  // sent on the worker's ComputeStream
+  StreamedCall streamed;
 };
 
 using base::Seconds;
@@ -71,18 +73,46 @@ uint64_t RemoteExperts::Impl::CallPayloadBudget() const {
   return limit - std::min(kMessageSlackBytes, limit / 2);
 }
 
-absl::Status RemoteExperts::Impl::AwaitComputeCalls(size_t count) {
+absl::Status RemoteExperts::Impl::AwaitComputeCalls(
+    size_t count, const std::vector<StreamedCall*>& streamed) {
+  const std::chrono::microseconds spin(options.busy_poll_us);
+  // gRPC enforces unary calls' deadlines; those of stream messages are
+  // ours: past it, the late calls' streams are cancelled, which completes
+  // their operations.
+  auto deadline = std::chrono::system_clock::now() +
+                  std::chrono::milliseconds(options.rpc_deadline_ms);
+  if (streamed.empty()) deadline = std::chrono::system_clock::time_point::max();
   for (size_t left = count; left > 0;) {
     void* tag = nullptr;
     bool ok = false;
-    if (!transport::NextWithSpin(
-            &cq, std::chrono::microseconds(options.busy_poll_us), &tag, &ok)) {
+    const grpc::CompletionQueue::NextStatus next =
+        deadline == std::chrono::system_clock::time_point::max()
+            ? (transport::NextWithSpin(&cq, spin, &tag, &ok)
+                   ? grpc::CompletionQueue::GOT_EVENT
+                   : grpc::CompletionQueue::SHUTDOWN)
+            : transport::NextWithSpinUntil(&cq, spin, deadline, &tag, &ok);
+    if (next == grpc::CompletionQueue::SHUTDOWN) {
       return absl::InternalError("completion queue shut down");
+    }
+    if (next == grpc::CompletionQueue::TIMEOUT) {
+      for (StreamedCall* sc : streamed) {
+        if (sc->pending == 0 || sc->timed_out) continue;
+        sc->timed_out = true;
+        workers[sc->worker].stream->context.TryCancel();
+      }
+      deadline = std::chrono::system_clock::time_point::max();
+      continue;
     }
     CqTag* done = static_cast<CqTag*>(tag);
     if (done->prefetch) {  // a hint's answer: counted, not waited for
       OnPrefetchDone(static_cast<PrefetchCall*>(done));
       continue;
+    }
+    if (done->stream_op) {
+      // `tag` is the StreamedCall's first member.
+      StreamedCall* sc = reinterpret_cast<StreamedCall*>(done);
+      if (!OnStreamEvent(sc, ok)) continue;
+      done = sc->call;
     }
     static_cast<ComputeTag*>(done)->answered = RemoteClock::now();
     --left;
@@ -165,6 +195,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
     const uint64_t budget = CallPayloadBudget();
     for (int w = 0; w < num_workers; ++w) {
       if (load[w] == 0) continue;
+      const size_t first_of_worker = calls.size();
       std::vector<int> row_tasks(rows, 0);
       for (size_t i = 0; i < tasks.size(); ++i) {
         if (chosen[tasks[i].expert] == w) ++row_tasks[tasks[i].row];
@@ -195,7 +226,13 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
         task_pos[i] = static_cast<int>(c.tasks.size());
         c.tasks.push_back(static_cast<int>(i));
       }
+      // One message per stream in flight: a worker whose share needs
+      // several calls (a long prefill) gets unary ones.
+      calls[first_of_worker]->on_stream = calls.size() == first_of_worker + 1 &&
+                                          options.compute_streams &&
+                                          workers[w].info.compute_stream();
     }
+    std::vector<StreamedCall*> streamed;
     for (size_t ci = first_call; ci < calls.size(); ++ci) {
       Call& c = *calls[ci];
       v1::ComputeRequest& q = c.request;
@@ -228,11 +265,20 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           std::chrono::system_clock::now() +
           std::chrono::milliseconds(options.rpc_deadline_ms));
       c.sent = RemoteClock::now();
+      if (c.on_stream) {
+        c.streamed.call = &c;
+        c.streamed.status = &c.status;
+        SendOnStream(c.worker, c.request, &c.response, &c.streamed);
+        streamed.push_back(&c.streamed);
+        ++stats.streamed_calls;
+        continue;
+      }
       c.reader =
           workers[c.worker].stub->AsyncCompute(&c.context, c.request, &cq);
       c.reader->Finish(&c.response, &c.status, &c);
     }
-    FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size() - first_call));
+    FLOTILLA_RETURN_IF_ERROR(
+        AwaitComputeCalls(calls.size() - first_call, streamed));
 
     // Collect; failed workers' experts go to the next round.
     std::vector<bool> retry(num_experts, false);

@@ -180,7 +180,7 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
       calls.push_back(std::move(c));
     }
   }
-  FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size()));
+  FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size(), {}));
 
   double slowest_worker = 0, slowest_rpc = 0;
   for (const std::unique_ptr<SliceCall>& c : calls) {

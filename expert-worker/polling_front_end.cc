@@ -114,10 +114,97 @@ grpc::Status HandleCompute(ExpertCompute* compute,
   return RunAdmittedCompute(compute, request, *admitted, response);
 }
 
+// One ComputeStream: each request read is answered by one response
+// written, as Compute would answer it; an error ends the stream with its
+// status. Reads and writes alternate, so one call runs at a time.
+class ComputeStreamCall final : public PolledOp {
+ public:
+  static void Await(Service* service, ExpertCompute* compute,
+                    grpc::ServerCompletionQueue* cq) {
+    auto* call = new ComputeStreamCall(service, compute, cq);
+    service->RequestComputeStream(&call->context_, &call->stream_, cq, cq,
+                                  call);
+  }
+
+  bool Proceed(bool ok) override {
+    switch (step_) {
+      case kArrive:
+        if (!ok) return false;  // shutting down
+        Await(service_, compute_, cq_);
+        Read();
+        return true;
+      case kRead:
+        if (!ok) {  // the coordinator closed its side, or went away
+          Finish(grpc::Status::OK);
+          return true;
+        }
+        Answer();
+        return true;
+      case kWrite:
+        if (!ok) return false;  // the stream broke: nothing more to send
+        Read();
+        return true;
+      case kFinish:
+        return false;
+    }
+    return false;
+  }
+
+ private:
+  enum Step { kArrive, kRead, kWrite, kFinish };
+
+  ComputeStreamCall(Service* service, ExpertCompute* compute,
+                    grpc::ServerCompletionQueue* cq)
+      : service_(service), compute_(compute), cq_(cq), stream_(&context_) {}
+
+  void Read() {
+    step_ = kRead;
+    request_.Clear();
+    stream_.Read(&request_, this);
+  }
+  void Finish(const grpc::Status& status) {
+    step_ = kFinish;
+    stream_.Finish(status, this);
+  }
+  void Answer() {
+    // The memory charge lasts until Write has serialized the response.
+    AdmittedCompute admitted;
+    grpc::Status status =
+        AdmitCompute(compute_, request_, RpcClock::now(), &admitted);
+    response_.Clear();
+    if (status.ok()) {
+      status = RunAdmittedCompute(compute_, request_, admitted, &response_);
+    }
+    if (!status.ok()) {
+      Finish(status);
+      return;
+    }
+    step_ = kWrite;
+    stream_.Write(response_, this);
+  }
+
+  Service* const service_;
+  ExpertCompute* const compute_;
+  grpc::ServerCompletionQueue* const cq_;
+  grpc::ServerContext context_;
+  grpc::ServerAsyncReaderWriter<v1::ComputeResponse, v1::ComputeRequest>
+      stream_;
+  v1::ComputeRequest request_;
+  v1::ComputeResponse response_;
+  Step step_ = kArrive;
+};
+
+// Info of a polling worker: it serves ComputeStream.
+v1::InfoResponse PollingInfo(const ExpertCompute& compute) {
+  v1::InfoResponse info = MakeInfo(compute);
+  info.set_compute_stream(true);
+  return info;
+}
+
 class PollingFrontEnd final : public FrontEnd {
  public:
   PollingFrontEnd(ExpertCompute* compute, std::chrono::microseconds spin)
-      : compute_(compute), info_(MakeInfo(*compute)), spin_(spin) {}
+      : compute_(compute), info_(PollingInfo(*compute)), spin_(spin) {}
   ~PollingFrontEnd() override { Stop(); }
 
   std::vector<grpc::Service*> services() override { return {&service_}; }
@@ -164,6 +251,7 @@ class PollingFrontEnd final : public FrontEnd {
           return grpc::Status::OK;
         },
         q);
+    ComputeStreamCall::Await(&service_, compute, q);
     standard_.Start(q);
     thread_ = std::thread([this] { Loop(); });
   }

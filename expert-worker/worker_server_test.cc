@@ -33,6 +33,7 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -288,6 +289,8 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
     EXPECT_EQ(info.replicas(), 1u);
     EXPECT_EQ(info.placement(), "rotate-v1");
     EXPECT_THAT(info.worker_version(), StartsWith("flotilla-expert-worker"));
+    // Only the polling front end serves ComputeStream.
+    EXPECT_EQ(info.compute_stream(), GetParam() > 0);
     EXPECT_EQ(info.owned_experts_size(), 12);  // layers 1..12 are MoE
     EXPECT_EQ(info.owned_experts().count(0), 0u);
     ASSERT_EQ(info.owned_experts().count(5), 1u);
@@ -417,6 +420,53 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
   EXPECT_THAT(output, HasSubstr("experts: 4 requested")) << output;
 }
 
+// ComputeStream answers each request as Compute would, in order, and ends
+// the stream with Compute's error status at a bad request; the callback
+// front end does not serve it.
+TEST_P(ServedWorkerTest, ComputeStreamAnswersInOrderAndEndsOnABadRequest) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  auto stream = stub_->ComputeStream(&context);
+  flotilla::v1::ComputeResponse unary, first, second;
+  {
+    auto unary_context = Context();
+    ASSERT_TRUE(
+        stub_->Compute(unary_context.get(), OneRowRequest(64), &unary).ok());
+  }
+  flotilla::v1::ComputeRequest request = OneRowRequest(64);
+  if (GetParam() == 0) {
+    // The refusal may come before the write is taken: ignore its result.
+    stream->Write(request);
+    EXPECT_FALSE(stream->Read(&first));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+    return;
+  }
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&first));
+  request.set_step_id(7);
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&second));
+  EXPECT_EQ(second.step_id(), 7u);
+  // The same numbers as the unary call.
+  EXPECT_THAT(first.row_sums(), ElementsAreArray(unary.row_sums()));
+  EXPECT_THAT(second.row_sums(), ElementsAreArray(unary.row_sums()));
+  // A bad one (row width 63) ends the stream with Compute's error.
+  ASSERT_TRUE(stream->Write(OneRowRequest(63)));
+  EXPECT_FALSE(stream->Read(&first));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("row_width"));
+  // And the worker serves new streams after it.
+  grpc::ClientContext again_context;
+  auto again = stub_->ComputeStream(&again_context);
+  ASSERT_TRUE(again->Write(OneRowRequest(64)));
+  ASSERT_TRUE(again->Read(&first));
+  EXPECT_THAT(first.row_sums(), ElementsAreArray(unary.row_sums()));
+  again->WritesDone();
+  EXPECT_TRUE(again->Finish().ok());
+}
+
 // The point of the polling front end: its thread is the process's only
 // gRPC poller, so no thread of gRPC's callback API ("nexting_thread") or
 // sync API ("grpcpp_sync_ser") may exist; either would take the polling
@@ -439,7 +489,9 @@ TEST_F(PollingWorkerTest, OnlyTheComputeThreadPollsAndWatchSeesShutdown) {
   const flotilla::transport::StreamResult watch =
       flotilla::transport::CallStream(
           channel_, "/grpc.health.v1.Health/Watch", {""}, -1, [&](int n) {
-            if (n == 1) ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
+            if (n == 1) {
+              ASSERT_EQ(kill(child_.pid, SIGTERM), 0);
+            }
           });
   EXPECT_TRUE(watch.status.ok()) << watch.status.error_message();
   EXPECT_THAT(watch.responses, ElementsAre(std::string("\x08\x01", 2),

@@ -31,18 +31,34 @@ constexpr int kTokens = 10;
 
 using base::SecondsSince;
 
-// Parameter: --busy-poll-us of workers and coordinator (0: callback API
-// and blocking waits; > 0: both poll). Failover must not depend on it.
-class KillNineTest : public ::testing::TestWithParam<int> {};
+// Parameter: --busy-poll-us of workers and coordinator (0: callback API,
+// unary calls and blocking waits; > 0: both poll, and layers go over the
+// workers' ComputeStreams). Failover must not depend on it.
+class FailoverTest : public ::testing::TestWithParam<int> {
+ protected:
+  // The workers' extra flags for the parameter.
+  std::vector<std::string> WorkerFlags() const {
+    if (GetParam() == 0) return {};
+    return {absl::StrCat("--busy-poll-us=", GetParam())};
+  }
+  // With polling, the calls must have gone over streams (else this would
+  // test the unary path twice).
+  void ExpectStreamsUsed(coordinator::K3Model& model) const {
+    auto* remote = dynamic_cast<coordinator::RemoteExperts*>(model.experts());
+    ASSERT_NE(remote, nullptr);
+    if (GetParam() > 0) {
+      EXPECT_GT(remote->remote_stats().streamed_calls, 0u);
+    } else {
+      EXPECT_EQ(remote->remote_stats().streamed_calls, 0u);
+    }
+  }
+};
 
-TEST_P(KillNineTest, KillNineWithTwoReplicasKeepsTheIds) {
+TEST_P(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
   TempDir dir;
   auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
   ASSERT_TRUE(want.ok()) << want.status();
-  std::vector<std::string> extra;
-  if (GetParam() > 0)
-    extra.push_back(absl::StrCat("--busy-poll-us=", GetParam()));
-  auto fleet = StartFleet(CkptA(), 3, 2, dir.path(), extra);
+  auto fleet = StartFleet(CkptA(), 3, 2, dir.path(), WorkerFlags());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
@@ -68,24 +84,20 @@ TEST_P(KillNineTest, KillNineWithTwoReplicasKeepsTheIds) {
   auto again = GenerateWith(**model, kPrompt, kTokens);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->ids, want->ids);
+  ExpectStreamsUsed(**model);
 }
 
-INSTANTIATE_TEST_SUITE_P(FailoverTest, KillNineTest, ::testing::Values(0, 2000),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("Callback")
-                                                  : std::string("BusyPoll");
-                         });
-
-TEST(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
+TEST_P(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
   TempDir dir;
   auto want = GenerateLocal(CkptA(), kPrompt, 4);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartFleet(CkptA(), 2, 2, dir.path());
+  auto fleet = StartFleet(CkptA(), 2, 2, dir.path(), WorkerFlags());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 400;
   options.retry_backoff_ms = 60000;  // stay off the hung worker
+  options.busy_poll_us = GetParam();
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
   (*fleet)[0]->Signal(SIGSTOP);
@@ -98,13 +110,14 @@ TEST(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
   // One deadline, then everything on the replica.
   EXPECT_GE(seconds, 0.4);
   EXPECT_LT(seconds, 10.0);
+  ExpectStreamsUsed(**model);
 }
 
-TEST(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
+TEST_P(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   TempDir dir;
   auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartFleet(CkptA(), 2, 1, dir.path());
+  auto fleet = StartFleet(CkptA(), 2, 1, dir.path(), WorkerFlags());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   const std::string victim = (*fleet)[1]->address();
   const int victim_port = (*fleet)[1]->port();
@@ -112,6 +125,7 @@ TEST(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 2000;
   options.retry_backoff_ms = 100;
+  options.busy_poll_us = GetParam();
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
 
@@ -142,17 +156,26 @@ TEST(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   EXPECT_LT(SecondsSince(start), 2.0 + 1.0);
 
   // ...and serve again once the worker is back on its address.
+  std::vector<std::string> flags = {"--model=" + CkptA(), "--shard=1/2",
+                                    "--threads=1", "--mem=256M",
+                                    "--fetch-slots=4"};
+  for (const std::string& f : WorkerFlags()) flags.push_back(f);
   auto back =
-      WorkerProcess::Start({"--model=" + CkptA(), "--shard=1/2", "--threads=1",
-                            "--mem=256M", "--fetch-slots=4"},
-                           dir.path() + "/restarted.log", victim_port);
+      WorkerProcess::Start(flags, dir.path() + "/restarted.log", victim_port);
   ASSERT_TRUE(back.ok()) << back.status();
   absl::StatusOr<Generation> again =
       GenerateWhenBack(**model, kPrompt, kTokens);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->ids, want->ids);
   EXPECT_TRUE(again->logits == want->logits);
+  ExpectStreamsUsed(**model);
 }
+
+INSTANTIATE_TEST_SUITE_P(FrontEnds, FailoverTest, ::testing::Values(0, 2000),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("Callback")
+                                                  : std::string("BusyPoll");
+                         });
 
 }  // namespace
 }  // namespace flotilla::dtest

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   std::string model_dir, workers;
   int tokens = 8, prompt_tokens = 4, threads = 1;
   int64_t busy_poll_us = 0;
-  bool row_sums = false;
+  bool row_sums = false, unary = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -61,11 +61,13 @@ int main(int argc, char** argv) {
         return Fail("bad --busy-poll-us");
     } else if (arg == "--row-sums") {
       row_sums = true;
+    } else if (arg == "--unary") {
+      unary = true;  // no ComputeStream even where workers serve it
     } else {
       return Fail(
           "usage: --model=DIR --workers=H:P,... [--tokens=N] "
           "[--prompt-tokens=N] [--threads=N] [--row-sums] "
-          "[--busy-poll-us=US]");
+          "[--busy-poll-us=US] [--unary]");
     }
   }
   if (model_dir.empty() || workers.empty() || tokens < 2 || prompt_tokens < 1 ||
@@ -83,6 +85,7 @@ int main(int argc, char** argv) {
   ro.row_sums = row_sums;
   ro.rpc_deadline_ms = 60000;
   ro.busy_poll_us = busy_poll_us;
+  ro.compute_streams = !unary;
   auto fp = flotilla::model::FingerprintCheckpoint(model_dir, **source);
   if (!fp.ok()) return Fail(fp.status().ToString());
   ro.expected_fingerprint = *fp;
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
       {"rpc_ms_per_layer",
        1e3 * (s.rpc_seconds - at_decode.rpc_seconds) / layers},
       {"worker_ms_per_layer", 1e3 * worker_s / layers},
+      {"streamed_calls", s.streamed_calls - at_decode.streamed_calls},
       {"calls_per_layer",
        static_cast<double>(s.calls - at_decode.calls) / layers},
       {"wire_bytes_per_token",

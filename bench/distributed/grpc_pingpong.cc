@@ -55,7 +55,7 @@ bool g_touch_elsewhere = false;
 
 void Touch() {
   volatile char sink = 0;
-  for (size_t i = 0; i < g_touch->size(); i += 64) sink += (*g_touch)[i];
+  for (size_t i = 0; i < g_touch->size(); i += 64) sink = sink + (*g_touch)[i];
 }
 
 void Spin(int us) {

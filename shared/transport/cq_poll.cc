@@ -3,27 +3,56 @@
 #include <grpc/support/time.h>
 #include <sched.h>
 
+#include <algorithm>
+
 namespace flotilla::transport {
+
+namespace {
+
+// Polls without sleeping until `until` (steady clock); TIMEOUT when
+// nothing came.
+grpc::CompletionQueue::NextStatus Spin(
+    grpc::CompletionQueue* cq, std::chrono::steady_clock::time_point until,
+    void** tag, bool* ok) {
+  do {
+    // A deadline in the past: gRPC polls the queue's file descriptors
+    // once (epoll with a zero timeout) and returns what is ready.
+    const grpc::CompletionQueue::NextStatus s =
+        cq->AsyncNext(tag, ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
+    if (s != grpc::CompletionQueue::TIMEOUT) return s;
+    sched_yield();
+  } while (std::chrono::steady_clock::now() < until);
+  return grpc::CompletionQueue::TIMEOUT;
+}
+
+}  // namespace
 
 bool NextWithSpin(grpc::CompletionQueue* cq, std::chrono::microseconds spin,
                   void** tag, bool* ok) {
   if (spin.count() > 0) {
-    const auto until = std::chrono::steady_clock::now() + spin;
-    do {
-      // A deadline in the past: gRPC polls the queue's file descriptors
-      // once (epoll with a zero timeout) and returns what is ready.
-      switch (cq->AsyncNext(tag, ok, gpr_time_0(GPR_CLOCK_MONOTONIC))) {
-        case grpc::CompletionQueue::GOT_EVENT:
-          return true;
-        case grpc::CompletionQueue::SHUTDOWN:
-          return false;
-        case grpc::CompletionQueue::TIMEOUT:
-          break;
-      }
-      sched_yield();
-    } while (std::chrono::steady_clock::now() < until);
+    switch (Spin(cq, std::chrono::steady_clock::now() + spin, tag, ok)) {
+      case grpc::CompletionQueue::GOT_EVENT:
+        return true;
+      case grpc::CompletionQueue::SHUTDOWN:
+        return false;
+      case grpc::CompletionQueue::TIMEOUT:
+        break;
+    }
   }
   return cq->Next(tag, ok);
+}
+
+grpc::CompletionQueue::NextStatus NextWithSpinUntil(
+    grpc::CompletionQueue* cq, std::chrono::microseconds spin,
+    std::chrono::system_clock::time_point deadline, void** tag, bool* ok) {
+  if (spin.count() > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+        deadline - std::chrono::system_clock::now());
+    const grpc::CompletionQueue::NextStatus s = Spin(
+        cq, std::chrono::steady_clock::now() + std::min(spin, left), tag, ok);
+    if (s != grpc::CompletionQueue::TIMEOUT) return s;
+  }
+  return cq->AsyncNext(tag, ok, deadline);
 }
 
 }  // namespace flotilla::transport

@@ -33,6 +33,11 @@ namespace flotilla::transport {
 bool NextWithSpin(grpc::CompletionQueue* cq, std::chrono::microseconds spin,
                   void** tag, bool* ok);
 
+// The same with a deadline: TIMEOUT when no event came by then.
+grpc::CompletionQueue::NextStatus NextWithSpinUntil(
+    grpc::CompletionQueue* cq, std::chrono::microseconds spin,
+    std::chrono::system_clock::time_point deadline, void** tag, bool* ok);
+
 }  // namespace flotilla::transport
 
 #endif  // FLOTILLA_SHARED_TRANSPORT_CQ_POLL_H_
