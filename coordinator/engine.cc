@@ -116,6 +116,7 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
   ro.workers = o.workers;
   ro.rpc_deadline_ms = o.rpc_deadline_ms;
   ro.busy_poll_us = o.busy_poll_us;
+  ro.compute_streams = o.compute_streams;
   ro.tls = o.worker_tls;
   ro.expected_fingerprint = fingerprint;
   FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(c, ro));

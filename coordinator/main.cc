@@ -95,6 +95,11 @@ ABSL_FLAG(int64_t, busy_poll_us, 0,
           "with --workers: microseconds to poll for a layer's expert answers "
           "without sleeping before blocking (uses a CPU; cuts a wake-up per "
           "layer, see docs/workers.md); 0 = block at once");
+ABSL_FLAG(bool, compute_streams, true,
+          "with --workers: send each layer's call to a worker that serves "
+          "ComputeStream (one started with --busy-poll-us) as a message on "
+          "one long-lived stream instead of a unary Compute (less gRPC work "
+          "per layer, same answers); =false for unary calls");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA that signed the workers' certificates: talk TLS to them");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -121,6 +126,7 @@ constexpr char kUsage[] =
     "           [--reader auto|uring|pread]\n"
     "           [--workers H:P,...] [--rpc-deadline-ms MS] "
     "[--busy-poll-us US]\n"
+    "           [--compute-streams=true|false]\n"
     "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"
     "Runs a Kimi K3 checkpoint (Hugging Face layout) on this machine.\n"
     "--json prints {prompt_ids, generated_ids, text (with a tokenizer),\n"
@@ -196,6 +202,7 @@ int RunGenerate() {
   eo.worker_tls.cert = absl::GetFlag(FLAGS_tls_cert);
   eo.worker_tls.key = absl::GetFlag(FLAGS_tls_key);
   eo.busy_poll_us = absl::GetFlag(FLAGS_busy_poll_us);
+  eo.compute_streams = absl::GetFlag(FLAGS_compute_streams);
   if (eo.busy_poll_us < 0 || eo.busy_poll_us > 10'000'000) {
     return Fail(kExitUsage, "--busy-poll-us must be in [0, 10000000] (10 s)");
   }
