@@ -21,8 +21,9 @@
 #   --gap-us=0), ROUNDS times each, interleaved.
 # Model: a k3-bench-shaped synthetic checkpoint (see write_config below).
 #
-# With bin-old/ in the bundle (make_bundle.sh with OLD_BIN), every polling
-# run is repeated with the old workers, interleaved, for an A/B.
+# Every polling run is repeated with unary calls instead of ComputeStream
+# ("unary"), and with bin-old/ in the bundle (make_bundle.sh with OLD_BIN)
+# with the old workers ("old"), interleaved, for A/B comparisons.
 # env: ROUNDS (3), TOKENS (16), NS ("1 4"), SPLIT_NS ("2 4"; "" for none),
 #      BPS_LIST ("0 10000"),
 #      BUDGET_S (230: no new run starts after this many seconds since start),
@@ -232,7 +233,9 @@ start_worker() {  # K N BP SPLIT [BINDIR] -> host:port on stdout; PID appended t
 }
 one_run() {  # ROUND BP N EXTRA [split|whole] [VARIANT]
   local r=$1 bp=$2 n=$3 extra=$4 mode=${5:-whole} variant=${6:-new} addrs=() a k ok=1 t=$(date +%s.%N)
-  local wbin=$BIN; [[ $variant == old ]] && wbin=$B/bin-old
+  local wbin=$BIN driver_extra=""; [[ $variant == old ]] && wbin=$B/bin-old
+  # "unary": the new workers, but the driver sends unary Compute calls.
+  [[ $variant == unary ]] && driver_extra=--unary
   local name="N=$n R=1 unthrottled $extra" kind=${extra:+row_sums}
   [[ $mode == split ]] && name="N=$n split unthrottled" kind=split
   kind=${kind:-expert_outputs}
@@ -246,14 +249,14 @@ one_run() {  # ROUND BP N EXTRA [split|whole] [VARIANT]
     local line
     line=$(timeout -k 5 60 "${RUN[@]}" "$BIN/flotilla-bench-distributed" --model="$M" \
       --workers="$list" --tokens="$TOKENS" --prompt-tokens=2 --threads=2 \
-      --busy-poll-us="$bp" $extra 2> "$WORK/driver.err")
+      --busy-poll-us="$bp" $extra $driver_extra 2> "$WORK/driver.err")
     local rc=$?
     if (( rc == 0 )) && [[ $line == \{* ]]; then
       echo "{\"round\":$r,\"busy_poll_us\":$bp,\"variant\":\"$variant\",\"config\":\"$name\",\"kind\":\"$kind\",\"result\":$line}" >> "$OUT/results.jsonl"
       python3 - "$line" "$r" "$bp" "$n" "$kind" "$t" "$variant" <<'EOF'
 import json, sys, time
 x = json.loads(sys.argv[1])
-print(f"round {sys.argv[2]} {sys.argv[7]:<3} bp={sys.argv[3]:>5} N={sys.argv[4]} {sys.argv[5]:<14} "
+print(f"round {sys.argv[2]} {sys.argv[7]:<5} bp={sys.argv[3]:>5} N={sys.argv[4]} {sys.argv[5]:<14} "
       f"p50 {x['rpc_overhead_ms_p50']:.3f} p90 {x['rpc_overhead_ms_p90']:.3f} "
       f"mean {x['rpc_overhead_ms_per_layer']:.3f} ms/layer, worker "
       f"{x['worker_ms_per_layer']:.2f} ms, calls/layer {x['calls_per_layer']:.2f}, "
@@ -276,8 +279,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
     break
   fi
   for bp in $BPS_LIST; do
-    # The old workers only where they differ (the polling front end).
-    variants=new; [[ -d $B/bin-old && $bp != 0 ]] && variants="new old"
+    # Where they differ (the polling front end): the new workers with
+    # ComputeStream ("new") and with unary calls ("unary"), and the old
+    # workers when bundled ("old").
+    variants=new
+    if [[ $bp != 0 ]]; then
+      variants="new unary"; [[ -d $B/bin-old ]] && variants="new unary old"
+    fi
     for v in $variants; do
       for n in $NS; do
         for extra in "" "--row-sums"; do
@@ -304,7 +312,7 @@ lb = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
 med = lambda v: st.median(v) if v else float("nan")
 print("RPC overhead per MoE layer at decode (ms): p50 of each run in round order;")
 print("median of the runs' p50, and of their means")
-print(f"{'fleet':<9} {'output':<15} {'busy_poll':>9} {'bin':<3} {'p50 per run':<24} {'med p50':>7} {'med mean':>8} {'worker ms':>9} {'calls':>5}")
+print(f"{'fleet':<9} {'output':<15} {'busy_poll':>9} {'bin':<5} {'p50 per run':<24} {'med p50':>7} {'med mean':>8} {'worker ms':>9} {'calls':>5}")
 kind = lambda r: r.get('kind') or r['result']['output']
 order = {'expert_outputs': 0, 'row_sums': 1, 'split': 2}
 var = lambda r: r.get('variant', 'new')
@@ -314,7 +322,7 @@ for _, n, k, bp, v in keys:
     p50 = [x['rpc_overhead_ms_p50'] for x in sel]
     fleet = f"N={n} split" if k == 'split' else f"N={n}"
     out = 'expert_outputs' if k == 'split' else k
-    print(f"{fleet:<9} {out:<15} {bp:>9} {v:<3} {' '.join(f'{u:.3f}' for u in p50):<24} {med(p50):>7.3f} "
+    print(f"{fleet:<9} {out:<15} {bp:>9} {v:<5} {' '.join(f'{u:.3f}' for u in p50):<24} {med(p50):>7.3f} "
           f"{med([x['rpc_overhead_ms_per_layer'] for x in sel]):>8.3f} "
           f"{med([x['worker_ms_per_layer'] for x in sel]):>9.2f} "
           f"{med([x['calls_per_layer'] for x in sel]):>5.2f}")
