@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -114,24 +115,41 @@ grpc::Status HandleCompute(ExpertCompute* compute,
   return RunAdmittedCompute(compute, request, *admitted, response);
 }
 
+class ComputeStreamCall;
+
+// The open ComputeStreams, so that a shutdown can end them: a coordinator
+// keeps its stream open between tokens, which would otherwise hold the
+// shutdown for its whole drain time. Touched by the polling thread only.
+struct OpenStreams {
+  std::set<ComputeStreamCall*> calls;
+  bool closing = false;  // after a shutdown signal
+};
+
 // One ComputeStream: each request read is answered by one response
 // written, as Compute would answer it; an error ends the stream with its
 // status. Reads and writes alternate, so one call runs at a time.
 class ComputeStreamCall final : public PolledOp {
  public:
   static void Await(Service* service, ExpertCompute* compute,
-                    grpc::ServerCompletionQueue* cq) {
-    auto* call = new ComputeStreamCall(service, compute, cq);
+                    grpc::ServerCompletionQueue* cq, OpenStreams* open) {
+    auto* call = new ComputeStreamCall(service, compute, cq, open);
     service->RequestComputeStream(&call->context_, &call->stream_, cq, cq,
                                   call);
   }
+
+  ~ComputeStreamCall() override { open_->calls.erase(this); }
 
   bool Proceed(bool ok) override {
     switch (step_) {
       case kArrive:
         if (!ok) return false;  // shutting down
-        Await(service_, compute_, cq_);
-        Read();
+        Await(service_, compute_, cq_, open_);
+        open_->calls.insert(this);
+        if (open_->closing) {
+          Finish(ShuttingDown());
+        } else {
+          Read();
+        }
         return true;
       case kRead:
         if (!ok) {  // the coordinator closed its side, or went away
@@ -141,21 +159,47 @@ class ComputeStreamCall final : public PolledOp {
         Answer();
         return true;
       case kWrite:
-        if (!ok) return false;  // the stream broke: nothing more to send
-        Read();
+        if (!ok) {  // the stream broke: nothing more to send
+          Finish(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
+        } else if (open_->closing) {
+          Finish(ShuttingDown());
+        } else {
+          Read();
+        }
         return true;
       case kFinish:
-        return false;
+        // Close's Finish leaves the read it interrupted to complete too.
+        return --finish_events_ > 0;
     }
     return false;
+  }
+
+  // At a shutdown: a stream waiting for its next request ends now, with
+  // UNAVAILABLE (its coordinator retries elsewhere); one whose answer is
+  // being written ends after it. A server may finish with a read pending
+  // (the read then fails); cancelling instead would let grpc::Server's
+  // shutdown return before this call's last operation is started.
+  void Close() {
+    if (step_ != kRead) return;
+    finish_events_ = 2;
+    Finish(ShuttingDown());
   }
 
  private:
   enum Step { kArrive, kRead, kWrite, kFinish };
 
   ComputeStreamCall(Service* service, ExpertCompute* compute,
-                    grpc::ServerCompletionQueue* cq)
-      : service_(service), compute_(compute), cq_(cq), stream_(&context_) {}
+                    grpc::ServerCompletionQueue* cq, OpenStreams* open)
+      : service_(service),
+        compute_(compute),
+        cq_(cq),
+        open_(open),
+        stream_(&context_) {}
+
+  static grpc::Status ShuttingDown() {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the worker is shutting down");
+  }
 
   void Read() {
     step_ = kRead;
@@ -186,12 +230,14 @@ class ComputeStreamCall final : public PolledOp {
   Service* const service_;
   ExpertCompute* const compute_;
   grpc::ServerCompletionQueue* const cq_;
+  OpenStreams* const open_;
   grpc::ServerContext context_;
   grpc::ServerAsyncReaderWriter<v1::ComputeResponse, v1::ComputeRequest>
       stream_;
   v1::ComputeRequest request_;
   v1::ComputeResponse response_;
   Step step_ = kArrive;
+  int finish_events_ = 1;  // events left once Finish is started
 };
 
 // Info of a polling worker: it serves ComputeStream.
@@ -251,7 +297,7 @@ class PollingFrontEnd final : public FrontEnd {
           return grpc::Status::OK;
         },
         q);
-    ComputeStreamCall::Await(&service_, compute, q);
+    ComputeStreamCall::Await(&service_, compute, q, &open_streams_);
     standard_.Start(q);
     thread_ = std::thread([this] { Loop(); });
   }
@@ -287,6 +333,10 @@ class PollingFrontEnd final : public FrontEnd {
     while (transport::NextWithSpin(cq_.get(), spin_, &tag, &ok)) {
       if (tag == &shutdown_tag_) {
         standard_.SetNotServing();
+        open_streams_.closing = true;
+        // Close may end a call, which leaves the set: iterate a copy.
+        const std::set<ComputeStreamCall*> calls = open_streams_.calls;
+        for (ComputeStreamCall* call : calls) call->Close();
         continue;
       }
       auto* op = static_cast<PolledOp*>(tag);
@@ -298,6 +348,7 @@ class PollingFrontEnd final : public FrontEnd {
   const v1::InfoResponse info_;
   const std::chrono::microseconds spin_;
   Service service_;
+  OpenStreams open_streams_;  // the polling thread's
   transport::PolledStandardServices standard_{
       {v1::ExpertService::service_full_name()}};
   std::unique_ptr<grpc::ServerCompletionQueue> cq_;
