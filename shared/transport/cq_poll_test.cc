@@ -53,6 +53,30 @@ TEST(NextWithSpinTest, ACancelledAlarmIsDeliveredNotOk) {
   EXPECT_FALSE(ok);
 }
 
+TEST(NextWithSpinUntilTest, TimesOutAtTheDeadlineWhileSpinningOrBlocking) {
+  grpc::CompletionQueue cq;
+  void* tag = nullptr;
+  bool ok = false;
+  for (const auto spin : {microseconds(1'000'000), microseconds(1000)}) {
+    // The deadline cuts a long spin short; a short spin then blocks until
+    // the deadline.
+    const auto start = system_clock::now();
+    EXPECT_EQ(NextWithSpinUntil(&cq, spin, start + milliseconds(40), &tag, &ok),
+              grpc::CompletionQueue::TIMEOUT);
+    const auto waited = system_clock::now() - start;
+    EXPECT_GE(waited, milliseconds(39));
+    EXPECT_LT(waited, milliseconds(900));
+  }
+  grpc::Alarm alarm;
+  alarm.Set(&cq, system_clock::now() + milliseconds(5), &tag_a);
+  EXPECT_EQ(NextWithSpinUntil(&cq, microseconds(100),
+                              system_clock::now() + std::chrono::seconds(5),
+                              &tag, &ok),
+            grpc::CompletionQueue::GOT_EVENT);
+  EXPECT_EQ(tag, &tag_a);
+  EXPECT_TRUE(ok);
+}
+
 TEST(NextWithSpinTest, FalseOnceShutDownAndDrained) {
   for (const int spin_us : {0, 1000}) {
     grpc::CompletionQueue cq;
