@@ -153,10 +153,17 @@ struct RemoteExperts::Impl {
   // thread, one wake-up less per layer.
   absl::Status AwaitComputeCalls(size_t count,
                                  const std::vector<StreamedCall*>& streamed);
-  // Sends `request` on worker w's ComputeStream (opened when needed), its
-  // answer to `response`; `sc` must live until AwaitComputeCalls answered.
-  void SendOnStream(int w, const v1::ComputeRequest& request,
-                    v1::ComputeResponse* response, StreamedCall* sc);
+  // Whether calls to worker w go on its ComputeStream (when it is the
+  // worker's only call of the round: one message in flight per stream).
+  bool StreamsTo(int w) const {
+    return options.compute_streams && workers[w].info.compute_stream();
+  }
+  // Sends `call`'s `request` on worker w's ComputeStream (opened when
+  // needed); the answer goes to `response`, the outcome to `status`. `sc`
+  // must live until AwaitComputeCalls has answered the call.
+  void SendOnStream(int w, const v1::ComputeRequest& request, ComputeTag* call,
+                    v1::ComputeResponse* response, grpc::Status* status,
+                    StreamedCall* sc);
   // One event of a StreamedCall; true when the call is answered.
   bool OnStreamEvent(StreamedCall* sc, bool ok);
   // Cancels and finishes every open ComputeStream (at destruction).

@@ -228,9 +228,8 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       }
       // One message per stream in flight: a worker whose share needs
       // several calls (a long prefill) gets unary ones.
-      calls[first_of_worker]->on_stream = calls.size() == first_of_worker + 1 &&
-                                          options.compute_streams &&
-                                          workers[w].info.compute_stream();
+      calls[first_of_worker]->on_stream =
+          calls.size() == first_of_worker + 1 && StreamsTo(w);
     }
     std::vector<StreamedCall*> streamed;
     for (size_t ci = first_call; ci < calls.size(); ++ci) {
@@ -266,11 +265,9 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           std::chrono::milliseconds(options.rpc_deadline_ms));
       c.sent = RemoteClock::now();
       if (c.on_stream) {
-        c.streamed.call = &c;
-        c.streamed.status = &c.status;
-        SendOnStream(c.worker, c.request, &c.response, &c.streamed);
+        SendOnStream(c.worker, c.request, &c, &c.response, &c.status,
+                     &c.streamed);
         streamed.push_back(&c.streamed);
-        ++stats.streamed_calls;
         continue;
       }
       c.reader =

@@ -38,6 +38,7 @@ struct SliceCall : ComputeTag {
   grpc::ClientContext context;
   grpc::Status status;
   std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ComputeResponse>> reader;
+  StreamedCall streamed;  // when sent on the worker's ComputeStream
 };
 
 std::string SliceName(const WorkerConn& w) {
@@ -125,6 +126,7 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
   const size_t chunk = std::max<uint64_t>(1, budget / per_task);
 
   std::vector<std::unique_ptr<SliceCall>> calls;
+  std::vector<StreamedCall*> streamed;
   std::vector<int> local_of(num_in_rows, -1);  // input row -> request row
   for (size_t w = 0; w < workers.size(); ++w) {
     for (size_t begin = 0; begin < n; begin += chunk) {
@@ -175,12 +177,18 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
           std::chrono::system_clock::now() +
           std::chrono::milliseconds(options.rpc_deadline_ms));
       c->sent = RemoteClock::now();
-      c->reader = workers[c->worker].stub->AsyncCompute(&c->context, q, &cq);
-      c->reader->Finish(&c->response, &c->status, c.get());
+      if (n <= chunk && StreamsTo(c->worker)) {  // the worker's only call
+        SendOnStream(c->worker, q, c.get(), &c->response, &c->status,
+                     &c->streamed);
+        streamed.push_back(&c->streamed);
+      } else {
+        c->reader = workers[c->worker].stub->AsyncCompute(&c->context, q, &cq);
+        c->reader->Finish(&c->response, &c->status, c.get());
+      }
       calls.push_back(std::move(c));
     }
   }
-  FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size(), {}));
+  FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size(), streamed));
 
   double slowest_worker = 0, slowest_rpc = 0;
   for (const std::unique_ptr<SliceCall>& c : calls) {

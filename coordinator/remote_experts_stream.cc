@@ -10,9 +10,13 @@
 namespace flotilla::coordinator {
 
 void RemoteExperts::Impl::SendOnStream(int w, const v1::ComputeRequest& request,
+                                       ComputeTag* call,
                                        v1::ComputeResponse* response,
-                                       StreamedCall* sc) {
+                                       grpc::Status* status, StreamedCall* sc) {
   WorkerConn& worker = workers[w];
+  ++stats.streamed_calls;
+  sc->call = call;
+  sc->status = status;
   sc->tag.stream_op = true;
   sc->worker = w;
   sc->pending = 2;  // the write and the read

@@ -61,7 +61,8 @@ TEST_F(SplitTest, OneTwoThreeWorkersMatchTheSingleProcessRunBitwise) {
 }
 
 // A prefill whose calls are chunked by a tiny message limit, with polling
-// workers and coordinator: still bitwise. It routes to every expert of a
+// workers and coordinator (so decode calls go on ComputeStreams, chunked
+// ones are unary): still bitwise. It routes to every expert of a
 // layer, more than the slices a worker keeps between rounds, so it also
 // shows the grouping by resident_experts: the down rounds read nothing.
 TEST_F(SplitTest, ChunkedGroupedPrefillWithBusyPollingStillMatches) {
@@ -85,6 +86,10 @@ TEST_F(SplitTest, ChunkedGroupedPrefillWithBusyPollingStillMatches) {
       dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
           ->remote_stats();
   EXPECT_GT(s.calls, 2 * 2 * s.layers);  // the prefill was chunked
+  // Decode steps fit one call per worker and round: those went on the
+  // workers' ComputeStreams, the prefill's chunks as unary calls.
+  EXPECT_GT(s.streamed_calls, 0u);
+  EXPECT_LT(s.streamed_calls, s.calls);
   // The workers keep 2 slices (top-2) between rounds: the prefill's
   // layers went in groups of 2 experts, and no down round read anything.
   EXPECT_EQ(s.split_down_bytes_read, 0u);
