@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -138,8 +139,8 @@ TEST_F(PollingWorkerTest, OnlyTheComputeThreadPollsAndWatchSeesShutdown) {
 // worker ends it (UNAVAILABLE, or CANCELLED while it waits for a request)
 // instead of waiting out its drain time for it, and exits promptly.
 TEST_F(PollingWorkerTest, ShutdownEndsOpenComputeStreams) {
-  grpc::ClientContext context;
-  auto stream = stub_->ComputeStream(&context);
+  auto context = std::make_unique<grpc::ClientContext>();
+  auto stream = stub_->ComputeStream(context.get());
   flotilla::v1::ComputeResponse response;
   ASSERT_TRUE(stream->Write(OneRowRequest(64)));
   ASSERT_TRUE(stream->Read(&response));  // the stream is up and idle
@@ -152,7 +153,10 @@ TEST_F(PollingWorkerTest, ShutdownEndsOpenComputeStreams) {
   EXPECT_TRUE(status.error_code() == grpc::StatusCode::UNAVAILABLE ||
               status.error_code() == grpc::StatusCode::CANCELLED)
       << status.error_code() << " " << status.error_message();
+  // The client's connection must close too (the context holds it): a
+  // shutting-down server waits, up to its drain time, for connections.
   stream.reset();
+  context.reset();
   stub_.reset();
   channel_.reset();
   std::string output, line;
