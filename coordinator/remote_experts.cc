@@ -116,6 +116,9 @@ bool RemoteExperts::Impl::Usable(int w) {
                worker.Name().c_str(), base::SecondsSince(worker.down_since));
   worker.down = false;
   worker.last_error.clear();
+  // It may have come back with or without --busy-poll-us: streams follow
+  // what it serves now (a stream of before is gone with its failure).
+  worker.info.set_compute_stream(info.compute_stream());
   return true;
 }
 
