@@ -86,11 +86,7 @@ absl::Status RemoteExperts::Impl::AwaitComputeCalls(
     void* tag = nullptr;
     bool ok = false;
     const grpc::CompletionQueue::NextStatus next =
-        deadline == std::chrono::system_clock::time_point::max()
-            ? (transport::NextWithSpin(&cq, spin, &tag, &ok)
-                   ? grpc::CompletionQueue::GOT_EVENT
-                   : grpc::CompletionQueue::SHUTDOWN)
-            : transport::NextWithSpinUntil(&cq, spin, deadline, &tag, &ok);
+        transport::NextWithSpinUntil(&cq, spin, deadline, &tag, &ok);
     if (next == grpc::CompletionQueue::SHUTDOWN) {
       return absl::InternalError("completion queue shut down");
     }

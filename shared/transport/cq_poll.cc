@@ -29,28 +29,28 @@ grpc::CompletionQueue::NextStatus Spin(
 
 bool NextWithSpin(grpc::CompletionQueue* cq, std::chrono::microseconds spin,
                   void** tag, bool* ok) {
-  if (spin.count() > 0) {
-    switch (Spin(cq, std::chrono::steady_clock::now() + spin, tag, ok)) {
-      case grpc::CompletionQueue::GOT_EVENT:
-        return true;
-      case grpc::CompletionQueue::SHUTDOWN:
-        return false;
-      case grpc::CompletionQueue::TIMEOUT:
-        break;
-    }
-  }
-  return cq->Next(tag, ok);
+  return NextWithSpinUntil(cq, spin,
+                           std::chrono::system_clock::time_point::max(), tag,
+                           ok) == grpc::CompletionQueue::GOT_EVENT;
 }
 
 grpc::CompletionQueue::NextStatus NextWithSpinUntil(
     grpc::CompletionQueue* cq, std::chrono::microseconds spin,
     std::chrono::system_clock::time_point deadline, void** tag, bool* ok) {
+  const bool forever = deadline == std::chrono::system_clock::time_point::max();
   if (spin.count() > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
-        deadline - std::chrono::system_clock::now());
-    const grpc::CompletionQueue::NextStatus s = Spin(
-        cq, std::chrono::steady_clock::now() + std::min(spin, left), tag, ok);
+    if (!forever) {
+      spin =
+          std::min(spin, std::chrono::duration_cast<std::chrono::microseconds>(
+                             deadline - std::chrono::system_clock::now()));
+    }
+    const grpc::CompletionQueue::NextStatus s =
+        Spin(cq, std::chrono::steady_clock::now() + spin, tag, ok);
     if (s != grpc::CompletionQueue::TIMEOUT) return s;
+  }
+  if (forever) {
+    return cq->Next(tag, ok) ? grpc::CompletionQueue::GOT_EVENT
+                             : grpc::CompletionQueue::SHUTDOWN;
   }
   return cq->AsyncNext(tag, ok, deadline);
 }

@@ -34,6 +34,7 @@ bool NextWithSpin(grpc::CompletionQueue* cq, std::chrono::microseconds spin,
                   void** tag, bool* ok);
 
 // The same with a deadline: TIMEOUT when no event came by then.
+// system_clock::time_point::max() is no deadline (NextWithSpin is that).
 grpc::CompletionQueue::NextStatus NextWithSpinUntil(
     grpc::CompletionQueue* cq, std::chrono::microseconds spin,
     std::chrono::system_clock::time_point deadline, void** tag, bool* ok);
