@@ -117,6 +117,7 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
   ro.rpc_deadline_ms = o.rpc_deadline_ms;
   ro.busy_poll_us = o.busy_poll_us;
   ro.compute_streams = o.compute_streams;
+  ro.poll_when_due = o.poll_when_due;
   ro.tls = o.worker_tls;
   ro.expected_fingerprint = fingerprint;
   FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(c, ro));

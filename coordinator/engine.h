@@ -42,6 +42,7 @@ struct EngineOptions {
   std::vector<std::string> workers;
   int64_t busy_poll_us = 0;        // RemoteExpertsOptions::busy_poll_us
   bool compute_streams = true;     // RemoteExpertsOptions::compute_streams
+  bool poll_when_due = true;       // RemoteExpertsOptions::poll_when_due
   int rpc_deadline_ms = 10000;     // deadline of every expert-worker call
   transport::TlsFiles worker_tls;  // CA, and cert + key for mutual TLS
   double disk_gbps = 3.0;          // for predictions in the plan

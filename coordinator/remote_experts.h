@@ -105,6 +105,13 @@ struct RemoteExpertsOptions {
   // Spends this thread's CPU to skip a wake-up per layer; pairs with the
   // workers' --busy-poll-us.
   int64_t busy_poll_us = 0;
+  // With busy_poll_us: when a round of calls is expected to take longer
+  // than busy_poll_us to answer (it did at the same layer's last step with
+  // as many tasks), sleep until busy_poll_us / 2 before it is due, then
+  // poll. The poll then covers the answers' arrival even for layers longer
+  // than it (disk-bound workers), and the CPU is free until then
+  // (transport/cq_poll.h: NextWithSpinFrom). False: poll at once.
+  bool poll_when_due = true;
   // Send a layer's call to a worker that serves ComputeStream (a
   // busy-polling one) as a message on one long-lived stream instead of a
   // unary Compute: same request, same answer, less gRPC work per layer.
@@ -118,6 +125,11 @@ struct RemoteStats {
   uint64_t calls = 0;           // Compute RPCs sent, retries included
   uint64_t retried_calls = 0;   // of which re-sent after a failure
   uint64_t streamed_calls = 0;  // of which sent on a ComputeStream
+  // poll_when_due: rounds of calls whose wait slept until they were due,
+  // and answers that came during such a sleep (each cost a wake-up: the
+  // round answered sooner than its last time, less busy_poll_us / 2).
+  uint64_t timed_waits = 0;
+  uint64_t early_answers = 0;
   uint64_t failed_calls = 0;    // RPCs that failed
   uint64_t request_bytes = 0;   // serialized request payloads
   uint64_t response_bytes = 0;  // serialized response payloads

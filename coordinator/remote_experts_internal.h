@@ -151,8 +151,29 @@ struct RemoteExperts::Impl {
   // the way are counted, not waited for. Polls for up to busy_poll_us before
   // blocking. This thread reads the answers itself: no hand-off from a gRPC
   // thread, one wake-up less per layer.
-  absl::Status AwaitComputeCalls(size_t count,
-                                 const std::vector<StreamedCall*>& streamed);
+  // Before `poll_from` it sleeps rather than polls (see PollFrom).
+  absl::Status AwaitComputeCalls(
+      size_t count, const std::vector<StreamedCall*>& streamed,
+      std::chrono::system_clock::time_point poll_from = {});
+  // options.poll_when_due: how long each round of calls took from its
+  // first send to its last answer, the last time it ran with as many
+  // tasks. Indexed by RoundKey. Decode steps repeat each layer's shape, and
+  // a layer's worker time changes little from one token to the next.
+  struct RoundTime {
+    int tasks = -1;  // -1: not seen yet
+    double seconds = 0;
+  };
+  std::vector<RoundTime> round_times;
+  static size_t RoundKey(int layer, bool down_round) {
+    return static_cast<size_t>(layer) * 2 + (down_round ? 1 : 0);
+  }
+  // When AwaitComputeCalls should start polling for a round first sent at
+  // `first_sent`: busy_poll_us / 2 before its answers are due, when its
+  // last time was longer than busy_poll_us; otherwise at once ({}).
+  std::chrono::system_clock::time_point PollFrom(
+      size_t key, int tasks, RemoteClock::time_point first_sent);
+  // Records a round that every worker answered.
+  void RecordRoundTime(size_t key, int tasks, double seconds);
   // Whether calls to worker w go on its ComputeStream (when it is the
   // worker's only call of the round: one message in flight per stream).
   bool StreamsTo(int w) const {

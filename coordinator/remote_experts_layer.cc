@@ -73,8 +73,32 @@ uint64_t RemoteExperts::Impl::CallPayloadBudget() const {
   return limit - std::min(kMessageSlackBytes, limit / 2);
 }
 
+std::chrono::system_clock::time_point RemoteExperts::Impl::PollFrom(
+    size_t key, int tasks, RemoteClock::time_point first_sent) {
+  const std::chrono::microseconds spin(options.busy_poll_us);
+  if (!options.poll_when_due || spin.count() <= 0 ||
+      key >= round_times.size() || round_times[key].tasks != tasks) {
+    return {};
+  }
+  const auto due = std::chrono::duration_cast<RemoteClock::duration>(
+      std::chrono::duration<double>(round_times[key].seconds));
+  if (due <= spin) return {};  // the poll covers it from the start
+  ++stats.timed_waits;
+  const RemoteClock::duration ahead =
+      first_sent + due - spin / 2 - RemoteClock::now();
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(ahead);
+}
+
+void RemoteExperts::Impl::RecordRoundTime(size_t key, int tasks,
+                                          double seconds) {
+  if (key >= round_times.size()) round_times.resize(key + 1);
+  round_times[key] = {tasks, seconds};
+}
+
 absl::Status RemoteExperts::Impl::AwaitComputeCalls(
-    size_t count, const std::vector<StreamedCall*>& streamed) {
+    size_t count, const std::vector<StreamedCall*>& streamed,
+    std::chrono::system_clock::time_point poll_from) {
   const std::chrono::microseconds spin(options.busy_poll_us);
   // gRPC enforces unary calls' deadlines; those of stream messages are
   // ours: past it, the late calls' streams are cancelled, which completes
@@ -86,7 +110,7 @@ absl::Status RemoteExperts::Impl::AwaitComputeCalls(
     void* tag = nullptr;
     bool ok = false;
     const grpc::CompletionQueue::NextStatus next =
-        transport::NextWithSpinUntil(&cq, spin, deadline, &tag, &ok);
+        transport::NextWithSpinFrom(&cq, poll_from, spin, deadline, &tag, &ok);
     if (next == grpc::CompletionQueue::SHUTDOWN) {
       return absl::InternalError("completion queue shut down");
     }
@@ -111,6 +135,7 @@ absl::Status RemoteExperts::Impl::AwaitComputeCalls(
       done = sc->call;
     }
     static_cast<ComputeTag*>(done)->answered = RemoteClock::now();
+    if (std::chrono::system_clock::now() < poll_from) ++stats.early_answers;
     --left;
   }
   return absl::OkStatus();
@@ -139,6 +164,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
   if (is_split) return ComputeSplitLayer(layer, z, rows, tasks, out);
   const bool row_sums = options.row_sums;
   const uint64_t step_id = step++;
+  const int shape = static_cast<int>(tasks.size());  // for PollFrom
   const int num_workers = static_cast<int>(workers.size());
 
   std::vector<std::unique_ptr<Call>> calls;
@@ -270,14 +296,21 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
           workers[c.worker].stub->AsyncCompute(&c.context, c.request, &cq);
       c.reader->Finish(&c.response, &c.status, &c);
     }
-    FLOTILLA_RETURN_IF_ERROR(
-        AwaitComputeCalls(calls.size() - first_call, streamed));
+    // A retry round is not timed: its calls differ from the last step's.
+    const RemoteClock::time_point first_sent = calls[first_call]->sent;
+    FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(
+        calls.size() - first_call, streamed,
+        round == 0 ? PollFrom(RoundKey(layer, false), shape, first_sent)
+                   : std::chrono::system_clock::time_point{}));
+    RemoteClock::time_point last_answer = first_sent;
 
     // Collect; failed workers' experts go to the next round.
     std::vector<bool> retry(num_experts, false);
+    bool all_ok = true;
     for (size_t ci = first_call; ci < calls.size(); ++ci) {
       Call& c = *calls[ci];
       WorkerConn& worker = workers[c.worker];
+      last_answer = std::max(last_answer, c.answered);
       absl::Status s = transport::FromGrpcStatus(c.status);
       if (s.code() == absl::StatusCode::kInvalidArgument) {
         // Not a dead worker but a disagreement about the request: a bug or
@@ -288,6 +321,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       }
       if (s.ok()) s = CheckResponse(c, width, row_sums);
       if (!s.ok()) {
+        all_ok = false;
         ++stats.failed_calls;
         failed[c.worker] = true;
         MarkDown(c.worker, absl::StrCat(absl::StatusCodeToString(s.code()),
@@ -307,6 +341,10 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
       backend.prefetch_hits += st.prefetch_hits();
       backend.experts_read += st.experts_computed() - st.cache_hits();
       backend.compute_seconds += st.compute_seconds();
+    }
+    if (round == 0 && all_ok) {
+      RecordRoundTime(RoundKey(layer, false), shape,
+                      Seconds(last_answer - first_sent));
     }
     need.clear();
     for (int e = 0; e < num_experts; ++e) {

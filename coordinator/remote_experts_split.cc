@@ -188,10 +188,17 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
       calls.push_back(std::move(c));
     }
   }
-  FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size(), streamed));
+  const size_t key = RoundKey(layer, down);
+  const int shape = static_cast<int>(tasks.size());
+  const RemoteClock::time_point first_sent =
+      calls.empty() ? RemoteClock::now() : calls.front()->sent;
+  FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size(), streamed,
+                                             PollFrom(key, shape, first_sent)));
 
   double slowest_worker = 0, slowest_rpc = 0;
+  RemoteClock::time_point last_answer = first_sent;
   for (const std::unique_ptr<SliceCall>& c : calls) {
+    last_answer = std::max(last_answer, c->answered);
     WorkerConn& worker = workers[c->worker];
     const v1::ExpertSlice& s = worker.info.split();
     const size_t begin = down ? s.latent_begin() : s.inter_begin();
@@ -243,6 +250,7 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
   }
   totals->slowest_worker += slowest_worker;
   totals->slowest_rpc += slowest_rpc;
+  RecordRoundTime(key, shape, Seconds(last_answer - first_sent));
   return absl::OkStatus();
 }
 

@@ -109,6 +109,42 @@ TEST_F(EquivalenceTest, BusyPollingWorkersAndCoordinatorMatch) {
   ExpectSameAsLocal(synth_, *want_s, 3, 1, false, 2000);
 }
 
+// A coordinator polling for less time than its rounds take (1 us here)
+// sleeps until each round is due, from the same layer's last step, then
+// polls (poll_when_due): the same bits, and without it no timed wait.
+TEST_F(EquivalenceTest, PollingFromWhenAnswersAreDueMatches) {
+  auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto fleet = StartFleet(CkptA(), 2, 1, dir_->path(), {"--busy-poll-us=2000"});
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  for (const bool when_due : {true, false}) {
+    SCOPED_TRACE(when_due ? "poll when due" : "poll at once");
+    coordinator::RemoteExpertsOptions options;
+    options.workers = Addresses(*fleet);
+    options.busy_poll_us = 1;
+    options.poll_when_due = when_due;
+    auto remote = OpenRemoteModel(CkptA(), options);
+    ASSERT_TRUE(remote.ok()) << remote.status();
+    auto got = GenerateWith(**remote, kPrompt, kTokens);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->ids, want->ids);
+    EXPECT_TRUE(got->logits == want->logits);
+    const coordinator::RemoteStats s =
+        dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
+            ->remote_stats();
+    EXPECT_EQ(s.failed_calls, 0u);
+    if (when_due) {
+      // Every decode step after the first repeats its layers' shapes.
+      EXPECT_GE(s.timed_waits, s.layers / kTokens * (kTokens - 2));
+      EXPECT_LE(s.timed_waits, s.layers);
+      EXPECT_LE(s.early_answers, s.calls);
+    } else {
+      EXPECT_EQ(s.timed_waits, 0u);
+      EXPECT_EQ(s.early_answers, 0u);
+    }
+  }
+}
+
 // A long prefill whose calls are split by rows (tiny message limit): each
 // expert's rows then arrive in several calls, and the logits still match.
 TEST_F(EquivalenceTest, SplitCallsStillMatch) {

@@ -95,6 +95,31 @@ TEST_F(SplitTest, ChunkedGroupedPrefillWithBusyPollingStillMatches) {
   EXPECT_EQ(s.split_down_bytes_read, 0u);
 }
 
+// Both rounds of a split layer wait from when they are due when the
+// coordinator polls for less time than they take: still bitwise.
+TEST_F(SplitTest, PollingFromWhenRoundsAreDueStillMatches) {
+  auto want = GenerateLocal(wide_, kPrompt, 6);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto fleet = StartSplitFleet(SplitPack(wide_, 2), 2, {"--busy-poll-us=2000"});
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  coordinator::RemoteExpertsOptions options;
+  options.workers = Addresses(*fleet);
+  options.busy_poll_us = 1;
+  auto remote = OpenRemoteModel(wide_, options);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  auto got = GenerateWith(**remote, kPrompt, 6);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->ids, want->ids);
+  EXPECT_TRUE(got->logits == want->logits);
+  const coordinator::RemoteStats s =
+      dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
+          ->remote_stats();
+  // Two rounds per layer; the first step of each shape is not timed. A
+  // timed round has a call per worker.
+  EXPECT_GT(s.timed_waits, s.layers);
+  EXPECT_LE(s.timed_waits * 2, s.calls);
+}
+
 // The command line: same JSON ids with and without the split fleet, with
 // prefetch hints sent to every worker.
 TEST_F(SplitTest, CoordinatorCliWithASplitFleet) {

@@ -7,8 +7,12 @@
 //                            (de)serialization, transport, scheduling, combine
 //   wire_bytes_per_token     serialized request + response payloads
 //   calls_per_layer          Compute RPCs per MoE layer
+//   coordinator_cpu_s_per_token  CPU time of this process (polling shows)
+//   timed_waits, early_answers  RemoteStats (poll_when_due)
 //   expert_bytes_read_per_token, decode_s_per_token, ids
 // Used by bench/distributed/run.sh; see bench/distributed/README.md.
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -27,6 +31,14 @@ namespace {
 
 namespace co = flotilla::coordinator;
 
+// CPU seconds this process has used (every thread): what polling costs.
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) +
+         1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 int Fail(const std::string& message) {
   std::fprintf(stderr, "flotilla-bench-distributed: %s\n", message.c_str());
   return 1;
@@ -38,7 +50,7 @@ int main(int argc, char** argv) {
   std::string model_dir, workers;
   int tokens = 8, prompt_tokens = 4, threads = 1;
   int64_t busy_poll_us = 0;
-  bool row_sums = false, unary = false;
+  bool row_sums = false, unary = false, poll_at_once = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -63,11 +75,13 @@ int main(int argc, char** argv) {
       row_sums = true;
     } else if (arg == "--unary") {
       unary = true;  // no ComputeStream even where workers serve it
+    } else if (arg == "--poll-at-once") {
+      poll_at_once = true;  // RemoteExpertsOptions::poll_when_due = false
     } else {
       return Fail(
           "usage: --model=DIR --workers=H:P,... [--tokens=N] "
           "[--prompt-tokens=N] [--threads=N] [--row-sums] "
-          "[--busy-poll-us=US] [--unary]");
+          "[--busy-poll-us=US] [--unary] [--poll-at-once]");
     }
   }
   if (model_dir.empty() || workers.empty() || tokens < 2 || prompt_tokens < 1 ||
@@ -86,6 +100,7 @@ int main(int argc, char** argv) {
   ro.rpc_deadline_ms = 60000;
   ro.busy_poll_us = busy_poll_us;
   ro.compute_streams = !unary;
+  ro.poll_when_due = !poll_at_once;
   auto fp = flotilla::model::FingerprintCheckpoint(model_dir, **source);
   if (!fp.ok()) return Fail(fp.status().ToString());
   ro.expected_fingerprint = *fp;
@@ -107,9 +122,11 @@ int main(int argc, char** argv) {
   co::RemoteStats at_decode;
   co::ExpertBackendStats backend_at_decode;
   bool first = true;
+  double cpu_at_decode = 0;
   auto on_token = [&](int32_t) {
     if (first) {
       first = false;
+      cpu_at_decode = ProcessCpuSeconds();
       at_decode = experts->remote_stats();
       backend_at_decode = experts->backend_stats();
     }
@@ -117,6 +134,7 @@ int main(int argc, char** argv) {
   };
   auto result = co::Generate(*model, prompt, go, on_token);
   if (!result.ok()) return Fail(result.status().ToString());
+  const double decode_cpu = ProcessCpuSeconds() - cpu_at_decode;
   const co::RemoteStats& s = experts->remote_stats();
   const co::ExpertBackendStats b = experts->backend_stats();
   const double steps = static_cast<double>(result->generated_ids.size() - 1);
@@ -140,6 +158,7 @@ int main(int argc, char** argv) {
       {"decode_tokens", steps},
       {"moe_layers_per_token", layers / steps},
       {"decode_s_per_token", result->decode_seconds / steps},
+      {"coordinator_cpu_s_per_token", decode_cpu / steps},
       {"expert_s_per_token", expert_s / steps},
       {"worker_s_per_token", worker_s / steps},
       {"rpc_overhead_ms_per_layer", 1e3 * (expert_s - worker_s) / layers},
@@ -149,6 +168,8 @@ int main(int argc, char** argv) {
        1e3 * (s.rpc_seconds - at_decode.rpc_seconds) / layers},
       {"worker_ms_per_layer", 1e3 * worker_s / layers},
       {"streamed_calls", s.streamed_calls - at_decode.streamed_calls},
+      {"timed_waits", s.timed_waits - at_decode.timed_waits},
+      {"early_answers", s.early_answers - at_decode.early_answers},
       {"calls_per_layer",
        static_cast<double>(s.calls - at_decode.calls) / layers},
       {"wire_bytes_per_token",

@@ -15,8 +15,10 @@
 //
 // usage: flotilla-bench-grpc-pingpong [--mode=unary|stream] [--work-us=5000]
 //            [--gap-us=1000] [--calls=300] [--spin-us=100000] [--touch-mb=0]
-//            [--touch-elsewhere]
+//            [--touch-elsewhere] [--touch-nta] [--request-kb=8]
+//            [--response-kb=32] [--grpc-arg=NAME=INT ...]
 #include <grpcpp/generic/generic_stub.h>
+#include <immintrin.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,7 +43,9 @@ namespace {
 
 namespace tr = flotilla::transport;
 using Clock = std::chrono::steady_clock;
-constexpr size_t kRequestBytes = 8192, kResponseBytes = 32768;
+// Message sizes (--request-kb, --response-kb); the defaults are a k3-bench
+// decode call's. A K3 decode answer of 16 experts is 224 KiB.
+size_t g_request_bytes = 8192, g_response_bytes = 32768;
 constexpr char kUnary[] = "/flotilla.bench.PingPong/Unary";
 constexpr char kStream[] = "/flotilla.bench.PingPong/Stream";
 
@@ -52,10 +56,22 @@ constexpr char kStream[] = "/flotilla.bench.PingPong/Stream";
 // kernels ran on other cores: what is left is the shared cache's share.
 std::vector<char>* g_touch = nullptr;
 bool g_touch_elsewhere = false;
+// --touch-nta: the streaming reads are preceded by PREFETCHNTA, as a kernel
+// that marks its weights non-temporal would read them.
+bool g_touch_nta = false;
 
 void Touch() {
   volatile char sink = 0;
-  for (size_t i = 0; i < g_touch->size(); i += 64) sink = sink + (*g_touch)[i];
+  const char* data = g_touch->data();
+  const size_t n = g_touch->size();
+  if (g_touch_nta) {
+    for (size_t i = 0; i < n; i += 64) {
+      if (i + 2048 < n) _mm_prefetch(data + i + 2048, _MM_HINT_NTA);
+      sink = sink + data[i];
+    }
+    return;
+  }
+  for (size_t i = 0; i < n; i += 64) sink = sink + data[i];
 }
 
 void Spin(int us) {
@@ -114,7 +130,7 @@ class ServerCall final : public tr::PolledOp {
           // split of the overhead into its two legs.
           const int64_t arrived = Now();
           Spin(work_us_);
-          std::string bytes(kResponseBytes, 'x');
+          std::string bytes(g_response_bytes, 'x');
           const int64_t leaving = Now();
           std::memcpy(bytes.data(), &arrived, sizeof(arrived));
           std::memcpy(bytes.data() + 8, &leaving, sizeof(leaving));
@@ -154,7 +170,8 @@ class ServerCall final : public tr::PolledOp {
 };
 
 // The server process: tells the parent its port through `port_fd`.
-int Serve(int port_fd, int work_us, std::chrono::microseconds spin) {
+int Serve(int port_fd, int work_us, std::chrono::microseconds spin,
+          const std::vector<std::pair<std::string, int>>& grpc_args) {
   tr::PolledStandardServices standard({});
   std::unique_ptr<grpc::ServerCompletionQueue> cq;
   tr::ServerOptions options;
@@ -162,6 +179,7 @@ int Serve(int port_fd, int work_us, std::chrono::microseconds spin) {
   options.standard_services_on_queue = true;  // one poller, as the worker
   options.generic_service = standard.generic_service();
   options.async_queue = &cq;
+  options.int_args = grpc_args;
   int port = 0;
   auto server = tr::StartServer(options, &port);
   if (!server.ok()) return 1;
@@ -183,7 +201,9 @@ int Usage(const std::string& why) {
                "flotilla-bench-grpc-pingpong: %s\nusage: "
                "flotilla-bench-grpc-pingpong [--mode=unary|stream] "
                "[--work-us=N] [--gap-us=N] [--calls=N] [--spin-us=N] "
-               "[--touch-mb=N] [--touch-elsewhere]\n",
+               "[--touch-mb=N] [--touch-elsewhere] [--touch-nta] "
+               "[--request-kb=N] [--response-kb=N] "
+               "[--grpc-arg=NAME=INT ...]\n",
                why.c_str());
   return 2;
 }
@@ -192,20 +212,38 @@ int Usage(const std::string& why) {
 
 int main(int argc, char** argv) {
   int work_us = 5000, gap_us = 1000, calls = 300, spin_us = 100000,
-      touch_mb = 0;
+      touch_mb = 0, request_kb = 8, response_kb = 32;
   std::string mode = "unary";
+  // --grpc-arg=NAME=INT (repeatable): a channel argument for both ends,
+  // e.g. grpc.http2.max_frame_size=1048576.
+  std::vector<std::pair<std::string, int>> grpc_args;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg.rfind("--grpc-arg=", 0) == 0) {
+      const std::string spec = arg.substr(11);
+      const size_t eq = spec.rfind('=');
+      int v = 0;
+      if (eq == std::string::npos || eq == 0 ||
+          !absl::SimpleAtoi(spec.substr(eq + 1), &v)) {
+        return Usage("--grpc-arg needs NAME=INTEGER, not " + spec);
+      }
+      grpc_args.emplace_back(spec.substr(0, eq), v);
+      continue;
+    }
     auto value = [&](const char* name, int* out) {
       return flotilla::bench::ParseIntFlag(arg, name, out);
     };
     if (arg == "--touch-elsewhere") {
       g_touch_elsewhere = true;
+    } else if (arg == "--touch-nta") {
+      g_touch_nta = true;
     } else if (arg.rfind("--mode=", 0) == 0) {
       mode = arg.substr(7);
     } else if (!value("work-us", &work_us) && !value("gap-us", &gap_us) &&
                !value("calls", &calls) && !value("spin-us", &spin_us) &&
-               !value("touch-mb", &touch_mb)) {
+               !value("touch-mb", &touch_mb) &&
+               !value("request-kb", &request_kb) &&
+               !value("response-kb", &response_kb)) {
       return Usage("unknown argument " + arg);
     }
   }
@@ -213,11 +251,18 @@ int main(int argc, char** argv) {
                                 {"gap-us", gap_us},
                                 {"calls", calls},
                                 {"spin-us", spin_us},
-                                {"touch-mb", touch_mb}}) {
+                                {"touch-mb", touch_mb},
+                                {"request-kb", request_kb},
+                                {"response-kb", response_kb}}) {
     if (v < 0)
       return Usage(absl::StrCat("--", name, " must be an integer >= 0"));
   }
   if (calls < 1) return Usage("--calls must be at least 1");
+  if (response_kb < 1 || response_kb > 65536 || request_kb > 65536) {
+    return Usage("--response-kb must be in [1, 65536], --request-kb <= 65536");
+  }
+  g_request_bytes = static_cast<size_t>(request_kb) << 10;
+  g_response_bytes = static_cast<size_t>(response_kb) << 10;
   if (mode != "unary" && mode != "stream") {
     return Usage("--mode must be unary or stream, not " + mode);
   }
@@ -230,7 +275,7 @@ int main(int argc, char** argv) {
   const pid_t child = fork();
   if (child == 0) {
     close(fds[0]);
-    _exit(Serve(fds[1], work_us, spin));
+    _exit(Serve(fds[1], work_us, spin, grpc_args));
   }
   close(fds[1]);
   int port = 0;
@@ -238,8 +283,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flotilla-bench-grpc-pingpong: no server\n");
     return 1;
   }
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                     grpc::InsecureChannelCredentials());
+  grpc::ChannelArguments channel_args;
+  for (const auto& [name, v] : grpc_args) channel_args.SetInt(name, v);
+  auto channel = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                           grpc::InsecureChannelCredentials(),
+                                           channel_args);
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   auto wait = [&](int events) {
@@ -250,7 +298,7 @@ int main(int argc, char** argv) {
     }
     return true;
   };
-  const grpc::ByteBuffer request = Bytes(kRequestBytes);
+  const grpc::ByteBuffer request = Bytes(g_request_bytes);
   grpc::ClientContext stream_context;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> stream;
   // Deadlines, so that a server that stops answering ends the run.
@@ -284,7 +332,7 @@ int main(int argc, char** argv) {
       call->Finish(&response, &status, reinterpret_cast<void*>(4));
       ok = wait(1) && status.ok();
     }
-    if (!ok || response.Length() != kResponseBytes) {
+    if (!ok || response.Length() != g_response_bytes) {
       std::fprintf(stderr, "flotilla-bench-grpc-pingpong: call %d failed\n", i);
       kill(child, SIGKILL);
       return 1;
@@ -320,13 +368,20 @@ int main(int argc, char** argv) {
     return (*v)[v->size() / 2];
   };
   const double p50 = median(&overhead_us);
+  std::string args_text;
+  for (const auto& [name, v] : grpc_args) {
+    absl::StrAppend(&args_text, args_text.empty() ? "" : ",", name, "=", v);
+  }
   std::printf(
       "{\"mode\":\"%s\",\"work_us\":%d,\"gap_us\":%d,\"calls\":%d,"
       "\"spin_us\":%d,\"touch_mb\":%d,\"touch_elsewhere\":%s,"
+      "\"touch_nta\":%s,\"request_kb\":%d,\"response_kb\":%d,"
+      "\"grpc_args\":\"%s\","
       "\"round_trip_minus_work_us_p50\":%.1f,\"p90\":%.1f,"
       "\"request_leg_us_p50\":%.1f,\"response_leg_us_p50\":%.1f}\n",
       mode.c_str(), work_us, gap_us, calls, spin_us, touch_mb,
-      g_touch_elsewhere ? "true" : "false", p50,
+      g_touch_elsewhere ? "true" : "false", g_touch_nta ? "true" : "false",
+      request_kb, response_kb, args_text.c_str(), p50,
       overhead_us[overhead_us.size() * 9 / 10], median(&request_leg_us),
       median(&response_leg_us));
   std::fflush(stdout);

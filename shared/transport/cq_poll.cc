@@ -55,4 +55,17 @@ grpc::CompletionQueue::NextStatus NextWithSpinUntil(
   return cq->AsyncNext(tag, ok, deadline);
 }
 
+grpc::CompletionQueue::NextStatus NextWithSpinFrom(
+    grpc::CompletionQueue* cq, std::chrono::system_clock::time_point spin_from,
+    std::chrono::microseconds spin,
+    std::chrono::system_clock::time_point deadline, void** tag, bool* ok) {
+  if (spin.count() > 0 && spin_from > std::chrono::system_clock::now()) {
+    const std::chrono::system_clock::time_point until =
+        std::min(spin_from, deadline);
+    const grpc::CompletionQueue::NextStatus s = cq->AsyncNext(tag, ok, until);
+    if (s != grpc::CompletionQueue::TIMEOUT || until == deadline) return s;
+  }
+  return NextWithSpinUntil(cq, spin, deadline, tag, ok);
+}
+
 }  // namespace flotilla::transport

@@ -39,6 +39,19 @@ grpc::CompletionQueue::NextStatus NextWithSpinUntil(
     grpc::CompletionQueue* cq, std::chrono::microseconds spin,
     std::chrono::system_clock::time_point deadline, void** tag, bool* ok);
 
+// The same, but when `spin` > 0 and `spin_from` is still ahead, first
+// blocks until then: for an event due around a known time (a layer's
+// answers, timed by the same layer's last step) that is further off than
+// `spin` would poll. The poll then covers the event's arrival instead of
+// running out long before it, and the CPU is free meanwhile. An event that
+// comes earlier still ends the wait at once, paying the wake-up that a
+// poll would have saved. With `spin_from` in the past this is
+// NextWithSpinUntil.
+grpc::CompletionQueue::NextStatus NextWithSpinFrom(
+    grpc::CompletionQueue* cq, std::chrono::system_clock::time_point spin_from,
+    std::chrono::microseconds spin,
+    std::chrono::system_clock::time_point deadline, void** tag, bool* ok);
+
 }  // namespace flotilla::transport
 
 #endif  // FLOTILLA_SHARED_TRANSPORT_CQ_POLL_H_

@@ -125,6 +125,7 @@ std::shared_ptr<grpc::Channel> NewChannel(
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, options.min_reconnect_ms);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, options.max_reconnect_ms);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  for (const auto& [name, value] : options.int_args) args.SetInt(name, value);
   return grpc::CreateCustomChannel(target, credentials, args);
 }
 
@@ -167,6 +168,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
   builder.AddListeningPort(address, creds, bound_port);
   builder.SetMaxReceiveMessageSize(ClampInt(options.max_message_bytes));
   builder.SetMaxSendMessageSize(ClampInt(options.max_message_bytes));
+  for (const auto& [name, value] : options.int_args) {
+    builder.AddChannelArgument(name, value);
+  }
   for (grpc::Service* service : options.services) {
     builder.RegisterService(service);
   }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,6 +54,9 @@ struct ChannelOptions {
   // to 120 s) would keep a restarted worker unused for minutes.
   int min_reconnect_ms = 100;
   int max_reconnect_ms = 1000;
+  // Further integer channel arguments (name, value), set last; for
+  // benchmarks that try gRPC's transport settings.
+  std::vector<std::pair<std::string, int>> int_args;
 };
 
 // A channel of its own (private subchannel pool), so that one worker's
@@ -77,6 +81,8 @@ struct ServerOptions {
   bool standard_services_on_queue = false;
   // Serves calls of methods no service registers; not owned.
   grpc::AsyncGenericService* generic_service = nullptr;
+  // Further integer channel arguments (name, value), as for ChannelOptions.
+  std::vector<std::pair<std::string, int>> int_args;
 };
 
 // Builds and starts a server with the given services plus the standard
