@@ -4,6 +4,7 @@
 // ends open health watches and ComputeStreams.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -35,8 +36,8 @@ class PollingWorkerTest : public ::testing::Test, protected ServedWorker {
 // given up. The worker's exit line counts the experts it was asked to
 // fetch, so the skipped call must not add to it.
 TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
-  // Long (about 1 s on the 2-vCPU VM): 32768 rows through experts 0, 2, 4
-  // and 6.
+  // Long (0.3 s to 1 s on the 2-vCPU VM): 32768 rows through experts 0,
+  // 2, 4 and 6.
   flotilla::v1::ComputeRequest long_request = OneRowRequest(64);
   long_request.set_num_rows(1 << 15);
   long_request.mutable_activations()->Resize(64 << 15, 0.5f);
@@ -55,21 +56,35 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
   auto big_stub = flotilla::v1::ExpertService::NewStub(
       grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port_),
                                 grpc::InsecureChannelCredentials(), args));
+  // How long it takes here, so that the short call below falls inside the
+  // next run of it on any machine (0.3 s to over 1 s seen).
   grpc::Status long_status;
   flotilla::v1::ComputeResponse long_response;
+  {
+    auto context = Context();
+    long_status =
+        big_stub->Compute(context.get(), long_request, &long_response);
+  }
+  ASSERT_TRUE(long_status.ok()) << long_status.error_message();
+  const double measured = long_response.stats().wall_seconds();
+  ASSERT_GT(measured, 0.1) << "the long call is too quick to time against";
+  long_response.Clear();
   std::thread long_call([&] {
     auto context = Context();
     long_status =
         big_stub->Compute(context.get(), long_request, &long_response);
   });
-  // Once it has arrived (8 MiB take well under this on loopback) and
-  // while it runs: a one-row call with a short deadline.
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // Once it has arrived (8 MiB take a few ms on loopback) and while it
+  // runs: a one-row call due at 40% of the long call's time.
+  const auto sleep = std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(50.0, 250 * measured)));
+  const auto deadline = std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(30.0, 150 * measured)));
+  std::this_thread::sleep_for(sleep);
   grpc::Status short_status;
   {
     grpc::ClientContext short_context;
-    short_context.set_deadline(std::chrono::system_clock::now() +
-                               std::chrono::milliseconds(100));
+    short_context.set_deadline(std::chrono::system_clock::now() + deadline);
     flotilla::v1::ComputeResponse short_response;
     short_status =
         stub_->Compute(&short_context, OneRowRequest(64), &short_response);
@@ -77,9 +92,10 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
   long_call.join();
   ASSERT_TRUE(long_status.ok()) << long_status.error_message();
   // The premise: the long call held the compute thread past the short
-  // call's deadline (sent 400 ms after it, due 100 ms later).
-  ASSERT_GT(long_response.stats().wall_seconds(), 0.6)
-      << "the long call is too quick on this machine to test this";
+  // call's deadline.
+  ASSERT_GT(long_response.stats().wall_seconds(),
+            1e-3 * static_cast<double>((sleep + deadline).count()))
+      << "the long call ran much faster than its first run";
   EXPECT_EQ(short_status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 
   // A worker's shutdown waits, up to its 5 s drain, for client connections
@@ -91,8 +107,9 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
   channel_.reset();
   std::string output;
   ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
-  // The long call's four experts; the short call would have added one.
-  EXPECT_THAT(output, HasSubstr("experts: 4 requested")) << output;
+  // The long call's four experts, twice; the short call would have added
+  // one.
+  EXPECT_THAT(output, HasSubstr("experts: 8 requested")) << output;
 }
 
 // The point of the polling front end: its thread is the process's only
