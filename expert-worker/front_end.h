@@ -15,6 +15,9 @@
 //     calling. Costs: one CPU spins between calls, and calls run in arrival
 //     order without a queue (gRPC holds calls that arrive while one runs);
 //     Info, Prefetch and health calls too wait for a running Compute.
+//     With `when_due`, a gap between calls that was longer than the poll at
+//     the last step is slept through until shortly before the next call is
+//     due (next_call_timer.h).
 //
 // Includes gRPC headers: only for the worker's server .cc files.
 #ifndef FLOTILLA_EXPERT_WORKER_FRONT_END_H_
@@ -23,6 +26,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -49,11 +53,14 @@ class FrontEnd {
   // After grpc::Server::Shutdown returned: finishes what is queued, stops
   // the compute thread. Idempotent.
   virtual void Stop() = 0;
+  // For the exit line, after Stop: the front end's own counters, or "".
+  virtual std::string StatsLine() const { return ""; }
 };
 
 std::unique_ptr<FrontEnd> MakeCallbackFrontEnd(ExpertCompute* compute);
 std::unique_ptr<FrontEnd> MakePollingFrontEnd(ExpertCompute* compute,
-                                              std::chrono::microseconds spin);
+                                              std::chrono::microseconds spin,
+                                              bool when_due);
 
 // Runs a job on the thread that may call ExpertCompute::Run / Prefetch;
 // false when it cannot take it (queue full or stopping).

@@ -54,6 +54,11 @@ ABSL_FLAG(int64_t, busy_poll_us, 0,
           "call without sleeping (uses a CPU; cuts the per-call wake-ups, see "
           "docs/workers.md); 0 (default) serves Compute via gRPC's callback "
           "threads");
+ABSL_FLAG(bool, busy_poll_when_due, true,
+          "with --busy-poll-us: when the gap after a layer's answer was "
+          "longer than --busy-poll-us at the last step, sleep until half the "
+          "poll time before the next call is due and poll from then; =false "
+          "polls at once after every call");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain: serve TLS (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
@@ -203,6 +208,7 @@ int main(int argc, char** argv) {
   }
 
   serve.busy_poll_us = absl::GetFlag(FLAGS_busy_poll_us);
+  serve.poll_when_due = absl::GetFlag(FLAGS_busy_poll_when_due);
   if (serve.busy_poll_us < 0 || serve.busy_poll_us > kMaxBusyPollUs) {
     return UsageError("busy-poll-us", "must be in [0, 10000000] (10 s)");
   }

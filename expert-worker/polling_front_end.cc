@@ -19,11 +19,14 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "expert-worker/front_end.h"
+#include "expert-worker/next_call_timer.h"
 #include "expert-worker/server.h"
 #include "shared/transport/cq_poll.h"
 #include "shared/transport/polled_standard_services.h"
@@ -48,23 +51,31 @@ class UnaryCall final : public PolledOp {
   using HandleFn =
       std::function<grpc::Status(const grpc::ServerContext&, const Req&, Resp*,
                                  std::shared_ptr<void>* hold)>;
+  // Called once an OK answer has been written (may be empty).
+  using SentFn = std::function<void(const Req&)>;
 
   // Starts waiting for the next call of the method.
   static void Await(Service* service, RequestFn request, HandleFn handle,
-                    grpc::ServerCompletionQueue* cq) {
-    auto* call = new UnaryCall(service, request, std::move(handle), cq);
+                    grpc::ServerCompletionQueue* cq, SentFn sent = nullptr) {
+    auto* call =
+        new UnaryCall(service, request, std::move(handle), cq, std::move(sent));
     (service->*request)(&call->context_, &call->request_, &call->writer_, cq,
                         cq, call);
   }
 
   bool Proceed(bool ok) override {
-    if (finishing_ || !ok) return false;  // done, or shutting down
+    if (finishing_) {  // Finish is done
+      if (ok && answered_ok_ && sent_ != nullptr) sent_(request_);
+      return false;
+    }
+    if (!ok) return false;  // shutting down
     // Wait for the next call before running this one, so that gRPC can
     // match a call that arrives meanwhile without more work later.
-    Await(service_, request_fn_, handle_, cq_);
+    Await(service_, request_fn_, handle_, cq_, sent_);
     std::shared_ptr<void> hold;
     const grpc::Status status = handle_(context_, request_, &response_, &hold);
     finishing_ = true;
+    answered_ok_ = status.ok();
     if (status.ok()) {
       writer_.Finish(response_, status, this);
     } else {
@@ -76,28 +87,32 @@ class UnaryCall final : public PolledOp {
 
  private:
   UnaryCall(Service* service, RequestFn request, HandleFn handle,
-            grpc::ServerCompletionQueue* cq)
+            grpc::ServerCompletionQueue* cq, SentFn sent)
       : service_(service),
         request_fn_(request),
         handle_(std::move(handle)),
+        sent_(std::move(sent)),
         cq_(cq) {}
 
   Service* const service_;
   const RequestFn request_fn_;
   const HandleFn handle_;
+  const SentFn sent_;
   grpc::ServerCompletionQueue* const cq_;
   grpc::ServerContext context_;
   Req request_;
   Resp response_;
   grpc::ServerAsyncResponseWriter<Resp> writer_{&context_};
   bool finishing_ = false;  // its next event is the end of Finish
+  bool answered_ok_ = false;
 };
 
-grpc::Status HandleCompute(ExpertCompute* compute,
+grpc::Status HandleCompute(ExpertCompute* compute, NextCallTimer* timer,
                            const grpc::ServerContext& context,
                            const v1::ComputeRequest& request,
                            v1::ComputeResponse* response,
                            std::shared_ptr<void>* hold) {
+  timer->Arrived(NextCallTimer::Clock::now());
   if (std::chrono::system_clock::now() > context.deadline()) {
     // It waited inside gRPC while earlier calls ran, past its deadline: the
     // client has given up (and retried on a replica), so do not spend the
@@ -122,7 +137,8 @@ class ComputeStreamCall;
 // shutdown for its whole drain time. Touched by the polling thread only.
 struct OpenStreams {
   std::set<ComputeStreamCall*> calls;
-  bool closing = false;  // after a shutdown signal
+  bool closing = false;            // after a shutdown signal
+  NextCallTimer* timer = nullptr;  // the front end's
 };
 
 // One ComputeStream: each request read is answered by one response
@@ -159,6 +175,9 @@ class ComputeStreamCall final : public PolledOp {
         Answer();
         return true;
       case kWrite:
+        if (ok) {
+          open_->timer->Answered(request_.layer(), NextCallTimer::Clock::now());
+        }
         if (!ok) {  // the stream broke: nothing more to send
           Finish(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
         } else if (open_->closing) {
@@ -211,6 +230,7 @@ class ComputeStreamCall final : public PolledOp {
     stream_.Finish(status, this);
   }
   void Answer() {
+    open_->timer->Arrived(NextCallTimer::Clock::now());
     // The memory charge lasts until Write has serialized the response.
     AdmittedCompute admitted;
     grpc::Status status =
@@ -249,8 +269,14 @@ v1::InfoResponse PollingInfo(const ExpertCompute& compute) {
 
 class PollingFrontEnd final : public FrontEnd {
  public:
-  PollingFrontEnd(ExpertCompute* compute, std::chrono::microseconds spin)
-      : compute_(compute), info_(PollingInfo(*compute)), spin_(spin) {}
+  PollingFrontEnd(ExpertCompute* compute, std::chrono::microseconds spin,
+                  bool when_due)
+      : compute_(compute),
+        info_(PollingInfo(*compute)),
+        spin_(spin),
+        timer_(spin, when_due) {
+    open_streams_.timer = &timer_;
+  }
   ~PollingFrontEnd() override { Stop(); }
 
   std::vector<grpc::Service*> services() override { return {&service_}; }
@@ -264,14 +290,20 @@ class PollingFrontEnd final : public FrontEnd {
     cq_ = std::move(cq);
     grpc::ServerCompletionQueue* q = cq_.get();
     ExpertCompute* compute = compute_;
+    NextCallTimer* timer = &timer_;
     UnaryCall<v1::ComputeRequest, v1::ComputeResponse>::Await(
         &service_, &Service::RequestCompute,
-        [compute](const grpc::ServerContext& context,
-                  const v1::ComputeRequest& request,
-                  v1::ComputeResponse* response, std::shared_ptr<void>* hold) {
-          return HandleCompute(compute, context, request, response, hold);
+        [compute, timer](const grpc::ServerContext& context,
+                         const v1::ComputeRequest& request,
+                         v1::ComputeResponse* response,
+                         std::shared_ptr<void>* hold) {
+          return HandleCompute(compute, timer, context, request, response,
+                               hold);
         },
-        q);
+        q,
+        [timer](const v1::ComputeRequest& request) {
+          timer->Answered(request.layer(), NextCallTimer::Clock::now());
+        });
     UnaryCall<v1::InfoRequest, v1::InfoResponse>::Await(
         &service_, &Service::RequestInfo,
         [this](const grpc::ServerContext&, const v1::InfoRequest&,
@@ -326,11 +358,21 @@ class PollingFrontEnd final : public FrontEnd {
     if (thread_.joinable()) thread_.join();
   }
 
+  std::string StatsLine() const override {
+    // Read after Stop has joined the polling thread.
+    return absl::StrCat("polling: ", timer_.timed_waits(),
+                        " waits slept until a call was due, ",
+                        timer_.early_calls(), " calls came sooner");
+  }
+
  private:
   void Loop() {
     void* tag = nullptr;
     bool ok = false;
-    while (transport::NextWithSpin(cq_.get(), spin_, &tag, &ok)) {
+    while (transport::NextWithSpinFrom(
+               cq_.get(), timer_.PollFrom(), spin_,
+               std::chrono::system_clock::time_point::max(), &tag,
+               &ok) == grpc::CompletionQueue::GOT_EVENT) {
       if (tag == &shutdown_tag_) {
         standard_.SetNotServing();
         open_streams_.closing = true;
@@ -347,6 +389,7 @@ class PollingFrontEnd final : public FrontEnd {
   ExpertCompute* const compute_;
   const v1::InfoResponse info_;
   const std::chrono::microseconds spin_;
+  NextCallTimer timer_;  // the polling thread's
   Service service_;
   OpenStreams open_streams_;  // the polling thread's
   transport::PolledStandardServices standard_{
@@ -362,8 +405,9 @@ class PollingFrontEnd final : public FrontEnd {
 }  // namespace
 
 std::unique_ptr<FrontEnd> MakePollingFrontEnd(ExpertCompute* compute,
-                                              std::chrono::microseconds spin) {
-  return std::make_unique<PollingFrontEnd>(compute, spin);
+                                              std::chrono::microseconds spin,
+                                              bool when_due) {
+  return std::make_unique<PollingFrontEnd>(compute, spin, when_due);
 }
 
 }  // namespace flotilla::expert_worker

@@ -8,8 +8,10 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "expert-worker/served_worker_testutil.h"
 
 namespace {
@@ -110,6 +112,69 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
   // The long call's four experts, twice; the short call would have added
   // one.
   EXPECT_THAT(output, HasSubstr("experts: 8 requested")) << output;
+}
+
+// Calls that come at gaps longer than the poll (2 ms here): from the
+// second gap on, the worker sleeps until shortly before the next call is
+// due (next_call_timer.h), and the answers do not change; with
+// --busy-poll-when-due=false it never does.
+void SendSpacedCalls(const flotilla::v1::ComputeRequest& request,
+                     flotilla::v1::ExpertService::Stub* stub,
+                     std::vector<std::vector<double>>* outputs) {
+  for (int i = 0; i < 6; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    flotilla::v1::ComputeResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(10));
+    const grpc::Status status = stub->Compute(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    outputs->emplace_back(response.row_sums().begin(),
+                          response.row_sums().end());
+  }
+}
+
+TEST_F(PollingWorkerTest, SleepsThroughLongGapsUntilTheNextCallIsDue) {
+  std::vector<std::vector<double>> outputs;
+  ASSERT_NO_FATAL_FAILURE(
+      SendSpacedCalls(OneRowRequest(64), stub_.get(), &outputs));
+  for (const auto& o : outputs) EXPECT_EQ(o, outputs.front());
+  EXPECT_FALSE(outputs.front().empty());
+  stub_.reset();
+  channel_.reset();
+  std::string output;
+  ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
+  // Five gaps, of which the first is not known yet when it is waited.
+  int waits = -1;
+  const std::string marker = "polling: ";
+  const size_t at = output.find(marker);
+  ASSERT_NE(at, std::string::npos) << output;
+  ASSERT_TRUE(absl::SimpleAtoi(
+      output.substr(at + marker.size(),
+                    output.find(' ', at + marker.size()) - at - marker.size()),
+      &waits))
+      << output;
+  EXPECT_GE(waits, 4) << output;
+  EXPECT_LE(waits, 5) << output;
+}
+
+class PollingAtOnceWorkerTest : public ::testing::Test, protected ServedWorker {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(Start(2000, {"--busy-poll-when-due=false"}));
+  }
+  void TearDown() override { Kill(); }
+};
+
+TEST_F(PollingAtOnceWorkerTest, NeverSleepsUntilDue) {
+  std::vector<std::vector<double>> outputs;
+  ASSERT_NO_FATAL_FAILURE(
+      SendSpacedCalls(OneRowRequest(64), stub_.get(), &outputs));
+  stub_.reset();
+  channel_.reset();
+  std::string output;
+  ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
+  EXPECT_THAT(output, HasSubstr("polling: 0 waits slept")) << output;
 }
 
 // The point of the polling front end: its thread is the process's only

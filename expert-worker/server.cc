@@ -47,7 +47,8 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
   std::unique_ptr<FrontEnd> front_end =
       options.busy_poll_us > 0
           ? MakePollingFrontEnd(compute,
-                                std::chrono::microseconds(options.busy_poll_us))
+                                std::chrono::microseconds(options.busy_poll_us),
+                                options.poll_when_due)
           : MakeCallbackFrontEnd(compute);
   transport::ServerOptions server_options;
   server_options.host = options.host;
@@ -94,6 +95,9 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
   (*server)->Wait();
   std::fprintf(stderr, "flotilla-expert-worker: experts: %s\n",
                compute->StatsLine().c_str());
+  if (const std::string line = front_end->StatsLine(); !line.empty()) {
+    std::fprintf(stderr, "flotilla-expert-worker: %s\n", line.c_str());
+  }
   return absl::OkStatus();
 }
 

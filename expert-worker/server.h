@@ -49,6 +49,10 @@ struct ServeOptions {
   // > 0: the compute thread polls for Compute calls without sleeping for
   // this long after each event (PollingFrontEnd); 0: callback API.
   int64_t busy_poll_us = 0;
+  // With busy_poll_us: sleep through gaps between calls that were longer
+  // than the poll at the last step, until shortly before the next call is
+  // due (next_call_timer.h); false: poll at once after every event.
+  bool poll_when_due = true;
 };
 
 // Blocks SIGINT and SIGTERM in the calling thread. Call it first in main,

@@ -45,8 +45,9 @@ grpc::CompletionQueue::NextStatus NextWithSpinUntil(
 // `spin` would poll. The poll then covers the event's arrival instead of
 // running out long before it, and the CPU is free meanwhile. An event that
 // comes earlier still ends the wait at once, paying the wake-up that a
-// poll would have saved. With `spin_from` in the past this is
-// NextWithSpinUntil.
+// poll would have saved. gRPC's timers are coarse (whole milliseconds), so
+// the sleep aims 2 ms before `spin_from`; with `spin_from` less than that
+// ahead this is NextWithSpinUntil.
 grpc::CompletionQueue::NextStatus NextWithSpinFrom(
     grpc::CompletionQueue* cq, std::chrono::system_clock::time_point spin_from,
     std::chrono::microseconds spin,
