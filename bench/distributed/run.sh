@@ -17,7 +17,10 @@
 #        RPC overhead; "Ns" runs N split workers), BUSY_POLL_US (default 0: passed as --busy-poll-us
 #        to the workers and the coordinator; > 0 polls instead of sleeping
 #        between calls, see docs/workers.md; WORKER_BUSY_POLL_US, default
-#        BUSY_POLL_US, overrides it for the workers), OUT (results dir)
+#        BUSY_POLL_US, overrides it for the workers), WORKER_MEM (2G),
+#        WORKER_ARGS / DRIVER_ARGS (more flags for every worker / for
+#        flotilla-bench-distributed, e.g. --busy-poll-when-due=false /
+#        "--unary --poll-at-once"), DRIVER_THREADS (2), OUT (results dir)
 # Throttled runs need root and cgroup v1 (blkio); loopback runs need
 # neither. Workers and cgroups are removed on exit.
 set -euo pipefail
@@ -31,6 +34,10 @@ CONFIGS=${CONFIGS-"1:1 2:1 4:1 2:2 4:2"}
 LOOPBACK=${LOOPBACK-"1 4"}
 BUSY_POLL_US=${BUSY_POLL_US:-0}
 WORKER_BUSY_POLL_US=${WORKER_BUSY_POLL_US:-$BUSY_POLL_US}
+WORKER_MEM=${WORKER_MEM:-2G}
+WORKER_ARGS=${WORKER_ARGS:-}
+DRIVER_ARGS=${DRIVER_ARGS:-}
+DRIVER_THREADS=${DRIVER_THREADS:-2}
 OUT=${OUT:-/tmp/flotilla-bench-distributed}
 SPLIT_DIR=${SPLIT_DIR:-${MODEL%/}-split}
 WORKER=$BUILD/bin/flotilla-expert-worker
@@ -90,7 +97,8 @@ start_worker() {
   # Join the cgroup (throttled runs only, so loopback runs need no cgroup
   # v1), then become the worker (same pid, same cgroup).
   sh -c "$join exec $WORKER $serve --host=127.0.0.1 --port=0 --threads=1 \
-    --mem=2G --fetch-slots=16 --busy-poll-us=$WORKER_BUSY_POLL_US" > "$log" 2>&1 &
+    --mem=$WORKER_MEM --fetch-slots=16 --busy-poll-us=$WORKER_BUSY_POLL_US \
+    $WORKER_ARGS" > "$log" 2>&1 &
   echo $! >> "$PIDFILE"  # we run in $(...): the parent reads the file
   for _ in $(seq 600); do
     if grep -q "listening on" "$log"; then
@@ -109,8 +117,10 @@ run() {
   for ((k = 0; k < n; k++)); do addrs+=("$(start_worker $k $n $r $throttle)"); done
   local list
   list=$(IFS=,; echo "${addrs[*]}")
+  # shellcheck disable=SC2086  # DRIVER_ARGS is a list of flags
   "$DRIVER" --model="$MODEL" --workers="$list" --tokens="$TOKENS" \
-    --prompt-tokens="$PROMPT" --threads=2 --busy-poll-us="$BUSY_POLL_US" "$@"
+    --prompt-tokens="$PROMPT" --threads="$DRIVER_THREADS" \
+    --busy-poll-us="$BUSY_POLL_US" $DRIVER_ARGS "$@"
   kill_workers
 }
 
