@@ -123,15 +123,11 @@ TEST_F(EquivalenceTest, PollingFromWhenAnswersAreDueMatches) {
     options.workers = Addresses(*fleet);
     options.busy_poll_us = 1;
     options.poll_when_due = when_due;
-    auto remote = OpenRemoteModel(CkptA(), options);
-    ASSERT_TRUE(remote.ok()) << remote.status();
-    auto got = GenerateWith(**remote, kPrompt, kTokens);
-    ASSERT_TRUE(got.ok()) << got.status();
-    EXPECT_EQ(got->ids, want->ids);
-    EXPECT_TRUE(got->logits == want->logits);
-    const coordinator::RemoteStats s =
-        dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
-            ->remote_stats();
+    auto run = GenerateOnWorkers(CkptA(), options, kPrompt, kTokens);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(run->generation.ids, want->ids);
+    EXPECT_TRUE(run->generation.logits == want->logits);
+    const coordinator::RemoteStats& s = run->stats;
     EXPECT_EQ(s.failed_calls, 0u);
     if (when_due) {
       // Every decode step after the first repeats its layers' shapes.

@@ -76,15 +76,11 @@ TEST_F(SplitTest, ChunkedGroupedPrefillWithBusyPollingStillMatches) {
   options.workers = Addresses(*fleet);
   options.max_call_bytes = 8192;  // a few tasks of width 96 per call
   options.busy_poll_us = 2000;
-  auto remote = OpenRemoteModel(wide_, options);
-  ASSERT_TRUE(remote.ok()) << remote.status();
-  auto got = GenerateWith(**remote, prompt, 4);
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->ids, want->ids);
-  EXPECT_TRUE(got->logits == want->logits);
-  const coordinator::RemoteStats s =
-      dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
-          ->remote_stats();
+  auto run = GenerateOnWorkers(wide_, options, prompt, 4);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->generation.ids, want->ids);
+  EXPECT_TRUE(run->generation.logits == want->logits);
+  const coordinator::RemoteStats& s = run->stats;
   EXPECT_GT(s.calls, 2 * 2 * s.layers);  // the prefill was chunked
   // Decode steps fit one call per worker and round: those went on the
   // workers' ComputeStreams, the prefill's chunks as unary calls.
@@ -105,15 +101,11 @@ TEST_F(SplitTest, PollingFromWhenRoundsAreDueStillMatches) {
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
   options.busy_poll_us = 1;
-  auto remote = OpenRemoteModel(wide_, options);
-  ASSERT_TRUE(remote.ok()) << remote.status();
-  auto got = GenerateWith(**remote, kPrompt, 6);
-  ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->ids, want->ids);
-  EXPECT_TRUE(got->logits == want->logits);
-  const coordinator::RemoteStats s =
-      dynamic_cast<coordinator::RemoteExperts*>((*remote)->experts())
-          ->remote_stats();
+  auto run = GenerateOnWorkers(wide_, options, kPrompt, 6);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->generation.ids, want->ids);
+  EXPECT_TRUE(run->generation.logits == want->logits);
+  const coordinator::RemoteStats& s = run->stats;
   // Two rounds per layer; the first step of each shape is not timed. A
   // timed round has a call per worker.
   EXPECT_GT(s.timed_waits, s.layers);

@@ -209,6 +209,18 @@ absl::StatusOr<std::unique_ptr<coordinator::K3Model>> OpenRemoteModel(
       std::move(experts), keep);
 }
 
+absl::StatusOr<RemoteRun> GenerateOnWorkers(
+    const std::string& model, const coordinator::RemoteExpertsOptions& options,
+    const std::vector<int32_t>& prompt, int max_tokens) {
+  FLOTILLA_ASSIGN_OR_RETURN(auto remote, OpenRemoteModel(model, options));
+  RemoteRun run;
+  FLOTILLA_ASSIGN_OR_RETURN(run.generation,
+                            GenerateWith(*remote, prompt, max_tokens));
+  run.stats = static_cast<coordinator::RemoteExperts*>(remote->experts())
+                  ->remote_stats();
+  return run;
+}
+
 int RunCommand(const std::string& command, std::string* output) {
   TempDir dir;
   const std::string log = dir.path() + "/out";

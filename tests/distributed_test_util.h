@@ -89,6 +89,15 @@ absl::StatusOr<Generation> GenerateWith(
     coordinator::K3Model& model, const std::vector<int32_t>& prompt,
     int max_tokens, const coordinator::TokenCallback& on_token = nullptr);
 
+// OpenRemoteModel + GenerateWith, and the RemoteStats after it.
+struct RemoteRun {
+  Generation generation;
+  coordinator::RemoteStats stats;
+};
+absl::StatusOr<RemoteRun> GenerateOnWorkers(
+    const std::string& model, const coordinator::RemoteExpertsOptions& options,
+    const std::vector<int32_t>& prompt, int max_tokens);
+
 // GenerateWith, tried every 200 ms for up to 10 s until it succeeds (a
 // restarted worker is picked up after the coordinator's backoff); the last
 // result.
