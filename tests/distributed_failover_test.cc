@@ -31,25 +31,39 @@ constexpr int kTokens = 10;
 
 using base::SecondsSince;
 
-// Parameter: --busy-poll-us of workers and coordinator (0: callback API,
-// unary calls and blocking waits; > 0: both poll, and layers go over the
-// workers' ComputeStreams). Failover must not depend on it.
-class FailoverTest : public ::testing::TestWithParam<int> {
+// Parameter: --busy-poll-us of the workers and of the coordinator (0:
+// callback API, unary calls and blocking waits; > 0: both poll, and layers
+// go over the workers' ComputeStreams; a coordinator polling 1 us sleeps
+// until each layer is due, so its deadlines are also met from that sleep).
+// Failover must not depend on it.
+struct Polling {
+  int worker_us;
+  int coordinator_us;
+};
+
+class FailoverTest : public ::testing::TestWithParam<Polling> {
  protected:
+  int CoordinatorPollUs() const { return GetParam().coordinator_us; }
   // The workers' extra flags for the parameter.
   std::vector<std::string> WorkerFlags() const {
-    if (GetParam() == 0) return {};
-    return {absl::StrCat("--busy-poll-us=", GetParam())};
+    if (GetParam().worker_us == 0) return {};
+    return {absl::StrCat("--busy-poll-us=", GetParam().worker_us)};
   }
   // With polling, the calls must have gone over streams (else this would
-  // test the unary path twice).
+  // test the unary path twice), and with a 1 us poll some waits timed.
   void ExpectStreamsUsed(coordinator::K3Model& model) const {
     auto* remote = dynamic_cast<coordinator::RemoteExperts*>(model.experts());
     ASSERT_NE(remote, nullptr);
-    if (GetParam() > 0) {
-      EXPECT_GT(remote->remote_stats().streamed_calls, 0u);
+    const coordinator::RemoteStats s = remote->remote_stats();
+    if (GetParam().worker_us > 0) {
+      EXPECT_GT(s.streamed_calls, 0u);
     } else {
-      EXPECT_EQ(remote->remote_stats().streamed_calls, 0u);
+      EXPECT_EQ(s.streamed_calls, 0u);
+    }
+    if (GetParam().coordinator_us == 1) {
+      EXPECT_GT(s.timed_waits, 0u);
+    } else {
+      EXPECT_EQ(s.timed_waits, 0u);
     }
   }
 };
@@ -63,7 +77,7 @@ TEST_P(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 5000;
-  options.busy_poll_us = GetParam();
+  options.busy_poll_us = CoordinatorPollUs();
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
 
@@ -97,7 +111,7 @@ TEST_P(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 400;
   options.retry_backoff_ms = 60000;  // stay off the hung worker
-  options.busy_poll_us = GetParam();
+  options.busy_poll_us = CoordinatorPollUs();
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
   (*fleet)[0]->Signal(SIGSTOP);
@@ -125,7 +139,7 @@ TEST_P(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 2000;
   options.retry_backoff_ms = 100;
-  options.busy_poll_us = GetParam();
+  options.busy_poll_us = CoordinatorPollUs();
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
 
@@ -171,10 +185,15 @@ TEST_P(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   ExpectStreamsUsed(**model);
 }
 
-INSTANTIATE_TEST_SUITE_P(FrontEnds, FailoverTest, ::testing::Values(0, 2000),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("Callback")
-                                                  : std::string("BusyPoll");
+INSTANTIATE_TEST_SUITE_P(FrontEnds, FailoverTest,
+                         ::testing::Values(Polling{0, 0}, Polling{2000, 2000},
+                                           Polling{2000, 1}),
+                         [](const ::testing::TestParamInfo<Polling>& info) {
+                           if (info.param.worker_us == 0)
+                             return std::string("Callback");
+                           return std::string(info.param.coordinator_us == 1
+                                                  ? "PollWhenDue"
+                                                  : "BusyPoll");
                          });
 
 }  // namespace
