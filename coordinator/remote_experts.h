@@ -107,11 +107,16 @@ struct RemoteExpertsOptions {
   int64_t busy_poll_us = 0;
   // With busy_poll_us: when a round of calls is expected to take longer
   // than busy_poll_us to answer (it did at the same layer's last step with
-  // as many tasks), sleep until busy_poll_us / 2 before it is due, then
-  // poll. The poll then covers the answers' arrival even for layers longer
-  // than it (disk-bound workers), and the CPU is free until then
-  // (transport/cq_poll.h: NextWithSpinFrom). False: poll at once.
+  // as many tasks), sleep until busy_poll_us / 2 (and the timer slack
+  // below) before it is due, then poll. The poll then covers the answers'
+  // arrival even for layers longer than it (disk-bound workers), and the CPU is
+  // free until then (transport/cq_poll.h: NextWithSpinFrom). False: poll at
+  // once.
   bool poll_when_due = true;
+  // How much earlier than that the sleep aims, for the timers' coarseness
+  // (transport::kCoarseTimerSlack, 2 ms); a round due sooner is polled at
+  // once. Tests set 0 to time short rounds.
+  int64_t poll_timer_slack_us = 2000;
   // Send a layer's call to a worker that serves ComputeStream (a
   // busy-polling one) as a message on one long-lived stream instead of a
   // unary Compute: same request, same answer, less gRPC work per layer.

@@ -83,9 +83,12 @@ std::chrono::system_clock::time_point RemoteExperts::Impl::PollFrom(
   const auto due = std::chrono::duration_cast<RemoteClock::duration>(
       std::chrono::duration<double>(round_times[key].seconds));
   if (due <= spin) return {};  // the poll covers it from the start
-  ++stats.timed_waits;
   const RemoteClock::duration ahead =
-      first_sent + due - spin / 2 - RemoteClock::now();
+      first_sent + due - spin / 2 -
+      std::chrono::microseconds(options.poll_timer_slack_us) -
+      RemoteClock::now();
+  if (ahead <= RemoteClock::duration::zero()) return {};  // too soon to sleep
+  ++stats.timed_waits;
   return std::chrono::system_clock::now() +
          std::chrono::duration_cast<std::chrono::system_clock::duration>(ahead);
 }

@@ -25,19 +25,23 @@ class NextCallTimer {
  public:
   using Clock = std::chrono::system_clock;
 
-  // `spin`: how long the worker polls; `enabled` false makes PollFrom
-  // always "now" (--busy-poll-when-due=false).
-  NextCallTimer(std::chrono::microseconds spin, bool enabled);
+  // `spin`: how long the worker polls; `slack`: how much earlier still the
+  // sleep aims (the sleep's timer may end that late;
+  // transport::kCoarseTimerSlack); `enabled` false makes PollFrom always
+  // "at once" (--busy-poll-when-due=false).
+  NextCallTimer(std::chrono::microseconds spin, std::chrono::microseconds slack,
+                bool enabled);
 
   // A Compute call arrived at `now`. The first one after an answer ends
   // that answer's gap.
   void Arrived(Clock::time_point now);
   // The answer to a Compute of `layer` was sent at `now` (its write done).
   void Answered(uint32_t layer, Clock::time_point now);
-  // When the next wait should start polling: half the poll before the
-  // next call is due, when the last gap after the same layer was longer
-  // than the poll; otherwise {} (at once). Counts the timed waits.
-  Clock::time_point PollFrom();
+  // When the wait that starts at `now` should start polling: half the
+  // poll and the slack before the next call is due, when the last gap
+  // after the same layer was longer than the poll and that is still ahead;
+  // otherwise {} (at once). Counts the timed waits.
+  Clock::time_point PollFrom(Clock::time_point now);
 
   uint64_t timed_waits() const { return timed_waits_; }
   // Calls that arrived before their wait started polling (each paid a
@@ -49,6 +53,7 @@ class NextCallTimer {
   static constexpr uint32_t kMaxLayers = 4096;
 
   const std::chrono::microseconds spin_;
+  const std::chrono::microseconds slack_;
   const bool enabled_;
   // gap_after_[L]: from the answer of L to the next call, at the last
   // step; zero when not seen.
@@ -56,7 +61,10 @@ class NextCallTimer {
   bool waiting_ = false;  // an answer was sent, no call has come since
   uint32_t last_layer_ = 0;
   Clock::time_point last_answer_;
-  Clock::time_point poll_from_;  // of the wait in progress, when timed
+  // Of the wait in progress: when it polls from ({} = at once), and
+  // whether that was decided yet.
+  Clock::time_point poll_from_;
+  bool decided_ = false;
   uint64_t timed_waits_ = 0;
   uint64_t early_calls_ = 0;
 };

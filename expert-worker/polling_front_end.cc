@@ -274,7 +274,7 @@ class PollingFrontEnd final : public FrontEnd {
       : compute_(compute),
         info_(PollingInfo(*compute)),
         spin_(spin),
-        timer_(spin, when_due) {
+        timer_(spin, transport::kCoarseTimerSlack, when_due) {
     open_streams_.timer = &timer_;
   }
   ~PollingFrontEnd() override { Stop(); }
@@ -370,7 +370,7 @@ class PollingFrontEnd final : public FrontEnd {
     void* tag = nullptr;
     bool ok = false;
     while (transport::NextWithSpinFrom(
-               cq_.get(), timer_.PollFrom(), spin_,
+               cq_.get(), timer_.PollFrom(NextCallTimer::Clock::now()), spin_,
                std::chrono::system_clock::time_point::max(), &tag,
                &ok) == grpc::CompletionQueue::GOT_EVENT) {
       if (tag == &shutdown_tag_) {

@@ -109,7 +109,8 @@ TEST_F(EquivalenceTest, BusyPollingWorkersAndCoordinatorMatch) {
   ExpectSameAsLocal(synth_, *want_s, 3, 1, false, 2000);
 }
 
-// A coordinator polling for less time than its rounds take (1 us here)
+// A coordinator polling for less time than its rounds take (1 us here,
+// and no timer slack, as the rounds take well under a millisecond)
 // sleeps until each round is due, from the same layer's last step, then
 // polls (poll_when_due): the same bits, and without it no timed wait.
 TEST_F(EquivalenceTest, PollingFromWhenAnswersAreDueMatches) {
@@ -123,6 +124,7 @@ TEST_F(EquivalenceTest, PollingFromWhenAnswersAreDueMatches) {
     options.workers = Addresses(*fleet);
     options.busy_poll_us = 1;
     options.poll_when_due = when_due;
+    options.poll_timer_slack_us = 0;  // rounds here take well under 2 ms
     auto run = GenerateOnWorkers(CkptA(), options, kPrompt, kTokens);
     ASSERT_TRUE(run.ok()) << run.status();
     EXPECT_EQ(run->generation.ids, want->ids);

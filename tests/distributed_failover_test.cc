@@ -43,7 +43,12 @@ struct Polling {
 
 class FailoverTest : public ::testing::TestWithParam<Polling> {
  protected:
-  int CoordinatorPollUs() const { return GetParam().coordinator_us; }
+  void SetPolling(coordinator::RemoteExpertsOptions* options) const {
+    options->busy_poll_us = GetParam().coordinator_us;
+    // PollWhenDue: no timer slack, so that ckpt_A's sub-ms layers are
+    // timed too.
+    if (GetParam().coordinator_us == 1) options->poll_timer_slack_us = 0;
+  }
   // The workers' extra flags for the parameter.
   std::vector<std::string> WorkerFlags() const {
     if (GetParam().worker_us == 0) return {};
@@ -60,11 +65,9 @@ class FailoverTest : public ::testing::TestWithParam<Polling> {
     } else {
       EXPECT_EQ(s.streamed_calls, 0u);
     }
-    if (GetParam().coordinator_us == 1) {
-      EXPECT_GT(s.timed_waits, 0u);
-    } else {
-      EXPECT_EQ(s.timed_waits, 0u);
-    }
+    // (With a 2 ms poll a loaded machine may time some layers too.)
+    if (GetParam().coordinator_us == 1) EXPECT_GT(s.timed_waits, 0u);
+    if (GetParam().coordinator_us == 0) EXPECT_EQ(s.timed_waits, 0u);
   }
 };
 
@@ -77,7 +80,7 @@ TEST_P(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 5000;
-  options.busy_poll_us = CoordinatorPollUs();
+  SetPolling(&options);
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
 
@@ -111,7 +114,7 @@ TEST_P(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 400;
   options.retry_backoff_ms = 60000;  // stay off the hung worker
-  options.busy_poll_us = CoordinatorPollUs();
+  SetPolling(&options);
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
   (*fleet)[0]->Signal(SIGSTOP);
@@ -139,7 +142,7 @@ TEST_P(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 2000;
   options.retry_backoff_ms = 100;
-  options.busy_poll_us = CoordinatorPollUs();
+  SetPolling(&options);
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
 

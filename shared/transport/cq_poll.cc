@@ -9,12 +9,6 @@ namespace flotilla::transport {
 
 namespace {
 
-// gRPC 1.51 keeps time in whole milliseconds and rounds deadlines up:
-// AsyncNext with a deadline 0.3-5 ms ahead returned 0.6-1.9 ms after it
-// (30 tries each, this VM). A sleep that must end before an event is due
-// therefore aims this much earlier.
-constexpr std::chrono::microseconds kTimerSlack(2000);
-
 // Polls without sleeping until `until` (steady clock); TIMEOUT when
 // nothing came.
 grpc::CompletionQueue::NextStatus Spin(
@@ -65,10 +59,9 @@ grpc::CompletionQueue::NextStatus NextWithSpinFrom(
     grpc::CompletionQueue* cq, std::chrono::system_clock::time_point spin_from,
     std::chrono::microseconds spin,
     std::chrono::system_clock::time_point deadline, void** tag, bool* ok) {
-  if (spin.count() > 0 &&
-      spin_from - kTimerSlack > std::chrono::system_clock::now()) {
+  if (spin.count() > 0 && spin_from > std::chrono::system_clock::now()) {
     const std::chrono::system_clock::time_point until =
-        std::min(spin_from - kTimerSlack, deadline);
+        std::min(spin_from, deadline);
     const grpc::CompletionQueue::NextStatus s = cq->AsyncNext(tag, ok, until);
     if (s != grpc::CompletionQueue::TIMEOUT || until == deadline) return s;
   }
