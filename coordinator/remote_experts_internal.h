@@ -169,7 +169,8 @@ struct RemoteExperts::Impl {
   }
   // When AwaitComputeCalls should start polling for a round first sent at
   // `first_sent`: busy_poll_us / 2 before its answers are due, when its
-  // last time was longer than busy_poll_us; otherwise at once ({}).
+  // last time was longer than busy_poll_us (counted in stats.timed_waits);
+  // otherwise at once ({}).
   std::chrono::system_clock::time_point PollFrom(
       size_t key, int tasks, RemoteClock::time_point first_sent);
   // Records a round that every worker answered.

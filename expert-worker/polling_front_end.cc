@@ -175,12 +175,12 @@ class ComputeStreamCall final : public PolledOp {
         Answer();
         return true;
       case kWrite:
-        if (ok) {
-          open_->timer->Answered(request_.layer(), NextCallTimer::Clock::now());
-        }
         if (!ok) {  // the stream broke: nothing more to send
           Finish(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
-        } else if (open_->closing) {
+          return true;
+        }
+        open_->timer->Answered(request_.layer(), NextCallTimer::Clock::now());
+        if (open_->closing) {
           Finish(ShuttingDown());
         } else {
           Read();
