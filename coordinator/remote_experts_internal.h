@@ -168,9 +168,10 @@ struct RemoteExperts::Impl {
     return static_cast<size_t>(layer) * 2 + (down_round ? 1 : 0);
   }
   // When AwaitComputeCalls should start polling for a round first sent at
-  // `first_sent`: busy_poll_us / 2 before its answers are due, when its
-  // last time was longer than busy_poll_us (counted in stats.timed_waits);
-  // otherwise at once ({}).
+  // `first_sent`: busy_poll_us / 2 and poll_timer_slack_us before its
+  // answers are due, when its last time was longer than busy_poll_us and
+  // that is still ahead (counted in stats.timed_waits); otherwise at once
+  // ({}).
   std::chrono::system_clock::time_point PollFrom(
       size_t key, int tasks, RemoteClock::time_point first_sent);
   // Records a round that every worker answered.
