@@ -95,12 +95,13 @@ ABSL_FLAG(int64_t, busy_poll_us, 0,
           "with --workers: microseconds to poll for a layer's expert answers "
           "without sleeping before blocking (uses a CPU; cuts a wake-up per "
           "layer, see docs/workers.md); 0 = block at once");
-ABSL_FLAG(bool, busy_poll_when_due, true,
-          "with --busy-poll-us: when a layer's answers took longer than "
-          "--busy-poll-us at its last step, sleep until half the poll time "
-          "before they are due and poll from then (the poll covers long, "
-          "disk-bound layers; the CPU is free until then); =false polls at "
-          "once");
+ABSL_FLAG(
+    bool, busy_poll_when_due, true,
+    "with --busy-poll-us: when a layer's answers took longer than "
+    "--busy-poll-us at its last step, sleep until half the poll time "
+    "(and 2 ms) before they are due and poll from then (the poll covers long, "
+    "disk-bound layers; the CPU is free until then); =false polls at "
+    "once");
 ABSL_FLAG(bool, compute_streams, true,
           "with --workers: send each layer's call to a worker that serves "
           "ComputeStream (one started with --busy-poll-us) as a message on "

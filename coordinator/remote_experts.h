@@ -132,7 +132,8 @@ struct RemoteStats {
   uint64_t streamed_calls = 0;  // of which sent on a ComputeStream
   // poll_when_due: rounds of calls whose wait slept until they were due,
   // and answers that came during such a sleep (each cost a wake-up: the
-  // round answered sooner than its last time, less busy_poll_us / 2).
+  // round answered sooner than its last time, less busy_poll_us / 2 and
+  // the slack).
   uint64_t timed_waits = 0;
   uint64_t early_answers = 0;
   uint64_t failed_calls = 0;    // RPCs that failed

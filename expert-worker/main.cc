@@ -57,7 +57,8 @@ ABSL_FLAG(int64_t, busy_poll_us, 0,
 ABSL_FLAG(bool, busy_poll_when_due, true,
           "with --busy-poll-us: when the gap after a layer's answer was "
           "longer than --busy-poll-us at the last step, sleep until half the "
-          "poll time before the next call is due and poll from then; =false "
+          "poll time (and 2 ms) before the next call is due and poll from "
+          "then; =false "
           "polls at once after every call");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain: serve TLS (with --tls-key)");
