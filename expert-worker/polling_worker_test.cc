@@ -76,10 +76,11 @@ TEST_F(PollingWorkerTest, SkipsCallsThatWaitedPastTheirDeadline) {
     long_status =
         big_stub->Compute(context.get(), long_request, &long_response);
   });
-  // Once it has arrived (8 MiB take a few ms on loopback) and while it
-  // runs: a one-row call due at 40% of the long call's time.
+  // Once it has arrived (8 MiB take a few ms on loopback; at least 100 ms
+  // are left for it) and while it runs: a one-row call due at 40% of the
+  // long call's time.
   const auto sleep = std::chrono::milliseconds(
-      static_cast<int64_t>(std::max(50.0, 250 * measured)));
+      static_cast<int64_t>(std::max(100.0, 250 * measured)));
   const auto deadline = std::chrono::milliseconds(
       static_cast<int64_t>(std::max(30.0, 150 * measured)));
   std::this_thread::sleep_for(sleep);
