@@ -125,7 +125,6 @@ std::shared_ptr<grpc::Channel> NewChannel(
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, options.min_reconnect_ms);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, options.max_reconnect_ms);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  for (const auto& [name, value] : options.int_args) args.SetInt(name, value);
   return grpc::CreateCustomChannel(target, credentials, args);
 }
 

@@ -54,9 +54,6 @@ struct ChannelOptions {
   // to 120 s) would keep a restarted worker unused for minutes.
   int min_reconnect_ms = 100;
   int max_reconnect_ms = 1000;
-  // Further integer channel arguments (name, value), set last; for
-  // benchmarks that try gRPC's transport settings.
-  std::vector<std::pair<std::string, int>> int_args;
 };
 
 // A channel of its own (private subchannel pool), so that one worker's
@@ -81,7 +78,8 @@ struct ServerOptions {
   bool standard_services_on_queue = false;
   // Serves calls of methods no service registers; not owned.
   grpc::AsyncGenericService* generic_service = nullptr;
-  // Further integer channel arguments (name, value), as for ChannelOptions.
+  // Further integer channel arguments (name, value), set last; for
+  // benchmarks that try gRPC's transport settings.
   std::vector<std::pair<std::string, int>> int_args;
 };
 
