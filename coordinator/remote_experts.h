@@ -71,6 +71,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/expert_backend.h"
+#include "shared/base/poll_timing.h"
 #include "shared/model/config.h"
 #include "shared/transport/tls_options.h"
 
@@ -114,9 +115,9 @@ struct RemoteExpertsOptions {
   // once.
   bool poll_when_due = true;
   // How much earlier than that the sleep aims, for the timers' coarseness
-  // (transport::kCoarseTimerSlack, 2 ms); a round due sooner is polled at
-  // once. Tests set 0 to time short rounds.
-  int64_t poll_timer_slack_us = 2000;
+  // (base::kCoarseTimerSlack, 2 ms); a round due sooner is polled at once.
+  // Tests set 0 to time short rounds.
+  int64_t poll_timer_slack_us = base::kCoarseTimerSlack.count();
   // Send a layer's call to a worker that serves ComputeStream (a
   // busy-polling one) as a message on one long-lived stream instead of a
   // unary Compute: same request, same answer, less gRPC work per layer.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/remote_experts_internal.h"
 #include "shared/base/elapsed.h"
+#include "shared/base/poll_timing.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/combine.h"
 #include "shared/transport/cq_poll.h"
@@ -80,17 +81,15 @@ std::chrono::system_clock::time_point RemoteExperts::Impl::PollFrom(
       key >= round_times.size() || round_times[key].tasks != tasks) {
     return {};
   }
-  const auto due = std::chrono::duration_cast<RemoteClock::duration>(
-      std::chrono::duration<double>(round_times[key].seconds));
-  if (due <= spin) return {};  // the poll covers it from the start
-  const RemoteClock::duration ahead =
-      first_sent + due - spin / 2 -
-      std::chrono::microseconds(options.poll_timer_slack_us) -
-      RemoteClock::now();
-  if (ahead <= RemoteClock::duration::zero()) return {};  // too soon to sleep
+  const std::chrono::nanoseconds sleep = base::SleepBeforePolling(
+      RemoteClock::now() - first_sent,
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::duration<double>(round_times[key].seconds)),
+      spin, std::chrono::microseconds(options.poll_timer_slack_us));
+  if (sleep <= std::chrono::nanoseconds::zero()) return {};
   ++stats.timed_waits;
   return std::chrono::system_clock::now() +
-         std::chrono::duration_cast<std::chrono::system_clock::duration>(ahead);
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(sleep);
 }
 
 void RemoteExperts::Impl::RecordRoundTime(size_t key, int tasks,

@@ -1,5 +1,7 @@
 #include "expert-worker/next_call_timer.h"
 
+#include "shared/base/poll_timing.h"
+
 namespace flotilla::expert_worker {
 
 NextCallTimer::NextCallTimer(std::chrono::microseconds spin,
@@ -33,11 +35,10 @@ NextCallTimer::Clock::time_point NextCallTimer::PollFrom(
   if (!waiting_) return {};
   if (decided_) return poll_from_;  // the same wait, woken by another event
   decided_ = true;
-  const Clock::duration gap = gap_after_[last_layer_];
-  if (gap <= spin_) return {};  // unknown (zero), or the poll covers it
-  const Clock::time_point from = last_answer_ + gap - spin_ / 2 - slack_;
-  if (from <= now) return {};  // too soon to sleep
-  poll_from_ = from;
+  const std::chrono::nanoseconds sleep = base::SleepBeforePolling(
+      now - last_answer_, gap_after_[last_layer_], spin_, slack_);
+  if (sleep <= std::chrono::nanoseconds::zero()) return {};
+  poll_from_ = now + std::chrono::duration_cast<Clock::duration>(sleep);
   ++timed_waits_;
   return poll_from_;
 }

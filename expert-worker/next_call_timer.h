@@ -27,7 +27,7 @@ class NextCallTimer {
 
   // `spin`: how long the worker polls; `slack`: how much earlier still the
   // sleep aims (the sleep's timer may end that late;
-  // transport::kCoarseTimerSlack); `enabled` false makes PollFrom always
+  // base::kCoarseTimerSlack); `enabled` false makes PollFrom always
   // "at once" (--busy-poll-when-due=false).
   NextCallTimer(std::chrono::microseconds spin, std::chrono::microseconds slack,
                 bool enabled);

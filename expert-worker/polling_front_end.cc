@@ -28,6 +28,7 @@
 #include "expert-worker/front_end.h"
 #include "expert-worker/next_call_timer.h"
 #include "expert-worker/server.h"
+#include "shared/base/poll_timing.h"
 #include "shared/transport/cq_poll.h"
 #include "shared/transport/polled_standard_services.h"
 
@@ -274,7 +275,7 @@ class PollingFrontEnd final : public FrontEnd {
       : compute_(compute),
         info_(PollingInfo(*compute)),
         spin_(spin),
-        timer_(spin, transport::kCoarseTimerSlack, when_due) {
+        timer_(spin, base::kCoarseTimerSlack, when_due) {
     open_streams_.timer = &timer_;
   }
   ~PollingFrontEnd() override { Stop(); }

@@ -20,12 +20,6 @@
 
 namespace flotilla::transport {
 
-// gRPC 1.51 keeps time in whole milliseconds and rounds deadlines up:
-// CompletionQueue::AsyncNext with a deadline 0.3-5 ms ahead returned
-// 0.6-1.9 ms after it (30 tries each, on the 2-vCPU VM). A sleep that must
-// end before an event is due aims this much earlier.
-inline constexpr std::chrono::microseconds kCoarseTimerSlack{2000};
-
 // The next event of `cq`, like CompletionQueue::Next: polls without sleeping
 // for up to `spin` (yielding the CPU between polls, so runnable threads of
 // this process, such as a worker's kernel threads, keep their share), then
@@ -51,8 +45,9 @@ grpc::CompletionQueue::NextStatus NextWithSpinUntil(
 // `spin` would poll. The poll then covers the event's arrival instead of
 // running out long before it, and the CPU is free meanwhile. An event that
 // comes earlier still ends the wait at once, paying the wake-up that a
-// poll would have saved. The sleep may end up to kCoarseTimerSlack after
-// `spin_from`, so callers aim that much early. With `spin_from` in the
+// poll would have saved. The sleep may end up to base::kCoarseTimerSlack
+// after `spin_from`, so callers aim that much early
+// (base::SleepBeforePolling). With `spin_from` in the
 // past this is NextWithSpinUntil.
 grpc::CompletionQueue::NextStatus NextWithSpinFrom(
     grpc::CompletionQueue* cq, std::chrono::system_clock::time_point spin_from,
