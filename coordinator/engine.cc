@@ -5,16 +5,16 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/local_experts.h"
-#include "coordinator/remote_experts.h"
-#include "coordinator/streaming_experts.h"
-#include "coordinator/trunk_region.h"
-#include "coordinator/vocab_stream.h"
+#include "coordinator/model/local_experts.h"
+#include "coordinator/remote/remote_experts.h"
+#include "coordinator/stream/streaming_experts.h"
+#include "shared/pack/region_builder.h"
+#include "coordinator/stream/vocab_stream.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/checkpoint_fingerprint.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "shared/model/safetensors.h"
 
 namespace flotilla::coordinator {
@@ -37,9 +37,9 @@ uint64_t ExpertSlotBytesFromConfig(const model::K3Config& c) {
   return io::AlignUp(run) + io::kDirectIoAlignment;
 }
 
-PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
+plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
                       uint64_t budget) {
-  PlanInputs in;
+  plan::PlanInputs in;
   in.config = c;
   in.budget_bytes = budget;
   in.max_context = o.max_context;
@@ -50,47 +50,47 @@ PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   in.max_pinned_layers = o.max_pinned_layers;
   in.stream_vocab = o.stream_vocab;
   in.vocab_chunk_bytes =
-      io::AlignUp(model::kVocabChunkRows * c.hidden_size * 2) +
+      io::AlignUp(pack::kVocabChunkRows * c.hidden_size * 2) +
       io::kDirectIoAlignment;
   in.lm_head_stream_bytes =
       LmHeadStreamBufferBytes(c.vocab_size, c.hidden_size * 2,
-                              model::kVocabChunkRows, VocabStreamOptions());
+                              pack::kVocabChunkRows, VocabStreamOptions());
   return in;
 }
 
-PlanInputs InputsFromConfig(const model::K3Config& c, const EngineOptions& o,
+plan::PlanInputs InputsFromConfig(const model::K3Config& c, const EngineOptions& o,
                             uint64_t budget) {
-  PlanInputs in = BaseInputs(c, o, budget);
+  plan::PlanInputs in = BaseInputs(c, o, budget);
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    in.layer_region_bytes.push_back(PlanLayerLayout(c, layer).size);
+    in.layer_region_bytes.push_back(pack::PlanLayerLayout(c, layer).size);
   }
-  in.vocab_region_bytes = PlanVocabLayout(c).size;
+  in.vocab_region_bytes = pack::PlanVocabLayout(c).size;
   in.globals_bytes = io::AlignUp(2ull * c.hidden_size * 4);
   in.expert_run_bytes = ExpertSlotBytesFromConfig(c);
   return in;
 }
 
-absl::StatusOr<PlanInputs> InputsFromManifest(const model::PackManifest& m,
+absl::StatusOr<plan::PlanInputs> InputsFromManifest(const pack::PackManifest& m,
                                               const model::K3Config& c,
                                               const EngineOptions& o,
                                               uint64_t budget) {
-  PlanInputs in = BaseInputs(c, o, budget);
+  plan::PlanInputs in = BaseInputs(c, o, budget);
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const model::PackRegion* r = m.FindLayer(layer);
+    const pack::PackRegion* r = m.FindLayer(layer);
     if (r == nullptr) {
       return absl::DataLossError(
           absl::StrCat("pack manifest has no region for layer ", layer));
     }
     in.layer_region_bytes.push_back(r->size);
   }
-  const model::PackRegion* embed = m.FindRegion("embed");
-  const model::PackRegion* globals = m.FindRegion("globals");
+  const pack::PackRegion* embed = m.FindRegion("embed");
+  const pack::PackRegion* globals = m.FindRegion("globals");
   if (embed == nullptr || globals == nullptr) {
     return absl::DataLossError("pack manifest lacks embed/globals regions");
   }
   in.vocab_region_bytes = embed->size;
   in.globals_bytes = globals->size;
-  for (const model::PackExpert& e : m.experts) {
+  for (const pack::PackExpert& e : m.experts) {
     in.expert_run_bytes = std::max(
         in.expert_run_bytes, io::AlignForDirectIo(e.offset, e.length).length);
   }
@@ -98,7 +98,7 @@ absl::StatusOr<PlanInputs> InputsFromManifest(const model::PackManifest& m,
 }
 
 absl::StatusOr<model::K3Config> LoadConfig(const EngineOptions& o,
-                                           const model::PackManifest* m) {
+                                           const pack::PackManifest* m) {
   const std::string path =
       o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
   if (o.config_path.empty() && m != nullptr && !Exists(path)) {
@@ -115,9 +115,6 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
   RemoteExpertsOptions ro;
   ro.workers = o.workers;
   ro.rpc_deadline_ms = o.rpc_deadline_ms;
-  ro.busy_poll_us = o.busy_poll_us;
-  ro.compute_streams = o.compute_streams;
-  ro.poll_when_due = o.poll_when_due;
   ro.tls = o.worker_tls;
   ro.expected_fingerprint = fingerprint;
   FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(c, ro));
@@ -126,19 +123,19 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
 
 }  // namespace
 
-absl::StatusOr<MemoryPlan> PlanEngine(const EngineOptions& o) {
+absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o) {
   FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
   const std::string pack = ResolvePackDir(o);
   if (!pack.empty()) {
-    FLOTILLA_ASSIGN_OR_RETURN(model::PackManifest m,
-                              model::LoadPackManifest(pack));
+    FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m,
+                              pack::LoadPackManifest(pack));
     FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
-    FLOTILLA_ASSIGN_OR_RETURN(PlanInputs in,
+    FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,
                               InputsFromManifest(m, c, o, budget));
-    return MakeMemoryPlan(in);
+    return plan::MakeMemoryPlan(in);
   }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
-  return MakeMemoryPlan(InputsFromConfig(c, o, budget));
+  return plan::MakeMemoryPlan(InputsFromConfig(c, o, budget));
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
@@ -152,8 +149,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   if (engine->pack_dir.empty()) {
     // No pack: the whole trunk is built in RAM, which only works when it fits.
     FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
-    PlanInputs in = InputsFromConfig(c, o, UINT64_MAX / 4);
-    FLOTILLA_ASSIGN_OR_RETURN(engine->plan, MakeMemoryPlan(in));
+    plan::PlanInputs in = InputsFromConfig(c, o, UINT64_MAX / 4);
+    FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
     engine->plan.budget_bytes = budget;
     uint64_t trunk = 2 * in.vocab_region_bytes + in.globals_bytes;
     for (uint64_t b : in.layer_region_bytes) trunk += b;
@@ -188,8 +185,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     return engine;
   }
 
-  FLOTILLA_ASSIGN_OR_RETURN(model::PackManifest m,
-                            model::LoadPackManifest(engine->pack_dir));
+  FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m,
+                            pack::LoadPackManifest(engine->pack_dir));
   if (!m.complete) {
     return absl::FailedPreconditionError(
         absl::StrCat("the pack in ", engine->pack_dir,
@@ -211,8 +208,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     }
   }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
-  FLOTILLA_ASSIGN_OR_RETURN(PlanInputs in, InputsFromManifest(m, c, o, budget));
-  FLOTILLA_ASSIGN_OR_RETURN(engine->plan, MakeMemoryPlan(in));
+  FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in, InputsFromManifest(m, c, o, budget));
+  FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
   for (const auto& [owner, bytes] : engine->plan.charges) {
     FLOTILLA_RETURN_IF_ERROR(engine->accountant->Charge(owner, bytes));
   }

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/memory_plan.h"
-#include "coordinator/model.h"
-#include "coordinator/streaming_trunk.h"
+#include "shared/plan/memory_plan.h"
+#include "coordinator/model/model.h"
+#include "coordinator/stream/streaming_trunk.h"
 #include "shared/io/memory_budget.h"
 #include "shared/transport/tls_options.h"
 
@@ -40,9 +40,6 @@ struct EngineOptions {
   // this process. With workers, routed experts go to RemoteExperts
   // (remote_experts.h) and this process needs no expert bytes.
   std::vector<std::string> workers;
-  int64_t busy_poll_us = 0;        // RemoteExpertsOptions::busy_poll_us
-  bool compute_streams = true;     // RemoteExpertsOptions::compute_streams
-  bool poll_when_due = true;       // RemoteExpertsOptions::poll_when_due
   int rpc_deadline_ms = 10000;     // deadline of every expert-worker call
   transport::TlsFiles worker_tls;  // CA, and cert + key for mutual TLS
   double disk_gbps = 3.0;          // for predictions in the plan
@@ -53,7 +50,7 @@ struct EngineOptions {
 // What OpenEngine built, and where its counters live.
 struct Engine {
   std::unique_ptr<K3Model> model;
-  MemoryPlan plan;
+  plan::MemoryPlan plan;
   bool streaming = false;
   std::string pack_dir;
   StreamingTrunk* trunk = nullptr;      // owned by model; null in memory
@@ -67,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(
 // The plan for `options` without loading weights: region sizes come from
 // the pack manifest when there is one, else from the config alone (BF16
 // trunk, MXFP4 experts, as released).
-absl::StatusOr<MemoryPlan> PlanEngine(const EngineOptions& options);
+absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& options);
 
 }  // namespace flotilla::coordinator
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/model.h"
+#include "coordinator/model/model.h"
 #include "coordinator/sampler.h"
 
 namespace flotilla::coordinator {

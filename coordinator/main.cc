@@ -23,7 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/engine.h"
 #include "coordinator/generate.h"
-#include "coordinator/model.h"
+#include "coordinator/model/model.h"
 #include "coordinator/run_report.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/elapsed.h"
@@ -91,22 +91,6 @@ ABSL_FLAG(std::string, workers, "",
 ABSL_FLAG(int32_t, rpc_deadline_ms, 10000,
           "deadline of every expert-worker call; a call past it is retried "
           "on a replica");
-ABSL_FLAG(int64_t, busy_poll_us, 0,
-          "with --workers: microseconds to poll for a layer's expert answers "
-          "without sleeping before blocking (uses a CPU; cuts a wake-up per "
-          "layer, see docs/workers.md); 0 = block at once");
-ABSL_FLAG(
-    bool, busy_poll_when_due, true,
-    "with --busy-poll-us: when a layer's answers took longer than "
-    "--busy-poll-us at its last step, sleep until half the poll time "
-    "(and 2 ms) before they are due and poll from then (the poll covers long, "
-    "disk-bound layers; the CPU is free until then); =false polls at "
-    "once");
-ABSL_FLAG(bool, compute_streams, true,
-          "with --workers: send each layer's call to a worker that serves "
-          "ComputeStream (one started with --busy-poll-us) as a message on "
-          "one long-lived stream instead of a unary Compute (less gRPC work "
-          "per layer, same answers); =false for unary calls");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA that signed the workers' certificates: talk TLS to them");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -131,10 +115,7 @@ constexpr char kUsage[] =
     "           [--stats] [--pack DIR] [--expert-cache SIZE]\n"
     "           [--expert-prefetch=true|false] [--expert-prefetch-extra N]\n"
     "           [--reader auto|uring|pread]\n"
-    "           [--workers H:P,...] [--rpc-deadline-ms MS] "
-    "[--busy-poll-us US]\n"
-    "           [--busy-poll-when-due=true|false] "
-    "[--compute-streams=true|false]\n"
+    "           [--workers H:P,...] [--rpc-deadline-ms MS]\n"
     "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"
     "Runs a Kimi K3 checkpoint (Hugging Face layout) on this machine.\n"
     "--json prints {prompt_ids, generated_ids, text (with a tokenizer),\n"
@@ -209,12 +190,6 @@ int RunGenerate() {
   eo.worker_tls.ca = absl::GetFlag(FLAGS_tls_ca);
   eo.worker_tls.cert = absl::GetFlag(FLAGS_tls_cert);
   eo.worker_tls.key = absl::GetFlag(FLAGS_tls_key);
-  eo.busy_poll_us = absl::GetFlag(FLAGS_busy_poll_us);
-  eo.compute_streams = absl::GetFlag(FLAGS_compute_streams);
-  eo.poll_when_due = absl::GetFlag(FLAGS_busy_poll_when_due);
-  if (eo.busy_poll_us < 0 || eo.busy_poll_us > 10'000'000) {
-    return Fail(kExitUsage, "--busy-poll-us must be in [0, 10000000] (10 s)");
-  }
   if (eo.rpc_deadline_ms < 1) {
     return Fail(kExitUsage, "--rpc-deadline-ms must be >= 1");
   }

@@ -10,10 +10,10 @@
 
 #include "absl/status/status.h"
 #include "coordinator/engine.h"
-#include "coordinator/expert_backend.h"
+#include "coordinator/model/expert_backend.h"
 #include "coordinator/generate.h"
-#include "coordinator/remote_experts.h"
-#include "coordinator/streaming_trunk.h"
+#include "coordinator/remote/remote_experts.h"
+#include "coordinator/stream/streaming_trunk.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::coordinator {

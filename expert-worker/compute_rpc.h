@@ -1,11 +1,8 @@
-// What the worker's two gRPC front ends for Compute share: admitting a
-// request (validation and the --mem charge), running an admitted call into
-// its response, checking Prefetch hints, and the Info answer.
-//
-// The front ends differ only in who runs the call: the callback service
-// (server.cc, the default) queues it for a compute thread; the busy-polling
-// service (polling_server.h, --busy-poll-us) runs it on the thread that
-// polls the completion queue. Both answer every request identically.
+// The protocol half of the worker's ExpertService (expert_service.h):
+// admitting a request (validation and the --mem charge), running an
+// admitted call into its response, checking Prefetch hints, and the Info
+// answer. Kept apart from the service so each piece is small and the
+// admission rules can be read (and fuzzed) on their own.
 //
 // Includes gRPC headers: only for the worker's server .cc files.
 #ifndef FLOTILLA_EXPERT_WORKER_COMPUTE_RPC_H_

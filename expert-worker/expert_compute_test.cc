@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/local_experts.h"
+#include "coordinator/model/local_experts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/model/safetensors.h"

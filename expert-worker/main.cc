@@ -49,17 +49,6 @@ ABSL_FLAG(int32_t, threads, 0,
           "expert compute threads; 0 = one per hardware thread");
 ABSL_FLAG(int32_t, fetch_slots, 16,
           "expert runs read / computed at once (each one expert's size)");
-ABSL_FLAG(int64_t, busy_poll_us, 0,
-          "microseconds the compute thread keeps polling for the next Compute "
-          "call without sleeping (uses a CPU; cuts the per-call wake-ups, see "
-          "docs/workers.md); 0 (default) serves Compute via gRPC's callback "
-          "threads");
-ABSL_FLAG(bool, busy_poll_when_due, true,
-          "with --busy-poll-us: when the gap after a layer's answer was "
-          "longer than --busy-poll-us at the last step, sleep until half the "
-          "poll time (and 2 ms) before the next call is due and poll from "
-          "then; =false "
-          "polls at once after every call");
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain: serve TLS (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
@@ -73,8 +62,6 @@ constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 // More threads than this is a typo, not a machine.
 constexpr int kMaxThreads = 4096;
-// Polling longer than this between calls is a typo, not a tuning.
-constexpr int64_t kMaxBusyPollUs = 10'000'000;
 
 // Prints usage from the flag registry itself, so the text can never drift
 // from the flags' real names, defaults and help strings.
@@ -83,7 +70,7 @@ void PrintUsage() {
       "usage: %s --model DIR\n"
       "       (--shard K/N [--replicas R] | --placement FILE | --split FILE)\n"
       "       [--port P] [--host ADDR] [--mem SIZE] [--threads N]\n"
-      "       [--fetch-slots S] [--busy-poll-us US]\n"
+      "       [--fetch-slots S]\n"
       "       [--tls-cert F --tls-key F [--tls-ca F]]\n\n"
       "Serves worker K of N's share of a checkpoint's routed experts over\n"
       "gRPC (flotilla.v1.ExpertService, grpc.health.v1, server reflection),\n"
@@ -206,12 +193,6 @@ int main(int argc, char** argv) {
       (serve.tls.cert.empty() || serve.tls.key.empty())) {
     return UsageError(serve.tls.cert.empty() ? "tls-cert" : "tls-key",
                       "TLS needs both --tls-cert and --tls-key");
-  }
-
-  serve.busy_poll_us = absl::GetFlag(FLAGS_busy_poll_us);
-  serve.poll_when_due = absl::GetFlag(FLAGS_busy_poll_when_due);
-  if (serve.busy_poll_us < 0 || serve.busy_poll_us > kMaxBusyPollUs) {
-    return UsageError("busy-poll-us", "must be in [0, 10000000] (10 s)");
   }
 
   const absl::StatusOr<uint64_t> mem_bytes =

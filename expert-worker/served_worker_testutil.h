@@ -118,15 +118,14 @@ inline Result RunWorker(const std::vector<std::string>& args) {
 class ServedWorker {
  protected:
   // Call under ASSERT_NO_FATAL_FAILURE.
-  void Start(int busy_poll_us, const std::vector<std::string>& extra = {}) {
+  void Start(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {
         "--model=" + kCkptA,
         "--shard=1/2",
         "--port=0",
         "--host=127.0.0.1",
         "--mem=1G",
-        "--threads=2",
-        absl::StrCat("--busy-poll-us=", busy_poll_us)};
+        "--threads=2"};
     args.insert(args.end(), extra.begin(), extra.end());
     child_ = Spawn(args);
     const auto deadline =

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "expert-worker/front_end.h"
+#include "expert-worker/expert_service.h"
 #include "shared/transport/transport.h"
 
 namespace flotilla::expert_worker {
@@ -44,34 +44,17 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
 
   transport::KeepFreedMessageMemory();
   transport::DisableMutexDeadlockDetection();
-  std::unique_ptr<FrontEnd> front_end =
-      options.busy_poll_us > 0
-          ? MakePollingFrontEnd(compute,
-                                std::chrono::microseconds(options.busy_poll_us),
-                                options.poll_when_due)
-          : MakeCallbackFrontEnd(compute);
+  ExpertServiceImpl service(compute);
   transport::ServerOptions server_options;
   server_options.host = options.host;
   server_options.port = options.port;
   server_options.tls = options.tls;
   server_options.max_message_bytes = kMaxMessageBytes;
-  server_options.services = front_end->services();
-  server_options.generic_service = front_end->generic_service();
-  server_options.standard_services_on_queue =
-      front_end->serves_standard_services();
-  std::unique_ptr<grpc::ServerCompletionQueue> queue;
-  if (front_end->needs_queue()) server_options.async_queue = &queue;
+  server_options.services = {&service};
   int bound_port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
       transport::StartServer(server_options, &bound_port);
   if (!server.ok()) return server.status();
-  front_end->Start(std::move(queue));
-  if (options.busy_poll_us > 0) {
-    std::printf(
-        "flotilla-expert-worker: the compute thread polls for Compute calls, "
-        "spinning up to %lld us after each\n",
-        static_cast<long long>(options.busy_poll_us));
-  }
   std::printf("flotilla-expert-worker: listening on %s:%d%s\n",
               options.host.c_str(), bound_port,
               options.tls.enabled()
@@ -85,19 +68,15 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
   std::fprintf(stderr, "flotilla-expert-worker: %s received, shutting down\n",
                signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   // Health first, so probes stop routing to us while calls drain.
-  front_end->BeginShutdown();
   if (grpc::HealthCheckServiceInterface* health =
           (*server)->GetHealthCheckService()) {
     health->Shutdown();
   }
   (*server)->Shutdown(std::chrono::system_clock::now() + kDrainTimeout);
-  front_end->Stop();
+  service.StopCompute();
   (*server)->Wait();
   std::fprintf(stderr, "flotilla-expert-worker: experts: %s\n",
                compute->StatsLine().c_str());
-  if (const std::string line = front_end->StatsLine(); !line.empty()) {
-    std::fprintf(stderr, "flotilla-expert-worker: %s\n", line.c_str());
-  }
   return absl::OkStatus();
 }
 

@@ -5,13 +5,11 @@
 //
 // Threading: one compute thread runs the calls in arrival order on the
 // ExpertCompute (reads with O_DIRECT at high queue depth, expert kernels on
-// its own thread pool). By default gRPC's callback threads only parse,
-// validate (cheap, bounded) and queue calls for it, so no gRPC thread ever
-// blocks on disk or compute; with busy_poll_us the compute thread polls
-// Compute calls off a completion queue itself (front_end.h has both).
-// Either way Info / health stay responsive while a large call runs, and
-// Prefetch hints are validated on a gRPC thread and run on the compute
-// thread (they only start reads).
+// its own thread pool). gRPC's callback threads only parse, validate
+// (cheap, bounded) and queue calls for it (expert_service.h), so no gRPC
+// thread ever blocks on disk or compute: Info / health stay responsive
+// while a large call runs, and Prefetch hints are validated on a gRPC
+// thread and run on the compute thread (they only start reads).
 //
 // Memory: each Compute is charged to the worker's --mem ledger on arrival
 // (ExpertCompute::CallBytes plus its request) until its response has been
@@ -46,13 +44,6 @@ struct ServeOptions {
   std::string host = "0.0.0.0";  // address to bind
   int port = 0;                  // 0 = any free port (printed at start)
   transport::TlsFiles tls;       // empty: plaintext; ca set: mutual TLS
-  // > 0: the compute thread polls for Compute calls without sleeping for
-  // this long after each event (PollingFrontEnd); 0: callback API.
-  int64_t busy_poll_us = 0;
-  // With busy_poll_us: sleep through gaps between calls that were longer
-  // than the poll at the last step, until shortly before the next call is
-  // due (next_call_timer.h); false: poll at once after every event.
-  bool poll_when_due = true;
 };
 
 // Blocks SIGINT and SIGTERM in the calling thread. Call it first in main,

@@ -1,8 +1,7 @@
 // End-to-end checks of the flotilla-expert-worker binary: command-line
-// handling, and a served instance (either front end) answering health,
-// reflection, Info, Compute, ComputeStream and Prefetch over loopback gRPC,
-// then stopping cleanly on SIGTERM. The polling front end's own checks:
-// polling_worker_test.cc; hostile Compute calls:
+// handling, and a served instance answering health, reflection, Info,
+// Compute and Prefetch over loopback gRPC, refusing the deprecated
+// ComputeStream, then stopping cleanly on SIGTERM. Hostile Compute calls:
 // tests/distributed_hostile_test.cc.
 #include <signal.h>
 
@@ -19,9 +18,7 @@ using flotilla::expert_worker::testutil::Result;
 using flotilla::expert_worker::testutil::RunWorker;
 using flotilla::expert_worker::testutil::ServedWorker;
 
-using ::testing::Contains;
 using ::testing::ElementsAre;
-using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -34,6 +31,8 @@ TEST(WorkerCommandLineTest, HelpExitsZeroAndListsFlags) {
          {"--model", "--shard", "--port", "--mem", "--threads", "usage:"}) {
       EXPECT_THAT(r.output, HasSubstr(name)) << flag;
     }
+    // The busy-poll front end is gone, and its flags with it.
+    EXPECT_THAT(r.output, Not(HasSubstr("busy-poll"))) << flag;
   }
 }
 
@@ -49,8 +48,6 @@ TEST(WorkerCommandLineTest, BadFlagsNameTheFlag) {
       {{"--model=" + kCkptA, "--port=70000"}, "--port"},
       {{"--model=" + kCkptA, "--mem=lots"}, "--mem"},
       {{"--model=" + kCkptA, "--threads=-3"}, "--threads"},
-      {{"--model=" + kCkptA, "--busy-poll-us=-1"}, "--busy-poll-us"},
-      {{"--model=" + kCkptA, "--busy-poll-us=20000000"}, "--busy-poll-us"},
   };
   for (const auto& c : cases) {
     const Result r = RunWorker(c.args);
@@ -72,16 +69,13 @@ TEST(WorkerCommandLineTest, WithoutPortPrintsThePlan) {
   EXPECT_THAT(r.output, HasSubstr("model fingerprint "));
 }
 
-// Parameter: --busy-poll-us (0: the callback front end; > 0: the polling
-// one). Both must answer alike.
-class ServedWorkerTest : public ::testing::TestWithParam<int>,
-                         protected ServedWorker {
+class ServedWorkerTest : public ::testing::Test, protected ServedWorker {
  protected:
-  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start(GetParam())); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start()); }
   void TearDown() override { Kill(); }
 };
 
-TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
+TEST_F(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
   {
     const absl::StatusOr<bool> serving =
         flotilla::transport::CheckHealthServing(channel_, 10000);
@@ -107,8 +101,6 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
     EXPECT_EQ(info.replicas(), 1u);
     EXPECT_EQ(info.placement(), "rotate-v1");
     EXPECT_THAT(info.worker_version(), StartsWith("flotilla-expert-worker"));
-    // Only the polling front end serves ComputeStream.
-    EXPECT_EQ(info.compute_stream(), GetParam() > 0);
     EXPECT_EQ(info.owned_experts_size(), 12);  // layers 1..12 are MoE
     EXPECT_EQ(info.owned_experts().count(0), 0u);
     ASSERT_EQ(info.owned_experts().count(5), 1u);
@@ -137,7 +129,7 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
   EXPECT_EQ(PrefetchScheduled(2, 1), 1);
 
   {
-    // A bad call is answered by the same front end and changes nothing.
+    // A bad call is refused and changes nothing.
     const flotilla::v1::ComputeRequest request = OneRowRequest(63);
     flotilla::v1::ComputeResponse response;
     auto context = Context();
@@ -148,8 +140,8 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
   }
 
   {
-    // Server reflection (gRPC's own, or the polled front end's): the
-    // service list and the file that declares ExpertService.
+    // gRPC's own server reflection: the service list and the file that
+    // declares ExpertService.
     const std::string list("\x3a\x00", 2);  // list_services: ""
     const std::string symbol =
         std::string("\x22\x19") + "flotilla.v1.ExpertService";
@@ -167,58 +159,24 @@ TEST_P(ServedWorkerTest, AnswersHealthInfoComputePrefetchAndStopsOnSigterm) {
   ASSERT_NO_FATAL_FAILURE(StopWithSigterm(&output));
 }
 
-// ComputeStream answers each request as Compute would, in order, and ends
-// the stream with Compute's error status at a bad request; the callback
-// front end does not serve it.
-TEST_P(ServedWorkerTest, ComputeStreamAnswersInOrderAndEndsOnABadRequest) {
+// ComputeStream is deprecated (it only ever saved a wake-up per layer of
+// the busy-poll front end, since removed): the worker refuses it, and goes
+// on answering Compute.
+TEST_F(ServedWorkerTest, RefusesTheDeprecatedComputeStream) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
   auto stream = stub_->ComputeStream(&context);
-  flotilla::v1::ComputeResponse unary, first, second;
-  {
-    auto unary_context = Context();
-    ASSERT_TRUE(
-        stub_->Compute(unary_context.get(), OneRowRequest(64), &unary).ok());
-  }
-  flotilla::v1::ComputeRequest request = OneRowRequest(64);
-  if (GetParam() == 0) {
-    // The refusal may come before the write is taken: ignore its result.
-    stream->Write(request);
-    EXPECT_FALSE(stream->Read(&first));
-    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
-    return;
-  }
-  ASSERT_TRUE(stream->Write(request));
-  ASSERT_TRUE(stream->Read(&first));
-  request.set_step_id(7);
-  ASSERT_TRUE(stream->Write(request));
-  ASSERT_TRUE(stream->Read(&second));
-  EXPECT_EQ(second.step_id(), 7u);
-  // The same numbers as the unary call.
-  EXPECT_THAT(first.row_sums(), ElementsAreArray(unary.row_sums()));
-  EXPECT_THAT(second.row_sums(), ElementsAreArray(unary.row_sums()));
-  // A bad one (row width 63) ends the stream with Compute's error.
-  ASSERT_TRUE(stream->Write(OneRowRequest(63)));
-  EXPECT_FALSE(stream->Read(&first));
-  const grpc::Status status = stream->Finish();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(status.error_message(), HasSubstr("row_width"));
-  // And the worker serves new streams after it.
-  grpc::ClientContext again_context;
-  auto again = stub_->ComputeStream(&again_context);
-  ASSERT_TRUE(again->Write(OneRowRequest(64)));
-  ASSERT_TRUE(again->Read(&first));
-  EXPECT_THAT(first.row_sums(), ElementsAreArray(unary.row_sums()));
-  again->WritesDone();
-  EXPECT_TRUE(again->Finish().ok());
+  flotilla::v1::ComputeResponse response;
+  // The refusal may come before the write is taken: ignore its result.
+  stream->Write(OneRowRequest(64));
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  auto unary_context = Context();
+  const grpc::Status status =
+      stub_->Compute(unary_context.get(), OneRowRequest(64), &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.row_sums_size(), 64);
 }
-
-INSTANTIATE_TEST_SUITE_P(FrontEnds, ServedWorkerTest,
-                         ::testing::Values(0, 2000),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return info.param == 0 ? std::string("Callback")
-                                                  : std::string("BusyPoll");
-                         });
 
 }  // namespace

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "coordinator/model.h"
+#include "coordinator/model/model.h"
 #include "gtest/gtest.h"
-#include "tests/testutil/fixture.h"
+#include "shared/testing/fixture.h"
 
 namespace flotilla::coordinator {
 namespace {

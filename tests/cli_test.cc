@@ -15,8 +15,8 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/testutil/fixture.h"
-#include "tests/testutil/process.h"
+#include "shared/testing/fixture.h"
+#include "shared/testing/process.h"
 
 namespace flotilla {
 namespace {
@@ -209,11 +209,13 @@ TEST_F(CliTest, BadFlagsAndIds) {
   ExpectCleanFailure(Run("frobnicate"), {"frobnicate"});
   ExpectCleanFailure(Run("generate" + model +
                          " --ids 1 --workers 127.0.0.1:1 "
-                         "--busy-poll-us -5"),
-                     {"--busy-poll-us"});
+                         "--rpc-deadline-ms 0"),
+                     {"--rpc-deadline-ms"});
   const RunResult help = Run("--help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("--dump-logits"), std::string::npos);
+  // The busy-poll flags are gone.
+  EXPECT_EQ(help.out.find("busy-poll"), std::string::npos);
 }
 
 }  // namespace

@@ -33,22 +33,15 @@ class EquivalenceTest : public ::testing::Test {
   }
 
   // Runs `model` on n workers with r replicas and compares with `want`.
-  // `busy_poll_us` > 0 runs workers and coordinator busy-polling.
   void ExpectSameAsLocal(const std::string& model, const Generation& want,
-                         int n, int r, bool row_sums, int busy_poll_us = 0) {
+                         int n, int r, bool row_sums) {
     SCOPED_TRACE(absl::StrCat(model, " N=", n, " R=", r,
-                              row_sums ? " row sums" : " outputs",
-                              " busy-poll ", busy_poll_us, " us"));
-    std::vector<std::string> extra;
-    if (busy_poll_us > 0) {
-      extra.push_back(absl::StrCat("--busy-poll-us=", busy_poll_us));
-    }
-    auto fleet = StartFleet(model, n, r, dir_->path(), extra);
+                              row_sums ? " row sums" : " outputs"));
+    auto fleet = StartFleet(model, n, r, dir_->path());
     ASSERT_TRUE(fleet.ok()) << fleet.status();
     coordinator::RemoteExpertsOptions options;
     options.workers = Addresses(*fleet);
     options.row_sums = row_sums;
-    options.busy_poll_us = busy_poll_us;
     auto remote = OpenRemoteModel(model, options);
     ASSERT_TRUE(remote.ok()) << remote.status();
     auto got = GenerateWith(**remote, kPrompt, kTokens);
@@ -95,54 +88,6 @@ TEST_F(EquivalenceTest, SyntheticModelWithOneTwoThreeWorkers) {
   for (int n : {1, 2, 3}) ExpectSameAsLocal(synth_, *want, n, 1, false);
   ExpectSameAsLocal(synth_, *want, 3, 3, false);
   ExpectSameAsLocal(synth_, *want, 3, 1, true);
-}
-
-// The polling front end (--busy-poll-us) and a polling coordinator give
-// the same bits: how a call reaches the compute thread changes nothing.
-TEST_F(EquivalenceTest, BusyPollingWorkersAndCoordinatorMatch) {
-  auto want_a = GenerateLocal(CkptA(), kPrompt, kTokens);
-  ASSERT_TRUE(want_a.ok()) << want_a.status();
-  ExpectSameAsLocal(CkptA(), *want_a, 2, 1, false, 2000);
-  ExpectSameAsLocal(CkptA(), *want_a, 3, 2, true, 2000);
-  auto want_s = GenerateLocal(synth_, kPrompt, kTokens);
-  ASSERT_TRUE(want_s.ok()) << want_s.status();
-  ExpectSameAsLocal(synth_, *want_s, 3, 1, false, 2000);
-}
-
-// A coordinator polling for less time than its rounds take (1 us here,
-// and no timer slack, as the rounds take well under a millisecond)
-// sleeps until each round is due, from the same layer's last step, then
-// polls (poll_when_due): the same bits, and without it no timed wait.
-TEST_F(EquivalenceTest, PollingFromWhenAnswersAreDueMatches) {
-  auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
-  ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartFleet(CkptA(), 2, 1, dir_->path(), {"--busy-poll-us=2000"});
-  ASSERT_TRUE(fleet.ok()) << fleet.status();
-  for (const bool when_due : {true, false}) {
-    SCOPED_TRACE(when_due ? "poll when due" : "poll at once");
-    coordinator::RemoteExpertsOptions options;
-    options.workers = Addresses(*fleet);
-    options.busy_poll_us = 1;
-    options.poll_when_due = when_due;
-    options.poll_timer_slack_us = 0;  // rounds here take well under 2 ms
-    auto run = GenerateOnWorkers(CkptA(), options, kPrompt, kTokens);
-    ASSERT_TRUE(run.ok()) << run.status();
-    EXPECT_EQ(run->generation.ids, want->ids);
-    EXPECT_TRUE(run->generation.logits == want->logits);
-    const coordinator::RemoteStats& s = run->stats;
-    EXPECT_EQ(s.failed_calls, 0u);
-    if (when_due) {
-      // Decode steps after the first repeat their layers' shapes, so most
-      // of their rounds are timed (a round whose sends took longer than
-      // its last time is not: a loaded machine may miss some).
-      EXPECT_GE(s.timed_waits, s.layers / 4);
-      EXPECT_LE(s.timed_waits, s.layers);
-      EXPECT_LE(s.early_answers, s.calls);
-    } else {
-      EXPECT_EQ(s.timed_waits, 0u);
-      EXPECT_EQ(s.early_answers, 0u);
-    }
-  }
 }
 
 // A long prefill whose calls are split by rows (tiny message limit): each
@@ -197,8 +142,6 @@ TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
     EXPECT_GT(b["generated_ids"].size(), 0u);
   };
   expect_same_ids("--rpc-deadline-ms 5000");
-  // The coordinator polling for the answers.
-  expect_same_ids("--busy-poll-us 1000");
 
   // Streaming trunk from a pack (the fingerprint then comes from the
   // manifest) with the experts on the workers.

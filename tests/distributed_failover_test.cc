@@ -25,62 +25,24 @@ namespace flotilla::dtest {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kTokens = 10;
 
 using base::SecondsSince;
 
-// Parameter: --busy-poll-us of the workers and of the coordinator (0:
-// callback API, unary calls and blocking waits; > 0: both poll, and layers
-// go over the workers' ComputeStreams; a coordinator polling 1 us sleeps
-// until each layer is due, so its deadlines are also met from that sleep).
-// Failover must not depend on it.
-struct Polling {
-  int worker_us;
-  int coordinator_us;
-};
+class FailoverTest : public ::testing::Test {};
 
-class FailoverTest : public ::testing::TestWithParam<Polling> {
- protected:
-  void SetPolling(coordinator::RemoteExpertsOptions* options) const {
-    options->busy_poll_us = GetParam().coordinator_us;
-    // PollWhenDue: no timer slack, so that ckpt_A's sub-ms layers are
-    // timed too.
-    if (GetParam().coordinator_us == 1) options->poll_timer_slack_us = 0;
-  }
-  // The workers' extra flags for the parameter.
-  std::vector<std::string> WorkerFlags() const {
-    if (GetParam().worker_us == 0) return {};
-    return {absl::StrCat("--busy-poll-us=", GetParam().worker_us)};
-  }
-  // With polling, the calls must have gone over streams (else this would
-  // test the unary path twice), and with a 1 us poll some waits timed.
-  void ExpectStreamsUsed(coordinator::K3Model& model) const {
-    auto* remote = dynamic_cast<coordinator::RemoteExperts*>(model.experts());
-    ASSERT_NE(remote, nullptr);
-    const coordinator::RemoteStats s = remote->remote_stats();
-    if (GetParam().worker_us > 0) {
-      EXPECT_GT(s.streamed_calls, 0u);
-    } else {
-      EXPECT_EQ(s.streamed_calls, 0u);
-    }
-    // (With a 2 ms poll a loaded machine may time some layers too.)
-    if (GetParam().coordinator_us == 1) EXPECT_GT(s.timed_waits, 0u);
-    if (GetParam().coordinator_us == 0) EXPECT_EQ(s.timed_waits, 0u);
-  }
-};
-
-TEST_P(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
+TEST_F(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
   TempDir dir;
   auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartFleet(CkptA(), 3, 2, dir.path(), WorkerFlags());
+  auto fleet = StartFleet(CkptA(), 3, 2, dir.path());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 5000;
-  SetPolling(&options);
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
 
@@ -101,20 +63,18 @@ TEST_P(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
   auto again = GenerateWith(**model, kPrompt, kTokens);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->ids, want->ids);
-  ExpectStreamsUsed(**model);
 }
 
-TEST_P(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
+TEST_F(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
   TempDir dir;
   auto want = GenerateLocal(CkptA(), kPrompt, 4);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartFleet(CkptA(), 2, 2, dir.path(), WorkerFlags());
+  auto fleet = StartFleet(CkptA(), 2, 2, dir.path());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 400;
   options.retry_backoff_ms = 60000;  // stay off the hung worker
-  SetPolling(&options);
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
   (*fleet)[0]->Signal(SIGSTOP);
@@ -124,17 +84,22 @@ TEST_P(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
   (*fleet)[0]->Signal(SIGCONT);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->ids, want->ids);
-  // One deadline, then everything on the replica.
-  EXPECT_GE(seconds, 0.4);
-  EXPECT_LT(seconds, 10.0);
-  ExpectStreamsUsed(**model);
+  // The hung worker's call ran into its deadline once (its worker is then
+  // left alone for the backoff), and the replica answered the retry. A
+  // generous bound only catches a hang, never a slow machine.
+  auto* remote = dynamic_cast<coordinator::RemoteExperts*>((*model)->experts());
+  ASSERT_NE(remote, nullptr);
+  EXPECT_EQ(remote->remote_stats().failed_calls, 1u);
+  EXPECT_EQ(remote->remote_stats().retried_calls, 1u);
+  EXPECT_THAT(remote->Describe(), HasSubstr("DEADLINE_EXCEEDED"));
+  EXPECT_LT(seconds, 60.0);
 }
 
-TEST_P(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
+TEST_F(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   TempDir dir;
   auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartFleet(CkptA(), 2, 1, dir.path(), WorkerFlags());
+  auto fleet = StartFleet(CkptA(), 2, 1, dir.path());
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   const std::string victim = (*fleet)[1]->address();
   const int victim_port = (*fleet)[1]->port();
@@ -142,21 +107,15 @@ TEST_P(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   options.workers = Addresses(*fleet);
   options.rpc_deadline_ms = 2000;
   options.retry_backoff_ms = 100;
-  SetPolling(&options);
   auto model = OpenRemoteModel(CkptA(), options);
   ASSERT_TRUE(model.ok()) << model.status();
 
   int tokens = 0;
-  Clock::time_point killed;
   auto failed = GenerateWith(**model, kPrompt, kTokens, [&](int32_t) {
-    if (++tokens == 3) {
-      (*fleet)[1]->Signal(SIGKILL);
-      killed = Clock::now();
-    }
+    if (++tokens == 3) (*fleet)[1]->Signal(SIGKILL);
     return true;
   });
   ASSERT_FALSE(failed.ok());
-  EXPECT_LT(SecondsSince(killed), 2.0 + 1.0) << "not within the deadline";
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
   const std::string message(failed.status().message());
   std::printf("request after kill -9 -> %s\n",
@@ -165,18 +124,19 @@ TEST_P(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   EXPECT_THAT(message, HasSubstr("expert"));
   EXPECT_THAT(message, HasSubstr("layer "));
 
-  // The coordinator stays up: new requests fail fast and cleanly...
-  const Clock::time_point start = Clock::now();
+  // A dead worker refuses the connection: the layer fails on that, not by
+  // waiting out the deadline.
+  EXPECT_THAT(message, Not(HasSubstr("DEADLINE_EXCEEDED")));
+
+  // The coordinator stays up: new requests fail cleanly...
   auto still_down = GenerateWith(**model, kPrompt, 2);
   EXPECT_FALSE(still_down.ok());
   EXPECT_THAT(std::string(still_down.status().message()), HasSubstr(victim));
-  EXPECT_LT(SecondsSince(start), 2.0 + 1.0);
 
   // ...and serve again once the worker is back on its address.
   std::vector<std::string> flags = {"--model=" + CkptA(), "--shard=1/2",
                                     "--threads=1", "--mem=256M",
                                     "--fetch-slots=4"};
-  for (const std::string& f : WorkerFlags()) flags.push_back(f);
   auto back =
       WorkerProcess::Start(flags, dir.path() + "/restarted.log", victim_port);
   ASSERT_TRUE(back.ok()) << back.status();
@@ -185,19 +145,8 @@ TEST_P(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->ids, want->ids);
   EXPECT_TRUE(again->logits == want->logits);
-  ExpectStreamsUsed(**model);
 }
 
-INSTANTIATE_TEST_SUITE_P(FrontEnds, FailoverTest,
-                         ::testing::Values(Polling{0, 0}, Polling{2000, 2000},
-                                           Polling{2000, 1}),
-                         [](const ::testing::TestParamInfo<Polling>& info) {
-                           if (info.param.worker_us == 0)
-                             return std::string("Callback");
-                           return std::string(info.param.coordinator_us == 1
-                                                  ? "PollWhenDue"
-                                                  : "BusyPoll");
-                         });
 
 }  // namespace
 }  // namespace flotilla::dtest

@@ -55,17 +55,14 @@ v1::ComputeRequest GoodRequest() {
 }
 
 // Every test here runs against its own worker 0 of 2 on ckpt_A (one
-// thread), started by StartWorker with the test's memory flags, once per
-// front end: the parameter is --busy-poll-us (0: callback API; > 0: the
-// compute thread polls a completion queue). Both must refuse alike.
-class HostileWorkerTest : public ::testing::TestWithParam<int> {
+// thread), started by StartWorker with the test's memory flags.
+class HostileWorkerTest : public ::testing::Test {
  protected:
   // Starts the worker with `flags` after the common ones and opens a stub
   // on it; call it under ASSERT_NO_FATAL_FAILURE.
   void StartWorker(const std::vector<std::string>& flags) {
     std::vector<std::string> args = {
-        "--model=" + CkptA(), "--shard=0/2", "--threads=1",
-        absl::StrCat("--busy-poll-us=", GetParam())};
+        "--model=" + CkptA(), "--shard=0/2", "--threads=1"};
     args.insert(args.end(), flags.begin(), flags.end());
     auto worker = WorkerProcess::Start(args, dir_.path() + "/worker.log");
     ASSERT_TRUE(worker.ok()) << worker.status();
@@ -87,11 +84,7 @@ class HostileWorkerTest : public ::testing::TestWithParam<int> {
 using HostileComputeTest = HostileWorkerTest;
 using HostilePrefetchTest = HostileWorkerTest;
 
-std::string FrontEndName(const ::testing::TestParamInfo<int>& info) {
-  return info.param == 0 ? "Callback" : "BusyPoll";
-}
-
-TEST_P(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
+TEST_F(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
   ASSERT_NO_FATAL_FAILURE(StartWorker({"--mem=256M"}));
   const float nan = std::numeric_limits<float>::quiet_NaN();
 
@@ -160,7 +153,7 @@ TEST_P(HostileComputeTest, MalformedCallsAreRejectedAndTheWorkerStaysHealthy) {
   EXPECT_TRUE(worker_->running());
 }
 
-TEST_P(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
+TEST_F(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
   ASSERT_NO_FATAL_FAILURE(StartWorker({"--mem=256M"}));
   auto prefetch = [&](uint32_t layer, std::vector<uint32_t> experts,
                       v1::PrefetchResponse* response) {
@@ -211,7 +204,7 @@ TEST_P(HostilePrefetchTest, MalformedHintsAreRejectedAndTheWorkerStaysHealthy) {
 // A call whose buffers would pass the worker's --mem is refused before it
 // is queued, naming the bytes asked and left; the charge of every call
 // ends with the call (a leak would refuse the repeated mid-size calls).
-TEST_P(HostileComputeTest, CallsBeyondTheMemoryBudgetAreResourceExhausted) {
+TEST_F(HostileComputeTest, CallsBeyondTheMemoryBudgetAreResourceExhausted) {
   // 16 MiB: the fetch slots and kept scratch fit, with a few MiB left.
   ASSERT_NO_FATAL_FAILURE(StartWorker({"--mem=16M", "--fetch-slots=2"}));
   // `rows` rows, each routed to experts 0 and 2 of layer 2.
@@ -257,11 +250,6 @@ TEST_P(HostileComputeTest, CallsBeyondTheMemoryBudgetAreResourceExhausted) {
   EXPECT_TRUE(Serving(channel_));
   EXPECT_TRUE(worker_->running());
 }
-
-INSTANTIATE_TEST_SUITE_P(FrontEnds, HostileComputeTest,
-                         ::testing::Values(0, 2000), FrontEndName);
-INSTANTIATE_TEST_SUITE_P(FrontEnds, HostilePrefetchTest,
-                         ::testing::Values(0, 2000), FrontEndName);
 
 }  // namespace
 }  // namespace flotilla::dtest

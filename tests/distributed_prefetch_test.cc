@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/local_experts.h"
+#include "coordinator/model/local_experts.h"
 #include "gtest/gtest.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/safetensors.h"

@@ -3,8 +3,7 @@
 // slice K of every expert, so each layer's reads are shared evenly whatever
 // the routing. With 1, 2 and 3 workers the generated ids and the logits are
 // bitwise those of the single-process run, on ckpt_A and on a synthetic
-// model with I != L; also with chunked calls and busy polling, with a
-// prefill grouped by the slices a worker keeps, and through the CLI.
+// model with I != L; also with chunked calls, with a prefill grouped by the slices a worker keeps, and through the CLI.
 // Refusals, malformed calls and failures: distributed_split_refusal_test.cc.
 #include <string>
 #include <vector>
@@ -60,58 +59,29 @@ TEST_F(SplitTest, OneTwoThreeWorkersMatchTheSingleProcessRunBitwise) {
   }
 }
 
-// A prefill whose calls are chunked by a tiny message limit, with polling
-// workers and coordinator (so decode calls go on ComputeStreams, chunked
-// ones are unary): still bitwise. It routes to every expert of a
+// A prefill whose calls are chunked by a tiny message limit: still
+// bitwise. It routes to every expert of a
 // layer, more than the slices a worker keeps between rounds, so it also
 // shows the grouping by resident_experts: the down rounds read nothing.
-TEST_F(SplitTest, ChunkedGroupedPrefillWithBusyPollingStillMatches) {
+TEST_F(SplitTest, ChunkedGroupedPrefillStillMatches) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 24; ++i) prompt.push_back((i * 37 + 11) % 256);
   auto want = GenerateLocal(wide_, prompt, 4);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartSplitFleet(SplitPack(wide_, 2), 2, {"--busy-poll-us=2000"});
+  auto fleet = StartSplitFleet(SplitPack(wide_, 2), 2);
   ASSERT_TRUE(fleet.ok()) << fleet.status();
   coordinator::RemoteExpertsOptions options;
   options.workers = Addresses(*fleet);
   options.max_call_bytes = 8192;  // a few tasks of width 96 per call
-  options.busy_poll_us = 2000;
   auto run = GenerateOnWorkers(wide_, options, prompt, 4);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->generation.ids, want->ids);
   EXPECT_TRUE(run->generation.logits == want->logits);
   const coordinator::RemoteStats& s = run->stats;
   EXPECT_GT(s.calls, 2 * 2 * s.layers);  // the prefill was chunked
-  // Decode steps fit one call per worker and round: those went on the
-  // workers' ComputeStreams, the prefill's chunks as unary calls.
-  EXPECT_GT(s.streamed_calls, 0u);
-  EXPECT_LT(s.streamed_calls, s.calls);
   // The workers keep 2 slices (top-2) between rounds: the prefill's
   // layers went in groups of 2 experts, and no down round read anything.
   EXPECT_EQ(s.split_down_bytes_read, 0u);
-}
-
-// Both rounds of a split layer wait from when they are due when the
-// coordinator polls for less time than they take: still bitwise.
-TEST_F(SplitTest, PollingFromWhenRoundsAreDueStillMatches) {
-  auto want = GenerateLocal(wide_, kPrompt, 6);
-  ASSERT_TRUE(want.ok()) << want.status();
-  auto fleet = StartSplitFleet(SplitPack(wide_, 2), 2, {"--busy-poll-us=2000"});
-  ASSERT_TRUE(fleet.ok()) << fleet.status();
-  coordinator::RemoteExpertsOptions options;
-  options.workers = Addresses(*fleet);
-  options.busy_poll_us = 1;
-  options.poll_timer_slack_us = 0;  // rounds here take well under 2 ms
-  auto run = GenerateOnWorkers(wide_, options, kPrompt, 6);
-  ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->generation.ids, want->ids);
-  EXPECT_TRUE(run->generation.logits == want->logits);
-  const coordinator::RemoteStats& s = run->stats;
-  // Two rounds per layer, timed from the second decode step on (most of
-  // them: a loaded machine may miss some). A timed round has a call per
-  // worker.
-  EXPECT_GT(s.timed_waits, s.layers / 2);
-  EXPECT_LE(s.timed_waits * 2, s.calls);
 }
 
 // The command line: same JSON ids with and without the split fleet, with

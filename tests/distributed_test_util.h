@@ -16,8 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/generate.h"
-#include "coordinator/model.h"
-#include "coordinator/remote_experts.h"
+#include "coordinator/model/model.h"
+#include "coordinator/remote/remote_experts.h"
 
 namespace flotilla::dtest {
 

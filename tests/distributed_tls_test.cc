@@ -65,15 +65,13 @@ class TlsTest : public ::testing::Test {
     return dir_->path() + "/" + name;
   }
 
-  // A worker serving mutual TLS with `cert` (signed by ca or rogue);
-  // `busy_poll_us` > 0 picks the polling front end.
+  // A worker serving mutual TLS with `cert` (signed by ca or rogue).
   static absl::StatusOr<std::unique_ptr<WorkerProcess>> StartTlsWorker(
-      const std::string& cert, const std::string& shard, int busy_poll_us = 0) {
+      const std::string& cert, const std::string& shard) {
     return WorkerProcess::Start(
         {"--model=" + CkptA(), "--shard=" + shard, "--threads=1", "--mem=256M",
          "--tls-cert=" + F(cert + ".pem"), "--tls-key=" + F(cert + ".key"),
-         "--tls-ca=" + F("ca.pem"),
-         absl::StrCat("--busy-poll-us=", busy_poll_us)},
+         "--tls-ca=" + F("ca.pem")},
         F(cert + shard[0] + ".log"));
   }
 
@@ -94,14 +92,12 @@ TempDir* TlsTest::dir_ = nullptr;
 TEST_F(TlsTest, MutualTlsFleetMatchesSingleProcess) {
   auto want = GenerateLocal(CkptA(), kPrompt, 6);
   ASSERT_TRUE(want.ok()) << want.status();
-  // One worker of each front end: both serve TLS, and a fleet may mix them.
   auto w0 = StartTlsWorker("server", "0/2");
-  auto w1 = StartTlsWorker("server", "1/2", /*busy_poll_us=*/2000);
+  auto w1 = StartTlsWorker("server", "1/2");
   ASSERT_TRUE(w0.ok()) << w0.status();
   ASSERT_TRUE(w1.ok()) << w1.status();
   EXPECT_THAT((*w0)->Log(), HasSubstr("(mutual TLS)"));
   EXPECT_THAT((*w1)->Log(), HasSubstr("(mutual TLS)"));
-  EXPECT_THAT((*w1)->Log(), HasSubstr("polls for Compute calls"));
   coordinator::RemoteExpertsOptions options;
   options.workers = {(*w0)->address(), (*w1)->address()};
   options.tls = {F("ca.pem"), F("client.pem"), F("client.key")};

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/io/cgroup.h"
-#include "tests/testutil/process.h"
+#include "shared/testing/process.h"
 
 namespace flotilla {
 namespace {

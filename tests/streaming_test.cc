@@ -10,8 +10,8 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/testutil/fixture.h"
-#include "tests/testutil/process.h"
+#include "shared/testing/fixture.h"
+#include "shared/testing/process.h"
 
 namespace flotilla {
 namespace {

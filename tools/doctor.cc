@@ -149,7 +149,7 @@ void PrintPredictions(const std::vector<Prediction>& preds, uint64_t usable,
                     p.plan.status().message());
       continue;
     }
-    const coordinator::MemoryPlan& m = *p.plan;
+    const plan::MemoryPlan& m = *p.plan;
     absl::FPrintF(out, "  %-12s %10s %8s %8s %12s %12s %9.2f %8.3f%s\n",
                   p.preset, budget,
                   absl::StrCat(m.pinned_layers, "/", m.num_layers),

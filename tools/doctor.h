@@ -3,7 +3,7 @@
 // memory preset would pin and how many seconds a decoded token would take.
 //
 // Prediction: bytes read per token come from the lead's memory planner
-// (coordinator/memory_plan.h: unpinned trunk layers, the lm_head when not
+// (shared/plan/memory_plan.h: unpinned trunk layers, the lm_head when not
 // pinned, embedding rows, and top_k x MoE layers x expert run). Trunk and
 // vocab bytes are charged at the bandwidth of 64 MiB random reads at QD4
 // (the engine streams whole regions in 8 MiB pieces, 16 in flight); expert
@@ -22,7 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "coordinator/memory_plan.h"
+#include "shared/plan/memory_plan.h"
 #include "shared/io/disk_probe.h"
 #include "shared/model/config.h"
 
@@ -98,7 +98,7 @@ absl::StatusOr<DiskMeasurements> MeasureDisk(
 struct Prediction {
   std::string preset;  // "laptop", ..., "auto"
   uint64_t budget_bytes = 0;
-  absl::StatusOr<coordinator::MemoryPlan> plan;
+  absl::StatusOr<plan::MemoryPlan> plan;
   // Per token: trunk + lm_head + embedding bytes, and expert run bytes.
   uint64_t large_read_bytes = 0;
   uint64_t expert_read_bytes = 0;

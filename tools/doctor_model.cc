@@ -6,12 +6,12 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/trunk_region.h"
+#include "shared/pack/region_builder.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/json_util.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "shared/model/safetensors.h"
 #include "tools/doctor.h"
 #include "tools/pack_plan.h"
@@ -58,19 +58,19 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
   ModelSizes s;
   FindLargestShard(model_dir, &s);
   // 1. A finished pack knows the exact region and run sizes.
-  absl::StatusOr<model::PackManifest> m =
-      model::LoadPackManifest(model_dir + "/flotilla-pack");
+  absl::StatusOr<pack::PackManifest> m =
+      pack::LoadPackManifest(model_dir + "/flotilla-pack");
   if (m.ok()) {
     FLOTILLA_ASSIGN_OR_RETURN(
         s.config, model::ParseK3Config(m->config_json, "pack manifest"));
     s.source = "pack manifest";
     s.layer_region_bytes.assign(s.config.num_hidden_layers, 0);
-    for (const model::PackRegion& r : m->regions) {
+    for (const pack::PackRegion& r : m->regions) {
       if (r.kind == "layer") s.layer_region_bytes[r.layer] = r.size;
       if (r.kind == "embed") s.vocab_region_bytes = r.size;
       if (r.kind == "globals") s.globals_bytes = r.size;
     }
-    for (const model::PackExpert& e : m->experts) {
+    for (const pack::PackExpert& e : m->experts) {
       s.expert_run_bytes = std::max(s.expert_run_bytes, e.length);
     }
     return s;
@@ -101,9 +101,9 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
   s.source = "config.json (BF16 trunk and MXFP4 experts assumed)";
   for (int l = 0; l < s.config.num_hidden_layers; ++l) {
     s.layer_region_bytes.push_back(
-        coordinator::PlanLayerLayout(s.config, l).size);
+        pack::PlanLayerLayout(s.config, l).size);
   }
-  s.vocab_region_bytes = coordinator::PlanVocabLayout(s.config).size;
+  s.vocab_region_bytes = pack::PlanVocabLayout(s.config).size;
   // final_norm and out_res_fold: two float vectors of E.
   s.globals_bytes = io::AlignUp(2 * (s.config.hidden_size * 4ull + 64));
   s.expert_run_bytes = Mxfp4RunBytes(s.config);
@@ -121,7 +121,7 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
   budgets.push_back({"auto", auto_budget});
   std::vector<Prediction> out;
   for (const auto& [name, budget] : budgets) {
-    coordinator::PlanInputs in;
+    plan::PlanInputs in;
     in.config = sizes.config;
     in.budget_bytes = budget;
     in.layer_region_bytes = sizes.layer_region_bytes;
@@ -130,15 +130,15 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
         sizes.config.vocab_size > 0
             ? sizes.vocab_region_bytes / sizes.config.vocab_size
             : 0;
-    in.vocab_chunk_bytes = model::kVocabChunkRows * row_bytes;
+    in.vocab_chunk_bytes = pack::kVocabChunkRows * row_bytes;
     in.globals_bytes = sizes.globals_bytes;
     in.expert_run_bytes =
         io::AlignUp(sizes.expert_run_bytes) + io::kDirectIoAlignment;
     in.max_context = max_context;
     in.disk_bytes_per_second = large_gbps * 1e9;
-    Prediction p{name, budget, coordinator::MakeMemoryPlan(in)};
+    Prediction p{name, budget, plan::MakeMemoryPlan(in)};
     if (p.plan.ok()) {
-      const coordinator::MemoryPlan& plan = *p.plan;
+      const plan::MemoryPlan& plan = *p.plan;
       // Expert reads are charged at the run length actually read (the
       // planner's slot includes alignment slack).
       p.expert_read_bytes = plan.expert_read_bytes /

@@ -6,10 +6,10 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/trunk_region.h"
+#include "shared/pack/region_builder.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "shared/model/safetensors.h"
 #include "tools/pack_io.h"
 #include "tools/pack_plan.h"
@@ -109,18 +109,18 @@ absl::Status Packer::OpenFiles(bool fresh) {
 absl::StatusOr<RegionSums> Packer::PackRegion(size_t i) {
   const PlannedRegion& r = plan_.regions[i];
   const model::K3Config& c = plan_.config;
-  absl::StatusOr<coordinator::Region> region =
-      r.kind == "layer"     ? coordinator::BuildLayerRegion(source_, c, r.layer)
-      : r.kind == "embed"   ? coordinator::BuildVocabRegion(source_, c, false)
-      : r.kind == "lm_head" ? coordinator::BuildVocabRegion(source_, c, true)
-                            : coordinator::BuildGlobalsRegion(source_, c);
+  absl::StatusOr<pack::Region> region =
+      r.kind == "layer"     ? pack::BuildLayerRegion(source_, c, r.layer)
+      : r.kind == "embed"   ? pack::BuildVocabRegion(source_, c, false)
+      : r.kind == "lm_head" ? pack::BuildVocabRegion(source_, c, true)
+                            : pack::BuildGlobalsRegion(source_, c);
   if (!region.ok()) {
     return absl::Status(region.status().code(),
                         absl::StrCat("building region ", RegionName(r), ": ",
                                      region.status().message()));
   }
-  if (coordinator::LayoutToJson(region->layout) !=
-      coordinator::LayoutToJson(r.layout)) {
+  if (pack::LayoutToJson(region->layout) !=
+      pack::LayoutToJson(r.layout)) {
     return absl::InternalError(absl::StrCat(
         "region ", RegionName(r),
         ": the region builder's layout differs from the pack plan's"));
@@ -206,10 +206,10 @@ absl::Status Packer::Finish() {
   std::vector<uint64_t> expert_sums;
   for (const auto& s : state_.regions) region_sums.push_back(*s);
   for (const auto& s : state_.experts) expert_sums.push_back(*s);
-  const model::PackManifest m =
+  const pack::PackManifest m =
       plan_.ToManifest(region_sums, expert_sums, /*complete=*/true);
   FLOTILLA_RETURN_IF_ERROR(WriteFileAtomically(dir_ + "/" + kManifestFile,
-                                               model::PackManifestToJson(m)));
+                                               pack::PackManifestToJson(m)));
   FLOTILLA_RETURN_IF_ERROR(RemoveFile(dir_ + "/" + kStateFile));
   return SyncDir(dir_);
 }

@@ -4,7 +4,7 @@
 //                  4 KiB-aligned offset of the plan (pack_plan.h);
 //   experts.bin    only when some expert's tensors are not one contiguous
 //                  run in one shard; otherwise experts are served in place;
-//   manifest.json  model::PackManifest, written last (complete=true);
+//   manifest.json  pack::PackManifest, written last (complete=true);
 //   pack.state     progress record while a pack is unfinished.
 //
 // Refuses to write into a pack dir of another checkpoint unless `force`.

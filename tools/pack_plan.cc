@@ -6,88 +6,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "coordinator/trunk_schema.h"
-#include "coordinator/weights.h"
+#include "shared/pack/trunk_schema.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/checksum.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/json_util.h"
+#include "shared/model/tensor_names.h"
 
 namespace flotilla::tools {
 namespace {
 
-using coordinator::FieldKind;
-using coordinator::FieldSpec;
-using coordinator::RegionField;
-using coordinator::RegionLayout;
+using pack::FieldKind;
+using pack::FieldSpec;
+using pack::RegionField;
+using pack::RegionLayout;
 using model::DType;
 using model::TensorInfo;
 
-// Must match trunk_region.cc; a mismatch is caught when the built region is
-// compared with its plan.
-constexpr uint64_t kFieldAlign = 64;
-
 std::string Shape(const std::vector<int64_t>& s) {
   return absl::StrCat("[", absl::StrJoin(s, ","), "]");
-}
-
-std::vector<int64_t> SpecShape(const FieldSpec& f) {
-  if (f.kind == FieldKind::kMatrix || f.kind == FieldKind::kUkT) {
-    return {static_cast<int64_t>(f.rows), static_cast<int64_t>(f.cols)};
-  }
-  return {static_cast<int64_t>(f.rows)};
-}
-
-// The dtype the builder gives a field, checking only what the layout needs
-// (tensor presence, matrix shape and dtype); the builder checks the rest.
-absl::StatusOr<DType> FieldDType(const model::TensorSource& source,
-                                 const FieldSpec& f,
-                                 const std::vector<FieldSpec>& schema) {
-  if (f.kind == FieldKind::kUkT) {
-    for (const FieldSpec& other : schema) {
-      if (other.field == f.src) return FieldDType(source, other, schema);
-    }
-    return absl::InternalError(absl::StrCat("uk_t without ", f.src));
-  }
-  for (const std::string& name : {f.src, f.src2}) {
-    if (name.empty()) continue;
-    if (source.Find(name) == nullptr) {
-      return absl::NotFoundError(absl::StrCat("missing tensor ", name));
-    }
-  }
-  if (f.kind != FieldKind::kMatrix) return DType::kF32;
-  const TensorInfo* t = source.Find(f.src);
-  if (t->shape != SpecShape(f)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor ", f.src, " in ", t->file, " has shape ",
-                     Shape(t->shape), ", expected ", Shape(SpecShape(f))));
-  }
-  if (t->dtype == DType::kBF16) return DType::kBF16;
-  if (t->dtype == DType::kF32 || t->dtype == DType::kF16) return DType::kF32;
-  return absl::InvalidArgumentError(
-      absl::StrCat("tensor ", f.src, " in ", t->file, " has dtype ",
-                   model::DTypeName(t->dtype), ", expected BF16, F16 or F32"));
-}
-
-absl::StatusOr<RegionLayout> ResolveLayout(
-    const model::TensorSource& source, const std::vector<FieldSpec>& schema) {
-  RegionLayout layout;
-  uint64_t offset = 0;
-  for (const FieldSpec& spec : schema) {
-    FLOTILLA_ASSIGN_OR_RETURN(DType dtype, FieldDType(source, spec, schema));
-    RegionField f;
-    f.name = spec.field;
-    f.dtype = dtype;
-    f.shape = SpecShape(spec);
-    f.offset = offset;
-    f.nbytes =
-        spec.rows * std::max<size_t>(spec.cols, 1) * model::DTypeSize(dtype);
-    offset = (offset + f.nbytes + kFieldAlign - 1) / kFieldAlign * kFieldAlign;
-    layout.fields.push_back(std::move(f));
-  }
-  layout.size = io::AlignUp(std::max<uint64_t>(offset, 1));
-  return layout;
 }
 
 // One of w1/w2/w3 of an expert: [rows][cols] logical.
@@ -174,14 +112,15 @@ absl::Status PlanExperts(const std::string& model_dir,
       PlannedExpert e;
       e.layer = layer;
       e.expert = x;
-      const std::string base = absl::StrCat(
-          coordinator::LayerPrefix(layer), "block_sparse_moe.experts.", x, ".");
-      FLOTILLA_RETURN_IF_ERROR(AddMatrix(source, base + "w1.", inter, lat,
-                                         &plan->expert_format, &e));
-      FLOTILLA_RETURN_IF_ERROR(AddMatrix(source, base + "w2.", lat, inter,
-                                         &plan->expert_format, &e));
-      FLOTILLA_RETURN_IF_ERROR(AddMatrix(source, base + "w3.", inter, lat,
-                                         &plan->expert_format, &e));
+      FLOTILLA_RETURN_IF_ERROR(
+          AddMatrix(source, model::ExpertMatrixPrefix(layer, x, 0), inter, lat,
+                    &plan->expert_format, &e));
+      FLOTILLA_RETURN_IF_ERROR(
+          AddMatrix(source, model::ExpertMatrixPrefix(layer, x, 1), lat, inter,
+                    &plan->expert_format, &e));
+      FLOTILLA_RETURN_IF_ERROR(
+          AddMatrix(source, model::ExpertMatrixPrefix(layer, x, 2), inter, lat,
+                    &plan->expert_format, &e));
       in_place = Contiguous(&e) && in_place;
       plan->experts.push_back(std::move(e));
     }
@@ -252,7 +191,7 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
     r.kind = kind;
     r.layer = layer;
     r.offset = plan.trunk_bytes;
-    FLOTILLA_ASSIGN_OR_RETURN(r.layout, ResolveLayout(source, schema));
+    FLOTILLA_ASSIGN_OR_RETURN(r.layout, pack::ResolveLayout(source, schema));
     plan.trunk_bytes += r.layout.size;
     plan.regions.push_back(std::move(r));
     return absl::OkStatus();
@@ -260,19 +199,19 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     FLOTILLA_RETURN_IF_ERROR(
         add("layer", l,
-            coordinator::LayerSchema(c, l, coordinator::kAllLayerParts)));
+            pack::LayerSchema(c, l, pack::kAllLayerParts)));
   }
   FLOTILLA_RETURN_IF_ERROR(
-      add("embed", -1, coordinator::VocabSchema(c, false)));
+      add("embed", -1, pack::VocabSchema(c, false)));
   FLOTILLA_RETURN_IF_ERROR(
-      add("lm_head", -1, coordinator::VocabSchema(c, true)));
-  FLOTILLA_RETURN_IF_ERROR(add("globals", -1, coordinator::GlobalsSchema(c)));
+      add("lm_head", -1, pack::VocabSchema(c, true)));
+  FLOTILLA_RETURN_IF_ERROR(add("globals", -1, pack::GlobalsSchema(c)));
   FLOTILLA_RETURN_IF_ERROR(PlanExperts(model_dir, source, &plan));
   return plan;
 }
 
 uint64_t ChunkRowsFor(const std::string& kind) {
-  return kind == "embed" || kind == "lm_head" ? model::kVocabChunkRows : 0;
+  return kind == "embed" || kind == "lm_head" ? pack::kVocabChunkRows : 0;
 }
 
 std::vector<uint64_t> ChunkChecksums(const std::string& kind,
@@ -293,21 +232,21 @@ std::vector<uint64_t> ChunkChecksums(const std::string& kind,
   return sums;
 }
 
-model::PackManifest PackPlan::ToManifest(
+pack::PackManifest PackPlan::ToManifest(
     const std::vector<RegionSums>& region_sums,
     const std::vector<uint64_t>& expert_sums, bool complete) const {
-  model::PackManifest m;
+  pack::PackManifest m;
   m.source_fingerprint = fingerprint;
   m.config_json = config_text;
   m.trunk_file = kTrunkFile;
   for (size_t i = 0; i < regions.size(); ++i) {
     const PlannedRegion& r = regions[i];
-    model::PackRegion& out = m.regions.emplace_back();
+    pack::PackRegion& out = m.regions.emplace_back();
     out.kind = r.kind;
     out.layer = r.layer;
     out.offset = r.offset;
     out.size = r.layout.size;
-    out.layout_json = coordinator::LayoutToJson(r.layout);
+    out.layout = r.layout;
     out.chunk_rows = ChunkRowsFor(r.kind);
     if (i < region_sums.size()) {
       out.checksum = region_sums[i].checksum;
@@ -329,7 +268,7 @@ model::PackManifest PackPlan::ToManifest(
 }
 
 std::string PackPlan::Id() const {
-  const std::string text = model::PackManifestToJson(ToManifest({}, {}, false));
+  const std::string text = pack::PackManifestToJson(ToManifest({}, {}, false));
   return io::ChecksumHex(io::Checksum64(text.data(), text.size()));
 }
 

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/trunk_region.h"
+#include "shared/pack/region_layout.h"
 #include "shared/model/config.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::tools {
@@ -39,7 +39,7 @@ struct PlannedRegion {
   std::string kind;  // "layer", "embed", "lm_head", "globals"
   int layer = -1;
   uint64_t offset = 0;  // in trunk.bin, multiple of 4096
-  coordinator::RegionLayout layout;
+  pack::RegionLayout layout;
 };
 
 struct PlannedExpert {
@@ -55,7 +55,7 @@ struct PlannedExpert {
 };
 
 // Checksums of one written region: the whole region, plus one per
-// model::kVocabChunkRows rows for "embed" and "lm_head" (empty otherwise).
+// pack::kVocabChunkRows rows for "embed" and "lm_head" (empty otherwise).
 struct RegionSums {
   uint64_t checksum = 0;
   std::vector<uint64_t> chunks;
@@ -67,7 +67,7 @@ uint64_t ChunkRowsFor(const std::string& kind);
 // Per-chunk checksums of a vocab region's "matrix" field (`base` holds the
 // region); empty when the region has no chunks.
 std::vector<uint64_t> ChunkChecksums(const std::string& kind,
-                                     const coordinator::RegionLayout& layout,
+                                     const pack::RegionLayout& layout,
                                      const uint8_t* base);
 
 struct PackPlan {
@@ -86,7 +86,7 @@ struct PackPlan {
 
   // The manifest this plan produces, with the given checksums (one per
   // region / expert, in plan order; missing ones are zero / empty).
-  model::PackManifest ToManifest(const std::vector<RegionSums>& region_sums,
+  pack::PackManifest ToManifest(const std::vector<RegionSums>& region_sums,
                                  const std::vector<uint64_t>& expert_sums,
                                  bool complete) const;
   // Identifies the plan (offsets, layouts, formats; not checksums): a

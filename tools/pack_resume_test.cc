@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/io/checksum.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "tools/commands.h"
 #include "tools/pack.h"
 #include "tools/pack_test_util.h"
@@ -52,7 +52,7 @@ TEST(PackResume, InterruptedPackEndsByteIdentical) {
     ASSERT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
     EXPECT_TRUE(std::filesystem::exists(dir + "/pack.state"));
     EXPECT_FALSE(std::filesystem::exists(dir + "/manifest.json"));
-    EXPECT_FALSE(model::LoadPackManifest(dir).ok());
+    EXPECT_FALSE(pack::LoadPackManifest(dir).ok());
     r = PackCheckpoint(o);  // stops again after `stop` more units
     ASSERT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
     EXPECT_TRUE(r.status().message().find("resume") != std::string::npos);
@@ -83,7 +83,7 @@ TEST(PackResume, CliStopHookAndResume) {
 TEST(PackVerify, NamesTheDamagedRegion) {
   ScratchDir tmp("pack_verify_trunk");
   ASSERT_TRUE(PackCheckpoint(QuietOptions(kCkptA, tmp / "pack")).ok());
-  auto m = model::LoadPackManifest(tmp / "pack");
+  auto m = pack::LoadPackManifest(tmp / "pack");
   ASSERT_TRUE(m.ok());
   for (const char* kind : {"layer", "embed"}) {
     SCOPED_TRACE(kind);
@@ -92,7 +92,7 @@ TEST(PackVerify, NamesTheDamagedRegion) {
     for (const char* f : {"trunk.bin", "manifest.json"}) {
       std::filesystem::copy_file(tmp / "pack" + "/" + f, copy + "/" + f);
     }
-    const model::PackRegion* r =
+    const pack::PackRegion* r =
         std::string(kind) == "layer" ? m->FindLayer(5) : m->FindRegion("embed");
     testing::FlipByte(copy + "/trunk.bin", r->offset + r->size / 3);
     absl::Status s = VerifyPack(kCkptA, copy, 2, nullptr);
@@ -121,9 +121,9 @@ TEST(PackVerify, NamesTheDamagedExpertInACopiedShard) {
   o.verify = true;
   ASSERT_TRUE(PackCheckpoint(o).ok());
   const std::string pack = model + "/flotilla-pack";
-  auto m = model::LoadPackManifest(pack);
+  auto m = pack::LoadPackManifest(pack);
   ASSERT_TRUE(m.ok());
-  const model::PackExpert* e = m->FindExpert(3, 5);
+  const pack::PackExpert* e = m->FindExpert(3, 5);
   ASSERT_NE(e, nullptr);
   testing::FlipByte(model + "/model.safetensors", e->offset + e->length - 1);
   absl::Status s = VerifyPack(model, pack, 2, nullptr);
@@ -145,7 +145,7 @@ TEST(PackScattered, CopiesExpertsIntoExpertsBin) {
   absl::StatusOr<PackResult> r = PackCheckpoint(o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->experts_in_model_dir);
-  auto m = model::LoadPackManifest(tmp / "pack");
+  auto m = pack::LoadPackManifest(tmp / "pack");
   ASSERT_TRUE(m.ok());
   EXPECT_FALSE(m->experts_in_model_dir);
   ASSERT_EQ(m->expert_files, std::vector<std::string>{"experts.bin"});
@@ -156,7 +156,7 @@ TEST(PackScattered, CopiesExpertsIntoExpertsBin) {
   const char* kParts[6] = {"w1.weight_packed", "w1.weight_scale",
                            "w2.weight_packed", "w2.weight_scale",
                            "w3.weight_packed", "w3.weight_scale"};
-  for (const model::PackExpert& e : m->experts) {
+  for (const pack::PackExpert& e : m->experts) {
     EXPECT_EQ(e.offset % 4096, 0u);
     ASSERT_LE(e.offset + e.length, bin.size());
     EXPECT_EQ(io::Checksum64(bin.data() + e.offset, e.length), e.checksum);

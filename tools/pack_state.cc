@@ -5,7 +5,7 @@
 #include "nlohmann/json.hpp"
 #include "shared/io/checksum.h"
 #include "shared/model/json_util.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "tools/pack_io.h"
 
 namespace flotilla::tools {
@@ -89,14 +89,14 @@ size_t CountDone(const std::vector<std::optional<T>>& v) {
   return n;
 }
 
-std::string ManifestPlanId(model::PackManifest m) {
+std::string ManifestPlanId(pack::PackManifest m) {
   for (auto& r : m.regions) {
     r.checksum = 0;
     r.chunk_checksums.clear();
   }
   for (auto& e : m.experts) e.checksum = 0;
   m.complete = false;
-  const std::string text = model::PackManifestToJson(m);
+  const std::string text = pack::PackManifestToJson(m);
   return io::ChecksumHex(io::Checksum64(text.data(), text.size()));
 }
 
@@ -155,9 +155,9 @@ absl::StatusOr<PackStart> InspectPackDir(const std::string& dir,
     have_pack_record = true;
     absl::StatusOr<std::string> text =
         model::internal::ReadSmallFile(manifest_path);
-    absl::StatusOr<model::PackManifest> m =
-        text.ok() ? model::PackManifestFromJson(*text, manifest_path)
-                  : absl::StatusOr<model::PackManifest>(text.status());
+    absl::StatusOr<pack::PackManifest> m =
+        text.ok() ? pack::PackManifestFromJson(*text, manifest_path)
+                  : absl::StatusOr<pack::PackManifest>(text.status());
     if (!m.ok()) {
       if (!force) return Refuse(std::string(m.status().message()));
     } else if (m->source_fingerprint != plan.fingerprint) {

@@ -4,13 +4,14 @@
 
 #include <cstring>
 
-#include "coordinator/trunk_region.h"
+#include "shared/pack/region_builder.h"
+#include "coordinator/model/region_binding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/io/checksum.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/config.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "tools/commands.h"
 #include "tools/pack_test_util.h"
 #include "tools/progress.h"
@@ -25,13 +26,13 @@ using testing::QuietOptions;
 using testing::ReadAll;
 using testing::ScratchDir;
 
-absl::StatusOr<coordinator::Region> BuildInMemory(
+absl::StatusOr<pack::Region> BuildInMemory(
     const model::TensorSource& src, const model::K3Config& c,
-    const model::PackRegion& r) {
-  if (r.kind == "layer") return coordinator::BuildLayerRegion(src, c, r.layer);
-  if (r.kind == "embed") return coordinator::BuildVocabRegion(src, c, false);
-  if (r.kind == "lm_head") return coordinator::BuildVocabRegion(src, c, true);
-  return coordinator::BuildGlobalsRegion(src, c);
+    const pack::PackRegion& r) {
+  if (r.kind == "layer") return pack::BuildLayerRegion(src, c, r.layer);
+  if (r.kind == "embed") return pack::BuildVocabRegion(src, c, false);
+  if (r.kind == "lm_head") return pack::BuildVocabRegion(src, c, true);
+  return pack::BuildGlobalsRegion(src, c);
 }
 
 TEST(Pack, TinyCheckpointRegionsMatchTheEngine) {
@@ -44,7 +45,7 @@ TEST(Pack, TinyCheckpointRegionsMatchTheEngine) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "pack.state"));
   EXPECT_FALSE(std::filesystem::exists(tmp / "experts.bin"));
 
-  absl::StatusOr<model::PackManifest> m = model::LoadPackManifest(tmp.path());
+  absl::StatusOr<pack::PackManifest> m = pack::LoadPackManifest(tmp.path());
   ASSERT_TRUE(m.ok()) << m.status();
   auto ckpt = model::SafetensorsCheckpoint::OpenDir(kCkptA);
   ASSERT_TRUE(ckpt.ok());
@@ -57,7 +58,7 @@ TEST(Pack, TinyCheckpointRegionsMatchTheEngine) {
 
   const std::string trunk = ReadAll(tmp / "trunk.bin");
   uint64_t end = 0;
-  for (const model::PackRegion& region : m->regions) {
+  for (const pack::PackRegion& region : m->regions) {
     SCOPED_TRACE(region.kind + " " + std::to_string(region.layer));
     EXPECT_EQ(region.offset % 4096, 0u);
     ASSERT_LE(region.offset + region.size, trunk.size());
@@ -66,15 +67,14 @@ TEST(Pack, TinyCheckpointRegionsMatchTheEngine) {
         reinterpret_cast<const uint8_t*>(trunk.data()) + region.offset;
     EXPECT_EQ(io::Checksum64(bytes, region.size), region.checksum);
     // Read back from trunk.bin == built in memory, and it binds.
-    absl::StatusOr<coordinator::Region> built =
+    absl::StatusOr<pack::Region> built =
         BuildInMemory(**ckpt, *config, region);
     ASSERT_TRUE(built.ok()) << built.status();
     ASSERT_EQ(built->layout.size, region.size);
-    EXPECT_EQ(coordinator::LayoutToJson(built->layout), region.layout_json);
+    EXPECT_EQ(pack::LayoutToJson(built->layout),
+              pack::LayoutToJson(region.layout));
     EXPECT_EQ(std::memcmp(built->bytes.data(), bytes, region.size), 0);
-    absl::StatusOr<coordinator::RegionLayout> layout =
-        coordinator::LayoutFromJson(region.layout_json);
-    ASSERT_TRUE(layout.ok());
+    const pack::RegionLayout* layout = &region.layout;
     if (region.kind == "layer") {
       EXPECT_TRUE(
           coordinator::BindLayer(*layout, bytes, *config, region.layer).ok());
@@ -83,9 +83,9 @@ TEST(Pack, TinyCheckpointRegionsMatchTheEngine) {
     } else {
       EXPECT_TRUE(coordinator::BindVocab(*layout, bytes, *config).ok());
       // 256 rows in chunks of 64, each checksummed over the matrix rows.
-      ASSERT_EQ(region.chunk_rows, model::kVocabChunkRows);
+      ASSERT_EQ(region.chunk_rows, pack::kVocabChunkRows);
       ASSERT_EQ(region.chunk_checksums.size(), 4u);
-      const coordinator::RegionField* f = layout->Find("matrix");
+      const pack::RegionField* f = layout->Find("matrix");
       const uint64_t chunk = f->nbytes / 4;
       for (size_t k = 0; k < 4; ++k) {
         EXPECT_EQ(io::Checksum64(bytes + f->offset + k * chunk, chunk),
@@ -104,7 +104,7 @@ TEST(Pack, TinyCheckpointRegionsMatchTheEngine) {
   const char* kParts[6] = {"w1.weight_packed", "w1.weight_scale",
                            "w2.weight_packed", "w2.weight_scale",
                            "w3.weight_packed", "w3.weight_scale"};
-  for (const model::PackExpert& e : m->experts) {
+  for (const pack::PackExpert& e : m->experts) {
     const std::string base =
         "language_model.model.layers." + std::to_string(e.layer) +
         ".block_sparse_moe.experts." + std::to_string(e.expert) + ".";
@@ -155,7 +155,7 @@ TEST(Pack, RefusesAPackOfAnotherCheckpoint) {
   o.verify = true;
   r = PackCheckpoint(o);
   ASSERT_TRUE(r.ok()) << r.status();
-  auto m = model::LoadPackManifest(tmp.path());
+  auto m = pack::LoadPackManifest(tmp.path());
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->regions.size(), 14u + 3u);
 }

@@ -7,11 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "coordinator/trunk_region.h"
+#include "shared/pack/region_layout.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
 #include "shared/model/checkpoint_fingerprint.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "shared/model/safetensors.h"
 #include "tools/pack.h"
 #include "tools/pack_io.h"
@@ -23,7 +23,7 @@ namespace {
 constexpr uint64_t kBatchBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxGapBytes = uint64_t{1} << 20;
 
-std::string RegionName(const model::PackRegion& r) {
+std::string RegionName(const pack::PackRegion& r) {
   return r.kind == "layer" ? absl::StrCat("region layer ", r.layer)
                            : absl::StrCat("region ", r.kind);
 }
@@ -39,15 +39,12 @@ std::string Mismatch(const std::string& what, const std::string& path,
 
 // Checks one region: its whole checksum and, for vocab regions, every
 // chunk's. Returns the failure ("" when it matches).
-std::string VerifyRegion(const io::File& trunk, const model::PackRegion& r,
+std::string VerifyRegion(const io::File& trunk, const pack::PackRegion& r,
                          io::AlignedBuffer* buf) {
   const std::string name = RegionName(r);
   uint64_t moff = 0, mend = 0, chunk_bytes = 0;
   if (r.chunk_rows > 0) {
-    absl::StatusOr<coordinator::RegionLayout> layout =
-        coordinator::LayoutFromJson(r.layout_json);
-    const coordinator::RegionField* f =
-        layout.ok() ? layout->Find("matrix") : nullptr;
+    const pack::RegionField* f = r.layout.Find("matrix");
     if (f == nullptr || f->shape.size() != 2 || f->shape[0] <= 0) {
       return absl::StrCat(name, ": chunked region without a matrix field");
     }
@@ -100,8 +97,8 @@ std::string VerifyRegion(const io::File& trunk, const model::PackRegion& r,
 absl::Status VerifyPack(const std::string& model_dir,
                         const std::string& pack_dir, int threads,
                         FILE* progress) {
-  FLOTILLA_ASSIGN_OR_RETURN(model::PackManifest m,
-                            model::LoadPackManifest(pack_dir));
+  FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m,
+                            pack::LoadPackManifest(pack_dir));
   FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<model::SafetensorsCheckpoint> ckpt,
                             model::SafetensorsCheckpoint::OpenDir(model_dir));
   FLOTILLA_ASSIGN_OR_RETURN(std::string fingerprint,
@@ -126,8 +123,8 @@ absl::Status VerifyPack(const std::string& model_dir,
   }
   std::vector<FileRun> runs;
   uint64_t total = 0;
-  for (const model::PackRegion& r : m.regions) total += r.size;
-  for (const model::PackExpert& e : m.experts) {
+  for (const pack::PackRegion& r : m.regions) total += r.size;
+  for (const pack::PackExpert& e : m.experts) {
     runs.push_back({e.file, e.offset, e.length});
     total += e.length;
   }
@@ -147,7 +144,7 @@ absl::Status VerifyPack(const std::string& model_dir,
       [&](size_t k, int worker) {
         io::AlignedBuffer* buf = &buffers[worker];
         if (k < m.regions.size()) {
-          const model::PackRegion& r = m.regions[k];
+          const pack::PackRegion& r = m.regions[k];
           failures[k] = VerifyRegion(trunk, r, buf);
           meter.Add(r.size);
           return;
@@ -156,7 +153,7 @@ absl::Status VerifyPack(const std::string& model_dir,
         absl::StatusOr<std::vector<const uint8_t*>> starts =
             ReadRunBatch(files[b.file], runs, b, buf);
         for (size_t i = b.begin; i < b.end; ++i) {
-          const model::PackExpert& e = m.experts[i];
+          const pack::PackExpert& e = m.experts[i];
           const std::string what =
               absl::StrCat("expert layer ", e.layer, " expert ", e.expert);
           meter.Add(e.length);

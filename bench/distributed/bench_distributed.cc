@@ -7,8 +7,7 @@
 //                            (de)serialization, transport, scheduling, combine
 //   wire_bytes_per_token     serialized request + response payloads
 //   calls_per_layer          Compute RPCs per MoE layer
-//   coordinator_cpu_s_per_token  CPU time of this process (polling shows)
-//   timed_waits, early_answers  RemoteStats (poll_when_due)
+//   coordinator_cpu_s_per_token  CPU time of this process
 //   expert_bytes_read_per_token, decode_s_per_token, ids
 // Used by bench/distributed/run.sh; see bench/distributed/README.md.
 #include <time.h>
@@ -21,8 +20,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/generate.h"
-#include "coordinator/remote_experts.h"
-#include "coordinator/trunk.h"
+#include "coordinator/remote/remote_experts.h"
+#include "coordinator/model/trunk.h"
 #include "nlohmann/json.hpp"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"
@@ -31,7 +30,7 @@ namespace {
 
 namespace co = flotilla::coordinator;
 
-// CPU seconds this process has used (every thread): what polling costs.
+// CPU seconds this process has used (every thread).
 double ProcessCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -49,8 +48,7 @@ int Fail(const std::string& message) {
 int main(int argc, char** argv) {
   std::string model_dir, workers;
   int tokens = 8, prompt_tokens = 4, threads = 1;
-  int64_t busy_poll_us = 0;
-  bool row_sums = false, unary = false, poll_at_once = false;
+  bool row_sums = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -68,20 +66,12 @@ int main(int argc, char** argv) {
         return Fail("bad --prompt-tokens");
     } else if (const char* v = value("threads")) {
       if (!absl::SimpleAtoi(v, &threads)) return Fail("bad --threads");
-    } else if (const char* v = value("busy-poll-us")) {
-      if (!absl::SimpleAtoi(v, &busy_poll_us) || busy_poll_us < 0)
-        return Fail("bad --busy-poll-us");
     } else if (arg == "--row-sums") {
       row_sums = true;
-    } else if (arg == "--unary") {
-      unary = true;  // no ComputeStream even where workers serve it
-    } else if (arg == "--poll-at-once") {
-      poll_at_once = true;  // RemoteExpertsOptions::poll_when_due = false
     } else {
       return Fail(
           "usage: --model=DIR --workers=H:P,... [--tokens=N] "
-          "[--prompt-tokens=N] [--threads=N] [--row-sums] "
-          "[--busy-poll-us=US] [--unary] [--poll-at-once]");
+          "[--prompt-tokens=N] [--threads=N] [--row-sums]");
     }
   }
   if (model_dir.empty() || workers.empty() || tokens < 2 || prompt_tokens < 1 ||
@@ -98,9 +88,6 @@ int main(int argc, char** argv) {
   }
   ro.row_sums = row_sums;
   ro.rpc_deadline_ms = 60000;
-  ro.busy_poll_us = busy_poll_us;
-  ro.compute_streams = !unary;
-  ro.poll_when_due = !poll_at_once;
   auto fp = flotilla::model::FingerprintCheckpoint(model_dir, **source);
   if (!fp.ok()) return Fail(fp.status().ToString());
   ro.expected_fingerprint = *fp;
@@ -154,7 +141,6 @@ int main(int argc, char** argv) {
   nlohmann::json out = {
       {"workers", ro.workers.size()},
       {"output", row_sums ? "row_sums" : "expert_outputs"},
-      {"coordinator_busy_poll_us", busy_poll_us},
       {"decode_tokens", steps},
       {"moe_layers_per_token", layers / steps},
       {"decode_s_per_token", result->decode_seconds / steps},
@@ -167,9 +153,6 @@ int main(int argc, char** argv) {
       {"rpc_ms_per_layer",
        1e3 * (s.rpc_seconds - at_decode.rpc_seconds) / layers},
       {"worker_ms_per_layer", 1e3 * worker_s / layers},
-      {"streamed_calls", s.streamed_calls - at_decode.streamed_calls},
-      {"timed_waits", s.timed_waits - at_decode.timed_waits},
-      {"early_answers", s.early_answers - at_decode.early_answers},
       {"calls_per_layer",
        static_cast<double>(s.calls - at_decode.calls) / layers},
       {"wire_bytes_per_token",

@@ -14,13 +14,10 @@
 #        fleet: `flotilla-tool pack --workers N --split` folders, written
 #        once under SPLIT_DIR, default MODEL_DIR-split), LOOPBACK (default
 #        "1 4": worker counts run unthrottled, both output kinds, for the
-#        RPC overhead; "Ns" runs N split workers), BUSY_POLL_US (default 0: passed as --busy-poll-us
-#        to the workers and the coordinator; > 0 polls instead of sleeping
-#        between calls, see docs/workers.md; WORKER_BUSY_POLL_US, default
-#        BUSY_POLL_US, overrides it for the workers), WORKER_MEM (2G),
+#        RPC overhead; "Ns" runs N split workers), WORKER_MEM (2G),
 #        WORKER_ARGS / DRIVER_ARGS (more flags for every worker / for
-#        flotilla-bench-distributed, e.g. --busy-poll-when-due=false /
-#        "--unary --poll-at-once"), DRIVER_THREADS (2), OUT (results dir)
+#        flotilla-bench-distributed, e.g. --threads=1 / --row-sums),
+#        DRIVER_THREADS (2), OUT (results dir)
 # Throttled runs need root and cgroup v1 (blkio); loopback runs need
 # neither. Workers and cgroups are removed on exit.
 set -euo pipefail
@@ -32,8 +29,6 @@ TOKENS=${TOKENS:-8}
 PROMPT=${PROMPT:-2}
 CONFIGS=${CONFIGS-"1:1 2:1 4:1 2:2 4:2"}
 LOOPBACK=${LOOPBACK-"1 4"}
-BUSY_POLL_US=${BUSY_POLL_US:-0}
-WORKER_BUSY_POLL_US=${WORKER_BUSY_POLL_US:-$BUSY_POLL_US}
 WORKER_MEM=${WORKER_MEM:-2G}
 WORKER_ARGS=${WORKER_ARGS:-}
 DRIVER_ARGS=${DRIVER_ARGS:-}
@@ -97,8 +92,7 @@ start_worker() {
   # Join the cgroup (throttled runs only, so loopback runs need no cgroup
   # v1), then become the worker (same pid, same cgroup).
   sh -c "$join exec $WORKER $serve --host=127.0.0.1 --port=0 --threads=1 \
-    --mem=$WORKER_MEM --fetch-slots=16 --busy-poll-us=$WORKER_BUSY_POLL_US \
-    $WORKER_ARGS" > "$log" 2>&1 &
+    --mem=$WORKER_MEM --fetch-slots=16 $WORKER_ARGS" > "$log" 2>&1 &
   echo $! >> "$PIDFILE"  # we run in $(...): the parent reads the file
   for _ in $(seq 600); do
     if grep -q "listening on" "$log"; then
@@ -120,7 +114,7 @@ run() {
   # shellcheck disable=SC2086  # DRIVER_ARGS is a list of flags
   "$DRIVER" --model="$MODEL" --workers="$list" --tokens="$TOKENS" \
     --prompt-tokens="$PROMPT" --threads="$DRIVER_THREADS" \
-    --busy-poll-us="$BUSY_POLL_US" $DRIVER_ARGS "$@"
+    $DRIVER_ARGS "$@"
   kill_workers
 }
 

@@ -5,7 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shared/experts/experts_test_util.h"
+#include "shared/testing/experts_test_util.h"
 #include "shared/model/safetensors.h"
 
 namespace flotilla::experts {

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "shared/experts/experts_test_util.h"
+#include "shared/testing/experts_test_util.h"
 #include "shared/model/safetensors.h"
 
 namespace flotilla::experts {

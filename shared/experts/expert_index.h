@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "shared/model/config.h"
-#include "shared/model/pack_manifest.h"
+#include "shared/pack/pack_manifest.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::experts {
@@ -115,7 +115,7 @@ class ExpertIndex {
   // layer must be listed, and each run's tensors must fit inside it.
   // Checksums are taken from the manifest.
   static absl::StatusOr<ExpertIndex> FromPackManifest(
-      const model::PackManifest& manifest, const model::K3Config& config,
+      const pack::PackManifest& manifest, const model::K3Config& config,
       const std::string& model_dir, const std::string& pack_dir);
 
   // Null when (layer, expert) is not in the index.

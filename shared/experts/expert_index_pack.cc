@@ -29,7 +29,7 @@ absl::StatusOr<ExpertFormat> ParseFormat(const std::string& text,
 }  // namespace
 
 absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
-    const model::PackManifest& manifest, const model::K3Config& config,
+    const pack::PackManifest& manifest, const model::K3Config& config,
     const std::string& model_dir, const std::string& pack_dir) {
   const std::string source = JoinPath(pack_dir, "manifest.json");
   if (!manifest.complete) {
@@ -60,7 +60,7 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
   const std::string& dir = manifest.experts_in_model_dir ? model_dir : pack_dir;
   IndexBuilder builder;
   for (size_t i = 0; i < manifest.experts.size(); ++i) {
-    const model::PackExpert& e = manifest.experts[i];
+    const pack::PackExpert& e = manifest.experts[i];
     const std::string what = absl::StrCat(source, " experts[", i, "] (layer ",
                                           e.layer, ", expert ", e.expert, ")");
     if (e.file < 0 ||

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shared/experts/experts_test_util.h"
+#include "shared/testing/experts_test_util.h"
 #include "shared/io/checksum.h"
 #include "shared/model/safetensors.h"
 
@@ -210,15 +210,15 @@ TEST(ExpertIndexTest, DenseExperts) {
 }
 
 // A manifest describing ckpt_A's experts in place, as `pack` would write it.
-model::PackManifest CkptAManifest(const ExpertIndex& index) {
-  model::PackManifest m;
+pack::PackManifest CkptAManifest(const ExpertIndex& index) {
+  pack::PackManifest m;
   m.complete = true;
   m.expert_format = "mxfp4";
   m.experts_in_model_dir = true;
   m.expert_files = {"model.safetensors"};
   for (const ExpertKey& key : index.Keys()) {
     const ExpertLocation* loc = index.Find(key);
-    model::PackExpert e;
+    pack::PackExpert e;
     e.layer = key.layer;
     e.expert = key.expert;
     e.offset = loc->offset;
@@ -239,7 +239,7 @@ TEST(ExpertIndexTest, FromPackManifest) {
   ASSERT_TRUE(source.ok());
   auto scanned = ExpertIndex::FromTensorSource(**source, {});
   ASSERT_TRUE(scanned.ok());
-  model::PackManifest m = CkptAManifest(*scanned);
+  pack::PackManifest m = CkptAManifest(*scanned);
   auto index =
       ExpertIndex::FromPackManifest(m, c, K3Path("ckpt_A"), "/nonexistent");
   ASSERT_TRUE(index.ok()) << index.status();
@@ -249,7 +249,7 @@ TEST(ExpertIndexTest, FromPackManifest) {
   EXPECT_TRUE(loc->has_checksum);
   EXPECT_EQ(loc->offset, scanned->Find(ExpertKey{3, 2})->offset);
 
-  model::PackManifest bad = m;
+  pack::PackManifest bad = m;
   bad.experts[5].length = 100;  // tensors no longer fit
   index = ExpertIndex::FromPackManifest(bad, c, K3Path("ckpt_A"), "/p");
   ASSERT_FALSE(index.ok());

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/io/aligned_buffer.h"
-#include "shared/io/test_util.h"
+#include "shared/testing/io_test_util.h"
 
 namespace flotilla::io {
 namespace {

@@ -128,56 +128,23 @@ std::shared_ptr<grpc::Channel> NewChannel(
   return grpc::CreateCustomChannel(target, credentials, args);
 }
 
-namespace {
-
-// Leaves gRPC's reflection service out of one server. The library's static
-// initializer registers its plugin for every server of the process, so
-// this is the only way to keep its sync threads out of a polled server.
-class WithoutReflectionPlugin final : public grpc::ServerBuilderOption {
- public:
-  void UpdateArguments(grpc::ChannelArguments*) override {}
-  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
-                         plugins) override {
-    plugins->erase(
-        std::remove_if(plugins->begin(), plugins->end(),
-                       [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
-                         return p->name() == "proto_server_reflection";
-                       }),
-        plugins->end());
-  }
-};
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const ServerOptions& options, int* bound_port) {
   FLOTILLA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
                             MakeServerCredentials(options.tls));
   // A process-wide setting, read when the builder is made.
-  grpc::EnableDefaultHealthCheckService(!options.standard_services_on_queue);
+  grpc::EnableDefaultHealthCheckService(true);
   // Keep this call: it is what makes the linker keep the reflection library
   // (Debian links with --as-needed), and it registers the service.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  if (options.standard_services_on_queue) {
-    builder.SetOption(std::make_unique<WithoutReflectionPlugin>());
-  }
   const std::string address = HostPort(options.host, options.port);
   *bound_port = 0;
   builder.AddListeningPort(address, creds, bound_port);
   builder.SetMaxReceiveMessageSize(ClampInt(options.max_message_bytes));
   builder.SetMaxSendMessageSize(ClampInt(options.max_message_bytes));
-  for (const auto& [name, value] : options.int_args) {
-    builder.AddChannelArgument(name, value);
-  }
   for (grpc::Service* service : options.services) {
     builder.RegisterService(service);
-  }
-  if (options.generic_service != nullptr) {
-    builder.RegisterAsyncGenericService(options.generic_service);
-  }
-  if (options.async_queue != nullptr) {
-    *options.async_queue = builder.AddCompletionQueue();
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *bound_port == 0) {

@@ -69,23 +69,11 @@ struct ServerOptions {
   TlsFiles tls;
   uint64_t max_message_bytes = uint64_t{64} << 20;
   std::vector<grpc::Service*> services;  // not owned; must outlive the server
-  // When set, receives a completion queue for the services' async-API
-  // methods (it must be shut down after the server, then drained).
-  std::unique_ptr<grpc::ServerCompletionQueue>* async_queue = nullptr;
-  // The caller serves health and reflection itself on `async_queue`
-  // (PolledStandardServices): gRPC's own are left out, as their threads
-  // would poll the server's sockets too.
-  bool standard_services_on_queue = false;
-  // Serves calls of methods no service registers; not owned.
-  grpc::AsyncGenericService* generic_service = nullptr;
-  // Further integer channel arguments (name, value), set last; for
-  // benchmarks that try gRPC's transport settings.
-  std::vector<std::pair<std::string, int>> int_args;
 };
 
 // Builds and starts a server with the given services plus the standard
-// health service (SERVING) and server reflection (gRPC's own, unless
-// standard_services_on_queue). `bound_port` receives the
+// health service (SERVING) and gRPC's server reflection. `bound_port`
+// receives the
 // port actually bound. UNAVAILABLE naming the address when it cannot listen.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
     const ServerOptions& options, int* bound_port);

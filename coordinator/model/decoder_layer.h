@@ -1,0 +1,58 @@
+// One K3 decoder layer with Block Attention Residuals, over all tokens of a
+// forward step (K3-ARCHITECTURE.md section 3 "Decoder layer").
+#ifndef FLOTILLA_COORDINATOR_MODEL_DECODER_LAYER_H_
+#define FLOTILLA_COORDINATOR_MODEL_DECODER_LAYER_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "coordinator/model/expert_backend.h"
+#include "coordinator/model/kda.h"
+#include "coordinator/model/mla.h"
+#include "coordinator/model/weights.h"
+#include "shared/kernels/thread_pool.h"
+#include "shared/model/config.h"
+
+namespace flotilla::coordinator {
+
+// AttnRes aggregator for one token: softmax over sources of
+// fold . (v_i / rms(v_i)), then sum of p_i * v_i (raw sources).
+void AttnResAggregate(const std::vector<const float*>& sources,
+                      const float* fold, size_t width, float eps, float* out);
+
+// Per-token residual state of one forward step. It lives only for the step:
+// nothing here is carried between tokens.
+struct ResidualStreams {
+  int steps = 0;
+  // Completed block snapshots, oldest first; each [steps][E].
+  std::vector<std::vector<float>> blocks;
+  // The running within-block sum (the layer output h): [steps][E].
+  std::vector<float> partial;
+};
+
+// Runs layer `layer` for every token in `streams`. Exactly one of kda/mla
+// is used (by the layer type).
+absl::Status DecoderLayerForward(const LayerWeights& w,
+                                 const model::K3Config& config, int layer,
+                                 ResidualStreams* streams, KdaState* kda,
+                                 MlaCache* mla, ExpertBackend* experts,
+                                 kernels::ThreadPool* pool);
+
+// Guess of the routed experts layer `w`'s MoE will select, made before the
+// layer runs: its router on post_norm(AttnRes(blocks + partial)) with its
+// MLP fold, i.e. the real MoE input minus this layer's attention output.
+// Each token contributes its top (k + extra). Cheap next to the layer (one
+// router matmul); the forward pass hands it to ExpertBackend::PrefetchLayer
+// so the disk reads while attention computes.
+std::vector<int> PredictLayerExperts(const LayerWeights& w,
+                                     const model::K3Config& config,
+                                     const ResidualStreams& streams, int extra,
+                                     kernels::ThreadPool* pool);
+
+// hf = AttnRes(blocks + partial) with `fold`, per token: [steps][E].
+void AggregateAll(const ResidualStreams& streams, const float* fold,
+                  size_t width, float eps, float* out);
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_MODEL_DECODER_LAYER_H_

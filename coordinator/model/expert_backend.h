@@ -1,0 +1,63 @@
+// Where routed experts are computed: LocalExperts (in-memory tensors),
+// StreamingExperts (this process, runs streamed from disk) or RemoteExperts
+// (gRPC workers). The
+// forward pass hands over every (row, expert, weight) task of one MoE layer
+// for all tokens of the step at once, so each expert is read at most once per
+// step however many tokens chose it.
+#ifndef FLOTILLA_COORDINATOR_MODEL_EXPERT_BACKEND_H_
+#define FLOTILLA_COORDINATOR_MODEL_EXPERT_BACKEND_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace flotilla::coordinator {
+
+struct ExpertTask {
+  int32_t row = 0;     // token row in the step's activation matrix
+  int32_t expert = 0;  // expert index in [0, num_experts)
+  float weight = 0;    // combine weight (after renormalisation and scaling)
+};
+
+// Counters since the backend was created (for --stats).
+struct ExpertBackendStats {
+  uint64_t bytes_read = 0;     // expert bytes read from disk
+  uint64_t experts_read = 0;   // expert runs read
+  uint64_t experts_used = 0;   // distinct experts computed, summed per layer
+  uint64_t cache_hits = 0;     // served from a resident cache, no read
+  uint64_t prefetch_hits = 0;  // served from a lookahead prefetch
+  double io_wait_seconds = 0;  // blocked waiting for expert bytes
+  double compute_seconds = 0;  // computing experts
+};
+
+class ExpertBackend {
+ public:
+  virtual ~ExpertBackend() = default;
+
+  virtual ExpertBackendStats backend_stats() const {
+    return ExpertBackendStats();
+  }
+
+  // Lookahead: experts `layer` will probably need, predicted before the
+  // layer's attention runs (DESIGN: the disk idles during attention). The
+  // backend may start reading them now; a hint only, it never changes
+  // results. Errors are the backend's own failures (e.g. a broken reader),
+  // never a wrong guess.
+  virtual absl::Status PrefetchLayer(int layer,
+                                     const std::vector<int>& experts) {
+    return absl::OkStatus();
+  }
+
+  // z: [rows][latent] latent activations. out: [rows][latent], overwritten:
+  // out[r] = sum over r's tasks, in task order, of weight * E(z[r]) where
+  // E(z) = W2 SiTU(W1 z, W3 z). The sum is accumulated in double and rounded
+  // once, so the result does not depend on how experts are grouped for I/O.
+  virtual absl::Status ComputeLayer(int layer, const float* z, int rows,
+                                    const std::vector<ExpertTask>& tasks,
+                                    float* out) = 0;
+};
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_MODEL_EXPERT_BACKEND_H_

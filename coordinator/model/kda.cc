@@ -1,0 +1,148 @@
+#include "coordinator/model/kda.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "shared/kernels/kernels.h"
+
+namespace flotilla::coordinator {
+
+void InitKdaState(const model::K3Config& c, KdaState* state) {
+  const size_t h = c.kda_num_heads, d = c.kda_head_dim, p = h * d,
+               taps = c.short_conv_kernel_size - 1;
+  state->s.assign(h * d * d, 0.0f);
+  state->conv_q.assign(p * taps, 0.0f);
+  state->conv_k.assign(p * taps, 0.0f);
+  state->conv_v.assign(p * taps, 0.0f);
+}
+
+void ShortConvSilu(const float* weight, int kernel, int channels,
+                   const float* in, int steps, float* state, float* out) {
+  const int taps = kernel - 1;
+  for (int c = 0; c < channels; ++c) {
+    const float* w = weight + static_cast<size_t>(c) * kernel;
+    float* hist = state + static_cast<size_t>(c) * taps;
+    for (int t = 0; t < steps; ++t) {
+      const float cur = in[static_cast<size_t>(t) * channels + c];
+      double acc = 0.0;
+      for (int j = 0; j < taps; ++j) acc += double{w[j]} * hist[j];
+      acc += double{w[taps]} * cur;
+      // Shift the window: drop the oldest input, append the current one.
+      for (int j = 0; j + 1 < taps; ++j) hist[j] = hist[j + 1];
+      if (taps > 0) hist[taps - 1] = cur;
+      const float y = static_cast<float>(acc);
+      out[static_cast<size_t>(t) * channels + c] = y * kernels::Sigmoid(y);
+    }
+  }
+}
+
+void KdaDecay(const float* z, const float* a_log, const float* dt_bias,
+              float lower_bound, int heads, int head_dim, float* g,
+              float* alpha) {
+  for (int h = 0; h < heads; ++h) {
+    const float a = std::exp(a_log[h]);
+    for (int d = 0; d < head_dim; ++d) {
+      const int i = h * head_dim + d;
+      const float gi = lower_bound * kernels::Sigmoid(a * (z[i] + dt_bias[i]));
+      g[i] = gi;
+      alpha[i] = std::exp(gi);
+    }
+  }
+}
+
+void L2NormalizeHeads(float* x, int heads, int head_dim) {
+  for (int h = 0; h < heads; ++h) {
+    float* v = x + static_cast<size_t>(h) * head_dim;
+    const double ss = kernels::DotF32(v, v, head_dim);
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss + 1e-6));
+    for (int d = 0; d < head_dim; ++d) v[d] *= inv;
+  }
+}
+
+void KdaRecurrentStep(float* state, const float* q, const float* k,
+                      const float* v, const float* alpha, const float* beta,
+                      int heads, int head_dim, float* out) {
+  const int dd = head_dim;
+  std::vector<double> acc(dd);
+  std::vector<float> delta(dd);
+  for (int h = 0; h < heads; ++h) {
+    float* s = state + static_cast<size_t>(h) * dd * dd;
+    const float* qh = q + h * dd;
+    const float* kh = k + h * dd;
+    const float* vh = v + h * dd;
+    const float* ah = alpha + h * dd;
+    // Decay rows (key channels).
+    for (int i = 0; i < dd; ++i) {
+      for (int j = 0; j < dd; ++j) s[i * dd + j] *= ah[i];
+    }
+    // u = S^T k, then the delta-rule write.
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int i = 0; i < dd; ++i) {
+      for (int j = 0; j < dd; ++j) acc[j] += double{s[i * dd + j]} * kh[i];
+    }
+    for (int j = 0; j < dd; ++j) {
+      delta[j] = beta[h] * (vh[j] - static_cast<float>(acc[j]));
+    }
+    for (int i = 0; i < dd; ++i) {
+      for (int j = 0; j < dd; ++j) s[i * dd + j] += kh[i] * delta[j];
+    }
+    // Read the updated state.
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int i = 0; i < dd; ++i) {
+      for (int j = 0; j < dd; ++j) acc[j] += double{s[i * dd + j]} * qh[i];
+    }
+    for (int j = 0; j < dd; ++j) out[h * dd + j] = static_cast<float>(acc[j]);
+  }
+}
+
+void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
+                int steps, KdaState* state, float* out,
+                kernels::ThreadPool* pool) {
+  const int h = c.kda_num_heads, d = c.kda_head_dim, p = h * d,
+            e = c.hidden_size, k = c.short_conv_kernel_size;
+  const size_t n = static_cast<size_t>(steps);
+  std::vector<float> q(n * p), kk(n * p), v(n * p), g(n * p), fa(n * d),
+      z(n * p), beta(n * h), tmp(n * p);
+  kernels::MatMul(w.q_proj.view(), x, n, tmp.data(), pool);
+  ShortConvSilu(w.q_conv.data(), k, p, tmp.data(), steps, state->conv_q.data(),
+                q.data());
+  kernels::MatMul(w.k_proj.view(), x, n, tmp.data(), pool);
+  ShortConvSilu(w.k_conv.data(), k, p, tmp.data(), steps, state->conv_k.data(),
+                kk.data());
+  kernels::MatMul(w.v_proj.view(), x, n, tmp.data(), pool);
+  ShortConvSilu(w.v_conv.data(), k, p, tmp.data(), steps, state->conv_v.data(),
+                v.data());
+  kernels::MatMul(w.g_proj.view(), x, n, g.data(), pool);
+  kernels::MatMul(w.f_a.view(), x, n, fa.data(), pool);
+  kernels::MatMul(w.f_b.view(), fa.data(), n, z.data(), pool);
+  kernels::MatMul(w.b_proj.view(), x, n, beta.data(), pool);
+
+  const float q_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
+  std::vector<float> decay(p), alpha(p), o(p);
+  std::vector<float> y(n * p);
+  for (size_t t = 0; t < n; ++t) {
+    float* qt = q.data() + t * p;
+    float* kt = kk.data() + t * p;
+    L2NormalizeHeads(qt, h, d);
+    L2NormalizeHeads(kt, h, d);
+    for (int i = 0; i < p; ++i) qt[i] *= q_scale;
+    float* bt = beta.data() + t * h;
+    for (int i = 0; i < h; ++i) bt[i] = kernels::Sigmoid(bt[i]);
+    KdaDecay(z.data() + t * p, w.a_log.data(), w.dt_bias.data(),
+             c.gate_lower_bound, h, d, decay.data(), alpha.data());
+    KdaRecurrentStep(state->s.data(), qt, kt, v.data() + t * p, alpha.data(),
+                     bt, h, d, o.data());
+    // Head-wise RMSNorm with the shared o_norm weight, then the gate.
+    float* yt = y.data() + t * p;
+    for (int hh = 0; hh < h; ++hh) {
+      kernels::RmsNorm(o.data() + hh * d, w.o_norm.data(), d, c.rms_norm_eps,
+                       yt + hh * d);
+    }
+    const float* gt = g.data() + t * p;
+    for (int i = 0; i < p; ++i) yt[i] *= kernels::Sigmoid(gt[i]);
+  }
+  kernels::MatMul(w.o_proj.view(), y.data(), n, out, pool);
+  (void)e;
+}
+
+}  // namespace flotilla::coordinator

@@ -1,0 +1,54 @@
+// Kimi Delta Attention (KDA): the linear-attention layer with a fixed-size
+// per-head recurrent state. Equations: K3-ARCHITECTURE.md section 3 "KDA".
+// The conv and recurrence run in float32 with double-accumulated dot
+// products; the projections use the shared kernels.
+#ifndef FLOTILLA_COORDINATOR_MODEL_KDA_H_
+#define FLOTILLA_COORDINATOR_MODEL_KDA_H_
+
+#include <vector>
+
+#include "coordinator/model/weights.h"
+#include "shared/kernels/thread_pool.h"
+#include "shared/model/config.h"
+
+namespace flotilla::coordinator {
+
+// Carried per sequence per KDA layer.
+struct KdaState {
+  std::vector<float> s;  // [H][D(key)][D(value)], starts at zero
+  // Previous K-1 pre-conv inputs per channel, oldest first: [P][K-1].
+  std::vector<float> conv_q, conv_k, conv_v;
+};
+
+void InitKdaState(const model::K3Config& config, KdaState* state);
+
+// Causal depthwise conv with SiLU fused: out[t][c] = SiLU(sum_j w[c][j] *
+// x[t-K+1+j][c]), where inputs before t=0 come from `state` ([C][K-1],
+// oldest first), which is updated to the last K-1 inputs.
+void ShortConvSilu(const float* weight, int kernel, int channels,
+                   const float* in, int steps, float* state, float* out);
+
+// g[h*D+d] = lower_bound * sigmoid(exp(a_log[h]) * (z[h*D+d] + dt_bias)),
+// alpha = exp(g). One token.
+void KdaDecay(const float* z, const float* a_log, const float* dt_bias,
+              float lower_bound, int heads, int head_dim, float* g,
+              float* alpha);
+
+// Per-head L2 normalisation x / sqrt(sum x^2 + 1e-6), in place.
+void L2NormalizeHeads(float* x, int heads, int head_dim);
+
+// One recurrence step for every head (q already scaled by D^-0.5):
+// S <- diag(alpha) S; u = S^T k; S <- S + k (beta (v - u))^T; o = S^T q.
+void KdaRecurrentStep(float* state, const float* q, const float* k,
+                      const float* v, const float* alpha, const float* beta,
+                      int heads, int head_dim, float* out);
+
+// Whole KDA block over `steps` tokens. x: [steps][E] (already normalised by
+// input_layernorm). out: [steps][E]. Carries `state`.
+void KdaForward(const KdaWeights& w, const model::K3Config& config,
+                const float* x, int steps, KdaState* state, float* out,
+                kernels::ThreadPool* pool);
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_MODEL_KDA_H_

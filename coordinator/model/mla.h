@@ -1,0 +1,37 @@
+// Gated Multi-head Latent Attention without positional encoding (NoPE),
+// K3-ARCHITECTURE.md section 3 "Gated MLA". The cache keeps only the
+// normalised latent c_kv and the shared k_rope per position (the "latent
+// cache"); kv_b is absorbed into the query side (W_UK^T q_nope) and the
+// output side (W_UV applied to the probability-weighted latent), which is
+// exact in real arithmetic and costs kv_lora + rope floats per position.
+#ifndef FLOTILLA_COORDINATOR_MODEL_MLA_H_
+#define FLOTILLA_COORDINATOR_MODEL_MLA_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "coordinator/model/weights.h"
+#include "shared/kernels/thread_pool.h"
+#include "shared/model/config.h"
+
+namespace flotilla::coordinator {
+
+// Carried per sequence per MLA layer.
+struct MlaCache {
+  std::vector<float> c_kv;    // [positions][kv_lora], after kv_a_layernorm
+  std::vector<float> k_rope;  // [positions][rope]
+  size_t positions = 0;
+
+  size_t bytes() const { return (c_kv.size() + k_rope.size()) * 4; }
+};
+
+// Runs `steps` new tokens (x: [steps][E], normalised input) attending to the
+// cached positions plus themselves (causal). Appends them to `cache`.
+// out: [steps][E].
+void MlaForward(const MlaWeights& w, const model::K3Config& config,
+                const float* x, int steps, MlaCache* cache, float* out,
+                kernels::ThreadPool* pool);
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_MODEL_MLA_H_

@@ -1,0 +1,99 @@
+// The whole Kimi K3 forward pass: embedding, decoder layers, AttnRes head,
+// final norm and lm_head, over any number of tokens per call (a whole
+// prompt in one batched pass, or one token per decode step). Sequence state
+// (KDA recurrent state and conv history, MLA latent cache) is carried in a
+// SequenceState so prefill and incremental decode compose exactly.
+//
+// Thread-compatibility: one Forward at a time per K3Model (it owns the
+// thread pool and the expert read buffers).
+#ifndef FLOTILLA_COORDINATOR_MODEL_MODEL_H_
+#define FLOTILLA_COORDINATOR_MODEL_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/model/expert_backend.h"
+#include "coordinator/model/kda.h"
+#include "coordinator/model/mla.h"
+#include "coordinator/model/trunk.h"
+#include "coordinator/model/weights.h"
+#include "shared/kernels/thread_pool.h"
+#include "shared/model/config.h"
+#include "shared/model/tensor_source.h"
+
+namespace flotilla::coordinator {
+
+struct SequenceState {
+  std::vector<KdaState> kda;  // indexed by layer; empty entries for MLA
+  std::vector<MlaCache> mla;  // indexed by layer; empty entries for KDA
+  size_t positions = 0;       // tokens consumed so far
+
+  size_t bytes() const;
+};
+
+struct ModelOptions {
+  int threads = 1;  // compute threads (>= 1), the caller's thread included
+};
+
+class K3Model {
+ public:
+  // Takes ownership of `source`; binds and validates every trunk tensor and
+  // every expert's layout. Errors name the tensor and file.
+  static absl::StatusOr<std::unique_ptr<K3Model>> Load(
+      std::unique_ptr<model::TensorSource> source,
+      const model::K3Config& config, const ModelOptions& options);
+
+  // Opens a Hugging Face model directory: config.json and safetensors
+  // (through model.safetensors.index.json when present). `config_path`
+  // overrides <dir>/config.json when non-empty.
+  static absl::StatusOr<std::unique_ptr<K3Model>> OpenDir(
+      const std::string& dir, const std::string& config_path,
+      const ModelOptions& options);
+
+  const model::K3Config& config() const { return config_; }
+  SequenceState NewSequence() const;
+
+  // Feeds `ids` (appended after the state's positions) through the model.
+  // logits receives [ids.size()][vocab] when all_positions, else the last
+  // position's [vocab]. InvalidArgument for an id outside the vocabulary.
+  absl::Status Forward(SequenceState* state, const std::vector<int32_t>& ids,
+                       bool all_positions, std::vector<float>* logits);
+
+  // Assembles a model from parts (the streaming path builds its own trunk
+  // and expert backend). `keep_alive` is destroyed after the parts.
+  static std::unique_ptr<K3Model> FromParts(
+      const model::K3Config& config, std::unique_ptr<kernels::ThreadPool> pool,
+      std::unique_ptr<TrunkProvider> trunk,
+      std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive);
+
+  TrunkProvider* trunk() { return trunk_.get(); }
+  // Before each MoE layer's attention, hand the backend a guess of the
+  // layer's experts (top k + extra per token) to start reading.
+  void set_expert_lookahead(bool on, int extra = 0) {
+    expert_lookahead_ = on;
+    lookahead_extra_ = extra;
+  }
+  ExpertBackend* experts() { return experts_.get(); }
+  kernels::ThreadPool* pool() { return pool_.get(); }
+  // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
+  uint64_t resident_trunk_bytes() const { return resident_trunk_bytes_; }
+
+ private:
+  K3Model() = default;
+
+  model::K3Config config_;
+  std::shared_ptr<void> keep_alive_;  // e.g. the tensor source
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<TrunkProvider> trunk_;
+  std::unique_ptr<ExpertBackend> experts_;
+  uint64_t resident_trunk_bytes_ = 0;
+  bool expert_lookahead_ = false;
+  int lookahead_extra_ = 0;
+};
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_MODEL_MODEL_H_

@@ -1,0 +1,290 @@
+// RemoteExperts: connecting to the workers, their health, and counters. The
+// per-layer calls and the combine are in remote_experts_layer.cc.
+#include "coordinator/remote/remote_experts.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/remote/remote_experts_internal.h"
+#include "shared/base/elapsed.h"
+#include "shared/base/status_macros.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+std::chrono::system_clock::time_point DeadlineIn(int ms) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+}
+
+// The owned-experts map as sorted (layer, expert) pairs, for comparing a
+// restarted worker's Info with the one it had at connect.
+std::set<std::pair<uint32_t, uint32_t>> Ownership(const v1::InfoResponse& i) {
+  std::set<std::pair<uint32_t, uint32_t>> out;
+  for (const auto& [layer, list] : i.owned_experts()) {
+    for (uint32_t e : list.experts()) out.insert({layer, e});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string WorkerConn::Name() const {
+  return absl::StrCat("worker ", index, " (", address, ")");
+}
+
+absl::Status RemoteExperts::Impl::CheckInfo(
+    const WorkerConn& worker, const v1::InfoResponse& info) const {
+  if (info.model_fingerprint() != options.expected_fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "expert ", worker.Name(), " serves checkpoint fingerprint ",
+        info.model_fingerprint().empty() ? "(none)" : info.model_fingerprint(),
+        ", but this coordinator's model has fingerprint ",
+        options.expected_fingerprint,
+        "; refusing it (start the worker on the same checkpoint, or its "
+        "`flotilla-tool pack --workers` folder)"));
+  }
+  if (info.num_layers() != static_cast<uint32_t>(config.num_hidden_layers) ||
+      info.num_experts() != static_cast<uint32_t>(config.num_experts) ||
+      info.row_width() !=
+          static_cast<uint32_t>(config.routed_expert_hidden_size)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "expert ", worker.Name(), " serves a model of ", info.num_layers(),
+        " layers, ", info.num_experts(), " experts, latent width ",
+        info.row_width(), "; this coordinator's has ", config.num_hidden_layers,
+        ", ", config.num_experts, ", ", config.routed_expert_hidden_size));
+  }
+  for (const auto& [layer, list] : info.owned_experts()) {
+    if (layer >= info.num_layers() ||
+        config.IsDenseLayer(static_cast<int>(layer))) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("expert ", worker.Name(), " claims experts of layer ",
+                       layer, ", which has no routed experts"));
+    }
+    for (uint32_t e : list.experts()) {
+      if (e >= info.num_experts()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("expert ", worker.Name(), " claims layer ", layer,
+                         " expert ", e, " of ", info.num_experts()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void RemoteExperts::Impl::MarkDown(int w, const std::string& error) {
+  WorkerConn& worker = workers[w];
+  const RemoteClock::time_point now = RemoteClock::now();
+  if (!worker.down) {
+    worker.down_since = now;
+    std::fprintf(stderr, "flotilla-coordinator: expert %s is down: %s\n",
+                 worker.Name().c_str(), error.c_str());
+  }
+  worker.down = true;
+  worker.retry_at = now + std::chrono::milliseconds(options.retry_backoff_ms);
+  worker.last_error = error;
+}
+
+bool RemoteExperts::Impl::Usable(int w) {
+  WorkerConn& worker = workers[w];
+  if (!worker.down) return true;
+  if (RemoteClock::now() < worker.retry_at) return false;
+  // Fail-fast probe: a dead worker answers at once (connection refused), a
+  // hung one within the deadline; either way the backoff starts again.
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(options.rpc_deadline_ms));
+  v1::InfoResponse info;
+  const grpc::Status status =
+      worker.stub->Info(&context, v1::InfoRequest(), &info);
+  absl::Status ok = transport::FromGrpcStatus(status, "Info");
+  if (ok.ok()) ok = CheckInfo(worker, info);
+  if (ok.ok() && (Ownership(info) != Ownership(worker.info) ||
+                  info.has_split() != worker.info.has_split() ||
+                  info.split().SerializeAsString() !=
+                      worker.info.split().SerializeAsString())) {
+    ok = absl::FailedPreconditionError(
+        "came back owning different experts or slices (restarted with "
+        "another placement)");
+  }
+  if (!ok.ok()) {
+    MarkDown(w, std::string(ok.message()));
+    return false;
+  }
+  std::fprintf(stderr, "flotilla-coordinator: expert %s is back after %.1f s\n",
+               worker.Name().c_str(), base::SecondsSince(worker.down_since));
+  worker.down = false;
+  worker.last_error.clear();
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
+    const model::K3Config& config, const RemoteExpertsOptions& options) {
+  if (options.workers.empty()) {
+    return absl::InvalidArgumentError("no expert workers given");
+  }
+  if (options.expected_fingerprint.empty()) {
+    return absl::InvalidArgumentError(
+        "RemoteExperts needs the model's fingerprint to check workers");
+  }
+  if (options.rpc_deadline_ms < 1 || options.connect_timeout_ms < 1) {
+    return absl::InvalidArgumentError("deadlines must be >= 1 ms");
+  }
+  // Every layer allocates and frees call buffers; reuse them (transport.h).
+  transport::KeepFreedMessageMemory();
+  transport::DisableMutexDeadlockDetection();
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->options = options;
+  FLOTILLA_ASSIGN_OR_RETURN(auto credentials,
+                            transport::MakeChannelCredentials(options.tls));
+  std::set<std::string> seen;
+  for (size_t i = 0; i < options.workers.size(); ++i) {
+    const std::string& address = options.workers[i];
+    if (address.empty() || address.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert worker address '", address, "' is not host:port"));
+    }
+    if (!seen.insert(address).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert worker ", address, " is listed twice"));
+    }
+    WorkerConn w;
+    w.index = static_cast<int>(i);
+    w.address = address;
+    w.channel = transport::NewChannel(address, credentials,
+                                      transport::ChannelOptions());
+    w.stub = v1::ExpertService::NewStub(w.channel);
+    impl->workers.push_back(std::move(w));
+  }
+
+  // Ask every worker at once; wait_for_ready so that workers still starting
+  // get connect_timeout_ms to come up. On the completion queue, not the
+  // callback API: a callback starts gRPC's "nexting" threads, which then
+  // poll for every later answer and hand each one over to the forward
+  // pass (a wake-up per call; remote_experts_layer.cc).
+  const size_t n = impl->workers.size();
+  std::vector<grpc::ClientContext> contexts(n);
+  std::vector<grpc::Status> statuses(n);
+  std::vector<
+      std::unique_ptr<grpc::ClientAsyncResponseReader<v1::InfoResponse>>>
+      readers(n);
+  std::vector<CqTag> tags(n);
+  for (size_t i = 0; i < n; ++i) {
+    contexts[i].set_deadline(DeadlineIn(options.connect_timeout_ms));
+    contexts[i].set_wait_for_ready(true);
+    readers[i] = impl->workers[i].stub->AsyncInfo(&contexts[i],
+                                                  v1::InfoRequest(), &impl->cq);
+    readers[i]->Finish(&impl->workers[i].info, &statuses[i], &tags[i]);
+  }
+  for (size_t left = n; left > 0; --left) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!impl->cq.Next(&tag, &ok)) {
+      return absl::InternalError("completion queue shut down");
+    }
+  }
+  impl->max_message_bytes = UINT64_MAX;
+  for (size_t i = 0; i < n; ++i) {
+    const WorkerConn& w = impl->workers[i];
+    if (!statuses[i].ok()) {
+      grpc::Status why = statuses[i];
+      if (why.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+        // A wait-for-ready call only says "deadline exceeded"; one
+        // fail-fast call reports the connection's real last error (refused,
+        // TLS handshake failed, ...).
+        grpc::ClientContext context;
+        context.set_deadline(DeadlineIn(1000));
+        v1::InfoResponse unused;
+        const grpc::Status fast =
+            w.stub->Info(&context, v1::InfoRequest(), &unused);
+        if (!fast.ok()) why = fast;
+      }
+      return transport::FromGrpcStatus(
+          why, absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
+                            options.connect_timeout_ms, " ms)"));
+    }
+    FLOTILLA_RETURN_IF_ERROR(impl->CheckInfo(w, w.info));
+    impl->max_message_bytes = std::min<uint64_t>(
+        impl->max_message_bytes, w.info.max_request_bytes() > 0
+                                     ? w.info.max_request_bytes()
+                                     : uint64_t{4} << 20);
+  }
+
+  FLOTILLA_RETURN_IF_ERROR(impl->CheckSplitFleet());
+  impl->holders.assign(config.num_hidden_layers, {});
+  impl->hinted.assign(config.num_hidden_layers, {});
+  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
+    if (!config.IsDenseLayer(layer)) {
+      impl->holders[layer].assign(config.num_experts, {});
+      impl->hinted[layer].assign(config.num_experts, -1);
+    }
+  }
+  for (const WorkerConn& w : impl->workers) {
+    for (const auto& [layer, list] : w.info.owned_experts()) {
+      for (uint32_t e : list.experts()) {
+        impl->holders[layer][e].push_back(w.index);
+      }
+    }
+  }
+  std::vector<std::string> missing;
+  size_t missing_pairs = 0;
+  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
+    std::vector<int> experts;
+    for (size_t e = 0; e < impl->holders[layer].size(); ++e) {
+      if (impl->holders[layer][e].empty()) experts.push_back(e);
+    }
+    missing_pairs += experts.size();
+    if (!experts.empty() && missing.size() < 4) {
+      missing.push_back(absl::StrCat("layer ", layer, " experts ",
+                                     absl::StrJoin(experts, ",")));
+    }
+  }
+  if (missing_pairs > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the expert workers together do not hold every expert: ", missing_pairs,
+        " (layer, expert) pairs have no worker (", absl::StrJoin(missing, "; "),
+        missing.size() < 4 ? "" : "; ...",
+        "); start the missing shards or fix --workers"));
+  }
+  return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
+}
+
+RemoteExperts::RemoteExperts(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+RemoteExperts::~RemoteExperts() = default;
+
+absl::Status RemoteExperts::ComputeLayer(int layer, const float* z, int rows,
+                                         const std::vector<ExpertTask>& tasks,
+                                         float* out) {
+  return impl_->ComputeLayer(layer, z, rows, tasks, out);
+}
+
+absl::Status RemoteExperts::PrefetchLayer(int layer,
+                                          const std::vector<int>& experts) {
+  return impl_->PrefetchLayer(layer, experts);
+}
+
+ExpertBackendStats RemoteExperts::backend_stats() const {
+  return impl_->backend;
+}
+
+RemoteStats RemoteExperts::remote_stats() const { return impl_->Snapshot(); }
+
+std::string RemoteExperts::Describe() const {
+  std::string out;
+  for (const WorkerConn& w : impl_->workers) {
+    size_t owned = 0;
+    for (const auto& [layer, list] : w.info.owned_experts()) {
+      owned += list.experts_size();
+    }
+    absl::StrAppend(&out, w.Name(), ": shard ", w.info.shard_index(), "/",
+                    w.info.shard_count(), ", replicas ", w.info.replicas(),
+                    ", ", owned, " experts, ",
+                    w.down ? "down: " + w.last_error : "up", "\n");
+  }
+  return out;
+}
+
+}  // namespace flotilla::coordinator

@@ -1,0 +1,227 @@
+// RemoteExperts: choosing which holder serves each expert of a layer (shared
+// by ComputeLayer and the Prefetch hints, so that a hint goes where the
+// layer's call will go) and sending the hints (see remote_experts.h).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/remote/remote_experts_internal.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+// The smallest capacity for which a b-matching of items to candidate
+// workers exists, found with augmenting paths; items in order, candidates in
+// the given order.
+class Dealer {
+ public:
+  Dealer(const std::vector<std::vector<int>>& candidates, int num_workers)
+      : candidates_(candidates), members_(num_workers) {}
+
+  std::vector<int> Deal() {
+    const size_t n = candidates_.size();
+    std::vector<bool> any(members_.size(), false);
+    for (const auto& c : candidates_) {
+      for (int w : c) any[w] = true;
+    }
+    const size_t live =
+        std::max<size_t>(1, std::count(any.begin(), any.end(), true));
+    for (cap_ = (n + live - 1) / live;; ++cap_) {
+      assign_.assign(n, -1);
+      for (auto& m : members_) m.clear();
+      bool ok = true;
+      for (size_t i = 0; i < n && ok; ++i) {
+        visited_.assign(members_.size(), false);
+        ok = Augment(static_cast<int>(i));
+      }
+      if (ok) return assign_;
+    }
+  }
+
+ private:
+  bool Augment(int i) {
+    for (int w : candidates_[i]) {
+      if (visited_[w]) continue;
+      visited_[w] = true;
+      std::vector<int>& m = members_[w];
+      if (m.size() < cap_) {
+        m.push_back(i);
+        assign_[i] = w;
+        return true;
+      }
+      for (int& j : m) {
+        const int moved = j;
+        if (Augment(moved)) {  // `moved` now sits on another worker
+          j = i;
+          assign_[i] = w;
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
+  const std::vector<std::vector<int>>& candidates_;
+  std::vector<std::vector<int>> members_;  // items on each worker
+  std::vector<int> assign_;
+  std::vector<bool> visited_;
+  size_t cap_ = 1;
+};
+
+}  // namespace
+
+std::vector<int> DealItems(const std::vector<std::vector<int>>& candidates,
+                           int num_workers) {
+  if (candidates.empty()) return {};
+  return Dealer(candidates, num_workers).Deal();
+}
+
+void RemoteExperts::Impl::DealLayer(int layer, const std::vector<int>& experts,
+                                    const std::function<bool(int)>& usable,
+                                    bool prefer_hinted,
+                                    std::vector<int>* chosen,
+                                    std::vector<int>* unserved) const {
+  chosen->assign(config.num_experts, -1);
+  std::vector<int> dealt;
+  std::vector<std::vector<int>> candidates;
+  for (int e : experts) {
+    const std::vector<int>& h = holders[layer][e];
+    std::vector<int> live;
+    for (size_t k = 0; k < h.size(); ++k) {
+      // Rotated so that ties between holders spread over the fleet.
+      const int w = h[(k + e + layer) % h.size()];
+      if (usable(w)) live.push_back(w);
+    }
+    if (live.empty()) {
+      unserved->push_back(e);
+      continue;
+    }
+    if (prefer_hinted) {
+      // The hinted holder first: the Dealer keeps the busiest worker as
+      // light as without hints, and among such deals uses the read the
+      // hint started.
+      auto it = std::find(live.begin(), live.end(), hinted[layer][e]);
+      if (it != live.end()) std::rotate(live.begin(), it, it + 1);
+    }
+    dealt.push_back(e);
+    candidates.push_back(std::move(live));
+  }
+  const std::vector<int> to =
+      DealItems(candidates, static_cast<int>(workers.size()));
+  for (size_t i = 0; i < dealt.size(); ++i) (*chosen)[dealt[i]] = to[i];
+}
+
+absl::Status RemoteExperts::Impl::PrefetchLayer(
+    int layer, const std::vector<int>& experts) {
+  if (layer < 0 || layer >= config.num_hidden_layers ||
+      holders[layer].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefetch: layer ", layer, " has no routed experts"));
+  }
+  std::vector<bool> wanted(config.num_experts, false);
+  for (int e : experts) {
+    if (e < 0 || e >= config.num_experts) {
+      return absl::InvalidArgumentError(absl::StrCat("prefetch: layer ", layer,
+                                                     " expert ", e, " of ",
+                                                     config.num_experts));
+    }
+    wanted[e] = true;
+  }
+  std::vector<int> need;
+  for (int e = 0; e < config.num_experts; ++e) {
+    if (wanted[e]) need.push_back(e);
+  }
+  DrainReadyPrefetches();
+  std::fill(hinted[layer].begin(), hinted[layer].end(), -1);
+  if (need.empty()) return absl::OkStatus();
+  // Down workers are skipped, never probed: probing blocks, and a hint is
+  // not worth waiting for.
+  const int num_workers = static_cast<int>(workers.size());
+  std::vector<std::vector<uint32_t>> per_worker(num_workers);
+  if (is_split) {
+    // Every worker holds a slice of every expert: all of them read.
+    for (int w = 0; w < num_workers; ++w) {
+      if (!workers[w].down) per_worker[w].assign(need.begin(), need.end());
+    }
+  } else {
+    std::vector<int> chosen, unserved;
+    DealLayer(
+        layer, need, [this](int w) { return !workers[w].down; },
+        /*prefer_hinted=*/false, &chosen, &unserved);
+    if (!unserved.empty()) ++stats.prefetch_dropped;
+    for (int e : need) {
+      if (chosen[e] >= 0) per_worker[chosen[e]].push_back(e);
+    }
+  }
+  const uint64_t step_id = step;  // the step whose ComputeLayer comes next
+  for (int w = 0; w < num_workers; ++w) {
+    if (per_worker[w].empty()) continue;
+    if (prefetch_in_flight.size() >=
+        static_cast<size_t>(options.max_prefetch_in_flight)) {
+      ++stats.prefetch_dropped;
+      continue;
+    }
+    auto call = std::make_unique<PrefetchCall>();
+    call->prefetch = true;
+    for (uint32_t e : per_worker[w]) hinted[layer][e] = w;
+    call->request.set_layer(static_cast<uint32_t>(layer));
+    call->request.set_step_id(step_id);
+    call->request.mutable_experts()->Add(per_worker[w].begin(),
+                                         per_worker[w].end());
+    call->context.set_deadline(
+        std::chrono::system_clock::now() +
+        std::chrono::milliseconds(options.prefetch_deadline_ms));
+    ++stats.prefetch_calls;
+    stats.prefetch_experts += per_worker[w].size();
+    // Sent now (gRPC writes it from this thread); the answer is read off
+    // `cq` by a later poll, never waited for.
+    call->reader =
+        workers[w].stub->AsyncPrefetch(&call->context, call->request, &cq);
+    call->reader->Finish(&call->response, &call->status, call.get());
+    PrefetchCall* raw = call.get();
+    prefetch_in_flight[raw] = std::move(call);
+  }
+  return absl::OkStatus();
+}
+
+void RemoteExperts::Impl::OnPrefetchDone(PrefetchCall* call) {
+  if (call->status.ok()) {
+    prefetch_scheduled += call->response.experts_scheduled();
+  } else {
+    ++prefetch_failed;
+  }
+  prefetch_in_flight.erase(call);
+}
+
+void RemoteExperts::Impl::DrainReadyPrefetches() {
+  while (!prefetch_in_flight.empty()) {
+    void* tag = nullptr;
+    bool ok = false;
+    // A deadline in the past: only what has already completed.
+    if (cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) !=
+        grpc::CompletionQueue::GOT_EVENT) {
+      return;
+    }
+    // Between layers only hints are in flight.
+    OnPrefetchDone(static_cast<PrefetchCall*>(static_cast<CqTag*>(tag)));
+  }
+}
+
+void RemoteExperts::Impl::CancelPrefetches() {
+  for (const auto& [raw, call] : prefetch_in_flight) call->context.TryCancel();
+  while (!prefetch_in_flight.empty()) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!cq.Next(&tag, &ok)) return;
+    OnPrefetchDone(static_cast<PrefetchCall*>(static_cast<CqTag*>(tag)));
+  }
+}
+
+RemoteStats RemoteExperts::Impl::Snapshot() {
+  DrainReadyPrefetches();
+  RemoteStats s = stats;
+  s.prefetch_failed = prefetch_failed;
+  s.prefetch_scheduled = prefetch_scheduled;
+  return s;
+}
+
+}  // namespace flotilla::coordinator

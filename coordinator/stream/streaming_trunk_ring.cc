@@ -1,0 +1,202 @@
+// The trunk ring of StreamingTrunk: the reader thread that keeps the next
+// unpinned layers' reads in flight, the verifier thread that checks each
+// region as it lands, and the forward pass's side (acquire, peek, release).
+// The rest of the class (opening, pinned layers, vocab) is in
+// streaming_trunk.cc.
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/model/region_binding.h"
+#include "coordinator/stream/streaming_trunk.h"
+#include "shared/base/elapsed.h"
+
+namespace flotilla::coordinator {
+using base::SecondsSince;
+
+void StreamingTrunk::ReaderLoop() {
+  // Every free ring slot gets its region's read at once, all in flight
+  // together through the ring reader. This thread only reads: checksumming a
+  // 70 MB region takes milliseconds, and the reader's small queue of pieces
+  // (which keeps expert reads from waiting behind trunk reads) would drain
+  // meanwhile and leave the disk idle. VerifierLoop checks each region as it
+  // lands, while the forward pass computes the layer before.
+  using Clock = std::chrono::steady_clock;
+  const uint64_t slots = slots_.size();
+  std::vector<uint64_t> in_flight;  // items whose reads are submitted
+  std::vector<io::ReadRequest> batch;
+  Clock::time_point mark;  // last event while reads were in flight
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] {
+      return stop_ || !in_flight.empty() || next_read_ < next_consume_ + slots;
+    });
+    if (stop_) break;
+    batch.clear();
+    for (; next_read_ < next_consume_ + slots; ++next_read_) {
+      Slot& slot = slots_[next_read_ % slots];
+      slot.item = next_read_;
+      slot.ready = false;
+      slot.checked = false;
+      const pack::PackRegion* r = manifest_.FindLayer(ItemLayer(next_read_));
+      batch.push_back(io::ReadRequest{&file_, r->offset, r->size,
+                                      slot.buffer.data(), next_read_});
+    }
+    lock.unlock();
+    if (!batch.empty()) {
+      if (in_flight.empty()) mark = Clock::now();
+      const absl::Status s = ring_reader_->Submit(batch);
+      if (s.ok()) {
+        for (const io::ReadRequest& r : batch) in_flight.push_back(r.tag);
+      } else {
+        // Nothing of the batch was queued: fail those items.
+        lock.lock();
+        for (const io::ReadRequest& r : batch) {
+          Slot& slot = slots_[r.tag % slots];
+          slot.status = absl::Status(
+              s.code(), absl::StrCat("reading trunk layer ", ItemLayer(r.tag),
+                                     ": ", s.message()));
+          slot.ready = true;
+        }
+        cv_.notify_all();
+        continue;
+      }
+    }
+    absl::StatusOr<io::ReadCompletion> done = ring_reader_->WaitOne();
+    if (!done.ok()) {
+      // The reader itself failed: no completion will name these items.
+      lock.lock();
+      for (uint64_t item : in_flight) {
+        Slot& slot = slots_[item % slots];
+        slot.status = done.status();
+        slot.ready = true;
+      }
+      in_flight.clear();
+      cv_.notify_all();
+      continue;
+    }
+    const uint64_t item = done->tag;
+    in_flight.erase(std::find(in_flight.begin(), in_flight.end(), item));
+    const Clock::time_point now = Clock::now();
+    const double busy = base::Seconds(now - mark);
+    mark = now;
+    const pack::PackRegion* r = manifest_.FindLayer(ItemLayer(item));
+    lock.lock();
+    Slot& slot = slots_[item % slots];
+    slot.status =
+        done->status.ok()
+            ? absl::OkStatus()
+            : absl::Status(done->status.code(),
+                           absl::StrCat("reading trunk region ", RegionName(*r),
+                                        ": ", done->status.message()));
+    slot.ready = true;
+    stats_.bytes_read += r->size;
+    stats_.regions_read += 1;
+    stats_.read_seconds += busy;
+    cv_.notify_all();
+  }
+  lock.unlock();
+  // Reads still in flight write into slot buffers: let them land first.
+  for (size_t i = 0; i < in_flight.size(); ++i) {
+    if (!ring_reader_->WaitOne().ok()) break;
+  }
+}
+
+absl::Status StreamingTrunk::BeginStep() {
+  if (unpinned_ == 0) return absl::OkStatus();
+  // A forward pass that failed part-way left items of its step unconsumed;
+  // skip them so the ring is aligned with layer order again.
+  while (next_consume_ % unpinned_ != 0) {
+    auto w = AcquireLayer(ItemLayer(next_consume_));
+    if (w.ok()) ReleaseLayer(ItemLayer(next_consume_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
+  if (layer < 0 || layer >= config_.num_hidden_layers) {
+    return absl::OutOfRangeError(absl::StrCat("no layer ", layer));
+  }
+  if (layer < options_.pinned_layers) return &pinned_[layer].weights;
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t item = next_consume_;
+  if (ItemLayer(item) != layer) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("trunk layers must be acquired in order: expected layer ",
+                     ItemLayer(item), ", got ", layer));
+  }
+  Slot& slot = slots_[item % slots_.size()];
+  const auto start = std::chrono::steady_clock::now();
+  cv_.wait(lock, [&] { return stop_ || (slot.item == item && slot.checked); });
+  stats_.wait_seconds += SecondsSince(start);
+  if (stop_) return absl::CancelledError("trunk reader stopped");
+  if (!slot.status.ok()) {
+    // Consume the failed item so the ring stays in step.
+    ++next_consume_;
+    cv_.notify_all();
+    return slot.status;
+  }
+  slot.in_use = true;
+  return &slot.weights;
+}
+
+void StreamingTrunk::VerifierLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    Slot* slot = nullptr;
+    cv_.wait(lock, [&] {
+      slot = &slots_[next_verify_ % slots_.size()];
+      return stop_ || (slot->item == next_verify_ && slot->ready);
+    });
+    if (stop_) break;
+    lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
+    if (slot->status.ok()) {
+      const int layer = ItemLayer(slot->item);
+      const pack::PackRegion* r = manifest_.FindLayer(layer);
+      absl::Status s = VerifyRegion(*r, slot->buffer.data(), RegionName(*r));
+      if (s.ok()) {
+        absl::StatusOr<LayerWeights> w =
+            BindLayer(layouts_[layer], slot->buffer.data(), config_, layer);
+        s = w.status();
+        if (w.ok()) slot->weights = *w;
+      }
+      slot->status = s;
+    }
+    lock.lock();
+    stats_.verify_seconds += SecondsSince(start);
+    slot->checked = true;
+    ++next_verify_;
+    cv_.notify_all();
+  }
+}
+
+const LayerWeights* StreamingTrunk::PeekLayer(int layer) {
+  if (layer < 0 || layer >= config_.num_hidden_layers) return nullptr;
+  if (layer < options_.pinned_layers) return &pinned_[layer].weights;
+  // The next item's slot, if the reader has filled it already. The slot
+  // cannot be recycled before that item is consumed, so the pointer stays
+  // valid until then.
+  // The item is the one in use (current layer unpinned) plus one, or the
+  // next one when the current layer is pinned.
+  // Only a verified slot: nothing unverified is used, not even for a guess.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t item : {next_consume_, next_consume_ + 1}) {
+    if (ItemLayer(item) != layer) continue;
+    const Slot& slot = slots_[item % slots_.size()];
+    if (slot.item != item || !slot.checked || !slot.status.ok()) return nullptr;
+    return &slot.weights;
+  }
+  return nullptr;
+}
+
+void StreamingTrunk::ReleaseLayer(int layer) {
+  if (layer < options_.pinned_layers) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = slots_[next_consume_ % slots_.size()];
+  slot.in_use = false;
+  ++next_consume_;
+  cv_.notify_all();
+}
+
+}  // namespace flotilla::coordinator

@@ -1,0 +1,108 @@
+#include "shared/pack/region_builder.h"
+
+#include <cstring>
+
+#include "shared/base/status_macros.h"
+#include "shared/pack/trunk_schema.h"
+
+namespace flotilla::pack {
+namespace {
+
+using model::DType;
+using model::TensorInfo;
+using model::TensorSource;
+
+absl::Status Fill(const TensorSource& source, const FieldSpec& spec,
+                  const RegionField& field, const RegionLayout& layout,
+                  uint8_t* base) {
+  uint8_t* dst = base + field.offset;
+  switch (spec.kind) {
+    case FieldKind::kMatrix: {
+      const TensorInfo* t = source.Find(spec.src);
+      if (t->dtype == field.dtype) return source.ReadRaw(*t, dst);
+      FLOTILLA_ASSIGN_OR_RETURN(std::vector<float> v,
+                                source.ReadF32(spec.src, t->numel()));
+      std::memcpy(dst, v.data(), v.size() * sizeof(float));
+      return absl::OkStatus();
+    }
+    case FieldKind::kVector:
+    case FieldKind::kVectorPrefix: {
+      const TensorInfo* t = source.Find(spec.src);
+      FLOTILLA_ASSIGN_OR_RETURN(std::vector<float> v,
+                                source.ReadF32(spec.src, t->numel()));
+      std::memcpy(dst, v.data(), spec.rows * sizeof(float));
+      return absl::OkStatus();
+    }
+    case FieldKind::kFold: {
+      FLOTILLA_ASSIGN_OR_RETURN(std::vector<float> a,
+                                source.ReadF32(spec.src, spec.rows));
+      FLOTILLA_ASSIGN_OR_RETURN(std::vector<float> b,
+                                source.ReadF32(spec.src2, spec.rows));
+      float* out = reinterpret_cast<float*>(dst);
+      for (size_t i = 0; i < spec.rows; ++i) out[i] = a[i] * b[i];
+      return absl::OkStatus();
+    }
+    case FieldKind::kUkT:
+      break;
+  }
+  // uk_t: W_UK_h^T for each head, from kv_b [Hm*(nope+v)][kv_lora].
+  const RegionField* kvb = layout.Find(spec.src);
+  const size_t lora = kvb->shape[1], nope = spec.cols, heads = spec.rows / lora,
+               per_head = static_cast<size_t>(kvb->shape[0]) / heads;
+  const size_t esize = model::DTypeSize(field.dtype);
+  const uint8_t* src = base + kvb->offset;
+  for (size_t h = 0; h < heads; ++h) {
+    for (size_t i = 0; i < nope; ++i) {
+      for (size_t j = 0; j < lora; ++j) {
+        std::memcpy(dst + ((h * lora + j) * nope + i) * esize,
+                    src + ((h * per_head + i) * lora + j) * esize, esize);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Region> Build(const TensorSource& source,
+                             const std::vector<FieldSpec>& schema) {
+  Region region;
+  FLOTILLA_ASSIGN_OR_RETURN(region.layout, ResolveLayout(source, schema));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      region.bytes,
+      io::AlignedBuffer::Allocate(region.layout.size, /*prefault=*/false));
+  // The buffer is a fresh anonymous mapping: padding between fields is
+  // already zero, and touching it all here would only pay first-touch twice.
+  for (size_t i = 0; i < schema.size(); ++i) {
+    FLOTILLA_RETURN_IF_ERROR(Fill(source, schema[i], region.layout.fields[i],
+                                  region.layout, region.bytes.data()));
+  }
+  return region;
+}
+
+}  // namespace
+
+absl::StatusOr<Region> BuildLayerRegion(const TensorSource& source,
+                                        const model::K3Config& config,
+                                        int layer, int parts) {
+  return Build(source, LayerSchema(config, layer, parts));
+}
+
+absl::StatusOr<Region> BuildGlobalsRegion(const TensorSource& source,
+                                          const model::K3Config& config) {
+  return Build(source, GlobalsSchema(config));
+}
+
+absl::StatusOr<Region> BuildVocabRegion(const TensorSource& source,
+                                        const model::K3Config& config,
+                                        bool lm_head) {
+  return Build(source, VocabSchema(config, lm_head));
+}
+
+RegionLayout PlanLayerLayout(const model::K3Config& config, int layer) {
+  return PlannedLayout(LayerSchema(config, layer, kAllLayerParts));
+}
+
+RegionLayout PlanVocabLayout(const model::K3Config& config) {
+  return PlannedLayout(VocabSchema(config, false));
+}
+
+}  // namespace flotilla::pack

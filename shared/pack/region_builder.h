@@ -1,0 +1,34 @@
+// Builds trunk regions (region_layout.h) from a checkpoint. The same
+// builder serves the in-memory path (regions built in RAM from a
+// checkpoint) and `flotilla-tool pack` (regions written to the trunk file
+// and later streamed back into ring slots), so every path computes on
+// identical bytes and the outputs are bitwise identical whatever the memory
+// budget.
+#ifndef FLOTILLA_SHARED_PACK_REGION_BUILDER_H_
+#define FLOTILLA_SHARED_PACK_REGION_BUILDER_H_
+
+#include "absl/status/statusor.h"
+#include "shared/model/config.h"
+#include "shared/model/tensor_source.h"
+#include "shared/pack/region_layout.h"
+
+namespace flotilla::pack {
+
+absl::StatusOr<Region> BuildLayerRegion(const model::TensorSource& source,
+                                        const model::K3Config& config,
+                                        int layer, int parts = kAllLayerParts);
+// final norm and the output AttnRes fold.
+absl::StatusOr<Region> BuildGlobalsRegion(const model::TensorSource& source,
+                                          const model::K3Config& config);
+// A single [vocab][hidden] matrix: "embed" or "lm_head".
+absl::StatusOr<Region> BuildVocabRegion(const model::TensorSource& source,
+                                        const model::K3Config& config,
+                                        bool lm_head);
+
+// Layouts from the config alone (PlannedLayout of the schemas).
+RegionLayout PlanLayerLayout(const model::K3Config& config, int layer);
+RegionLayout PlanVocabLayout(const model::K3Config& config);
+
+}  // namespace flotilla::pack
+
+#endif  // FLOTILLA_SHARED_PACK_REGION_BUILDER_H_

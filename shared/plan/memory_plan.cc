@@ -1,0 +1,234 @@
+#include "shared/plan/memory_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::plan {
+namespace {
+
+// Decimal units, as disk and bandwidth figures are quoted.
+std::string Gb(uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) return absl::StrFormat("%.3f GB", b / 1e9);
+  if (b >= 1e6) return absl::StrFormat("%.2f MB", b / 1e6);
+  return absl::StrFormat("%.1f KB", b / 1e3);
+}
+
+}  // namespace
+
+uint64_t SequenceStateBytes(const model::K3Config& c, int positions) {
+  uint64_t total = 0;
+  const uint64_t p = static_cast<uint64_t>(c.kda_num_heads) * c.kda_head_dim;
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (c.IsMlaLayer(layer)) {
+      total += static_cast<uint64_t>(positions) *
+               (c.kv_lora_rank + c.qk_rope_head_dim) * 4;
+    } else {
+      total +=
+          (p * c.kda_head_dim + 3 * p * (c.short_conv_kernel_size - 1)) * 4;
+    }
+  }
+  return total;
+}
+
+uint64_t WorkspaceBytes(const model::K3Config& c, int tokens) {
+  // Largest per-token activation footprint of one layer, in floats: the
+  // residual streams (blocks + partial + temporaries), the KDA projections,
+  // MLA queries, the dense FFN and the MoE latent/shared buffers.
+  const uint64_t e = c.hidden_size;
+  const uint64_t p = static_cast<uint64_t>(c.kda_num_heads) * c.kda_head_dim;
+  const uint64_t blocks =
+      c.num_hidden_layers / std::max(1, c.attn_res_block_size) + 2;
+  const uint64_t mla_q =
+      static_cast<uint64_t>(c.num_attention_heads) *
+      (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim);
+  const uint64_t ffn = std::max<uint64_t>(
+      3ull * c.intermediate_size * (c.first_k_dense_replace > 0),
+      3ull * c.moe_intermediate_size * std::max(1, c.num_shared_experts));
+  const uint64_t experts =
+      static_cast<uint64_t>(c.num_experts_per_token) *
+      (c.routed_expert_hidden_size * 2 + c.moe_intermediate_size * 3);
+  const uint64_t per_token = (blocks + 5) * e + 9 * p + 2 * mla_q + ffn +
+                             experts + c.num_experts + c.vocab_size;
+  return per_token * 4 * static_cast<uint64_t>(tokens);
+}
+
+double MemoryPlan::predicted_io_seconds_per_token() const {
+  return disk_bytes_per_second > 0
+             ? static_cast<double>(read_bytes_per_token()) /
+                   disk_bytes_per_second
+             : 0;
+}
+
+absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
+  const model::K3Config& c = in.config;
+  MemoryPlan plan;
+  plan.budget_bytes = in.budget_bytes;
+  plan.num_layers = c.num_hidden_layers;
+  plan.disk_bytes_per_second = in.disk_bytes_per_second;
+  const int layers = c.num_hidden_layers;
+  uint64_t max_region = 0;
+  for (uint64_t b : in.layer_region_bytes) max_region = std::max(max_region, b);
+
+  // The minimum working set: state for the full context, buffers of one
+  // prefill chunk, two ring slots, expert buffers for one token's experts,
+  // a verified chunk of embedding rows and the lm_head's pass buffers (given
+  // back below if the lm_head is pinned).
+  const int moe_layers = layers - std::min(layers, c.first_k_dense_replace);
+  plan.expert_slot_bytes = in.expert_run_bytes;
+  plan.expert_slots =
+      in.expert_slots > 0 ? in.expert_slots : c.num_experts_per_token;
+  std::vector<std::pair<std::string, uint64_t>> fixed = {
+      {"process.baseline", in.process_baseline_bytes},
+      {"sequence_state", SequenceStateBytes(c, in.max_context)},
+      {"workspace", WorkspaceBytes(c, in.prefill_chunk)},
+      {"tokenizer", in.tokenizer_bytes},
+      {"trunk.globals", in.globals_bytes},
+      {"experts.read_buffers", plan.expert_slot_bytes * plan.expert_slots},
+      {"vocab.chunk_buffers", in.vocab_chunk_bytes},
+      {"lm_head.stream_buffers", in.lm_head_stream_bytes},
+  };
+  uint64_t used = 0;
+  for (const auto& [owner, bytes] : fixed) used += bytes;
+  const uint64_t ring_min = layers > 0 ? 2 * max_region : 0;
+  if (used + ring_min > in.budget_bytes) {
+    std::string parts;
+    for (const auto& [owner, bytes] : fixed) {
+      absl::StrAppend(&parts, " ", owner, "=", Gb(bytes));
+    }
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "memory budget ", Gb(in.budget_bytes), " is below the minimum ",
+        Gb(used + ring_min), " (", parts.substr(1),
+        " trunk.ring=", Gb(ring_min), " for 2 slots of the largest layer)"));
+  }
+  plan.charges = fixed;
+
+  // Pin the trunk prefix while the rest (ring of 2 slots over the remaining
+  // layers) still fits; pinning every layer frees the ring.
+  uint64_t pinned = 0;
+  int p = 0;
+  const int max_pinned = in.max_pinned_layers >= 0
+                             ? std::min(in.max_pinned_layers, layers)
+                             : layers;
+  for (; p < max_pinned; ++p) {
+    uint64_t rest_max = 0;
+    for (int l = p + 1; l < layers; ++l) {
+      rest_max = std::max(rest_max, in.layer_region_bytes[l]);
+    }
+    const uint64_t ring = p + 1 < layers ? 2 * rest_max : 0;
+    if (used + pinned + in.layer_region_bytes[p] + ring > in.budget_bytes) {
+      break;
+    }
+    pinned += in.layer_region_bytes[p];
+  }
+  plan.pinned_layers = p;
+  uint64_t unpinned_max = 0, unpinned_total = 0;
+  for (int l = p; l < layers; ++l) {
+    unpinned_max = std::max(unpinned_max, in.layer_region_bytes[l]);
+    unpinned_total += in.layer_region_bytes[l];
+  }
+  used += pinned;
+  plan.charges.push_back({"trunk.pinned_layers", pinned});
+  if (p < layers) {
+    // More slots than 2 let the reader run further ahead; take up to 4 when
+    // memory allows (beyond that the disk, not the ring, is the limit).
+    plan.ring_slot_bytes = unpinned_max;
+    plan.ring_slots = 2;
+    while (plan.ring_slots < std::min(4, layers - p) &&
+           used + (plan.ring_slots + 1) * unpinned_max <= in.budget_bytes) {
+      ++plan.ring_slots;
+    }
+    used += plan.ring_slots * unpinned_max;
+    plan.charges.push_back(
+        {"trunk.ring", static_cast<uint64_t>(plan.ring_slots) * unpinned_max});
+  }
+  if (!in.stream_vocab &&
+      used - in.lm_head_stream_bytes + in.vocab_region_bytes <=
+          in.budget_bytes) {
+    // A pinned lm_head needs no pass buffers.
+    plan.lm_head_pinned = true;
+    used += in.vocab_region_bytes - in.lm_head_stream_bytes;
+    std::erase_if(plan.charges, [](const auto& charge) {
+      return charge.first == "lm_head.stream_buffers";
+    });
+    plan.charges.push_back({"lm_head", in.vocab_region_bytes});
+  }
+  if (!in.stream_vocab && used + in.vocab_region_bytes <= in.budget_bytes) {
+    plan.embed_pinned = true;
+    used += in.vocab_region_bytes;
+    plan.charges.push_back({"embedding", in.vocab_region_bytes});
+  }
+  if (in.expert_cache_bytes > 0 && plan.expert_slot_bytes > 0) {
+    const uint64_t room = in.budget_bytes - used;
+    const uint64_t want = std::min(in.expert_cache_bytes, room);
+    plan.expert_cache_slots = static_cast<int>(want / plan.expert_slot_bytes);
+    const uint64_t cache = plan.expert_cache_slots * plan.expert_slot_bytes;
+    used += cache;
+    plan.charges.push_back({"experts.cache", cache});
+  }
+  plan.total_bytes = used;
+  plan.trunk_read_bytes = unpinned_total;
+  plan.lm_head_read_bytes = plan.lm_head_pinned ? 0 : in.vocab_region_bytes;
+  plan.embed_read_bytes = plan.embed_pinned ? 0 : in.vocab_chunk_bytes;
+  plan.expert_read_bytes = static_cast<uint64_t>(moe_layers) *
+                           c.num_experts_per_token * in.expert_run_bytes;
+  return plan;
+}
+
+std::string MemoryPlan::ToJson() const {
+  nlohmann::json j;
+  j["budget_bytes"] = budget_bytes;
+  j["total_bytes"] = total_bytes;
+  j["num_layers"] = num_layers;
+  j["pinned_layers"] = pinned_layers;
+  j["ring_slots"] = ring_slots;
+  j["ring_slot_bytes"] = ring_slot_bytes;
+  j["lm_head_pinned"] = lm_head_pinned;
+  j["embed_pinned"] = embed_pinned;
+  j["expert_slots"] = expert_slots;
+  j["expert_slot_bytes"] = expert_slot_bytes;
+  j["expert_cache_slots"] = expert_cache_slots;
+  for (const auto& [owner, bytes] : charges) j["charges"][owner] = bytes;
+  j["read_bytes_per_token"] = {{"trunk", trunk_read_bytes},
+                               {"lm_head", lm_head_read_bytes},
+                               {"embedding", embed_read_bytes},
+                               {"experts", expert_read_bytes},
+                               {"total", read_bytes_per_token()}};
+  j["disk_bytes_per_second"] = disk_bytes_per_second;
+  j["predicted_io_seconds_per_token"] = predicted_io_seconds_per_token();
+  return j.dump();
+}
+
+std::string MemoryPlan::ToString() const {
+  std::string s =
+      absl::StrFormat("memory plan (budget %s):\n", Gb(budget_bytes));
+  for (const auto& [owner, bytes] : charges) {
+    absl::StrAppendFormat(&s, "  %-22s %s\n", owner, Gb(bytes));
+  }
+  absl::StrAppendFormat(&s, "  %-22s %s\n", "total", Gb(total_bytes));
+  absl::StrAppendFormat(
+      &s,
+      "  trunk: %d of %d layers pinned, ring %d x %s; lm_head %s; "
+      "embedding %s\n",
+      pinned_layers, num_layers, ring_slots, Gb(ring_slot_bytes),
+      lm_head_pinned ? "pinned" : "streamed in chunks",
+      embed_pinned ? "pinned" : "rows read on demand");
+  absl::StrAppendFormat(&s, "  experts: %d read buffers x %s, cache %d slots\n",
+                        expert_slots, Gb(expert_slot_bytes),
+                        expert_cache_slots);
+  absl::StrAppendFormat(
+      &s,
+      "  per token read: trunk %s + lm_head %s + embedding %s + experts %s "
+      "= %s\n",
+      Gb(trunk_read_bytes), Gb(lm_head_read_bytes), Gb(embed_read_bytes),
+      Gb(expert_read_bytes), Gb(read_bytes_per_token()));
+  absl::StrAppendFormat(
+      &s, "  predicted I/O time per token at %.2f GB/s: %.2f s\n",
+      disk_bytes_per_second / 1e9, predicted_io_seconds_per_token());
+  return s;
+}
+
+}  // namespace flotilla::plan
