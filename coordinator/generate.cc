@@ -11,7 +11,18 @@
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator {
+namespace {
+
 using base::SecondsSince;
+
+// `status` with `where` in front of its message, same code, so an error
+// deep in a layer says which step of the generation it ended.
+absl::Status At(const absl::Status& status, const std::string& where) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+}
+
+}  // namespace
 
 absl::StatusOr<GenerateResult> Generate(K3Model& model,
                                         const std::vector<int32_t>& prompt,
@@ -40,7 +51,9 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
     const size_t end = std::min(prompt.size(), begin + chunk);
     const std::vector<int32_t> part(prompt.begin() + begin,
                                     prompt.begin() + end);
-    FLOTILLA_RETURN_IF_ERROR(model.Forward(&state, part, false, &logits));
+    FLOTILLA_RETURN_IF_ERROR(
+        At(model.Forward(&state, part, false, &logits),
+           absl::StrCat("prefill of prompt tokens ", begin, "..", end - 1)));
   }
   result.prefill_seconds = SecondsSince(start);
 
@@ -49,7 +62,9 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
     if (step > 0) {
       const auto step_start = std::chrono::steady_clock::now();
       FLOTILLA_RETURN_IF_ERROR(
-          model.Forward(&state, {result.generated_ids.back()}, false, &logits));
+          At(model.Forward(&state, {result.generated_ids.back()}, false,
+                           &logits),
+             absl::StrCat("decode step ", step)));
       result.step_seconds.push_back(SecondsSince(step_start));
     }
     const int32_t id = sampler.Sample(logits.data(), vocab);

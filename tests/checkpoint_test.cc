@@ -9,9 +9,15 @@
 // decode equal to a full recompute.
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <limits>
 
+#include "coordinator/generate.h"
 #include "coordinator/model/model.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/model/safetensors.h"
+#include "shared/testing/experts_test_util.h"
 #include "shared/testing/fixture.h"
 
 namespace flotilla::coordinator {
@@ -136,6 +142,41 @@ INSTANTIATE_TEST_SUITE_P(All, CheckpointTest,
                            }
                            return name;
                          });
+
+// NaN weights must end the generation with an error naming the layer and
+// the step, not print id 0 forever (the argmax of all-NaN logits).
+TEST(NonFiniteTest, NaNWeightsFailTheGenerationNamingLayerAndStep) {
+  experts::testing::TempDir dir;
+  testutil::CopyFixtureCheckpoint("ckpt_A", dir.path());
+  const std::string tensor =
+      "language_model.model.layers.3.input_layernorm.weight";
+  {
+    auto source = model::SafetensorsCheckpoint::OpenDir(dir.path());
+    ASSERT_TRUE(source.ok()) << source.status();
+    const model::TensorInfo* t = (*source)->Find(tensor);
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->dtype, model::DType::kF32);
+    const std::vector<float> nan(t->nbytes / sizeof(float),
+                                 std::numeric_limits<float>::quiet_NaN());
+    std::fstream f(t->file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(t->offset));
+    f.write(reinterpret_cast<const char*>(nan.data()),
+            static_cast<std::streamsize>(t->nbytes));
+    ASSERT_TRUE(f.good());
+  }
+  auto m = K3Model::OpenDir(dir.path(), "", ModelOptions());
+  ASSERT_TRUE(m.ok()) << m.status();
+  GenerateOptions options;
+  options.max_tokens = 4;
+  const absl::StatusOr<GenerateResult> r =
+      Generate(**m, {1, 2, 3}, options, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::AllOf(::testing::HasSubstr("after layer 3"),
+                               ::testing::HasSubstr("prefill"),
+                               ::testing::HasSubstr("non-finite")));
+}
 
 }  // namespace
 }  // namespace flotilla::coordinator

@@ -188,11 +188,12 @@ TEST_F(EquivalenceTest, CoordinatorCliReportsRpcCounters) {
     const nlohmann::json& r = runs[prefetch]["stats"]["remote"];
     ASSERT_TRUE(r.is_object()) << out;
     // ckpt_A: 12 MoE layers, top-2 experts of width 64, 5 decode steps.
+    // A decode layer routes its one row to 2 distinct experts, both held by
+    // both workers (R = 2): the dealer gives one to each, so exactly two
+    // calls per layer (one would mean the deal did not balance).
     EXPECT_EQ(r["moe_layers"], 12 * 5);
-    EXPECT_GE(r["calls_per_layer"].get<double>(), 1.0);
-    EXPECT_LE(r["calls_per_layer"].get<double>(), 2.0);
-    EXPECT_EQ(r["calls"].get<double>(),
-              60 * r["calls_per_layer"].get<double>());
+    EXPECT_EQ(r["calls"], 12 * 5 * 2);
+    EXPECT_EQ(r["calls_per_layer"].get<double>(), 2.0);
     EXPECT_EQ(r["retried_calls"], 0);
     EXPECT_EQ(r["failed_calls"], 0);
     // Activations out, 2 unweighted outputs per row back, per MoE layer.
@@ -204,15 +205,16 @@ TEST_F(EquivalenceTest, CoordinatorCliReportsRpcCounters) {
     EXPECT_GE(p90, p50);
     EXPECT_LT(p90, 1000.0);
     EXPECT_GT(r["rpc_overhead_ms_per_layer_mean"].get<double>(), 0.0);
-    // Two workers: the busiest reads at least half of every layer.
-    EXPECT_GE(r["busiest_worker_share"].get<double>(), 0.5);
-    EXPECT_LE(r["busiest_worker_share"].get<double>(), 1.0);
+    // Both workers read: with every read on one of them the share would be
+    // 1 (it is not exactly 0.5 because an expert still resident on its
+    // worker from an earlier step costs no read).
+    EXPECT_LT(r["busiest_worker_share"].get<double>(), 0.9);
     EXPECT_EQ(r["prefetch_hints_failed"], 0);
     EXPECT_EQ(r["prefetch_hints_dropped"], 0);
     if (prefetch) {
-      // One hint per MoE layer per step, to one or two workers.
-      EXPECT_GE(r["prefetch_hints_sent"].get<int>(), 60);
-      EXPECT_LE(r["prefetch_hints_sent"].get<int>(), 120);
+      // The 2 predicted experts of each MoE layer per step are dealt like
+      // the layer's call: one to each worker, so one hint to each.
+      EXPECT_EQ(r["prefetch_hints_sent"].get<int>(), 12 * 5 * 2);
       EXPECT_GT(r["prefetch_experts_scheduled"].get<int>(), 0);
       EXPECT_GT(runs[prefetch]["stats"]["expert_prefetch_hits_per_token"]
                     .get<double>(),

@@ -246,13 +246,4 @@ absl::Status Synth(const std::string& dir, uint64_t seed) {
   return absl::OkStatus();
 }
 
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
-  }
-  return worst;
-}
-
 }  // namespace flotilla::dtest

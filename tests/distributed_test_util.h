@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "shared/testing/fixture.h"
 #include "coordinator/generate.h"
 #include "coordinator/model/model.h"
 #include "coordinator/remote/remote_experts.h"
@@ -112,8 +113,7 @@ int RunCommand(const std::string& command, std::string* output);
 // Writes a k3-tiny synthetic checkpoint (flotilla-tool synth) into `dir`.
 absl::Status Synth(const std::string& dir, uint64_t seed);
 
-// max |a - b| over equal-length vectors (infinity on length mismatch).
-double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b);
+using testutil::MaxAbsDiff;
 
 // The prompt every distributed test uses (ckpt_A's reference prompt).
 inline const std::vector<int32_t> kPrompt = {3, 7, 11, 5, 9};

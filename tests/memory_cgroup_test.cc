@@ -1,5 +1,6 @@
 // A model larger than the budget runs to completion inside a memory cgroup
-// (v1) whose limit is the budget. The page cache is charged to the cgroup,
+// (v1, or v2 as on a stock Debian 12 machine) whose limit is the budget,
+// with logits bitwise those of an unlimited run. The page cache is charged to the cgroup,
 // so this holds only because every weight read bypasses it (O_DIRECT), and
 // the plan bounds everything else the process holds.
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/io/cgroup.h"
+#include "shared/testing/fixture.h"
 #include "shared/testing/process.h"
 
 namespace flotilla {
@@ -44,7 +46,7 @@ TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
                   "binaries' RSS unrelated to the memory plan";
 #endif
   if (absl::Status s = io::cgroup::MemoryAvailable(); !s.ok()) {
-    GTEST_SKIP() << "memory cgroup v1 unavailable: " << s;
+    GTEST_SKIP() << "memory cgroup unavailable: " << s;
   }
   const fs::path tmp = fs::temp_directory_path() /
                        ("flotilla_cgroup_" + std::to_string(getpid()));
@@ -71,8 +73,10 @@ TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
       BinPath("flotilla-coordinator") + " generate --model " + scratch +
       "/model --ids 1,2,3,4 --max-tokens 6 --json --max-context 256 "
       "--prefill-chunk 16";
-  // Reference ids: the same streaming engine without any limit.
-  r = testutil::RunCommand(generate + " --mem 4G", scratch);
+  // Reference: the same streaming engine without any limit.
+  r = testutil::RunCommand(
+      generate + " --mem 4G --dump-logits " + scratch + "/free.logits",
+      scratch);
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json free_run = nlohmann::json::parse(r.out);
 
@@ -86,7 +90,8 @@ TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
   // (in a subshell $$ would name the parent shell instead).
   r = testutil::RunCommand("sh -c 'echo $$ > " + group->dir +
                                "/cgroup.procs && exec " + generate + " --mem " +
-                               std::to_string(kBudget) + "'",
+                               std::to_string(kBudget) + " --dump-logits " +
+                               scratch + "/limited.logits'",
                            scratch);
   const auto max_usage = io::cgroup::MemoryMaxUsage(*group);
   const auto ooms = io::cgroup::MemoryOomKills(*group);
@@ -95,6 +100,14 @@ TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json limited = nlohmann::json::parse(r.out);
   EXPECT_EQ(limited["generated_ids"], free_run["generated_ids"]);
+  const std::vector<float> free_logits =
+      testutil::ReadF32File(scratch + "/free.logits");
+  const std::vector<float> limited_logits =
+      testutil::ReadF32File(scratch + "/limited.logits");
+  ASSERT_EQ(free_logits.size(), 6u * 4096);
+  EXPECT_TRUE(limited_logits == free_logits)
+      << "logits differ under the cgroup limit, max diff "
+      << testutil::MaxAbsDiff(limited_logits, free_logits);
   EXPECT_EQ(limited["stats"]["mode"], "streaming");
   EXPECT_TRUE(limited["stats"]["direct_io"].get<bool>());
   EXPECT_LT(limited["stats"]["pinned_layers"].get<int>(), 8);

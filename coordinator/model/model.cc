@@ -1,5 +1,8 @@
 #include "coordinator/model/model.h"
 
+#include <cmath>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/decoder_layer.h"
 #include "coordinator/model/local_experts.h"
@@ -8,6 +11,26 @@
 #include "shared/model/safetensors.h"
 
 namespace flotilla::coordinator {
+namespace {
+
+// An error naming where the first non-finite value of rows [n][width] is,
+// or OK. NaN weights otherwise flow into the logits, where the greedy
+// argmax of all-NaN logits is id 0 forever: wrong output, no error. One
+// pass over the residual per layer is noise next to the layer's matmuls.
+absl::Status CheckFinite(const float* rows, size_t n, size_t width,
+                         const std::string& what, int64_t first_position) {
+  for (size_t i = 0; i < n * width; ++i) {
+    if (!std::isfinite(rows[i])) {
+      return absl::DataLossError(absl::StrCat(
+          "non-finite ", what, " (", rows[i], ") at position ",
+          first_position + static_cast<int64_t>(i / width), ", element ",
+          i % width, ": the weights or the computation are broken"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 size_t SequenceState::bytes() const {
   size_t total = 0;
@@ -110,9 +133,15 @@ absl::Status K3Model::Forward(SequenceState* state,
       s = DecoderLayerForward(*w, c, layer, &streams, &state->kda[layer],
                               &state->mla[layer], experts_.get(), pool_.get());
     }
+    if (s.ok()) {
+      s = CheckFinite(streams.partial.data(), n, e,
+                      absl::StrCat("activation after layer ", layer),
+                      state->positions);
+    }
     trunk_->ReleaseLayer(layer);
     FLOTILLA_RETURN_IF_ERROR(s);
   }
+  const int64_t first_position = state->positions;
   state->positions += n;
 
   // Head: only the rows whose logits are wanted.
@@ -126,7 +155,10 @@ absl::Status K3Model::Forward(SequenceState* state,
                      c.rms_norm_eps, normed.data() + r * e);
   }
   logits->resize(rows * v);
-  return trunk_->LmHead(normed.data(), rows, logits->data(), pool_.get());
+  FLOTILLA_RETURN_IF_ERROR(
+      trunk_->LmHead(normed.data(), rows, logits->data(), pool_.get()));
+  return CheckFinite(logits->data(), rows, v, "logit",
+                     first_position + static_cast<int64_t>(first));
 }
 
 }  // namespace flotilla::coordinator

@@ -4,77 +4,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/remote/deal.h"
 #include "coordinator/remote/remote_experts_internal.h"
 
 namespace flotilla::coordinator {
-namespace {
-
-// The smallest capacity for which a b-matching of items to candidate
-// workers exists, found with augmenting paths; items in order, candidates in
-// the given order.
-class Dealer {
- public:
-  Dealer(const std::vector<std::vector<int>>& candidates, int num_workers)
-      : candidates_(candidates), members_(num_workers) {}
-
-  std::vector<int> Deal() {
-    const size_t n = candidates_.size();
-    std::vector<bool> any(members_.size(), false);
-    for (const auto& c : candidates_) {
-      for (int w : c) any[w] = true;
-    }
-    const size_t live =
-        std::max<size_t>(1, std::count(any.begin(), any.end(), true));
-    for (cap_ = (n + live - 1) / live;; ++cap_) {
-      assign_.assign(n, -1);
-      for (auto& m : members_) m.clear();
-      bool ok = true;
-      for (size_t i = 0; i < n && ok; ++i) {
-        visited_.assign(members_.size(), false);
-        ok = Augment(static_cast<int>(i));
-      }
-      if (ok) return assign_;
-    }
-  }
-
- private:
-  bool Augment(int i) {
-    for (int w : candidates_[i]) {
-      if (visited_[w]) continue;
-      visited_[w] = true;
-      std::vector<int>& m = members_[w];
-      if (m.size() < cap_) {
-        m.push_back(i);
-        assign_[i] = w;
-        return true;
-      }
-      for (int& j : m) {
-        const int moved = j;
-        if (Augment(moved)) {  // `moved` now sits on another worker
-          j = i;
-          assign_[i] = w;
-          return true;
-        }
-      }
-    }
-    return false;
-  }
-
-  const std::vector<std::vector<int>>& candidates_;
-  std::vector<std::vector<int>> members_;  // items on each worker
-  std::vector<int> assign_;
-  std::vector<bool> visited_;
-  size_t cap_ = 1;
-};
-
-}  // namespace
-
-std::vector<int> DealItems(const std::vector<std::vector<int>>& candidates,
-                           int num_workers) {
-  if (candidates.empty()) return {};
-  return Dealer(candidates, num_workers).Deal();
-}
-
 void RemoteExperts::Impl::DealLayer(int layer, const std::vector<int>& experts,
                                     const std::function<bool(int)>& usable,
                                     bool prefer_hinted,
@@ -107,7 +40,13 @@ void RemoteExperts::Impl::DealLayer(int layer, const std::vector<int>& experts,
   }
   const std::vector<int> to =
       DealItems(candidates, static_cast<int>(workers.size()));
-  for (size_t i = 0; i < dealt.size(); ++i) (*chosen)[dealt[i]] = to[i];
+  for (size_t i = 0; i < dealt.size(); ++i) {
+    if (to[i] < 0) {
+      unserved->push_back(dealt[i]);
+    } else {
+      (*chosen)[dealt[i]] = to[i];
+    }
+  }
 }
 
 absl::Status RemoteExperts::Impl::PrefetchLayer(

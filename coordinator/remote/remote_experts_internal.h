@@ -36,14 +36,6 @@ struct WorkerConn {
   std::string Name() const;
 };
 
-// Deals items (a layer's distinct experts) to workers: item i may go to any
-// worker in candidates[i] (its live holders, preferred first). Returns the
-// worker of each item, minimizing the largest number of items on one worker
-// (reads dominate, and each item is one expert read); among such deals,
-// earlier candidates win. Deterministic.
-std::vector<int> DealItems(const std::vector<std::vector<int>>& candidates,
-                           int num_workers);
-
 // What a tag on Impl::cq points at: a Compute call of the layer in
 // progress, or a Prefetch hint (which may complete during a later layer).
 struct CqTag {

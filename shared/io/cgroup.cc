@@ -25,8 +25,24 @@ absl::Status ErrnoError(int err, const std::string& what) {
                       absl::StrCat(what, ": ", std::strerror(err)));
 }
 
+// Where the cgroup filesystems are mounted; tests point it at a fake tree.
+std::string& MountPoint() {
+  static std::string* mount = new std::string("/sys/fs/cgroup");
+  return *mount;
+}
+
 std::string RootFor(const std::string& controller) {
-  return absl::StrCat("/sys/fs/cgroup/", controller);
+  return absl::StrCat(MountPoint(), "/", controller);
+}
+
+// Whether `list` (cgroup.controllers, cgroup.subtree_control: names
+// separated by spaces) names `controller`.
+bool ListsController(const std::string& list, const std::string& controller) {
+  for (absl::string_view c :
+       absl::StrSplit(list, absl::ByAnyChar(" \n"), absl::SkipEmpty())) {
+    if (c == controller) return true;
+  }
+  return false;
 }
 
 // Control files reject partial writes, so write the whole value with one
@@ -51,12 +67,48 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// The v2 (unified) hierarchy holds the memory controller when the mount
+// point itself lists it in cgroup.controllers (stock Debian 12: no v1).
+bool UnifiedMemory() {
+  auto controllers = ReadFile(absl::StrCat(MountPoint(), "/cgroup.controllers"));
+  return controllers.ok() && ListsController(*controllers, "memory");
+}
+
+absl::Status AvailableUnified() {
+  const std::string root = MountPoint();
+  if (access(root.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create groups under ", root,
+                     " (need root): ", std::strerror(errno)));
+  }
+  // Children get the memory files only when the parent delegates the
+  // controller. Enabling it fails (EBUSY) in a cgroup that holds processes
+  // itself, e.g. the root of a container's cgroup namespace.
+  const std::string subtree = absl::StrCat(root, "/cgroup.subtree_control");
+  auto enabled = ReadFile(subtree);
+  if (enabled.ok() && ListsController(*enabled, "memory")) {
+    return absl::OkStatus();
+  }
+  if (absl::Status s = WriteFile(subtree, "+memory"); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "cgroup v2 at ", root,
+        " does not delegate the memory controller to child groups: ",
+        s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Available(const std::string& controller) {
+  if (controller == "memory" && UnifiedMemory()) return AvailableUnified();
   const std::string root = RootFor(controller);
   const std::string probe = absl::StrCat(root, "/cgroup.procs");
   if (access(probe.c_str(), F_OK) != 0) {
     return absl::UnavailableError(absl::StrCat(
-        "cgroup v1 ", controller, " controller not mounted at ", root));
+        "cgroup v1 ", controller, " controller not mounted at ", root,
+        controller == "memory"
+            ? absl::StrCat(", and no cgroup v2 memory controller at ",
+                           MountPoint())
+            : ""));
   }
   if (access(root.c_str(), W_OK) != 0) {
     return absl::PermissionDeniedError(
@@ -68,6 +120,8 @@ absl::Status Available(const std::string& controller) {
 
 }  // namespace
 
+void SetMountPointForTesting(const std::string& path) { MountPoint() = path; }
+
 absl::Status MemoryAvailable() { return Available("memory"); }
 absl::Status BlkioAvailable() { return Available("blkio"); }
 
@@ -78,7 +132,10 @@ absl::StatusOr<Group> Create(const std::string& controller,
         absl::StrCat("bad cgroup name \"", name, "\""));
   }
   FLOTILLA_RETURN_IF_ERROR(Available(controller));
-  Group g{controller, name, absl::StrCat(RootFor(controller), "/", name)};
+  const bool unified = controller == "memory" && UnifiedMemory();
+  Group g{controller, name,
+          absl::StrCat(unified ? MountPoint() : RootFor(controller), "/", name),
+          unified};
   if (mkdir(g.dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return ErrnoError(errno, absl::StrCat("mkdir ", g.dir));
   }
@@ -137,23 +194,55 @@ absl::StatusOr<uint64_t> ReadControlU64(const Group& group,
   return v;
 }
 
+// A "key value" line of a flat-keyed file (memory.events,
+// memory.oom_control); 0 when the key is absent (older kernels).
+absl::StatusOr<uint64_t> KeyedValue(const Group& group, const std::string& file,
+                                    absl::string_view key) {
+  FLOTILLA_ASSIGN_OR_RETURN(std::string text, ReadControl(group, file));
+  for (absl::string_view line :
+       absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+    absl::string_view rest = line;
+    uint64_t v = 0;
+    if (absl::ConsumePrefix(&rest, key) && absl::ConsumePrefix(&rest, " ") &&
+        absl::SimpleAtoi(rest, &v)) {
+      return v;
+    }
+  }
+  return 0;
+}
+
 absl::Status SetMemoryLimit(const Group& group, uint64_t bytes) {
-  return WriteControl(group, "memory.limit_in_bytes", absl::StrCat(bytes));
+  return WriteControl(group,
+                      group.unified ? "memory.max" : "memory.limit_in_bytes",
+                      absl::StrCat(bytes));
 }
 
 absl::StatusOr<uint64_t> MemoryMaxUsage(const Group& group) {
+  if (group.unified) {
+    // memory.peak exists from Linux 5.19 (Debian 12 runs 6.1).
+    absl::StatusOr<uint64_t> peak = ReadControlU64(group, "memory.peak");
+    if (!peak.ok() && absl::IsNotFound(peak.status())) {
+      return absl::UnimplementedError(absl::StrCat(
+          group.dir, " has no memory.peak (cgroup v2 before Linux 5.19)"));
+    }
+    return peak;
+  }
   return ReadControlU64(group, "memory.max_usage_in_bytes");
 }
 
 absl::StatusOr<uint64_t> MemoryUsage(const Group& group) {
-  return ReadControlU64(group, "memory.usage_in_bytes");
+  return ReadControlU64(group, group.unified ? "memory.current"
+                                             : "memory.usage_in_bytes");
 }
 
 absl::StatusOr<uint64_t> MemoryFailCount(const Group& group) {
+  // v2 counts the times usage hit memory.max as "max" in memory.events.
+  if (group.unified) return KeyedValue(group, "memory.events", "max");
   return ReadControlU64(group, "memory.failcnt");
 }
 
 absl::StatusOr<uint64_t> MemoryOomKills(const Group& group) {
+  if (group.unified) return KeyedValue(group, "memory.events", "oom_kill");
   FLOTILLA_ASSIGN_OR_RETURN(std::string text,
                             ReadControl(group, "memory.oom_control"));
   for (absl::string_view line :

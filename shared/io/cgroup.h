@@ -1,7 +1,9 @@
-// Helpers for Linux cgroup v1 memory and blkio controllers, used by tests and
+// Helpers for Linux cgroup memory and blkio controllers, used by tests and
 // benchmarks to emulate small machines (memory limit; the page cache counts
-// against it) and slow disks (read bandwidth throttle). They need root and a
-// cgroup v1 hierarchy at /sys/fs/cgroup/{memory,blkio}; callers check
+// against it) and slow disks (read bandwidth throttle). They need root. The
+// memory controller may be cgroup v1 (/sys/fs/cgroup/memory) or the v2
+// unified hierarchy (/sys/fs/cgroup, as on a stock Debian 12 machine:
+// memory.max, memory.peak, memory.events); blkio is v1 only. Callers check
 // *Available() first and skip otherwise.
 //
 // Thread-compatibility: plain filesystem calls; no shared state.
@@ -34,7 +36,12 @@ struct Group {
   std::string controller;  // "memory" or "blkio".
   std::string name;        // Leaf name.
   std::string dir;         // Absolute directory.
+  bool unified = false;    // in the v2 hierarchy (memory only)
 };
+
+// Tests only: where the cgroup filesystems are mounted (default
+// /sys/fs/cgroup), so a fake tree of plain files can stand in for it.
+void SetMountPointForTesting(const std::string& path);
 
 // Creates (or reuses, if it exists) controller group `name`.
 absl::StatusOr<Group> Create(const std::string& controller,
@@ -60,12 +67,17 @@ absl::Status WriteControl(const Group& group, const std::string& file,
 absl::StatusOr<uint64_t> ReadControlU64(const Group& group,
                                         const std::string& file);
 
-// memory controller.
+// memory controller (v1 file / v2 file).
+// memory.limit_in_bytes / memory.max
 absl::Status SetMemoryLimit(const Group& group, uint64_t bytes);
-absl::StatusOr<uint64_t> MemoryMaxUsage(const Group& group);   // max_usage
-absl::StatusOr<uint64_t> MemoryUsage(const Group& group);      // usage
-absl::StatusOr<uint64_t> MemoryFailCount(const Group& group);  // failcnt
-// "oom_kill" count from memory.oom_control (0 on kernels without it).
+// memory.max_usage_in_bytes / memory.peak
+absl::StatusOr<uint64_t> MemoryMaxUsage(const Group& group);
+// memory.usage_in_bytes / memory.current
+absl::StatusOr<uint64_t> MemoryUsage(const Group& group);
+// memory.failcnt / "max" of memory.events
+absl::StatusOr<uint64_t> MemoryFailCount(const Group& group);
+// "oom_kill" of memory.oom_control / of memory.events (0 on kernels
+// without it).
 absl::StatusOr<uint64_t> MemoryOomKills(const Group& group);
 
 // blkio controller. "MAJ:MIN" of the whole disk holding `path`: st_dev ->

@@ -4,6 +4,8 @@
 #include "shared/plan/memory_plan.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <numeric>
 
 #include "gtest/gtest.h"
@@ -23,7 +25,7 @@ class MemoryPlanTest : public ::testing::Test {
     in_.config = *c;
     in_.max_context = 64;
     in_.prefill_chunk = 8;
-    // pack::Region sizes chosen by hand (the plan only adds them up): layer 0 is
+    // Region sizes chosen by hand (the plan only adds them up): layer 0 is
     // the biggest, as K3's dense layer is.
     for (int l = 0; l < c->num_hidden_layers; ++l) {
       in_.layer_region_bytes.push_back((l == 0 ? 12 : 4) * kMiB);
@@ -75,6 +77,47 @@ TEST_F(MemoryPlanTest, EveryPlanFitsAndChargesAddUp) {
     }
   }
   EXPECT_EQ(last_pinned, in_.config.num_hidden_layers);
+}
+
+// Each charge against a number worked out by hand from ckpt_A's config
+// (hidden 128, 13 layers of which 3, 7, 11, 12 are MLA and the other 9 KDA,
+// KDA 4 heads x 16, conv kernel 4, kv_lora 32 + rope 8, top-2 of 8
+// experts), not from the planner's own functions.
+TEST_F(MemoryPlanTest, ChargesMatchTheConfigWorkedByHand) {
+  in_.budget_bytes = 1ull << 40;  // everything pinned
+  auto p = MakeMemoryPlan(in_);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::map<std::string, uint64_t> got(p->charges.begin(), p->charges.end());
+  // Sequence state for 64 positions: per MLA layer 64 x (32 + 8) floats;
+  // per KDA layer the 4 x 16 x 16 state plus the 3 x (4 x 16) x (4 - 1)
+  // conv history, in floats.
+  const uint64_t mla = 4 * 64 * (32 + 8) * 4;             // 40960
+  const uint64_t kda = 9 * (4 * 16 * 16 + 3 * 64 * 3) * 4;  // 57600
+  EXPECT_EQ(got["sequence_state"], mla + kda);
+  // Workspace per token, in floats: residual blocks (13 / 3 + 2) and 5 more
+  // rows of 128; 9 KDA projections of 64; MLA queries 2 x 4 x (24 + 8 +
+  // 16); the larger of the dense FFN (3 x 96) and the shared experts (3 x
+  // 64 x 2); the routed experts 2 x (2 x 64 + 3 x 64); the 8 router scores;
+  // the 256 logits. For a prefill chunk of 8 tokens.
+  const uint64_t per_token =
+      (6 + 5) * 128 + 9 * 64 + 2 * 4 * 48 + 384 + 2 * 320 + 8 + 256;
+  EXPECT_EQ(per_token, 3656u);
+  EXPECT_EQ(got["workspace"], per_token * 4 * 8);
+  EXPECT_EQ(got["trunk.globals"], 4096u);
+  EXPECT_EQ(got["experts.read_buffers"], 2u * (256 << 10));
+  EXPECT_EQ(got["vocab.chunk_buffers"], 64u << 10);
+  // The whole trunk pinned: layer 0 of 12 MiB and 12 layers of 4 MiB, and
+  // both 6 MiB vocab regions, with no ring and no lm_head pass buffers.
+  EXPECT_EQ(got["trunk.pinned_layers"], (12 + 12 * 4) * kMiB);
+  EXPECT_EQ(got["lm_head"], 6 * kMiB);
+  EXPECT_EQ(got["embedding"], 6 * kMiB);
+  EXPECT_EQ(got.count("lm_head.stream_buffers"), 0u);
+  EXPECT_EQ(p->ring_slots, 0);
+  EXPECT_EQ(p->pinned_layers, 13);
+  // Nothing of the trunk is read per token; the experts are: 12 MoE layers
+  // x top-2 x a 256 KiB run.
+  EXPECT_EQ(p->trunk_read_bytes, 0u);
+  EXPECT_EQ(p->expert_read_bytes, 12u * 2 * (256 << 10));
 }
 
 TEST_F(MemoryPlanTest, StreamedLmHeadChargesItsPassBuffersPinnedOneDoesNot) {

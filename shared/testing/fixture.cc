@@ -1,6 +1,7 @@
 #include "shared/testing/fixture.h"
 
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -100,10 +101,25 @@ std::vector<float> ReadF32File(const std::string& path) {
 double MaxRelativeError(const float* got, const float* want, size_t n) {
   double max_err = 0, max_ref = 0;
   for (size_t i = 0; i < n; ++i) {
-    max_err = std::max(max_err, std::fabs(double{got[i]} - want[i]));
+    const double err = std::fabs(double{got[i]} - want[i]);
+    // std::max(acc, NaN) keeps acc: a NaN on either side would pass every
+    // tolerance. It is an infinite error instead.
+    if (std::isnan(err)) return std::numeric_limits<double>::infinity();
+    max_err = std::max(max_err, err);
     max_ref = std::max(max_ref, std::fabs(double{want[i]}));
   }
   return max_ref > 0 ? max_err / max_ref : max_err;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, d);
+  }
+  return worst;
 }
 
 int32_t ArgMax(const float* v, size_t n) {

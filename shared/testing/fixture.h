@@ -31,8 +31,13 @@ std::vector<float> ReadF32File(const std::string& path);
                                     const std::vector<float>& want,
                                     double abs_tol, double rel_tol);
 
-// max |got - want| / max |want|.
+// max |got - want| / max |want|; infinity when either side holds a NaN
+// (std::max would drop it, and a NaN output would pass every tolerance).
 double MaxRelativeError(const float* got, const float* want, size_t n);
+
+// max |a - b| over equal-length vectors; infinity on a length mismatch or
+// a NaN on either side.
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b);
 
 // Copies the checkpoint files of fixture checkpoint `name` (e.g. "ckpt_A":
 // config.json, model.safetensors and its index) into directory `dir`,
