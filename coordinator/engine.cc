@@ -223,6 +223,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   to.embed_pinned = engine->plan.embed_pinned;
   to.verify_checksums = o.verify_checksums;
   to.reader = reader;
+  to.reader_factory = o.reader_factory;
   // Ring reads go as 4 MiB pieces, two in the kernel at a time: on these
   // disks that already reaches the large-read ceiling (fio: 4 MiB reads at
   // queue depth 2 run as fast as 8 MiB at 8), while an expert read issued
@@ -256,6 +257,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
                    engine->plan.expert_slot_bytes;
   eo.queue_depth = o.queue_depth;
   eo.reader = reader;
+  eo.reader_factory = o.reader_factory;
   eo.verify_checksums = o.verify_checksums;
   eo.lookahead = o.expert_prefetch;
   FLOTILLA_ASSIGN_OR_RETURN(

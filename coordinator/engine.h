@@ -13,6 +13,7 @@
 #include "shared/plan/memory_plan.h"
 #include "coordinator/model/model.h"
 #include "coordinator/stream/streaming_trunk.h"
+#include "shared/io/batch_reader.h"
 #include "shared/io/memory_budget.h"
 #include "shared/transport/tls_options.h"
 
@@ -34,6 +35,8 @@ struct EngineOptions {
   bool expert_prefetch = true;
   int expert_prefetch_extra = 0;
   std::string reader = "auto";  // auto, uring, pread
+  // Tests only: readers that inject faults (empty: io::CreateBatchReader).
+  io::ReaderFactory reader_factory;
   int queue_depth = 32;
   bool verify_checksums = true;
   // Expert workers ("host:port", in combine order); empty: experts run in

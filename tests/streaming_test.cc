@@ -4,6 +4,7 @@
 // must be caught before use, naming where they are.
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -11,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/testing/fixture.h"
+#include "shared/testing/io_test_util.h"
 #include "shared/testing/process.h"
 
 namespace flotilla {
@@ -112,10 +114,20 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
       "--threads 2",
   };
   std::set<int> pinned_seen;
+  const absl::Status uring = io::testing::UringAvailable();
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::string path = (tmp_ / ("run" + std::to_string(i))).string();
+    std::string flags = configs[i];
+    if (const size_t at = flags.find("--reader uring");
+        at != std::string::npos && !uring.ok()) {
+      // The same checks with pread; the fallback itself has its own test.
+      std::printf("io_uring unavailable here (%s): running \"%s\" with "
+                  "--reader pread\n",
+                  std::string(uring.message()).c_str(), flags.c_str());
+      flags.replace(at, std::string("--reader uring").size(), "--reader pread");
+    }
     CommandResult r;
-    const nlohmann::json out = Generate(configs[i], path, &r);
+    const nlohmann::json out = Generate(flags, path, &r);
     ASSERT_FALSE(out.is_null()) << configs[i] << ": " << r.err;
     EXPECT_EQ(out["stats"]["mode"], "streaming") << configs[i];
     pinned_seen.insert(out["stats"]["pinned_layers"].get<int>());
@@ -133,6 +145,44 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
   // The runs covered every layer pinned, some and none.
   EXPECT_TRUE(pinned_seen.count(0));
   EXPECT_TRUE(pinned_seen.count(5));
+}
+
+// Where io_uring is refused (a container's default seccomp profile: the
+// wrapper emulates it), --reader auto falls back to the pread pool with
+// identical logits, and --reader uring fails saying why.
+TEST_P(StreamingTest, AutoReaderFallsBackToPreadWhereIoUringIsRefused) {
+  const std::string without_uring =
+      std::string(FLOTILLA_TESTS_BIN_DIR) + "/flotilla-test-without-io-uring ";
+  const std::string flags =
+      "--max-pinned-layers 2 --stream-vocab --expert-prefetch --threads 1";
+  const std::string pread_logits = (tmp_ / "pread.f32").string();
+  CommandResult r;
+  ASSERT_FALSE(Generate(flags + " --reader pread", pread_logits, &r).is_null())
+      << r.err;
+  const std::string pread_bytes = ReadFileBytes(pread_logits);
+  ASSERT_FALSE(pread_bytes.empty());
+
+  const std::string refused_logits = (tmp_ / "refused.f32").string();
+  const CommandResult probe =
+      Run(without_uring + BinPath("flotilla-coordinator") + " generate --model " +
+          model_ + " --ids 1,2 --max-tokens 2 --reader uring");
+  EXPECT_NE(probe.code, 0) << "io_uring was not refused: " << probe.out;
+  EXPECT_NE(probe.err.find("io_uring"), std::string::npos) << probe.err;
+
+  const nlohmann::json ids_ref = testutil::LoadJson(ref_);
+  std::string ids;
+  for (const auto& id : ids_ref["prompt_ids"]) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+  }
+  const CommandResult fallback =
+      Run(without_uring + BinPath("flotilla-coordinator") + " generate --model " +
+          model_ + " --ids " + ids + " --max-tokens " +
+          std::to_string(ids_ref["n_new"].get<int>()) +
+          " --json --max-context 64 --prefill-chunk 3 --dump-logits " +
+          refused_logits + " --reader auto " + flags);
+  // It ran where uring cannot (the probe above), so auto fell back.
+  ASSERT_EQ(fallback.code, 0) << fallback.err;
+  EXPECT_EQ(ReadFileBytes(refused_logits), pread_bytes);
 }
 
 TEST_P(StreamingTest, FlippedTrunkByteIsCaughtNamingLayerFileOffset) {

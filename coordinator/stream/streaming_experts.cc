@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::FromIndex(
   eo.fetcher.slots = options.slots;
   eo.fetcher.queue_depth = options.queue_depth;
   eo.fetcher.reader = options.reader;
+  eo.fetcher.reader_factory = options.reader_factory;
   eo.fetcher.direct_io = options.direct_io;
   eo.fetcher.verify_checksums = options.verify_checksums;
   eo.fetcher.prefault = options.prefault;

@@ -48,6 +48,7 @@ struct StreamingExpertsOptions {
   uint64_t cache_bytes = 0;
   int queue_depth = 32;  // BatchReader depth (io_uring entries / threads)
   io::ReaderKind reader = io::ReaderKind::kAuto;
+  io::ReaderFactory reader_factory;  // empty: io::CreateBatchReader
   bool direct_io = true;         // O_DIRECT where the filesystem allows
   bool verify_checksums = true;  // where the index has checksums (packs)
   bool lookahead = false;        // honour HintNextLayer / PrefetchNow

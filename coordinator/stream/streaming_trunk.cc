@@ -33,7 +33,8 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
       t->file_, io::File::Open(options.pack_dir + "/" + m.trunk_file, true));
   FLOTILLA_ASSIGN_OR_RETURN(
       t->pinned_reader_,
-      io::CreateBatchReader(options.reader, options.queue_depth));
+      io::MakeBatchReader(options.reader_factory, options.reader,
+                          io::BatchReaderOptions{options.queue_depth}));
 
   // Layouts of every layer, validated before anything is read.
   uint64_t max_unpinned = 0;
@@ -87,6 +88,7 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
       vo.lm_head_pass_bytes = options.lm_head_chunk_bytes;
       vo.verify_checksums = options.verify_checksums;
       vo.reader = options.reader;
+      vo.reader_factory = options.reader_factory;
       const bool embed = r == t->embed_region_;
       FLOTILLA_ASSIGN_OR_RETURN(
           (embed ? t->embed_stream_ : t->lm_head_stream_),
@@ -135,7 +137,8 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
     ro.queue_depth = options.queue_depth;
     ro.chunk_bytes = options.chunk_bytes;
     FLOTILLA_ASSIGN_OR_RETURN(t->ring_reader_,
-                              io::CreateBatchReader(options.reader, ro));
+                              io::MakeBatchReader(options.reader_factory,
+                                                  options.reader, ro));
     t->reader_thread_ = std::thread([p = t.get()] { p->ReaderLoop(); });
     t->verifier_thread_ = std::thread([p = t.get()] { p->VerifierLoop(); });
   }

@@ -38,6 +38,7 @@ struct StreamingTrunkOptions {
   bool embed_pinned = true;
   bool verify_checksums = true;
   io::ReaderKind reader = io::ReaderKind::kAuto;
+  io::ReaderFactory reader_factory;  // empty: io::CreateBatchReader
   // Pieces in the kernel at once for every trunk read: the pinned layers at
   // start, then the ring.
   int queue_depth = 8;

@@ -67,7 +67,8 @@ absl::StatusOr<std::unique_ptr<VocabStream>> VocabStream::Create(
   ro.queue_depth = 4;
   ro.chunk_bytes = 4ull << 20;
   FLOTILLA_ASSIGN_OR_RETURN(v->reader_,
-                            io::CreateBatchReader(options.reader, ro));
+                            io::MakeBatchReader(options.reader_factory,
+                                                options.reader, ro));
   v->pass_rows_ = PassRows(vocab, v->row_bytes_, cr, options);
   for (io::AlignedBuffer& b : v->pass_bufs_) {
     FLOTILLA_ASSIGN_OR_RETURN(

@@ -34,6 +34,7 @@ struct VocabStreamOptions {
   uint64_t lm_head_pass_bytes = 16ull << 20;  // rounded to whole chunks
   bool verify_checksums = true;
   io::ReaderKind reader = io::ReaderKind::kAuto;
+  io::ReaderFactory reader_factory;  // empty: io::CreateBatchReader
 };
 
 // Bytes of the two lm_head pass buffers for `row_bytes`-byte rows, as

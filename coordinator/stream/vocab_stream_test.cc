@@ -26,6 +26,12 @@ constexpr uint64_t kFieldOffset = 100;  // rows do not start 4 KiB-aligned
 class VocabStreamTest : public ::testing::TestWithParam<io::ReaderKind> {
  protected:
   void SetUp() override {
+    if (GetParam() == io::ReaderKind::kUring) {
+      // The pread instance runs the same checks.
+      if (absl::Status s = io::testing::UringAvailable(); !s.ok()) {
+        GTEST_SKIP() << "io_uring unavailable here: " << s;
+      }
+    }
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     bits_.resize(kVocab * kHidden);

@@ -103,7 +103,8 @@ absl::Status ExpertFetcher::Init() {
   ro.queue_depth = options_.queue_depth;
   ro.chunk_bytes = options_.chunk_bytes;
   FLOTILLA_ASSIGN_OR_RETURN(reader_,
-                            io::CreateBatchReader(options_.reader, ro));
+                            io::MakeBatchReader(options_.reader_factory,
+                                                options_.reader, ro));
   return absl::OkStatus();
 }
 

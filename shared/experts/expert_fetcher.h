@@ -63,6 +63,7 @@ struct FetcherOptions {
   // Reads longer than this are split into pieces in flight together.
   uint64_t chunk_bytes = 8ull << 20;
   io::ReaderKind reader = io::ReaderKind::kAuto;
+  io::ReaderFactory reader_factory;  // empty: io::CreateBatchReader
   // O_DIRECT where the filesystem allows (File falls back to buffered).
   bool direct_io = true;
   // Verify the index's checksums (where present) before a run is used.

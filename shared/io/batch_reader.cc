@@ -118,6 +118,13 @@ absl::StatusOr<std::unique_ptr<BatchReader>> CreateBatchReader(
   return CreateBatchReader(kind, options);
 }
 
+absl::StatusOr<std::unique_ptr<BatchReader>> MakeBatchReader(
+    const ReaderFactory& factory, ReaderKind kind,
+    const BatchReaderOptions& options) {
+  if (factory) return factory(kind, options);
+  return CreateBatchReader(kind, options);
+}
+
 absl::StatusOr<ReaderKind> ParseReaderKind(const std::string& text) {
   const std::string t = absl::AsciiStrToLower(text);
   if (t == "auto") return ReaderKind::kAuto;

@@ -12,7 +12,9 @@
 #define FLOTILLA_SHARED_IO_BATCH_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,6 +82,18 @@ struct BatchReaderOptions {
 
 absl::StatusOr<std::unique_ptr<BatchReader>> CreateBatchReader(
     ReaderKind kind, const BatchReaderOptions& options);
+
+// Where an engine gets its readers: CreateBatchReader in production; a test
+// swaps in readers that inject faults (shared/testing/faulty_reader.h),
+// the way LevelDB tests swap the Env. Must be thread-safe (the trunk's
+// reader thread and the expert fetcher each make their own).
+using ReaderFactory = std::function<absl::StatusOr<std::unique_ptr<BatchReader>>(
+    ReaderKind, const BatchReaderOptions&)>;
+
+// `factory`'s reader when it is set, else CreateBatchReader's.
+absl::StatusOr<std::unique_ptr<BatchReader>> MakeBatchReader(
+    const ReaderFactory& factory, ReaderKind kind,
+    const BatchReaderOptions& options);
 
 // Shorthand with the default chunk size.
 absl::StatusOr<std::unique_ptr<BatchReader>> CreateBatchReader(ReaderKind kind,

@@ -12,8 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/check.h"
+#include "shared/io/batch_reader.h"
 
 namespace flotilla::io::testing {
+
+absl::Status UringAvailable() {
+  return CreateBatchReader(ReaderKind::kUring, 1).status();
+}
 namespace {
 
 constexpr long kTmpfsMagic = 0x01021994;

@@ -25,6 +25,11 @@ int64_t FirstPatternMismatch(const uint8_t* data, uint64_t length,
 // A fresh directory on a disk that accepts O_DIRECT: $TEST_TMPDIR, $TMPDIR,
 // /var/tmp, /tmp or the working directory (ctest runs in the build tree),
 // whichever works first. Removed with its contents on destruction.
+// OK when this process may use io_uring; else the reason (Unavailable),
+// e.g. a container's seccomp profile refusing io_uring_setup with ENOSYS.
+// For tests that force --reader uring to skip, with the reason, there.
+absl::Status UringAvailable();
+
 class ScratchDir {
  public:
   ScratchDir();

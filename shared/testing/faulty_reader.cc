@@ -1,0 +1,125 @@
+#include "shared/testing/faulty_reader.h"
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace flotilla::testutil {
+namespace {
+
+class FaultyReader final : public io::BatchReader {
+ public:
+  FaultyReader(std::unique_ptr<io::BatchReader> inner,
+               std::shared_ptr<FaultPlan> plan)
+      : inner_(std::move(inner)), plan_(std::move(plan)) {}
+
+  absl::Status Submit(const std::vector<io::ReadRequest>& requests) override {
+    // Decide before submitting, so that a refused batch counts nothing.
+    std::vector<std::pair<uint64_t, Pending>> decided;
+    for (const io::ReadRequest& r : requests) {
+      const std::string path = r.file != nullptr ? r.file->path() : "";
+      decided.push_back({r.tag, Pending{r, path, plan_->Take(path)}});
+    }
+    absl::Status s = inner_->Submit(requests);
+    if (!s.ok()) return s;
+    // Tags are the caller's; requests in flight together carry distinct
+    // ones, which is all the engine's readers rely on too.
+    for (auto& [tag, p] : decided) pending_.insert_or_assign(tag, std::move(p));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<io::ReadCompletion> WaitOne() override {
+    absl::StatusOr<io::ReadCompletion> c = inner_->WaitOne();
+    if (!c.ok()) return c;
+    auto it = pending_.find(c->tag);
+    if (it == pending_.end()) return c;
+    const Pending p = std::move(it->second);
+    pending_.erase(it);
+    if (!c->status.ok()) return c;
+    const io::ReadRequest& r = p.request;
+    switch (p.fault.kind) {
+      case FaultKind::kNone:
+        break;
+      case FaultKind::kEio:
+        c->status = absl::DataLossError(absl::StrCat(
+            "pread ", p.path, " at offset ", r.offset, " length ", r.length,
+            ": Input/output error (injected)"));
+        break;
+      case FaultKind::kShortRead:
+        std::memset(r.dst + r.length / 2, 0, r.length - r.length / 2);
+        break;
+      case FaultKind::kSlow:
+        std::this_thread::sleep_for(std::chrono::milliseconds(p.fault.slow_ms));
+        break;
+      case FaultKind::kFlipByte:
+        if (r.length > 0) r.dst[r.length / 2] ^= 0xFF;
+        break;
+    }
+    return c;
+  }
+
+  size_t in_flight() const override { return inner_->in_flight(); }
+  const char* name() const override { return inner_->name(); }
+
+ private:
+  struct Pending {
+    io::ReadRequest request;
+    std::string path;
+    Fault fault;
+  };
+
+  std::unique_ptr<io::BatchReader> inner_;
+  std::shared_ptr<FaultPlan> plan_;
+  std::map<uint64_t, Pending> pending_;  // by tag; one thread uses a reader
+};
+
+}  // namespace
+
+void FaultPlan::Set(const Fault& fault) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fault_ = fault;
+  seen_ = 0;
+  hits_ = 0;
+}
+
+int64_t FaultPlan::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+int64_t FaultPlan::seen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seen_;
+}
+
+Fault FaultPlan::Take(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fault_.kind == FaultKind::kNone ||
+      !absl::StrContains(path, fault_.path_contains)) {
+    return Fault();
+  }
+  const int64_t n = seen_++;
+  if (n < fault_.skip) return Fault();
+  if (fault_.count >= 0 && hits_ >= fault_.count) return Fault();
+  ++hits_;
+  return fault_;
+}
+
+io::ReaderFactory FaultyReaderFactory(std::shared_ptr<FaultPlan> plan) {
+  return [plan](io::ReaderKind kind, const io::BatchReaderOptions& options)
+             -> absl::StatusOr<std::unique_ptr<io::BatchReader>> {
+    absl::StatusOr<std::unique_ptr<io::BatchReader>> inner =
+        io::CreateBatchReader(kind, options);
+    if (!inner.ok()) return inner.status();
+    return std::unique_ptr<io::BatchReader>(
+        new FaultyReader(*std::move(inner), plan));
+  };
+}
+
+}  // namespace flotilla::testutil
