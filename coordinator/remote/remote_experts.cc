@@ -8,16 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/remote/grpc_transport.h"
 #include "coordinator/remote/remote_experts_internal.h"
 #include "shared/base/elapsed.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator {
 namespace {
-
-std::chrono::system_clock::time_point DeadlineIn(int ms) {
-  return std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
-}
 
 // The owned-experts map as sorted (layer, expert) pairs, for comparing a
 // restarted worker's Info with the one it had at connect.
@@ -27,6 +24,33 @@ std::set<std::pair<uint32_t, uint32_t>> Ownership(const v1::InfoResponse& i) {
     for (uint32_t e : list.experts()) out.insert({layer, e});
   }
   return out;
+}
+
+// The options' own mistakes, before any connection is made.
+absl::Status CheckOptions(const RemoteExpertsOptions& options) {
+  if (options.workers.empty()) {
+    return absl::InvalidArgumentError("no expert workers given");
+  }
+  if (options.expected_fingerprint.empty()) {
+    return absl::InvalidArgumentError(
+        "RemoteExperts needs the model's fingerprint to check workers");
+  }
+  if (options.rpc_deadline_ms < 1 || options.connect_timeout_ms < 1) {
+    return absl::InvalidArgumentError("deadlines must be >= 1 ms");
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < options.workers.size(); ++i) {
+    const std::string& address = options.workers[i];
+    if (address.empty() || address.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expert worker address '", address, "' is not host:port"));
+    }
+    if (!seen.insert(address).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expert worker ", address, " is listed twice"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -93,12 +117,12 @@ bool RemoteExperts::Impl::Usable(int w) {
   if (RemoteClock::now() < worker.retry_at) return false;
   // Fail-fast probe: a dead worker answers at once (connection refused), a
   // hung one within the deadline; either way the backoff starts again.
-  grpc::ClientContext context;
-  context.set_deadline(DeadlineIn(options.rpc_deadline_ms));
+  absl::StatusOr<v1::InfoResponse> probe =
+      transport->Info(w, options.rpc_deadline_ms);
+  absl::Status ok = probe.status();
+  if (!ok.ok()) ok = absl::Status(ok.code(), absl::StrCat("Info: ", ok.message()));
   v1::InfoResponse info;
-  const grpc::Status status =
-      worker.stub->Info(&context, v1::InfoRequest(), &info);
-  absl::Status ok = transport::FromGrpcStatus(status, "Info");
+  if (ok.ok()) info = *std::move(probe);
   if (ok.ok()) ok = CheckInfo(worker, info);
   if (ok.ok() && (Ownership(info) != Ownership(worker.info) ||
                   info.has_split() != worker.info.has_split() ||
@@ -121,119 +145,76 @@ bool RemoteExperts::Impl::Usable(int w) {
 
 absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
     const model::K3Config& config, const RemoteExpertsOptions& options) {
-  if (options.workers.empty()) {
-    return absl::InvalidArgumentError("no expert workers given");
-  }
-  if (options.expected_fingerprint.empty()) {
-    return absl::InvalidArgumentError(
-        "RemoteExperts needs the model's fingerprint to check workers");
-  }
-  if (options.rpc_deadline_ms < 1 || options.connect_timeout_ms < 1) {
-    return absl::InvalidArgumentError("deadlines must be >= 1 ms");
-  }
-  // Every layer allocates and frees call buffers; reuse them (transport.h).
-  transport::KeepFreedMessageMemory();
-  transport::DisableMutexDeadlockDetection();
+  FLOTILLA_RETURN_IF_ERROR(CheckOptions(options));
+  FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<WorkerTransport> transport,
+                            MakeGrpcTransport(options.workers, options.tls));
+  return ConnectWith(config, options, std::move(transport));
+}
+
+absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
+    const model::K3Config& config, const RemoteExpertsOptions& options,
+    std::unique_ptr<WorkerTransport> transport) {
+  FLOTILLA_RETURN_IF_ERROR(CheckOptions(options));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->options = options;
-  FLOTILLA_ASSIGN_OR_RETURN(auto credentials,
-                            transport::MakeChannelCredentials(options.tls));
-  std::set<std::string> seen;
+  impl->transport = std::move(transport);
   for (size_t i = 0; i < options.workers.size(); ++i) {
-    const std::string& address = options.workers[i];
-    if (address.empty() || address.find(':') == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "expert worker address '", address, "' is not host:port"));
-    }
-    if (!seen.insert(address).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("expert worker ", address, " is listed twice"));
-    }
     WorkerConn w;
     w.index = static_cast<int>(i);
-    w.address = address;
-    w.channel = transport::NewChannel(address, credentials,
-                                      transport::ChannelOptions());
-    w.stub = v1::ExpertService::NewStub(w.channel);
+    w.address = options.workers[i];
     impl->workers.push_back(std::move(w));
   }
-
-  // Ask every worker at once; wait_for_ready so that workers still starting
-  // get connect_timeout_ms to come up. On the completion queue, not the
-  // callback API: a callback starts gRPC's "nexting" threads, which then
-  // poll for every later answer and hand each one over to the forward
-  // pass (a wake-up per call; remote_experts_layer.cc).
-  const size_t n = impl->workers.size();
-  std::vector<grpc::ClientContext> contexts(n);
-  std::vector<grpc::Status> statuses(n);
-  std::vector<
-      std::unique_ptr<grpc::ClientAsyncResponseReader<v1::InfoResponse>>>
-      readers(n);
-  std::vector<CqTag> tags(n);
-  for (size_t i = 0; i < n; ++i) {
-    contexts[i].set_deadline(DeadlineIn(options.connect_timeout_ms));
-    contexts[i].set_wait_for_ready(true);
-    readers[i] = impl->workers[i].stub->AsyncInfo(&contexts[i],
-                                                  v1::InfoRequest(), &impl->cq);
-    readers[i]->Finish(&impl->workers[i].info, &statuses[i], &tags[i]);
-  }
-  for (size_t left = n; left > 0; --left) {
-    void* tag = nullptr;
-    bool ok = false;
-    if (!impl->cq.Next(&tag, &ok)) {
-      return absl::InternalError("completion queue shut down");
+  // Ask every worker at once, giving workers still starting
+  // connect_timeout_ms to come up.
+  std::vector<absl::StatusOr<v1::InfoResponse>> infos =
+      impl->transport->InfoAll(options.connect_timeout_ms);
+  for (size_t i = 0; i < impl->workers.size(); ++i) {
+    WorkerConn& w = impl->workers[i];
+    if (i >= infos.size() || !infos[i].ok()) {
+      const absl::Status why = i < infos.size()
+                                   ? infos[i].status()
+                                   : absl::InternalError("no Info answer");
+      return absl::Status(
+          why.code(),
+          absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
+                       options.connect_timeout_ms, " ms): ", why.message()));
     }
+    w.info = *std::move(infos[i]);
   }
-  impl->max_message_bytes = UINT64_MAX;
-  for (size_t i = 0; i < n; ++i) {
-    const WorkerConn& w = impl->workers[i];
-    if (!statuses[i].ok()) {
-      grpc::Status why = statuses[i];
-      if (why.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-        // A wait-for-ready call only says "deadline exceeded"; one
-        // fail-fast call reports the connection's real last error (refused,
-        // TLS handshake failed, ...).
-        grpc::ClientContext context;
-        context.set_deadline(DeadlineIn(1000));
-        v1::InfoResponse unused;
-        const grpc::Status fast =
-            w.stub->Info(&context, v1::InfoRequest(), &unused);
-        if (!fast.ok()) why = fast;
-      }
-      return transport::FromGrpcStatus(
-          why, absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
-                            options.connect_timeout_ms, " ms)"));
-    }
-    FLOTILLA_RETURN_IF_ERROR(impl->CheckInfo(w, w.info));
-    impl->max_message_bytes = std::min<uint64_t>(
-        impl->max_message_bytes, w.info.max_request_bytes() > 0
-                                     ? w.info.max_request_bytes()
-                                     : uint64_t{4} << 20);
-  }
+  FLOTILLA_RETURN_IF_ERROR(impl->CheckFleet());
+  return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
+}
 
-  FLOTILLA_RETURN_IF_ERROR(impl->CheckSplitFleet());
-  impl->holders.assign(config.num_hidden_layers, {});
-  impl->hinted.assign(config.num_hidden_layers, {});
+absl::Status RemoteExperts::Impl::CheckFleet() {
+  max_message_bytes = UINT64_MAX;
+  for (const WorkerConn& w : workers) {
+    FLOTILLA_RETURN_IF_ERROR(CheckInfo(w, w.info));
+    max_message_bytes = std::min<uint64_t>(
+        max_message_bytes, w.info.max_request_bytes() > 0
+                               ? w.info.max_request_bytes()
+                               : uint64_t{4} << 20);
+  }
+  FLOTILLA_RETURN_IF_ERROR(CheckSplitFleet());
+  holders.assign(config.num_hidden_layers, {});
+  hinted.assign(config.num_hidden_layers, {});
   for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
     if (!config.IsDenseLayer(layer)) {
-      impl->holders[layer].assign(config.num_experts, {});
-      impl->hinted[layer].assign(config.num_experts, -1);
+      holders[layer].assign(config.num_experts, {});
+      hinted[layer].assign(config.num_experts, -1);
     }
   }
-  for (const WorkerConn& w : impl->workers) {
+  for (const WorkerConn& w : workers) {
     for (const auto& [layer, list] : w.info.owned_experts()) {
-      for (uint32_t e : list.experts()) {
-        impl->holders[layer][e].push_back(w.index);
-      }
+      for (uint32_t e : list.experts()) holders[layer][e].push_back(w.index);
     }
   }
   std::vector<std::string> missing;
   size_t missing_pairs = 0;
   for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
     std::vector<int> experts;
-    for (size_t e = 0; e < impl->holders[layer].size(); ++e) {
-      if (impl->holders[layer][e].empty()) experts.push_back(e);
+    for (size_t e = 0; e < holders[layer].size(); ++e) {
+      if (holders[layer][e].empty()) experts.push_back(e);
     }
     missing_pairs += experts.size();
     if (!experts.empty() && missing.size() < 4) {
@@ -248,7 +229,7 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
         missing.size() < 4 ? "" : "; ...",
         "); start the missing shards or fix --workers"));
   }
-  return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
+  return absl::OkStatus();
 }
 
 RemoteExperts::RemoteExperts(std::unique_ptr<Impl> impl)

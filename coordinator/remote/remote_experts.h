@@ -58,8 +58,11 @@
 // fingerprint (else FailedPrecondition naming both fingerprints), the
 // model's shape, and together the workers must hold every (layer, expert).
 //
+// The workers are reached through a WorkerTransport (worker_transport.h):
+// gRPC in production (grpc_transport.h), a fake fleet in the unit tests.
+//
 // Thread-compatibility: one call at a time (ComputeLayer, PrefetchLayer,
-// remote_stats: the forward pass's thread, which alone polls for answers).
+// remote_stats: the forward pass's thread, which alone reads the answers).
 // Keeps gRPC out of this header (pimpl).
 #ifndef FLOTILLA_COORDINATOR_REMOTE_REMOTE_EXPERTS_H_
 #define FLOTILLA_COORDINATOR_REMOTE_REMOTE_EXPERTS_H_
@@ -142,12 +145,19 @@ struct RemoteStats {
   double overhead_seconds() const { return layer_seconds - worker_seconds; }
 };
 
+class WorkerTransport;
+
 class RemoteExperts : public ExpertBackend {
  public:
   // Opens one channel per worker, asks each for Info (waiting up to
   // connect_timeout_ms), and checks fingerprint, shape and coverage.
   static absl::StatusOr<std::unique_ptr<RemoteExperts>> Connect(
       const model::K3Config& config, const RemoteExpertsOptions& options);
+  // The same over a transport of the caller's (tests: a fake fleet);
+  // options.workers still names the workers, in the transport's order.
+  static absl::StatusOr<std::unique_ptr<RemoteExperts>> ConnectWith(
+      const model::K3Config& config, const RemoteExpertsOptions& options,
+      std::unique_ptr<WorkerTransport> transport);
   ~RemoteExperts() override;
 
   absl::Status ComputeLayer(int layer, const float* z, int rows,

@@ -69,7 +69,6 @@ absl::Status RemoteExperts::Impl::PrefetchLayer(
   for (int e = 0; e < config.num_experts; ++e) {
     if (wanted[e]) need.push_back(e);
   }
-  DrainReadyPrefetches();
   std::fill(hinted[layer].begin(), hinted[layer].end(), -1);
   if (need.empty()) return absl::OkStatus();
   // Down workers are skipped, never probed: probing blocks, and a hint is
@@ -94,72 +93,28 @@ absl::Status RemoteExperts::Impl::PrefetchLayer(
   const uint64_t step_id = step;  // the step whose ComputeLayer comes next
   for (int w = 0; w < num_workers; ++w) {
     if (per_worker[w].empty()) continue;
-    if (prefetch_in_flight.size() >=
+    if (transport->Prefetches().in_flight >=
         static_cast<size_t>(options.max_prefetch_in_flight)) {
       ++stats.prefetch_dropped;
       continue;
     }
-    auto call = std::make_unique<PrefetchCall>();
-    call->prefetch = true;
+    v1::PrefetchRequest request;
     for (uint32_t e : per_worker[w]) hinted[layer][e] = w;
-    call->request.set_layer(static_cast<uint32_t>(layer));
-    call->request.set_step_id(step_id);
-    call->request.mutable_experts()->Add(per_worker[w].begin(),
-                                         per_worker[w].end());
-    call->context.set_deadline(
-        std::chrono::system_clock::now() +
-        std::chrono::milliseconds(options.prefetch_deadline_ms));
+    request.set_layer(static_cast<uint32_t>(layer));
+    request.set_step_id(step_id);
+    request.mutable_experts()->Add(per_worker[w].begin(), per_worker[w].end());
     ++stats.prefetch_calls;
     stats.prefetch_experts += per_worker[w].size();
-    // Sent now (gRPC writes it from this thread); the answer is read off
-    // `cq` by a later poll, never waited for.
-    call->reader =
-        workers[w].stub->AsyncPrefetch(&call->context, call->request, &cq);
-    call->reader->Finish(&call->response, &call->status, call.get());
-    PrefetchCall* raw = call.get();
-    prefetch_in_flight[raw] = std::move(call);
+    transport->SendPrefetch(w, request, options.prefetch_deadline_ms);
   }
   return absl::OkStatus();
 }
 
-void RemoteExperts::Impl::OnPrefetchDone(PrefetchCall* call) {
-  if (call->status.ok()) {
-    prefetch_scheduled += call->response.experts_scheduled();
-  } else {
-    ++prefetch_failed;
-  }
-  prefetch_in_flight.erase(call);
-}
-
-void RemoteExperts::Impl::DrainReadyPrefetches() {
-  while (!prefetch_in_flight.empty()) {
-    void* tag = nullptr;
-    bool ok = false;
-    // A deadline in the past: only what has already completed.
-    if (cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) !=
-        grpc::CompletionQueue::GOT_EVENT) {
-      return;
-    }
-    // Between layers only hints are in flight.
-    OnPrefetchDone(static_cast<PrefetchCall*>(static_cast<CqTag*>(tag)));
-  }
-}
-
-void RemoteExperts::Impl::CancelPrefetches() {
-  for (const auto& [raw, call] : prefetch_in_flight) call->context.TryCancel();
-  while (!prefetch_in_flight.empty()) {
-    void* tag = nullptr;
-    bool ok = false;
-    if (!cq.Next(&tag, &ok)) return;
-    OnPrefetchDone(static_cast<PrefetchCall*>(static_cast<CqTag*>(tag)));
-  }
-}
-
 RemoteStats RemoteExperts::Impl::Snapshot() {
-  DrainReadyPrefetches();
+  const PrefetchTally hints = transport->Prefetches();
   RemoteStats s = stats;
-  s.prefetch_failed = prefetch_failed;
-  s.prefetch_scheduled = prefetch_scheduled;
+  s.prefetch_failed = hints.failed;
+  s.prefetch_scheduled = hints.scheduled;
   return s;
 }
 

@@ -1,30 +1,25 @@
 // Internal to RemoteExperts (remote_experts.cc: connecting, worker health,
-// stats; remote_experts_layer.cc: one layer's calls and the combine;
-// remote_experts_deal.cc: choosing holders and Prefetch hints).
-// Includes gRPC: never include it from another header.
+// stats; remote_experts_layer.cc: one layer's calls, built, sent, awaited
+// and combined; remote_experts_split.cc: split fleets;
+// remote_experts_deal.cc: choosing holders and Prefetch hints). No gRPC:
+// the workers are reached through a WorkerTransport.
 #ifndef FLOTILLA_COORDINATOR_REMOTE_REMOTE_EXPERTS_INTERNAL_H_
 #define FLOTILLA_COORDINATOR_REMOTE_REMOTE_EXPERTS_INTERNAL_H_
 
-#include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "coordinator/remote/remote_experts.h"
-#include "shared/transport/transport.h"
+#include "coordinator/remote/worker_transport.h"
 
 namespace flotilla::coordinator {
 
-using RemoteClock = std::chrono::steady_clock;
-
-// One worker: its channel (created once, reused for every call) and state.
+// One worker and what the coordinator knows of it.
 struct WorkerConn {
   int index = 0;        // position in RemoteExpertsOptions::workers
   std::string address;  // host:port
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::ExpertService::Stub> stub;
   v1::InfoResponse info;  // from Connect (shard, ownership, limits)
   // Health, touched only by the forward-pass thread.
   bool down = false;
@@ -36,30 +31,50 @@ struct WorkerConn {
   std::string Name() const;
 };
 
-// What a tag on Impl::cq points at: a Compute call of the layer in
-// progress, or a Prefetch hint (which may complete during a later layer).
-struct CqTag {
-  bool prefetch = false;
+// One call of a layer over whole experts: part (or all) of one worker's
+// share of the tasks.
+struct LayerCall {
+  ComputeCall rpc;
+  std::vector<int> tasks;  // indices into the layer's tasks, in task order
+  std::vector<int> rows;   // global rows, ascending; request row k = rows[k]
+  bool ok = false;         // succeeded and passed CheckLayerResponse
 };
 
-// A Compute call of the layer in progress (either layer path): when it was
-// sent and when its answer was read off `cq`.
-struct ComputeTag : CqTag {
-  RemoteClock::time_point sent, answered;
+// Where the calls of one layer put each task, for the combine.
+struct TaskPlacement {
+  std::vector<int> call;  // task i -> its call in the layer's list
+  std::vector<int> pos;   // task i -> its position among that call's tasks
 };
 
-// One Prefetch hint in flight; owned by Impl::prefetch_in_flight.
-struct PrefetchCall : CqTag {
-  grpc::ClientContext context;
-  v1::PrefetchRequest request;
-  v1::PrefetchResponse response;
-  grpc::Status status;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::PrefetchResponse>> reader;
-};
+// Builds one round's calls of a layer over whole experts (worker by worker,
+// each worker's tasks in task order, split by rows when a message would pass
+// `payload_budget` bytes of floats), appending to `calls` and recording
+// every dealt task's place. `chosen[e]` is expert e's worker or -1 (not in
+// this round). Pure: no I/O.
+void BuildLayerCalls(int layer, uint64_t step_id, const float* z, int rows,
+                     size_t width, bool row_sums,
+                     const std::vector<ExpertTask>& tasks,
+                     const std::vector<int>& chosen, int num_workers,
+                     uint64_t payload_budget,
+                     std::vector<std::unique_ptr<LayerCall>>* calls,
+                     TaskPlacement* placement);
+
+// Checks an answer against its call (never trust the network).
+absl::Status CheckLayerResponse(const LayerCall& c, size_t width,
+                                bool row_sums);
+
+// out[rows][width] from the successful calls: expert outputs combined in
+// task order (combine.h, bitwise LocalExperts'), or the workers' double row
+// sums added call by call in creation order. Pure.
+void CombineLayer(const std::vector<ExpertTask>& tasks, int rows, size_t width,
+                  bool row_sums,
+                  const std::vector<std::unique_ptr<LayerCall>>& calls,
+                  const TaskPlacement& placement, float* out);
 
 struct RemoteExperts::Impl {
   model::K3Config config;
   RemoteExpertsOptions options;
+  std::unique_ptr<WorkerTransport> transport;
   std::vector<WorkerConn> workers;
   // holders[layer][expert]: indices of the workers holding it, ascending.
   std::vector<std::vector<std::vector<int>>> holders;
@@ -72,31 +87,14 @@ struct RemoteExperts::Impl {
   uint64_t step = 0;  // ComputeRequest.step_id of the next layer call
   RemoteStats stats;
   ExpertBackendStats backend;
-  // Every call completes here (Connect's Info, the layer's Compute calls,
-  // Prefetch hints), polled only by the forward-pass thread: it is then
-  // the thread that reads the answers, with no hand-off from another (the
-  // callback API would start gRPC's "nexting" threads, which poll instead
-  // and wake the forward pass once per answer).
-  grpc::CompletionQueue cq;
   // hinted[layer][expert]: the worker the layer's last Prefetch hint sent
   // the expert to, or -1; ComputeLayer prefers it, then forgets the layer.
   std::vector<std::vector<int>> hinted;
 
-  // Hints in flight (their answers are read off `cq` whenever the forward
-  // pass polls it), and what came back.
-  std::map<PrefetchCall*, std::unique_ptr<PrefetchCall>> prefetch_in_flight;
-  uint64_t prefetch_failed = 0;
-  uint64_t prefetch_scheduled = 0;
-
-  ~Impl() {
-    CancelPrefetches();
-    cq.Shutdown();
-    void* tag;
-    bool ok;
-    while (cq.Next(&tag, &ok)) {
-    }
-  }
-
+  // Connect's checks, once every worker's Info is in `workers`: each
+  // worker's Info (CheckInfo), the split fleet (CheckSplitFleet), and that
+  // together they hold every (layer, expert).
+  absl::Status CheckFleet();
   // Checks a worker's Info against the coordinator's model: fingerprint
   // (naming both), shape, and that owned experts are real MoE pairs.
   absl::Status CheckInfo(const WorkerConn& worker,
@@ -109,12 +107,19 @@ struct RemoteExperts::Impl {
 
   absl::Status ComputeLayer(int layer, const float* z, int rows,
                             const std::vector<ExpertTask>& tasks, float* out);
-  // Reads `count` Compute answers off `cq` (every call has a deadline, so
-  // every one completes: OK, error or DEADLINE_EXCEEDED), stamping each
-  // ComputeTag's `answered`; hint answers met on the way are counted, not
-  // waited for. This thread reads the answers itself: no hand-off from a
-  // gRPC thread.
-  absl::Status AwaitComputeCalls(size_t count);
+  // The calls of one round are answered: failed workers are marked down
+  // and their experts flagged in `retry` (per expert); counters updated.
+  // An INVALID_ARGUMENT answer is a disagreement about the request, not a
+  // dead worker: it fails the layer (Internal) instead of hiding it.
+  absl::Status CollectRound(int layer, size_t width,
+                            const std::vector<std::unique_ptr<LayerCall>>& calls,
+                            size_t first, std::vector<bool>* failed,
+                            std::vector<bool>* retry, double* slowest_worker,
+                            double* slowest_rpc,
+                            std::vector<uint64_t>* worker_bytes);
+  // UNAVAILABLE for a layer whose `unserved` experts have no live holder,
+  // naming them and the missing workers with their last errors.
+  absl::Status Unserved(int layer, const std::vector<int>& unserved) const;
 
   // Split fleets (remote_experts_split.cc). Set by CheckSplitFleet when
   // every worker holds a row slice of every expert.
@@ -154,12 +159,6 @@ struct RemoteExperts::Impl {
                  const std::function<bool(int)>& usable, bool prefer_hinted,
                  std::vector<int>* chosen, std::vector<int>* unserved) const;
   absl::Status PrefetchLayer(int layer, const std::vector<int>& experts);
-  // Counts a finished hint and frees it.
-  void OnPrefetchDone(PrefetchCall* call);
-  // Reads the hint answers that are already in `cq`, without waiting.
-  void DrainReadyPrefetches();
-  // Cancels the hints in flight and reads every answer.
-  void CancelPrefetches();
   // stats with the hint answers read so far folded in.
   RemoteStats Snapshot();
 };

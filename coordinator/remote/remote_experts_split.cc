@@ -29,15 +29,10 @@ namespace {
 
 using base::Seconds;
 
-// One call of one round: worker `worker`'s share of tasks [begin, end).
-struct SliceCall : ComputeTag {
-  int worker = 0;
+// One call of one round: worker `rpc.worker`'s share of tasks [begin, end).
+struct SliceCall {
+  ComputeCall rpc;
   size_t begin = 0, end = 0;
-  v1::ComputeRequest request;
-  v1::ComputeResponse response;
-  grpc::ClientContext context;
-  grpc::Status status;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ComputeResponse>> reader;
 };
 
 std::string SliceName(const WorkerConn& w) {
@@ -129,10 +124,10 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
   for (size_t w = 0; w < workers.size(); ++w) {
     for (size_t begin = 0; begin < n; begin += chunk) {
       auto c = std::make_unique<SliceCall>();
-      c->worker = static_cast<int>(w);
+      c->rpc.worker = static_cast<int>(w);
       c->begin = begin;
       c->end = std::min(n, begin + chunk);
-      v1::ComputeRequest& q = c->request;
+      v1::ComputeRequest& q = c->rpc.request;
       q.set_layer(static_cast<uint32_t>(layer));
       q.set_step_id(step_id);
       q.set_row_width(static_cast<uint32_t>(in_width));
@@ -171,62 +166,59 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
       // next request is being filled.
       stats.request_bytes += q.ByteSizeLong();
       ++stats.calls;
-      c->context.set_deadline(
-          std::chrono::system_clock::now() +
-          std::chrono::milliseconds(options.rpc_deadline_ms));
-      c->sent = RemoteClock::now();
-      c->reader = workers[c->worker].stub->AsyncCompute(&c->context, q, &cq);
-      c->reader->Finish(&c->response, &c->status, c.get());
+      transport->StartCompute(&c->rpc, options.rpc_deadline_ms);
       calls.push_back(std::move(c));
     }
   }
-  FLOTILLA_RETURN_IF_ERROR(AwaitComputeCalls(calls.size()));
+  transport->AwaitComputes();
 
   double slowest_worker = 0, slowest_rpc = 0;
   for (const std::unique_ptr<SliceCall>& c : calls) {
-    WorkerConn& worker = workers[c->worker];
+    const int w = c->rpc.worker;
+    WorkerConn& worker = workers[w];
+    const v1::ComputeResponse& response = c->rpc.response;
     const v1::ExpertSlice& s = worker.info.split();
     const size_t begin = down ? s.latent_begin() : s.inter_begin();
     const size_t width = (down ? s.latent_end() : s.inter_end()) - begin;
-    absl::Status st = transport::FromGrpcStatus(c->status);
+    absl::Status st = c->rpc.status;
     if (st.code() == absl::StatusCode::kInvalidArgument) {
       return absl::InternalError(
           absl::StrCat("layer ", layer, ": expert ", worker.Name(),
                        " rejected the call: ", st.message()));
     }
     const size_t count = c->end - c->begin;
-    if (st.ok() && static_cast<size_t>(c->response.slice_outputs_size()) !=
+    if (st.ok() && static_cast<size_t>(response.slice_outputs_size()) !=
                        count * width) {
       st = absl::DataLossError(
-          absl::StrCat("returned ", c->response.slice_outputs_size(),
+          absl::StrCat("returned ", response.slice_outputs_size(),
                        " floats for ", count, " tasks of slice width ", width));
     }
     if (!st.ok()) {
       ++stats.failed_calls;
       const std::string why =
           absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message());
-      MarkDown(c->worker, why);
+      MarkDown(w, why);
       return absl::UnavailableError(absl::StrCat(
           "layer ", layer, ": expert ", SliceName(worker), " failed (", why,
           "); a split fleet has no replicas, so every expert of the layer "
           "is missing that slice"));
     }
-    const float* got = c->response.slice_outputs().data();
+    const float* got = response.slice_outputs().data();
     for (size_t i = 0; i < count; ++i) {
       std::memcpy(assembled + (c->begin + i) * out_width + begin,
                   got + i * width, width * sizeof(float));
     }
-    const v1::ComputeStats& cs = c->response.stats();
-    stats.response_bytes += c->response.ByteSizeLong();
+    const v1::ComputeStats& cs = response.stats();
+    stats.response_bytes += response.ByteSizeLong();
     slowest_worker = std::max(slowest_worker, cs.wall_seconds());
-    slowest_rpc = std::max(slowest_rpc, Seconds(c->answered - c->sent));
-    totals->worker_bytes[c->worker] += cs.bytes_read();
+    slowest_rpc = std::max(slowest_rpc, Seconds(c->rpc.answered - c->rpc.sent));
+    totals->worker_bytes[w] += cs.bytes_read();
     if (down) stats.split_down_bytes_read += cs.bytes_read();
     backend.bytes_read += cs.bytes_read();
     backend.compute_seconds += cs.compute_seconds();
     if (!down) {
       // Experts count once per layer: take worker 0's view of them.
-      if (c->worker == 0) {
+      if (w == 0) {
         backend.cache_hits += cs.cache_hits();
         backend.prefetch_hits += cs.prefetch_hits();
         backend.experts_read += cs.experts_computed() - cs.cache_hits();
