@@ -12,7 +12,7 @@
 #include "shared/io/checksum.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/json_util.h"
-#include "shared/model/tensor_names.h"
+#include "shared/experts/expert_tensors.h"
 
 namespace flotilla::tools {
 namespace {
@@ -21,63 +21,7 @@ using pack::FieldKind;
 using pack::FieldSpec;
 using pack::RegionField;
 using pack::RegionLayout;
-using model::DType;
 using model::TensorInfo;
-
-std::string Shape(const std::vector<int64_t>& s) {
-  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
-}
-
-// One of w1/w2/w3 of an expert: [rows][cols] logical.
-absl::Status AddMatrix(const model::TensorSource& source,
-                       const std::string& base, int64_t rows, int64_t cols,
-                       std::string* format, PlannedExpert* out) {
-  const TensorInfo* packed = source.Find(base + "weight_packed");
-  const TensorInfo* dense = source.Find(base + "weight");
-  std::string this_format;
-  std::vector<std::pair<const TensorInfo*, std::vector<int64_t>>> want;
-  if (packed != nullptr) {
-    const TensorInfo* scale = source.Find(base + "weight_scale");
-    if (scale == nullptr) {
-      return absl::NotFoundError(absl::StrCat("missing tensor ", base,
-                                              "weight_scale (", base,
-                                              "weight_packed exists)"));
-    }
-    if (cols % 32 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MXFP4 expert ", base, ": width ", cols, " is not a multiple of 32"));
-    }
-    this_format = "mxfp4";
-    want = {{packed, {rows, cols / 2}}, {scale, {rows, cols / 32}}};
-  } else if (dense != nullptr) {
-    this_format = dense->dtype == DType::kBF16 ? "bf16" : "f32";
-    want = {{dense, {rows, cols}}};
-  } else {
-    return absl::NotFoundError(absl::StrCat("missing tensor ", base,
-                                            "weight_packed (nor a dense ", base,
-                                            "weight)"));
-  }
-  for (const auto& [t, shape] : want) {
-    // A dense expert's format comes from its own dtype: BF16, else F32.
-    const bool dtype_ok = this_format == "mxfp4" ? t->dtype == DType::kU8
-                                                 : t->dtype == DType::kBF16 ||
-                                                       t->dtype == DType::kF32;
-    if (!dtype_ok || t->shape != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "expert tensor ", t->name, " in ", t->file, " is ",
-          model::DTypeName(t->dtype), " ", Shape(t->shape), ", expected ",
-          this_format == "mxfp4" ? "U8 " : "F32/BF16 ", Shape(shape)));
-    }
-    out->tensors.push_back(t);
-  }
-  if (format->empty()) *format = this_format;
-  if (*format != this_format) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expert ", base, " is ", this_format, " but earlier experts are ",
-        *format, "; mixed expert formats are not supported"));
-  }
-  return absl::OkStatus();
-}
 
 // Whether the expert's tensors tile one run of one file; sets the run.
 bool Contiguous(PlannedExpert* e) {
@@ -103,8 +47,6 @@ bool Contiguous(PlannedExpert* e) {
 absl::Status PlanExperts(const std::string& model_dir,
                          const model::TensorSource& source, PackPlan* plan) {
   const model::K3Config& c = plan->config;
-  const int64_t lat = c.routed_expert_hidden_size,
-                inter = c.moe_intermediate_size;
   bool in_place = true;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (c.IsDenseLayer(layer)) continue;
@@ -112,15 +54,22 @@ absl::Status PlanExperts(const std::string& model_dir,
       PlannedExpert e;
       e.layer = layer;
       e.expert = x;
-      FLOTILLA_RETURN_IF_ERROR(
-          AddMatrix(source, model::ExpertMatrixPrefix(layer, x, 0), inter, lat,
-                    &plan->expert_format, &e));
-      FLOTILLA_RETURN_IF_ERROR(
-          AddMatrix(source, model::ExpertMatrixPrefix(layer, x, 1), lat, inter,
-                    &plan->expert_format, &e));
-      FLOTILLA_RETURN_IF_ERROR(
-          AddMatrix(source, model::ExpertMatrixPrefix(layer, x, 2), inter, lat,
-                    &plan->expert_format, &e));
+      // The checks every reader of experts makes (expert_tensors.h).
+      const experts::ExpertKey key{layer, x};
+      FLOTILLA_ASSIGN_OR_RETURN(
+          experts::ExpertTensors t,
+          experts::CheckExpertTensors(
+              experts::FindExpertTensors(source, layer, x), key));
+      FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, c, key));
+      const std::string format = experts::ExpertFormatName(t.format);
+      if (plan->expert_format.empty()) plan->expert_format = format;
+      if (plan->expert_format != format) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "layer ", layer, " expert ", x, " is ", format,
+            " but earlier experts are ", plan->expert_format,
+            "; mixed expert formats are not supported"));
+      }
+      e.tensors = std::move(t.parts);
       in_place = Contiguous(&e) && in_place;
       plan->experts.push_back(std::move(e));
     }

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "shared/experts/expert_types.h"
 
 namespace flotilla::coordinator {
 
-struct ExpertTask {
-  int32_t row = 0;     // token row in the step's activation matrix
-  int32_t expert = 0;  // expert index in [0, num_experts)
-  float weight = 0;    // combine weight (after renormalisation and scaling)
-};
+// One (row, expert, weight) of a layer: row in the step's activation
+// matrix, expert in [0, num_experts), combine weight after renormalisation
+// and scaling. The one assignment type of every backend and the workers.
+using ExpertTask = experts::ExpertAssignment;
 
 // Counters since the backend was created (for --stats).
 struct ExpertBackendStats {

@@ -1,138 +1,76 @@
 #include "coordinator/model/local_experts.h"
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "coordinator/model/weights.h"
 #include "shared/base/status_macros.h"
-#include "shared/model/tensor_names.h"
 #include "shared/experts/combine.h"
 
 namespace flotilla::coordinator {
-namespace {
-
-using model::DType;
-using model::TensorInfo;
-
-std::string Shape(const std::vector<int64_t>& s) {
-  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
-}
-
-absl::Status CheckTensor(const TensorInfo* t, const std::string& name,
-                         DType want_a, DType want_b,
-                         std::vector<int64_t> shape) {
-  if (t->dtype != want_a && t->dtype != want_b) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor ", name, " in ", t->file, " has dtype ",
-        model::DTypeName(t->dtype), ", expected ", model::DTypeName(want_a)));
-  }
-  if (t->shape != shape) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor ", name, " in ", t->file, " has shape ",
-                     Shape(t->shape), ", expected ", Shape(shape)));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalExperts>> LocalExperts::Create(
     const model::TensorSource* source, const model::K3Config& config,
     kernels::ThreadPool* pool, int only_layer) {
-  auto experts =
-      std::unique_ptr<LocalExperts>(new LocalExperts(source, config, pool));
-  FLOTILLA_RETURN_IF_ERROR(experts->Bind(only_layer));
+  auto experts = std::unique_ptr<LocalExperts>(new LocalExperts(source, config));
+  FLOTILLA_RETURN_IF_ERROR(experts->Bind(only_layer, pool));
   return experts;
 }
 
-absl::Status LocalExperts::BindMatrix(int layer, int expert, int which,
-                                      size_t rows, size_t cols,
-                                      ExpertMatrix* m) {
-  const std::string base = model::ExpertMatrixPrefix(layer, expert, which);
-  m->rows = rows;
-  m->cols = cols;
-  const int64_t r = rows, c = cols;
-  if (const TensorInfo* packed = source_->Find(base + "weight_packed")) {
-    const TensorInfo* scale = source_->Find(base + "weight_scale");
-    if (scale == nullptr) {
-      return absl::NotFoundError(
-          absl::StrCat("missing tensor ", base, "weight_scale (", base,
-                       "weight_packed exists in ", packed->file, ")"));
-    }
-    if (cols % 32 != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("MXFP4 tensor ", base, "weight_packed: logical width ",
-                       cols, " is not a multiple of 32"));
-    }
-    FLOTILLA_RETURN_IF_ERROR(CheckTensor(packed, base + "weight_packed",
-                                         DType::kU8, DType::kU8, {r, c / 2}));
-    FLOTILLA_RETURN_IF_ERROR(CheckTensor(scale, base + "weight_scale",
-                                         DType::kU8, DType::kU8, {r, c / 32}));
-    m->packed = packed;
-    m->scale = scale;
-    return absl::OkStatus();
-  }
-  if (const TensorInfo* dense = source_->Find(base + "weight")) {
-    FLOTILLA_RETURN_IF_ERROR(
-        CheckTensor(dense, base + "weight", DType::kF32, DType::kBF16, {r, c}));
-    m->packed = dense;
-    return absl::OkStatus();
-  }
-  return absl::NotFoundError(absl::StrCat(
-      "missing tensor ", base, "weight_packed (nor a dense ", base, "weight)"));
-}
-
-absl::Status LocalExperts::Bind(int only_layer) {
+absl::Status LocalExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
   const model::K3Config& c = config_;
-  const size_t lat = c.routed_expert_hidden_size,
-               inter = c.moe_intermediate_size;
   experts_.resize(c.num_hidden_layers);
+  const experts::ExpertTensors* first = nullptr;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (c.IsDenseLayer(layer)) continue;
     if (only_layer >= 0 && layer != only_layer) continue;
-    experts_[layer].resize(c.num_experts);
+    experts_[layer].reserve(c.num_experts);
     for (int e = 0; e < c.num_experts; ++e) {
-      Expert& ex = experts_[layer][e];
-      FLOTILLA_RETURN_IF_ERROR(BindMatrix(layer, e, 0, inter, lat, &ex.w[0]));
-      FLOTILLA_RETURN_IF_ERROR(BindMatrix(layer, e, 1, lat, inter, &ex.w[1]));
-      FLOTILLA_RETURN_IF_ERROR(BindMatrix(layer, e, 2, inter, lat, &ex.w[2]));
+      const experts::ExpertKey key{layer, e};
+      FLOTILLA_ASSIGN_OR_RETURN(
+          experts::ExpertTensors t,
+          experts::CheckExpertTensors(
+              experts::FindExpertTensors(*source_, layer, e), key));
+      FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, c, key));
+      experts_[layer].push_back(std::move(t));
+      if (first == nullptr) first = &experts_[layer].back();
+      if (experts_[layer].back().format != first->format) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "layer ", layer, " expert ", e, " is ",
+            experts::ExpertFormatName(experts_[layer].back().format),
+            " but earlier experts are ",
+            experts::ExpertFormatName(first->format),
+            "; one checkpoint has one expert format"));
+      }
     }
   }
+  if (first == nullptr) return absl::OkStatus();  // no routed experts bound
+  FLOTILLA_ASSIGN_OR_RETURN(
+      executor_, experts::ExpertExecutor::ForShapes(
+                     first->format, first->shapes, c.situ_beta,
+                     c.situ_linear_beta, pool));
   return absl::OkStatus();
 }
 
-absl::Status LocalExperts::Apply(const ExpertMatrix& m, const float* x,
-                                 size_t n, float* y,
-                                 std::vector<uint8_t>* buf) {
-  const size_t packed_bytes = m.packed->nbytes;
-  const size_t scale_bytes = m.scale ? m.scale->nbytes : 0;
-  if (buf->size() < packed_bytes + scale_bytes) {
-    buf->resize(packed_bytes + scale_bytes);
+absl::Status LocalExperts::ReadRun(const experts::ExpertTensors& tensors,
+                                   experts::ExpertLocation* loc) {
+  uint64_t length = 0;
+  for (const model::TensorInfo* t : tensors.parts) {
+    // Each part at a float-aligned offset, as the kernels read it.
+    length = (length + 15) / 16 * 16 + t->nbytes;
   }
-  FLOTILLA_RETURN_IF_ERROR(source_->ReadRaw(*m.packed, buf->data()));
-  bytes_read_ += packed_bytes;
-  if (m.scale != nullptr) {
+  if (run_.size() < length) run_.resize(length);
+  uint64_t offset = 0;
+  for (size_t i = 0; i < tensors.parts.size(); ++i) {
+    offset = (offset + 15) / 16 * 16;
+    loc->tensor_offsets[i] = offset;
     FLOTILLA_RETURN_IF_ERROR(
-        source_->ReadRaw(*m.scale, buf->data() + packed_bytes));
-    bytes_read_ += scale_bytes;
-    kernels::Mxfp4Matrix w;
-    w.packed = buf->data();
-    w.scales = buf->data() + packed_bytes;
-    w.rows = m.rows;
-    w.cols = m.cols;
-    kernels::MatMulMxfp4(w, x, n, y, pool_);
-    return absl::OkStatus();
+        source_->ReadRaw(*tensors.parts[i], run_.data() + offset));
+    offset += tensors.parts[i]->nbytes;
+    bytes_read_ += tensors.parts[i]->nbytes;
   }
-  kernels::DenseMatrix w;
-  w.type = m.packed->dtype == DType::kBF16 ? kernels::DenseType::kBF16
-                                           : kernels::DenseType::kF32;
-  w.data = buf->data();
-  w.rows = m.rows;
-  w.cols = m.cols;
-  kernels::MatMul(w, x, n, y, pool_);
+  loc->present = true;
+  loc->length = length;
   return absl::OkStatus();
 }
 
@@ -144,8 +82,7 @@ absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " has no routed experts"));
   }
-  const size_t lat = c.routed_expert_hidden_size,
-               inter = c.moe_intermediate_size;
+  const size_t lat = c.routed_expert_hidden_size;
   // Group task indices by expert so each expert is read once per step.
   std::map<int, std::vector<size_t>> by_expert;
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -159,24 +96,18 @@ absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
     by_expert[t.expert].push_back(i);
   }
   std::vector<float> task_out(tasks.size() * lat);
-  std::vector<float> xin, h1, h3, act, y;
+  std::vector<float> xin, y;
   for (const auto& [expert, idx] : by_expert) {
-    const Expert& ex = experts_[layer][expert];
     const size_t n = idx.size();
     xin.resize(n * lat);
     for (size_t i = 0; i < n; ++i) {
       std::memcpy(xin.data() + i * lat, z + tasks[idx[i]].row * lat,
                   lat * sizeof(float));
     }
-    h1.resize(n * inter);
-    h3.resize(n * inter);
-    act.resize(n * inter);
     y.resize(n * lat);
-    FLOTILLA_RETURN_IF_ERROR(Apply(ex.w[0], xin.data(), n, h1.data(), &buf_));
-    FLOTILLA_RETURN_IF_ERROR(Apply(ex.w[2], xin.data(), n, h3.data(), &buf_));
-    kernels::SituGlu(h1.data(), h3.data(), n * inter, c.situ_beta,
-                     c.situ_linear_beta, act.data());
-    FLOTILLA_RETURN_IF_ERROR(Apply(ex.w[1], act.data(), n, y.data(), &buf_));
+    experts::ExpertLocation loc;
+    FLOTILLA_RETURN_IF_ERROR(ReadRun(experts_[layer][expert], &loc));
+    executor_->Compute(loc, run_.data(), xin.data(), n, y.data());
     for (size_t i = 0; i < n; ++i) {
       std::memcpy(task_out.data() + idx[i] * lat, y.data() + i * lat,
                   lat * sizeof(float));

@@ -1,20 +1,25 @@
 // LocalExperts: routed experts computed in this process from a TensorSource
-// (a safetensors checkpoint, or float tensors in tests). Experts may be
-// MXFP4 (weight_packed + weight_scale, U8) or dense (F32/BF16 `.weight`);
-// the layout of every expert is validated once at construction so a bad
-// checkpoint fails at load, naming the tensor.
+// (a safetensors checkpoint, or float tensors in tests): the in-memory
+// reference every other backend must match bit for bit. The tensors are
+// checked once at construction by the one expert-tensor checker
+// (shared/experts/expert_tensors.h), so a bad checkpoint fails at load
+// naming the tensor; the arithmetic is the shared ExpertExecutor's, the
+// same code the streamed backend and the workers run.
 //
 // Thread-compatibility: ComputeLayer is called from one thread at a time; it
 // uses `pool` for the matrix products.
 #ifndef FLOTILLA_COORDINATOR_MODEL_LOCAL_EXPERTS_H_
 #define FLOTILLA_COORDINATOR_MODEL_LOCAL_EXPERTS_H_
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "coordinator/model/expert_backend.h"
-#include "shared/kernels/kernels.h"
+#include "shared/experts/expert_executor.h"
+#include "shared/experts/expert_tensors.h"
+#include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 #include "shared/model/tensor_source.h"
 
@@ -40,33 +45,21 @@ class LocalExperts : public ExpertBackend {
   }
 
  private:
-  // One of w1, w2, w3 of one expert.
-  struct ExpertMatrix {
-    const model::TensorInfo* packed = nullptr;  // MXFP4 nibbles, or dense
-    const model::TensorInfo* scale = nullptr;   // null for dense
-    size_t rows = 0, cols = 0;
-  };
-  struct Expert {
-    ExpertMatrix w[3];  // w1 (gate), w2 (down), w3 (up)
-  };
+  LocalExperts(const model::TensorSource* source, const model::K3Config& c)
+      : source_(source), config_(c) {}
 
-  LocalExperts(const model::TensorSource* source, const model::K3Config& c,
-               kernels::ThreadPool* pool)
-      : source_(source), config_(c), pool_(pool) {}
-
-  absl::Status Bind(int only_layer);
-  absl::Status BindMatrix(int layer, int expert, int which, size_t rows,
-                          size_t cols, ExpertMatrix* m);
-  // Reads matrix m into `buf` and multiplies n rows of x by it.
-  absl::Status Apply(const ExpertMatrix& m, const float* x, size_t n, float* y,
-                     std::vector<uint8_t>* buf);
+  absl::Status Bind(int only_layer, kernels::ThreadPool* pool);
+  // Reads expert `tensors`' parts back to back into run_, recording their
+  // offsets in `loc`.
+  absl::Status ReadRun(const experts::ExpertTensors& tensors,
+                       experts::ExpertLocation* loc);
 
   const model::TensorSource* source_;
   model::K3Config config_;
-  kernels::ThreadPool* pool_;
   // experts_[layer][expert]; empty for dense layers.
-  std::vector<std::vector<Expert>> experts_;
-  std::vector<uint8_t> buf_;  // reused read buffer
+  std::vector<std::vector<experts::ExpertTensors>> experts_;
+  std::unique_ptr<experts::ExpertExecutor> executor_;
+  std::vector<uint8_t> run_;  // one expert's tensors, reused
   uint64_t bytes_read_ = 0;
 };
 

@@ -9,8 +9,6 @@ namespace flotilla::coordinator {
 using experts::ExpertIndex;
 using experts::ExpertKey;
 
-static_assert(sizeof(ExpertTask) == sizeof(experts::ExpertAssignment),
-              "ExpertTask and ExpertAssignment carry the same fields");
 
 absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::Create(
     const std::string& model_dir, const model::K3Config& config,
@@ -71,13 +69,8 @@ absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::FromIndex(
 absl::Status StreamingExperts::ComputeLayer(
     int layer, const float* z, int rows, const std::vector<ExpertTask>& tasks,
     float* out) {
-  assignments_.resize(tasks.size());
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    assignments_[i] = experts::ExpertAssignment{tasks[i].row, tasks[i].expert,
-                                                tasks[i].weight};
-  }
-  return engine_->ComputeLayer(layer, z, rows, assignments_.data(),
-                               assignments_.size(), out);
+  return engine_->ComputeLayer(layer, z, rows, tasks.data(), tasks.size(),
+                               out);
 }
 
 std::vector<ExpertKey> StreamingExperts::KnownKeys(

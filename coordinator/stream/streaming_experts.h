@@ -105,7 +105,6 @@ class StreamingExperts : public ExpertBackend {
 
   std::unique_ptr<experts::ExpertEngine> engine_;
   const bool lookahead_enabled_;
-  std::vector<experts::ExpertAssignment> assignments_;  // reused
 };
 
 }  // namespace flotilla::coordinator

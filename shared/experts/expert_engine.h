@@ -29,14 +29,6 @@
 
 namespace flotilla::experts {
 
-// One routed (row, expert) pair of a layer; same layout as the coordinator's
-// ExpertTask.
-struct ExpertAssignment {
-  int32_t row = 0;     // row of z / out
-  int32_t expert = 0;  // expert index within the layer
-  float weight = 0;    // combine weight
-};
-
 // What ComputeTasks computes per task (ExpertExecutor):
 //  kWhole   whole experts: [L] -> [L]
 //  kGateUp  row slices: [L] -> [I_k], SiTU(W1 x, W3 x) for the rows held

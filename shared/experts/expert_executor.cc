@@ -12,11 +12,13 @@ namespace {
 
 // Common checks of both factories; `full_inter` is the W2 column count an
 // expert must have (its intermediate size).
-absl::Status CheckShapes(const ExpertIndex& index, uint64_t full_inter,
-                         bool sliced, float beta1, float beta2) {
-  const MatrixShape& w1 = index.shape(0);
-  const MatrixShape& w2 = index.shape(1);
-  const MatrixShape& w3 = index.shape(2);
+absl::Status CheckShapes(ExpertFormat format,
+                         const std::array<MatrixShape, 3>& shapes,
+                         uint64_t full_inter, bool sliced, float beta1,
+                         float beta2) {
+  const MatrixShape& w1 = shapes[0];
+  const MatrixShape& w2 = shapes[1];
+  const MatrixShape& w3 = shapes[2];
   const bool whole = w2.rows == w1.cols && w2.cols == w1.rows;
   const bool slice = w1.rows <= full_inter && w2.cols == full_inter &&
                      w2.rows >= 1 && w2.rows <= w1.cols;
@@ -31,7 +33,7 @@ absl::Status CheckShapes(const ExpertIndex& index, uint64_t full_inter,
                            full_inter, "])")
             : "an expert (need w1 = w3 = [I,L], w2 = [L,I])"));
   }
-  if (index.format() == ExpertFormat::kMxfp4 &&
+  if (format == ExpertFormat::kMxfp4 &&
       (w1.cols % 32 != 0 || w2.cols % 32 != 0)) {
     return absl::InvalidArgumentError(absl::StrCat("MXFP4 expert widths ",
                                                    w1.cols, " and ", w2.cols,
@@ -46,28 +48,34 @@ absl::Status CheckShapes(const ExpertIndex& index, uint64_t full_inter,
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::ForShapes(
+    ExpertFormat format, const std::array<MatrixShape, 3>& shapes, float beta1,
+    float beta2, kernels::ThreadPool* pool) {
+  absl::Status s = CheckShapes(format, shapes, shapes[0].rows,
+                               /*sliced=*/false, beta1, beta2);
+  if (!s.ok()) return s;
+  return std::unique_ptr<ExpertExecutor>(
+      new ExpertExecutor(format, shapes, beta1, beta2, pool));
+}
+
 absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::Create(
     const ExpertIndex& index, float beta1, float beta2,
     kernels::ThreadPool* pool) {
-  absl::Status s =
-      CheckShapes(index, index.shape(0).rows, /*sliced=*/false, beta1, beta2);
-  if (!s.ok()) return s;
-  auto executor = std::unique_ptr<ExpertExecutor>(
-      new ExpertExecutor(index.format(), index, beta1, beta2, pool));
-  for (int w = 0; w < 3; ++w) executor->shapes_[w] = index.shape(w);
-  return executor;
+  return ForShapes(index.format(),
+                   {index.shape(0), index.shape(1), index.shape(2)}, beta1,
+                   beta2, pool);
 }
 
 absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::CreateSliced(
     const ExpertIndex& index, uint64_t full_inter, float beta1, float beta2,
     kernels::ThreadPool* pool) {
-  absl::Status s =
-      CheckShapes(index, full_inter, /*sliced=*/true, beta1, beta2);
+  const std::array<MatrixShape, 3> shapes = {index.shape(0), index.shape(1),
+                                             index.shape(2)};
+  absl::Status s = CheckShapes(index.format(), shapes, full_inter,
+                               /*sliced=*/true, beta1, beta2);
   if (!s.ok()) return s;
-  auto executor = std::unique_ptr<ExpertExecutor>(
-      new ExpertExecutor(index.format(), index, beta1, beta2, pool));
-  for (int w = 0; w < 3; ++w) executor->shapes_[w] = index.shape(w);
-  return executor;
+  return std::unique_ptr<ExpertExecutor>(
+      new ExpertExecutor(index.format(), shapes, beta1, beta2, pool));
 }
 
 void ExpertExecutor::Apply(int which, const ExpertLocation& loc,

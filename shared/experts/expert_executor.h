@@ -41,6 +41,11 @@ class ExpertExecutor {
   static absl::StatusOr<std::unique_ptr<ExpertExecutor>> Create(
       const ExpertIndex& index, float beta1, float beta2,
       kernels::ThreadPool* pool);
+  // The same for experts of `format` and `shapes` (w1, w2, w3) whose bytes
+  // do not come from an index (LocalExperts' in-memory tensors).
+  static absl::StatusOr<std::unique_ptr<ExpertExecutor>> ForShapes(
+      ExpertFormat format, const std::array<MatrixShape, 3>& shapes,
+      float beta1, float beta2, kernels::ThreadPool* pool);
   // For an index of row slices of experts whose intermediate size is
   // `full_inter`: w1 = w3 = [I_k][L] with I_k <= full_inter, w2 = [L_k]
   // [full_inter] with L_k <= L. Compute() is then unavailable (CHECKed);
@@ -67,16 +72,17 @@ class ExpertExecutor {
             size_t n, float* y);
 
  private:
-  ExpertExecutor(ExpertFormat format, const ExpertIndex& index, float beta1,
-                 float beta2, kernels::ThreadPool* pool)
+  ExpertExecutor(ExpertFormat format, const std::array<MatrixShape, 3>& shapes,
+                 float beta1, float beta2, kernels::ThreadPool* pool)
       : format_(format),
-        latent_(index.shape(0).cols),
-        inter_(index.shape(0).rows),
-        down_rows_(index.shape(1).rows),
-        down_cols_(index.shape(1).cols),
+        latent_(shapes[0].cols),
+        inter_(shapes[0].rows),
+        down_rows_(shapes[1].rows),
+        down_cols_(shapes[1].cols),
         beta1_(beta1),
         beta2_(beta2),
-        pool_(pool) {}
+        pool_(pool),
+        shapes_(shapes) {}
 
   // y[n][rows] = W x for matrix `which` (0, 1, 2 = w1, w2, w3).
   void Apply(int which, const ExpertLocation& loc, const uint8_t* run,
@@ -86,7 +92,7 @@ class ExpertExecutor {
   const size_t latent_, inter_, down_rows_, down_cols_;
   const float beta1_, beta2_;
   kernels::ThreadPool* const pool_;
-  std::array<MatrixShape, 3> shapes_{};
+  const std::array<MatrixShape, 3> shapes_;  // w1, w2, w3
   // Scratch, [n][I_k] (h1_, h3_) and [n][I] (act_); grown on demand and
   // reused.
   std::vector<float> h1_, h3_, act_;

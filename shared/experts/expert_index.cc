@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_tensors.h"
 #include "shared/experts/index_builder.h"
 #include "shared/io/aligned_buffer.h"
 
@@ -17,8 +18,13 @@ namespace {
 using model::DType;
 using model::TensorInfo;
 
-enum Part { kPacked = 0, kScale = 1, kDense = 2 };
+using Part = ExpertTensorPart;
+constexpr Part kPacked = kPackedPart;
 constexpr const char* kSuffix[3] = {"weight_packed", "weight_scale", "weight"};
+
+std::string Where(const TensorInfo* t) {
+  return absl::StrCat("tensor ", t->name, " in ", t->file);
+}
 
 struct ParsedName {
   ExpertKey key;
@@ -57,99 +63,6 @@ bool ParseExpertName(absl::string_view name, ParsedName* out) {
     }
   }
   return false;
-}
-
-std::string ShapeText(const std::vector<int64_t>& s) {
-  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
-}
-
-std::string Where(const TensorInfo* t) {
-  return absl::StrCat("tensor ", t->name, " in ", t->file);
-}
-
-absl::Status Check2d(const TensorInfo* t) {
-  if (t->shape.size() != 2 || t->shape[0] <= 0 || t->shape[1] <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(t), " has shape ", ShapeText(t->shape),
-                     ", expected a non-empty 2-D matrix"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckU8(const TensorInfo* t) {
-  if (t->dtype != DType::kU8) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(t), " has dtype ", model::DTypeName(t->dtype), ", expected U8"));
-  }
-  return Check2d(t);
-}
-
-// The tensors of one expert found in the source, [which][part].
-struct Group {
-  const TensorInfo* t[3][3] = {};
-};
-
-// Validates one MXFP4 matrix; appends its two tensors to `parts`.
-absl::Status BindMxfp4(const Group& g, const ExpertKey& key, int w,
-                       MatrixShape* shape,
-                       std::vector<const TensorInfo*>* parts) {
-  const TensorInfo* packed = g.t[w][kPacked];
-  const TensorInfo* scale = g.t[w][kScale];
-  if (packed == nullptr || scale == nullptr) {
-    const TensorInfo* have = packed != nullptr ? packed : scale;
-    return absl::NotFoundError(absl::StrCat(
-        "missing tensor ",
-        ExpertTensorName(key.layer, key.expert, w,
-                         packed == nullptr ? "weight_packed" : "weight_scale"),
-        " (", have->name, " exists in ", have->file, ")"));
-  }
-  FLOTILLA_RETURN_IF_ERROR(CheckU8(packed));
-  FLOTILLA_RETURN_IF_ERROR(CheckU8(scale));
-  if (packed->shape[0] != scale->shape[0]) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(scale), " has ", scale->shape[0], " rows but ",
-                     packed->name, " has ", packed->shape[0]));
-  }
-  if (scale->shape[1] * 32 != packed->shape[1] * 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(scale), " has ", scale->shape[1], " columns; expected ",
-        packed->shape[1] * 2, " / 32 for ", packed->name, " of shape ",
-        ShapeText(packed->shape), " (MXFP4 group size 32)"));
-  }
-  shape->rows = packed->shape[0];
-  shape->cols = packed->shape[1] * 2;
-  parts->push_back(packed);
-  parts->push_back(scale);
-  return absl::OkStatus();
-}
-
-absl::Status BindDense(const Group& g, const ExpertKey& key, int w,
-                       DType* dtype, MatrixShape* shape,
-                       std::vector<const TensorInfo*>* parts) {
-  const TensorInfo* t = g.t[w][kDense];
-  if (t == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "missing tensor ",
-        ExpertTensorName(key.layer, key.expert, w, "weight_packed"),
-        " (nor a dense ", ExpertTensorName(key.layer, key.expert, w, "weight"),
-        ")"));
-  }
-  if (t->dtype != DType::kF32 && t->dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(t), " has dtype ",
-                                                   model::DTypeName(t->dtype),
-                                                   ", expected F32 or BF16"));
-  }
-  if (w > 0 && t->dtype != *dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(t), " has dtype ", model::DTypeName(t->dtype), " but w1 is ",
-        model::DTypeName(*dtype), " (an expert's matrices share one dtype)"));
-  }
-  *dtype = t->dtype;
-  FLOTILLA_RETURN_IF_ERROR(Check2d(t));
-  shape->rows = t->shape[0];
-  shape->cols = t->shape[1];
-  parts->push_back(t);
-  return absl::OkStatus();
 }
 
 // Checks that `parts` share one file and form one run (allowing fewer than
@@ -203,21 +116,9 @@ absl::Status BindRun(const ExpertKey& key,
 
 }  // namespace
 
-const char* ExpertFormatName(ExpertFormat format) {
-  switch (format) {
-    case ExpertFormat::kMxfp4:
-      return "mxfp4";
-    case ExpertFormat::kF32:
-      return "f32";
-    case ExpertFormat::kBF16:
-      return "bf16";
-  }
-  return "?";
-}
-
 absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
     const model::TensorSource& source, const ExpertIndexOptions& options) {
-  std::map<ExpertKey, Group> groups;
+  std::map<ExpertKey, FoundExpertTensors> groups;
   for (const std::string& name : source.Names()) {
     ParsedName p;
     if (!ParseExpertName(name, &p)) continue;
@@ -227,24 +128,10 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
   IndexBuilder builder;
   std::string source_name;
   size_t noncontiguous = 0;
-  std::vector<const TensorInfo*> parts;
   for (const auto& [key, g] : groups) {
-    parts.clear();
-    std::array<MatrixShape, 3> shapes;
-    ExpertFormat format = ExpertFormat::kMxfp4;
-    const bool mxfp4 = g.t[0][kPacked] != nullptr || g.t[0][kScale] != nullptr;
-    DType dtype = DType::kF32;
-    for (int w = 0; w < 3; ++w) {
-      if (mxfp4) {
-        FLOTILLA_RETURN_IF_ERROR(BindMxfp4(g, key, w, &shapes[w], &parts));
-      } else {
-        FLOTILLA_RETURN_IF_ERROR(
-            BindDense(g, key, w, &dtype, &shapes[w], &parts));
-      }
-    }
-    if (!mxfp4) {
-      format = dtype == DType::kBF16 ? ExpertFormat::kBF16 : ExpertFormat::kF32;
-    }
+    FLOTILLA_ASSIGN_OR_RETURN(ExpertTensors tensors,
+                              CheckExpertTensors(g, key));
+    const std::vector<const TensorInfo*>& parts = tensors.parts;
     ExpertLocation loc;
     bool has_gap = false;
     FLOTILLA_RETURN_IF_ERROR(
@@ -252,7 +139,8 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
     noncontiguous += has_gap ? 1 : 0;
     if (source_name.empty()) source_name = parts[0]->file;
     FLOTILLA_RETURN_IF_ERROR(
-        builder.Add(key, parts[0]->file, loc, format, shapes, Where(parts[0])));
+        builder.Add(key, parts[0]->file, loc, tensors.format, tensors.shapes,
+                    Where(parts[0])));
   }
   builder.set_noncontiguous(noncontiguous);
   return builder.Finish(options.config, options.only_layer,

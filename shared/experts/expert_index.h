@@ -28,59 +28,9 @@
 #include "shared/model/config.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/model/tensor_source.h"
+#include "shared/experts/expert_types.h"
 
 namespace flotilla::experts {
-
-struct ExpertKey {
-  int32_t layer = 0;
-  int32_t expert = 0;
-
-  friend bool operator==(const ExpertKey& a, const ExpertKey& b) {
-    return a.layer == b.layer && a.expert == b.expert;
-  }
-  friend bool operator<(const ExpertKey& a, const ExpertKey& b) {
-    return a.layer != b.layer ? a.layer < b.layer : a.expert < b.expert;
-  }
-  // A single integer for hash maps; layer and expert are non-negative.
-  uint64_t Packed() const {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(layer)) << 32) |
-           static_cast<uint32_t>(expert);
-  }
-};
-
-enum class ExpertFormat { kMxfp4, kF32, kBF16 };
-const char* ExpertFormatName(ExpertFormat format);
-
-// Logical shape of one expert matrix, applied as y = W x: W[rows][cols].
-// For MXFP4 the packed tensor is [rows][cols/2] and the scales
-// [rows][cols/32].
-struct MatrixShape {
-  uint64_t rows = 0;
-  uint64_t cols = 0;
-};
-
-// Indices into ExpertLocation::tensor_offsets.
-enum TensorSlot : int {
-  kW1Packed = 0,  // dense: w1
-  kW1Scale = 1,   // dense: w2
-  kW2Packed = 2,  // dense: w3
-  kW2Scale = 3,
-  kW3Packed = 4,
-  kW3Scale = 5,
-};
-
-struct ExpertLocation {
-  bool present = false;  // false for (layer, expert) pairs not in the index
-  uint32_t file = 0;     // index into ExpertIndex::files()
-  uint64_t offset = 0;   // absolute byte offset of the run in the file
-  uint64_t length = 0;   // bytes in the run (> 0)
-  // Tensor offsets relative to `offset`, in the order of TensorSlot for
-  // MXFP4; for dense experts w1, w2, w3 then three zeros. Each tensor lies
-  // inside [0, length).
-  std::array<uint64_t, 6> tensor_offsets{};
-  bool has_checksum = false;
-  uint64_t checksum = 0;  // XXH3-64 (io::Checksum64) of the run's bytes
-};
 
 struct ExpertIndexOptions {
   // When set, the index must hold every expert (0..num_experts-1) of every

@@ -15,12 +15,6 @@ std::string ShapeText(const MatrixShape& s) {
 
 }  // namespace
 
-std::string ExpertTensorName(int layer, int expert, int which,
-                             const char* suffix) {
-  return absl::StrCat("language_model.model.layers.", layer,
-                      ".block_sparse_moe.experts.", expert, ".w", which + 1,
-                      ".", suffix);
-}
 
 absl::Status IndexBuilder::Add(const ExpertKey& key,
                                const std::string& file_path,

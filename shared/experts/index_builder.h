@@ -11,15 +11,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "shared/experts/expert_tensors.h"
 #include "absl/status/statusor.h"
 #include "shared/experts/expert_index.h"
 
 namespace flotilla::experts {
 
-// The HF name of a tensor of expert (layer, expert), for messages:
-// "language_model.model.layers.3.block_sparse_moe.experts.7.w1.weight_packed".
-std::string ExpertTensorName(int layer, int expert, int which,
-                             const char* suffix);
 
 class IndexBuilder {
  public:
