@@ -4,7 +4,7 @@
 // Weights are streamed from memory, as in decoding: each iteration uses the
 // next of several weight copies whose total exceeds the last-level cache, so
 // the figures are not L3 hits. All buffers are written (pre-faulted) during
-// setup, outside the timed loop: first touch is very slow on these VMs.
+// setup, outside the timed loop: a first touch costs a page fault.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -63,7 +63,7 @@ size_t CopiesFor(size_t bytes_per_copy) {
 enum class Fill { kPackedNibbles, kScales, kBf16 };
 
 // Weight bytes, generated (and so pre-faulted) once per size and kind and
-// shared by every benchmark instance: first touch runs at ~0.6 GB/s here.
+// shared by every benchmark instance, so page faults stay out of the timing.
 const std::vector<uint8_t>& CachedWeights(size_t bytes, Fill fill) {
   static std::map<std::pair<size_t, Fill>, std::vector<uint8_t>> cache;
   std::vector<uint8_t>& v = cache[{bytes, fill}];

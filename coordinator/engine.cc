@@ -8,14 +8,14 @@
 #include "coordinator/model/local_experts.h"
 #include "coordinator/remote/remote_experts.h"
 #include "coordinator/stream/streaming_experts.h"
-#include "shared/pack/region_builder.h"
 #include "coordinator/stream/vocab_stream.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/checkpoint_fingerprint.h"
-#include "shared/pack/pack_manifest.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/pack_manifest.h"
+#include "shared/pack/region_builder.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -38,7 +38,7 @@ uint64_t ExpertSlotBytesFromConfig(const model::K3Config& c) {
 }
 
 plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
-                      uint64_t budget) {
+                            uint64_t budget) {
   plan::PlanInputs in;
   in.config = c;
   in.budget_bytes = budget;
@@ -58,8 +58,8 @@ plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   return in;
 }
 
-plan::PlanInputs InputsFromConfig(const model::K3Config& c, const EngineOptions& o,
-                            uint64_t budget) {
+plan::PlanInputs InputsFromConfig(const model::K3Config& c,
+                                  const EngineOptions& o, uint64_t budget) {
   plan::PlanInputs in = BaseInputs(c, o, budget);
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     in.layer_region_bytes.push_back(pack::PlanLayerLayout(c, layer).size);
@@ -71,9 +71,9 @@ plan::PlanInputs InputsFromConfig(const model::K3Config& c, const EngineOptions&
 }
 
 absl::StatusOr<plan::PlanInputs> InputsFromManifest(const pack::PackManifest& m,
-                                              const model::K3Config& c,
-                                              const EngineOptions& o,
-                                              uint64_t budget) {
+                                                    const model::K3Config& c,
+                                                    const EngineOptions& o,
+                                                    uint64_t budget) {
   plan::PlanInputs in = BaseInputs(c, o, budget);
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const pack::PackRegion* r = m.FindLayer(layer);
@@ -208,7 +208,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     }
   }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
-  FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in, InputsFromManifest(m, c, o, budget));
+  FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,
+                            InputsFromManifest(m, c, o, budget));
   FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
   for (const auto& [owner, bytes] : engine->plan.charges) {
     FLOTILLA_RETURN_IF_ERROR(engine->accountant->Charge(owner, bytes));
@@ -224,13 +225,11 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   to.verify_checksums = o.verify_checksums;
   to.reader = reader;
   to.reader_factory = o.reader_factory;
-  // Ring reads go as 4 MiB pieces, two in the kernel at a time: on these
-  // disks that already reaches the large-read ceiling (fio: 4 MiB reads at
-  // queue depth 2 run as fast as 8 MiB at 8), while an expert read issued
-  // behind them waits for ~8 MB instead of 64 MB. At 1G on k3-bench the
-  // forward pass's wait on expert reads fell from 0.21 to 0.01-0.03 s/token
-  // (docs/streaming.md, "Benchmark"). The pinned layers load at start with
-  // the same depth (8 MiB pieces; fio: 5.5 GB/s at QD2 here).
+  // Ring reads go as 4 MiB pieces, two in the kernel at a time: that already
+  // reaches a disk's large-read ceiling, and an expert read issued behind
+  // them waits for ~8 MB of trunk instead of 64 MB (the measurements behind
+  // both: bench/measurements.md). The pinned layers load with the same
+  // depth.
   to.queue_depth = 2;
   to.chunk_bytes = 4ull << 20;
   FLOTILLA_ASSIGN_OR_RETURN(auto trunk, StreamingTrunk::Open(m, c, to));

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shared/plan/memory_plan.h"
 #include "coordinator/model/model.h"
 #include "coordinator/stream/streaming_trunk.h"
 #include "shared/io/batch_reader.h"
 #include "shared/io/memory_budget.h"
+#include "shared/plan/memory_plan.h"
 #include "shared/transport/tls_options.h"
 
 namespace flotilla::coordinator {

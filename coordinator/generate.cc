@@ -19,7 +19,8 @@ using base::SecondsSince;
 // deep in a layer says which step of the generation it ended.
 absl::Status At(const absl::Status& status, const std::string& where) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+  return absl::Status(status.code(),
+                      absl::StrCat(where, ": ", status.message()));
 }
 
 }  // namespace
@@ -61,10 +62,9 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
   for (int step = 0; step < options.max_tokens; ++step) {
     if (step > 0) {
       const auto step_start = std::chrono::steady_clock::now();
-      FLOTILLA_RETURN_IF_ERROR(
-          At(model.Forward(&state, {result.generated_ids.back()}, false,
-                           &logits),
-             absl::StrCat("decode step ", step)));
+      FLOTILLA_RETURN_IF_ERROR(At(
+          model.Forward(&state, {result.generated_ids.back()}, false, &logits),
+          absl::StrCat("decode step ", step)));
       result.step_seconds.push_back(SecondsSince(step_start));
     }
     const int32_t id = sampler.Sample(logits.data(), vocab);

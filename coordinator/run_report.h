@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "coordinator/engine.h"
-#include "coordinator/model/expert_backend.h"
 #include "coordinator/generate.h"
+#include "coordinator/model/expert_backend.h"
 #include "coordinator/remote/remote_experts.h"
 #include "coordinator/stream/streaming_trunk.h"
 #include "nlohmann/json.hpp"

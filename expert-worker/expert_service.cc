@@ -37,10 +37,10 @@ grpc::ServerUnaryReactor* ExpertServiceImpl::Compute(
             RunAdmittedCompute(compute_, *request, *admitted, response));
       });
   if (!queued) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("worker busy: ", kMaxQueuedCalls,
-                     " calls already queued, or shutting down")));
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     absl::StrCat("worker busy: ", kMaxQueuedCalls,
+                                  " calls already queued, or shutting down")));
   }
   return reactor;
 }
@@ -56,8 +56,8 @@ grpc::ServerUnaryReactor* ExpertServiceImpl::Prefetch(
   }
   const int64_t layer = request->layer();
   // Advisory: a hint that cannot be queued is answered "0 scheduled".
-  const bool queued =
-      queue_.Push([this, reactor, response, layer, experts = std::move(experts)] {
+  const bool queued = queue_.Push(
+      [this, reactor, response, layer, experts = std::move(experts)] {
         absl::StatusOr<uint32_t> n = compute_->Prefetch(layer, experts);
         response->set_experts_scheduled(n.ok() ? *n : 0);
         reactor->Finish(grpc::Status::OK);

@@ -1,5 +1,5 @@
 // flotilla-expert-worker: serves a shard of a model's routed experts over
-// gRPC (ExpertService, health, reflection). See DESIGN.md §2 and §7.
+// gRPC (ExpertService, health, reflection). See docs/workers.md.
 //
 // Exit codes: 0 success (and --help), 1 runtime failure (cannot read the
 // model, cannot listen), 2 a flag value we validate is bad. absl rejects

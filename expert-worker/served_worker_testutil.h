@@ -119,13 +119,9 @@ class ServedWorker {
  protected:
   // Call under ASSERT_NO_FATAL_FAILURE.
   void Start(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {
-        "--model=" + kCkptA,
-        "--shard=1/2",
-        "--port=0",
-        "--host=127.0.0.1",
-        "--mem=1G",
-        "--threads=2"};
+    std::vector<std::string> args = {"--model=" + kCkptA, "--shard=1/2",
+                                     "--port=0",          "--host=127.0.0.1",
+                                     "--mem=1G",          "--threads=2"};
     args.insert(args.end(), extra.begin(), extra.end());
     child_ = Spawn(args);
     const auto deadline =

@@ -147,6 +147,5 @@ TEST_F(FailoverTest, OneReplicaFailsWithinDeadlineThenServesAgain) {
   EXPECT_TRUE(again->logits == want->logits);
 }
 
-
 }  // namespace
 }  // namespace flotilla::dtest

@@ -61,8 +61,8 @@ class HostileWorkerTest : public ::testing::Test {
   // Starts the worker with `flags` after the common ones and opens a stub
   // on it; call it under ASSERT_NO_FATAL_FAILURE.
   void StartWorker(const std::vector<std::string>& flags) {
-    std::vector<std::string> args = {
-        "--model=" + CkptA(), "--shard=0/2", "--threads=1"};
+    std::vector<std::string> args = {"--model=" + CkptA(), "--shard=0/2",
+                                     "--threads=1"};
     args.insert(args.end(), flags.begin(), flags.end());
     auto worker = WorkerProcess::Start(args, dir_.path() + "/worker.log");
     ASSERT_TRUE(worker.ok()) << worker.status();

@@ -3,8 +3,9 @@
 // slice K of every expert, so each layer's reads are shared evenly whatever
 // the routing. With 1, 2 and 3 workers the generated ids and the logits are
 // bitwise those of the single-process run, on ckpt_A and on a synthetic
-// model with I != L; also with chunked calls, with a prefill grouped by the slices a worker keeps, and through the CLI.
-// Refusals, malformed calls and failures: distributed_split_refusal_test.cc.
+// model with I != L; also with chunked calls, with a prefill grouped by the
+// slices a worker keeps, and through the CLI. Refusals, malformed calls and
+// failures: distributed_split_refusal_test.cc.
 #include <string>
 #include <vector>
 

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shared/testing/fixture.h"
 #include "coordinator/generate.h"
 #include "coordinator/model/model.h"
 #include "coordinator/remote/remote_experts.h"
+#include "shared/testing/fixture.h"
 
 namespace flotilla::dtest {
 

@@ -1,8 +1,8 @@
 // A model larger than the budget runs to completion inside a memory cgroup
 // (v1, or v2 as on a stock Debian 12 machine) whose limit is the budget,
-// with logits bitwise those of an unlimited run. The page cache is charged to the cgroup,
-// so this holds only because every weight read bypasses it (O_DIRECT), and
-// the plan bounds everything else the process holds.
+// with logits bitwise those of an unlimited run. The page cache is charged to
+// the cgroup, so this holds only because every weight read bypasses it
+// (O_DIRECT), and the plan bounds everything else the process holds.
 #include <unistd.h>
 
 #include <cstdio>

@@ -121,9 +121,10 @@ TEST_P(StreamingTest, LogitsBitwiseIdenticalAcrossBudgets) {
     if (const size_t at = flags.find("--reader uring");
         at != std::string::npos && !uring.ok()) {
       // The same checks with pread; the fallback itself has its own test.
-      std::printf("io_uring unavailable here (%s): running \"%s\" with "
-                  "--reader pread\n",
-                  std::string(uring.message()).c_str(), flags.c_str());
+      std::printf(
+          "io_uring unavailable here (%s): running \"%s\" with "
+          "--reader pread\n",
+          std::string(uring.message()).c_str(), flags.c_str());
       flags.replace(at, std::string("--reader uring").size(), "--reader pread");
     }
     CommandResult r;
@@ -163,9 +164,9 @@ TEST_P(StreamingTest, AutoReaderFallsBackToPreadWhereIoUringIsRefused) {
   ASSERT_FALSE(pread_bytes.empty());
 
   const std::string refused_logits = (tmp_ / "refused.f32").string();
-  const CommandResult probe =
-      Run(without_uring + BinPath("flotilla-coordinator") + " generate --model " +
-          model_ + " --ids 1,2 --max-tokens 2 --reader uring");
+  const CommandResult probe = Run(
+      without_uring + BinPath("flotilla-coordinator") + " generate --model " +
+      model_ + " --ids 1,2 --max-tokens 2 --reader uring");
   EXPECT_NE(probe.code, 0) << "io_uring was not refused: " << probe.out;
   EXPECT_NE(probe.err.find("io_uring"), std::string::npos) << probe.err;
 
@@ -175,8 +176,8 @@ TEST_P(StreamingTest, AutoReaderFallsBackToPreadWhereIoUringIsRefused) {
     ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
   }
   const CommandResult fallback =
-      Run(without_uring + BinPath("flotilla-coordinator") + " generate --model " +
-          model_ + " --ids " + ids + " --max-tokens " +
+      Run(without_uring + BinPath("flotilla-coordinator") +
+          " generate --model " + model_ + " --ids " + ids + " --max-tokens " +
           std::to_string(ids_ref["n_new"].get<int>()) +
           " --json --max-context 64 --prefill-chunk 3 --dump-logits " +
           refused_logits + " --reader auto " + flags);

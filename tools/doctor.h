@@ -22,9 +22,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "shared/plan/memory_plan.h"
 #include "shared/io/disk_probe.h"
 #include "shared/model/config.h"
+#include "shared/plan/memory_plan.h"
 
 namespace flotilla::tools {
 

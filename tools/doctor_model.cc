@@ -6,13 +6,13 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "shared/pack/region_builder.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/json_util.h"
-#include "shared/pack/pack_manifest.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/pack_manifest.h"
+#include "shared/pack/region_builder.h"
 #include "tools/doctor.h"
 #include "tools/pack_plan.h"
 
@@ -100,8 +100,7 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
                             model::LoadK3Config(model_dir + "/config.json"));
   s.source = "config.json (BF16 trunk and MXFP4 experts assumed)";
   for (int l = 0; l < s.config.num_hidden_layers; ++l) {
-    s.layer_region_bytes.push_back(
-        pack::PlanLayerLayout(s.config, l).size);
+    s.layer_region_bytes.push_back(pack::PlanLayerLayout(s.config, l).size);
   }
   s.vocab_region_bytes = pack::PlanVocabLayout(s.config).size;
   // final_norm and out_res_fold: two float vectors of E.

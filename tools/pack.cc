@@ -6,11 +6,11 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "shared/pack/region_builder.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
-#include "shared/pack/pack_manifest.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/pack_manifest.h"
+#include "shared/pack/region_builder.h"
 #include "tools/pack_io.h"
 #include "tools/pack_plan.h"
 #include "tools/pack_state.h"
@@ -119,8 +119,7 @@ absl::StatusOr<RegionSums> Packer::PackRegion(size_t i) {
                         absl::StrCat("building region ", RegionName(r), ": ",
                                      region.status().message()));
   }
-  if (pack::LayoutToJson(region->layout) !=
-      pack::LayoutToJson(r.layout)) {
+  if (pack::LayoutToJson(region->layout) != pack::LayoutToJson(r.layout)) {
     return absl::InternalError(absl::StrCat(
         "region ", RegionName(r),
         ": the region builder's layout differs from the pack plan's"));

@@ -1,5 +1,5 @@
 // `flotilla-tool pack`: turns a Hugging Face K3 checkpoint into the files
-// the engine streams from (DESIGN.md section 4):
+// the engine streams from (docs/streaming.md):
 //   trunk.bin      every trunk region (BuildLayerRegion etc.) at the fixed,
 //                  4 KiB-aligned offset of the plan (pack_plan.h);
 //   experts.bin    only when some expert's tensors are not one contiguous

@@ -6,22 +6,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "shared/pack/trunk_schema.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_tensors.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/checksum.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/json_util.h"
-#include "shared/experts/expert_tensors.h"
+#include "shared/pack/trunk_schema.h"
 
 namespace flotilla::tools {
 namespace {
 
+using model::TensorInfo;
 using pack::FieldKind;
 using pack::FieldSpec;
 using pack::RegionField;
 using pack::RegionLayout;
-using model::TensorInfo;
 
 // Whether the expert's tensors tile one run of one file; sets the run.
 bool Contiguous(PlannedExpert* e) {
@@ -64,10 +64,10 @@ absl::Status PlanExperts(const std::string& model_dir,
       const std::string format = experts::ExpertFormatName(t.format);
       if (plan->expert_format.empty()) plan->expert_format = format;
       if (plan->expert_format != format) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "layer ", layer, " expert ", x, " is ", format,
-            " but earlier experts are ", plan->expert_format,
-            "; mixed expert formats are not supported"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("layer ", layer, " expert ", x, " is ", format,
+                         " but earlier experts are ", plan->expert_format,
+                         "; mixed expert formats are not supported"));
       }
       e.tensors = std::move(t.parts);
       in_place = Contiguous(&e) && in_place;
@@ -147,13 +147,10 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
   };
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     FLOTILLA_RETURN_IF_ERROR(
-        add("layer", l,
-            pack::LayerSchema(c, l, pack::kAllLayerParts)));
+        add("layer", l, pack::LayerSchema(c, l, pack::kAllLayerParts)));
   }
-  FLOTILLA_RETURN_IF_ERROR(
-      add("embed", -1, pack::VocabSchema(c, false)));
-  FLOTILLA_RETURN_IF_ERROR(
-      add("lm_head", -1, pack::VocabSchema(c, true)));
+  FLOTILLA_RETURN_IF_ERROR(add("embed", -1, pack::VocabSchema(c, false)));
+  FLOTILLA_RETURN_IF_ERROR(add("lm_head", -1, pack::VocabSchema(c, true)));
   FLOTILLA_RETURN_IF_ERROR(add("globals", -1, pack::GlobalsSchema(c)));
   FLOTILLA_RETURN_IF_ERROR(PlanExperts(model_dir, source, &plan));
   return plan;

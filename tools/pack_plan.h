@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shared/pack/region_layout.h"
 #include "shared/model/config.h"
-#include "shared/pack/pack_manifest.h"
 #include "shared/model/tensor_source.h"
+#include "shared/pack/pack_manifest.h"
+#include "shared/pack/region_layout.h"
 
 namespace flotilla::tools {
 
@@ -87,8 +87,8 @@ struct PackPlan {
   // The manifest this plan produces, with the given checksums (one per
   // region / expert, in plan order; missing ones are zero / empty).
   pack::PackManifest ToManifest(const std::vector<RegionSums>& region_sums,
-                                 const std::vector<uint64_t>& expert_sums,
-                                 bool complete) const;
+                                const std::vector<uint64_t>& expert_sums,
+                                bool complete) const;
   // Identifies the plan (offsets, layouts, formats; not checksums): a
   // resumed pack continues only a state written for the same plan.
   std::string Id() const;

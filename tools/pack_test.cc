@@ -4,7 +4,6 @@
 
 #include <cstring>
 
-#include "shared/pack/region_builder.h"
 #include "coordinator/model/region_binding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -12,6 +11,7 @@
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/config.h"
 #include "shared/pack/pack_manifest.h"
+#include "shared/pack/region_builder.h"
 #include "tools/commands.h"
 #include "tools/pack_test_util.h"
 #include "tools/progress.h"
@@ -26,9 +26,9 @@ using testing::QuietOptions;
 using testing::ReadAll;
 using testing::ScratchDir;
 
-absl::StatusOr<pack::Region> BuildInMemory(
-    const model::TensorSource& src, const model::K3Config& c,
-    const pack::PackRegion& r) {
+absl::StatusOr<pack::Region> BuildInMemory(const model::TensorSource& src,
+                                           const model::K3Config& c,
+                                           const pack::PackRegion& r) {
   if (r.kind == "layer") return pack::BuildLayerRegion(src, c, r.layer);
   if (r.kind == "embed") return pack::BuildVocabRegion(src, c, false);
   if (r.kind == "lm_head") return pack::BuildVocabRegion(src, c, true);
@@ -67,8 +67,7 @@ TEST(Pack, TinyCheckpointRegionsMatchTheEngine) {
         reinterpret_cast<const uint8_t*>(trunk.data()) + region.offset;
     EXPECT_EQ(io::Checksum64(bytes, region.size), region.checksum);
     // Read back from trunk.bin == built in memory, and it binds.
-    absl::StatusOr<pack::Region> built =
-        BuildInMemory(**ckpt, *config, region);
+    absl::StatusOr<pack::Region> built = BuildInMemory(**ckpt, *config, region);
     ASSERT_TRUE(built.ok()) << built.status();
     ASSERT_EQ(built->layout.size, region.size);
     EXPECT_EQ(pack::LayoutToJson(built->layout),

@@ -1,6 +1,6 @@
 // `flotilla-tool pack --workers N [--replicas R]`: cuts a checkpoint's
 // routed experts into one folder per expert worker, so each machine copies
-// only its share (DESIGN.md section 4):
+// only its share (docs/workers.md):
 //   <out>/worker-K/config.json          the checkpoint's config, verbatim
 //   <out>/worker-K/experts.safetensors  worker K's experts under their HF
 //                                       names, each expert's tensors back to

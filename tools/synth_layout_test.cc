@@ -1,4 +1,4 @@
-// The synthesized checkpoint has the release's layout (K3-ARCHITECTURE.md
+// The synthesized checkpoint has the release's layout (docs/k3-architecture.md
 // section 2) and value distributions that keep a forward pass meaningful.
 #include <cmath>
 #include <cstring>

@@ -1,6 +1,6 @@
 // What flotilla-tool synth writes: every tensor of a K3 checkpoint (names,
-// dtypes, shapes as in K3-ARCHITECTURE.md section 2), how its random values
-// are distributed, and which shard holds it. The layout follows the real
+// dtypes, shapes as in docs/k3-architecture.md section 2), how its random
+// values are distributed, and which shard holds it. The layout follows the real
 // release: one shard per layer (trunk, then its experts, each expert's six
 // tensors back to back), then a final shard with the embedding, lm_head and
 // model-level vectors.

@@ -1,5 +1,5 @@
 // One K3 decoder layer with Block Attention Residuals, over all tokens of a
-// forward step (K3-ARCHITECTURE.md section 3 "Decoder layer").
+// forward step (docs/k3-architecture.md section 3 "Decoder layer").
 #ifndef FLOTILLA_COORDINATOR_MODEL_DECODER_LAYER_H_
 #define FLOTILLA_COORDINATOR_MODEL_DECODER_LAYER_H_
 

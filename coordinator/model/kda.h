@@ -1,5 +1,5 @@
 // Kimi Delta Attention (KDA): the linear-attention layer with a fixed-size
-// per-head recurrent state. Equations: K3-ARCHITECTURE.md section 3 "KDA".
+// per-head recurrent state. Equations: docs/k3-architecture.md section 3 "KDA".
 // The conv and recurrence run in float32 with double-accumulated dot
 // products; the projections use the shared kernels.
 #ifndef FLOTILLA_COORDINATOR_MODEL_KDA_H_

@@ -8,13 +8,13 @@
 #include "coordinator/model/local_experts.h"
 #include "coordinator/model/mla.h"
 #include "coordinator/model/moe.h"
-#include "shared/pack/region_builder.h"
 #include "coordinator/model/region_binding.h"
 #include "gtest/gtest.h"
 #include "shared/kernels/kernels.h"
-#include "shared/model/tensor_names.h"
 #include "shared/model/config.h"
 #include "shared/model/flat_f32_source.h"
+#include "shared/model/tensor_names.h"
+#include "shared/pack/region_builder.h"
 #include "shared/testing/fixture.h"
 
 namespace flotilla::coordinator {

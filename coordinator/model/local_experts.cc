@@ -12,7 +12,8 @@ namespace flotilla::coordinator {
 absl::StatusOr<std::unique_ptr<LocalExperts>> LocalExperts::Create(
     const model::TensorSource* source, const model::K3Config& config,
     kernels::ThreadPool* pool, int only_layer) {
-  auto experts = std::unique_ptr<LocalExperts>(new LocalExperts(source, config));
+  auto experts =
+      std::unique_ptr<LocalExperts>(new LocalExperts(source, config));
   FLOTILLA_RETURN_IF_ERROR(experts->Bind(only_layer, pool));
   return experts;
 }
@@ -46,9 +47,9 @@ absl::Status LocalExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
   }
   if (first == nullptr) return absl::OkStatus();  // no routed experts bound
   FLOTILLA_ASSIGN_OR_RETURN(
-      executor_, experts::ExpertExecutor::ForShapes(
-                     first->format, first->shapes, c.situ_beta,
-                     c.situ_linear_beta, pool));
+      executor_,
+      experts::ExpertExecutor::ForShapes(
+          first->format, first->shapes, c.situ_beta, c.situ_linear_beta, pool));
   return absl::OkStatus();
 }
 

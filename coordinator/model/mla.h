@@ -1,5 +1,5 @@
 // Gated Multi-head Latent Attention without positional encoding (NoPE),
-// K3-ARCHITECTURE.md section 3 "Gated MLA". The cache keeps only the
+// docs/k3-architecture.md section 3 "Gated MLA". The cache keeps only the
 // normalised latent c_kv and the shared k_rope per position (the "latent
 // cache"); kv_b is absorbed into the query side (W_UK^T q_nope) and the
 // output side (W_UV applied to the probability-weighted latent), which is

@@ -1,4 +1,4 @@
-// Router, latent MoE and dense FFN (K3-ARCHITECTURE.md section 3 "MoE" and
+// Router, latent MoE and dense FFN (docs/k3-architecture.md section 3 "MoE" and
 // "Dense layer 0").
 #ifndef FLOTILLA_COORDINATOR_MODEL_MOE_H_
 #define FLOTILLA_COORDINATOR_MODEL_MOE_H_

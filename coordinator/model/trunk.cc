@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/region_binding.h"
-#include "shared/pack/region_builder.h"
 #include "shared/base/status_macros.h"
+#include "shared/pack/region_builder.h"
 
 namespace flotilla::coordinator {
 

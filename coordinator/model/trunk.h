@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shared/pack/region_layout.h"
 #include "coordinator/model/weights.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 #include "shared/model/tensor_source.h"
+#include "shared/pack/region_layout.h"
 
 namespace flotilla::coordinator {
 

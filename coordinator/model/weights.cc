@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-
 namespace flotilla::coordinator {
 
 kernels::DenseMatrix Matrix::view() const { return rows_view(0, rows); }

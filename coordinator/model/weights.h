@@ -2,8 +2,8 @@
 // them. They point into a trunk region (trunk_region.h) that holds the
 // tensors in compute-ready form. Routed experts are not here: they stay on
 // disk and are read per step by an ExpertBackend. Shapes use the
-// K3-ARCHITECTURE.md names: E hidden, P = H*D KDA width, Hm MLA heads, L latent
-// width, I expert width.
+// docs/k3-architecture.md names: E hidden, P = H*D KDA width, Hm MLA heads, L
+// latent width, I expert width.
 #ifndef FLOTILLA_COORDINATOR_MODEL_WEIGHTS_H_
 #define FLOTILLA_COORDINATOR_MODEL_WEIGHTS_H_
 

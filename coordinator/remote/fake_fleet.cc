@@ -77,8 +77,8 @@ void FakeFleet::Answer(ComputeCall* call) {
   r.set_row_width(q.row_width());
   std::map<uint32_t, std::vector<double>> sums;  // row -> double sums
   for (const v1::Assignment& a : q.assignments()) {
-    if (!owned_[w].count({static_cast<int>(q.layer()),
-                          static_cast<int>(a.expert())})) {
+    if (!owned_[w].count(
+            {static_cast<int>(q.layer()), static_cast<int>(a.expert())})) {
       call->status = absl::InvalidArgumentError(
           absl::StrCat("expert ", a.expert(), " is not this worker's"));
       return;

@@ -19,9 +19,9 @@ namespace flotilla::coordinator::testing {
 
 // What worker w does with the calls it gets.
 enum class WorkerBehaviour {
-  kAnswer,     // computes every call
-  kDown,       // UNAVAILABLE (connection refused)
-  kReject,     // INVALID_ARGUMENT
+  kAnswer,       // computes every call
+  kDown,         // UNAVAILABLE (connection refused)
+  kReject,       // INVALID_ARGUMENT
   kShortAnswer,  // OK, but one float short
 };
 

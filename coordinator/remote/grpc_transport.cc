@@ -43,8 +43,8 @@ struct PrefetchTag : Tag {
 
 class GrpcTransport final : public WorkerTransport {
  public:
-  explicit GrpcTransport(std::vector<std::unique_ptr<v1::ExpertService::Stub>>
-                             stubs)
+  explicit GrpcTransport(
+      std::vector<std::unique_ptr<v1::ExpertService::Stub>> stubs)
       : stubs_(std::move(stubs)) {}
 
   ~GrpcTransport() override {
@@ -122,8 +122,8 @@ class GrpcTransport final : public WorkerTransport {
     t->call = call;
     t->context.set_deadline(DeadlineIn(deadline_ms));
     call->sent = RemoteClock::now();
-    t->reader = stubs_[call->worker]->AsyncCompute(&t->context, call->request,
-                                                   &cq_);
+    t->reader =
+        stubs_[call->worker]->AsyncCompute(&t->context, call->request, &cq_);
     t->reader->Finish(&call->response, &t->status, t.get());
     computes_.push_back(std::move(t));
   }

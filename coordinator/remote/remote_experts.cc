@@ -120,7 +120,8 @@ bool RemoteExperts::Impl::Usable(int w) {
   absl::StatusOr<v1::InfoResponse> probe =
       transport->Info(w, options.rpc_deadline_ms);
   absl::Status ok = probe.status();
-  if (!ok.ok()) ok = absl::Status(ok.code(), absl::StrCat("Info: ", ok.message()));
+  if (!ok.ok())
+    ok = absl::Status(ok.code(), absl::StrCat("Info: ", ok.message()));
   v1::InfoResponse info;
   if (ok.ok()) info = *std::move(probe);
   if (ok.ok()) ok = CheckInfo(worker, info);
@@ -190,10 +191,10 @@ absl::Status RemoteExperts::Impl::CheckFleet() {
   max_message_bytes = UINT64_MAX;
   for (const WorkerConn& w : workers) {
     FLOTILLA_RETURN_IF_ERROR(CheckInfo(w, w.info));
-    max_message_bytes = std::min<uint64_t>(
-        max_message_bytes, w.info.max_request_bytes() > 0
-                               ? w.info.max_request_bytes()
-                               : uint64_t{4} << 20);
+    max_message_bytes =
+        std::min<uint64_t>(max_message_bytes, w.info.max_request_bytes() > 0
+                                                  ? w.info.max_request_bytes()
+                                                  : uint64_t{4} << 20);
   }
   FLOTILLA_RETURN_IF_ERROR(CheckSplitFleet());
   holders.assign(config.num_hidden_layers, {});

@@ -11,10 +11,9 @@
 // Choosing holders: with replicas (R > 1) an expert has several holders;
 // the layer's distinct experts are dealt so that the busiest worker gets as
 // few experts as possible (a b-matching by augmenting paths; deterministic),
-// since the layer waits for its slowest disk. Decoding 16 experts per layer
-// on 4 throttled workers this measured 4.0x one worker's speed with R = 2,
-// against 2.5x with R = 1 (the busiest of 4 random shares bounds a layer;
-// bench/distributed/README.md). With R = 1 the placement decides alone.
+// since the layer waits for its slowest disk (with R = 1 the busiest of N
+// random shares bounds a layer; figures in bench/distributed/README.md).
+// With R = 1 the placement decides alone.
 //
 // Failures: a call that fails (connection lost, deadline, worker error
 // other than INVALID_ARGUMENT) marks its worker down and its experts are
@@ -25,7 +24,8 @@
 // ownership re-checked) before it is used again, so a restarted worker is
 // picked up without restarting the coordinator.
 //
-// Determinism (DESIGN.md §6), by OutputKind (proto/flotilla/v1/expert.proto):
+// Determinism (docs/architecture.md), by OutputKind
+// (proto/flotilla/v1/expert.proto):
 //  * default (row_sums = false): workers return each task's unweighted
 //    expert output; the coordinator sums weight * output per row in TASK
 //    ORDER in double and rounds once, exactly as LocalExperts does. Results

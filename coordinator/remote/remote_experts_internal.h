@@ -18,8 +18,8 @@ namespace flotilla::coordinator {
 
 // One worker and what the coordinator knows of it.
 struct WorkerConn {
-  int index = 0;        // position in RemoteExpertsOptions::workers
-  std::string address;  // host:port
+  int index = 0;          // position in RemoteExpertsOptions::workers
+  std::string address;    // host:port
   v1::InfoResponse info;  // from Connect (shard, ownership, limits)
   // Health, touched only by the forward-pass thread.
   bool down = false;
@@ -111,12 +111,12 @@ struct RemoteExperts::Impl {
   // and their experts flagged in `retry` (per expert); counters updated.
   // An INVALID_ARGUMENT answer is a disagreement about the request, not a
   // dead worker: it fails the layer (Internal) instead of hiding it.
-  absl::Status CollectRound(int layer, size_t width,
-                            const std::vector<std::unique_ptr<LayerCall>>& calls,
-                            size_t first, std::vector<bool>* failed,
-                            std::vector<bool>* retry, double* slowest_worker,
-                            double* slowest_rpc,
-                            std::vector<uint64_t>* worker_bytes);
+  absl::Status CollectRound(
+      int layer, size_t width,
+      const std::vector<std::unique_ptr<LayerCall>>& calls, size_t first,
+      std::vector<bool>* failed, std::vector<bool>* retry,
+      double* slowest_worker, double* slowest_rpc,
+      std::vector<uint64_t>* worker_bytes);
   // UNAVAILABLE for a layer whose `unserved` experts have no live holder,
   // naming them and the missing workers with their last errors.
   absl::Status Unserved(int layer, const std::vector<int>& unserved) const;

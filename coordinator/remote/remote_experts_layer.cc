@@ -138,7 +138,9 @@ void CombineLayer(const std::vector<ExpertTask>& tasks, int rows, size_t width,
     experts::CombineInTaskOrder(
         tasks.data(), tasks.size(), static_cast<size_t>(rows), width,
         [&](size_t i) {
-          return calls[placement.call[i]]->rpc.response.expert_outputs().data() +
+          return calls[placement.call[i]]
+                     ->rpc.response.expert_outputs()
+                     .data() +
                  static_cast<size_t>(placement.pos[i]) * width;
         },
         &acc, out);
@@ -186,10 +188,10 @@ absl::Status RemoteExperts::Impl::Unserved(
 }
 
 absl::Status RemoteExperts::Impl::CollectRound(
-    int layer, size_t width, const std::vector<std::unique_ptr<LayerCall>>& calls,
-    size_t first, std::vector<bool>* failed, std::vector<bool>* retry,
-    double* slowest_worker, double* slowest_rpc,
-    std::vector<uint64_t>* worker_bytes) {
+    int layer, size_t width,
+    const std::vector<std::unique_ptr<LayerCall>>& calls, size_t first,
+    std::vector<bool>* failed, std::vector<bool>* retry, double* slowest_worker,
+    double* slowest_rpc, std::vector<uint64_t>* worker_bytes) {
   const bool row_sums = options.row_sums;
   for (size_t ci = first; ci < calls.size(); ++ci) {
     LayerCall& c = *calls[ci];

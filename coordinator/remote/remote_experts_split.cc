@@ -187,8 +187,8 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
                        " rejected the call: ", st.message()));
     }
     const size_t count = c->end - c->begin;
-    if (st.ok() && static_cast<size_t>(response.slice_outputs_size()) !=
-                       count * width) {
+    if (st.ok() &&
+        static_cast<size_t>(response.slice_outputs_size()) != count * width) {
       st = absl::DataLossError(
           absl::StrCat("returned ", response.slice_outputs_size(),
                        " floats for ", count, " tasks of slice width ", width));

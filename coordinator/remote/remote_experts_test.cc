@@ -23,8 +23,8 @@ namespace flotilla::coordinator {
 namespace {
 
 using ::testing::AllOf;
-using ::testing::HasSubstr;
 using testing::FakeFleet;
+using ::testing::HasSubstr;
 using testing::ToyExpert;
 using testing::WorkerBehaviour;
 

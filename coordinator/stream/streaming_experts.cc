@@ -9,7 +9,6 @@ namespace flotilla::coordinator {
 using experts::ExpertIndex;
 using experts::ExpertKey;
 
-
 absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::Create(
     const std::string& model_dir, const model::K3Config& config,
     const pack::PackManifest* manifest, const std::string& pack_dir,
@@ -69,8 +68,7 @@ absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::FromIndex(
 absl::Status StreamingExperts::ComputeLayer(
     int layer, const float* z, int rows, const std::vector<ExpertTask>& tasks,
     float* out) {
-  return engine_->ComputeLayer(layer, z, rows, tasks.data(), tasks.size(),
-                               out);
+  return engine_->ComputeLayer(layer, z, rows, tasks.data(), tasks.size(), out);
 }
 
 std::vector<ExpertKey> StreamingExperts::KnownKeys(

@@ -49,11 +49,11 @@ struct StreamingExpertsOptions {
   int queue_depth = 32;  // BatchReader depth (io_uring entries / threads)
   io::ReaderKind reader = io::ReaderKind::kAuto;
   io::ReaderFactory reader_factory;  // empty: io::CreateBatchReader
-  bool direct_io = true;         // O_DIRECT where the filesystem allows
-  bool verify_checksums = true;  // where the index has checksums (packs)
-  bool lookahead = false;        // honour HintNextLayer / PrefetchNow
-  bool prefault = true;          // fault slot pages in at start
-  int only_layer = -1;           // index only this MoE layer (tests)
+  bool direct_io = true;             // O_DIRECT where the filesystem allows
+  bool verify_checksums = true;      // where the index has checksums (packs)
+  bool lookahead = false;            // honour HintNextLayer / PrefetchNow
+  bool prefault = true;              // fault slot pages in at start
+  int only_layer = -1;               // index only this MoE layer (tests)
   // Charged with the slot and cache memory when set; must outlive us.
   io::MemoryAccountant* accountant = nullptr;
 };

@@ -136,9 +136,9 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
     io::BatchReaderOptions ro;
     ro.queue_depth = options.queue_depth;
     ro.chunk_bytes = options.chunk_bytes;
-    FLOTILLA_ASSIGN_OR_RETURN(t->ring_reader_,
-                              io::MakeBatchReader(options.reader_factory,
-                                                  options.reader, ro));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        t->ring_reader_,
+        io::MakeBatchReader(options.reader_factory, options.reader, ro));
     t->reader_thread_ = std::thread([p = t.get()] { p->ReaderLoop(); });
     t->verifier_thread_ = std::thread([p = t.get()] { p->VerifierLoop(); });
   }

@@ -35,9 +35,9 @@ uint64_t LmHeadStreamBufferBytes(uint64_t vocab, uint64_t row_bytes,
 }
 
 absl::StatusOr<std::unique_ptr<VocabStream>> VocabStream::Create(
-    const io::File* file, const pack::PackRegion* region,
-    uint64_t field_offset, kernels::DenseType type,
-    const model::K3Config& config, Use use, const VocabStreamOptions& options) {
+    const io::File* file, const pack::PackRegion* region, uint64_t field_offset,
+    kernels::DenseType type, const model::K3Config& config, Use use,
+    const VocabStreamOptions& options) {
   const uint64_t vocab = static_cast<uint64_t>(config.vocab_size);
   const uint64_t cr = region->chunk_rows;
   if (cr == 0 || region->chunk_checksums.size() != (vocab + cr - 1) / cr) {
@@ -66,9 +66,9 @@ absl::StatusOr<std::unique_ptr<VocabStream>> VocabStream::Create(
   io::BatchReaderOptions ro;
   ro.queue_depth = 4;
   ro.chunk_bytes = 4ull << 20;
-  FLOTILLA_ASSIGN_OR_RETURN(v->reader_,
-                            io::MakeBatchReader(options.reader_factory,
-                                                options.reader, ro));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      v->reader_,
+      io::MakeBatchReader(options.reader_factory, options.reader, ro));
   v->pass_rows_ = PassRows(vocab, v->row_bytes_, cr, options);
   for (io::AlignedBuffer& b : v->pass_bufs_) {
     FLOTILLA_ASSIGN_OR_RETURN(

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "shared/io/checksum.h"
-#include "shared/testing/io_test_util.h"
 #include "shared/model/float16.h"
+#include "shared/testing/io_test_util.h"
 
 namespace flotilla::coordinator {
 namespace {

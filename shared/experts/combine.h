@@ -1,4 +1,4 @@
-// The combine rule every expert backend follows (DESIGN.md section 6): a
+// The combine rule every expert backend follows (docs/architecture.md): a
 // row's output is the sum over its (row, expert, weight) tasks, IN TASK
 // ORDER, of weight * expert_output, accumulated in double and rounded to
 // float once. Whoever computes the experts (this process, a slot pool

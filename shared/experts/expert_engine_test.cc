@@ -5,8 +5,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shared/testing/experts_test_util.h"
 #include "shared/model/safetensors.h"
+#include "shared/testing/experts_test_util.h"
 
 namespace flotilla::experts {
 namespace {

@@ -4,8 +4,8 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "shared/testing/experts_test_util.h"
 #include "shared/model/safetensors.h"
+#include "shared/testing/experts_test_util.h"
 
 namespace flotilla::experts {
 namespace {

@@ -102,9 +102,9 @@ absl::Status ExpertFetcher::Init() {
   io::BatchReaderOptions ro;
   ro.queue_depth = options_.queue_depth;
   ro.chunk_bytes = options_.chunk_bytes;
-  FLOTILLA_ASSIGN_OR_RETURN(reader_,
-                            io::MakeBatchReader(options_.reader_factory,
-                                                options_.reader, ro));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      reader_,
+      io::MakeBatchReader(options_.reader_factory, options_.reader, ro));
   return absl::OkStatus();
 }
 

@@ -68,7 +68,8 @@ struct FetcherOptions {
   bool direct_io = true;
   // Verify the index's checksums (where present) before a run is used.
   bool verify_checksums = true;
-  // Fault every slot page in at creation (first touch is slow on our VMs).
+  // Fault every slot page in at creation, so no page fault lands inside a
+  // timed read.
   bool prefault = true;
   // When set, slot memory is charged to "experts.slots" and
   // "experts.cache" (and released on destruction). Must outlive the

@@ -138,9 +138,9 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
         BindRun(key, parts, options.max_gap_bytes, &loc, &has_gap));
     noncontiguous += has_gap ? 1 : 0;
     if (source_name.empty()) source_name = parts[0]->file;
-    FLOTILLA_RETURN_IF_ERROR(
-        builder.Add(key, parts[0]->file, loc, tensors.format, tensors.shapes,
-                    Where(parts[0])));
+    FLOTILLA_RETURN_IF_ERROR(builder.Add(key, parts[0]->file, loc,
+                                         tensors.format, tensors.shapes,
+                                         Where(parts[0])));
   }
   builder.set_noncontiguous(noncontiguous);
   return builder.Finish(options.config, options.only_layer,

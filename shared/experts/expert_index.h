@@ -1,7 +1,7 @@
 // ExpertIndex: where every routed expert's bytes live on disk.
 //
 // Each expert (layer, expert) is one contiguous byte run in one file, so one
-// aligned read loads it (K3-ARCHITECTURE.md section 2). The run holds the
+// aligned read loads it (docs/k3-architecture.md section 2). The run holds the
 // expert's tensors at recorded offsets: MXFP4 experts have six (w1.packed,
 // w1.scale, w2.packed, w2.scale, w3.packed, w3.scale); dense experts (F32 or
 // BF16 `.weight`, as in the reference oracle and tests) have three (w1, w2,
@@ -25,10 +25,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "shared/model/config.h"
-#include "shared/pack/pack_manifest.h"
-#include "shared/model/tensor_source.h"
 #include "shared/experts/expert_types.h"
+#include "shared/model/config.h"
+#include "shared/model/tensor_source.h"
+#include "shared/pack/pack_manifest.h"
 
 namespace flotilla::experts {
 

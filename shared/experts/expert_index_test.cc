@@ -3,9 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shared/testing/experts_test_util.h"
 #include "shared/io/checksum.h"
 #include "shared/model/safetensors.h"
+#include "shared/testing/experts_test_util.h"
 
 namespace flotilla::experts {
 namespace {

@@ -147,7 +147,7 @@ absl::StatusOr<ExpertTensors> CheckExpertTensors(const FoundExpertTensors& g,
           BindDense(g, key, w, &dtype, &out.shapes[w], &out.parts));
     }
   }
-  out.format = mxfp4                    ? ExpertFormat::kMxfp4
+  out.format = mxfp4                   ? ExpertFormat::kMxfp4
                : dtype == DType::kBF16 ? ExpertFormat::kBF16
                                        : ExpertFormat::kF32;
   return out;

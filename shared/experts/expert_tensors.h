@@ -50,8 +50,8 @@ struct ExpertTensors {
 // Checks what was found: every matrix present in one format, 2-D, MXFP4
 // U8 with matching packed/scale shapes (group size 32), dense F32 or BF16
 // with one dtype. Errors name the tensor and its file.
-absl::StatusOr<ExpertTensors> CheckExpertTensors(const FoundExpertTensors& found,
-                                                 const ExpertKey& key);
+absl::StatusOr<ExpertTensors> CheckExpertTensors(
+    const FoundExpertTensors& found, const ExpertKey& key);
 
 // That the shapes are an expert of `config`: w1 = w3 = [I][L], w2 = [L][I]
 // (I = moe_intermediate_size, L = routed_expert_hidden_size).

@@ -15,7 +15,6 @@ std::string ShapeText(const MatrixShape& s) {
 
 }  // namespace
 
-
 absl::Status IndexBuilder::Add(const ExpertKey& key,
                                const std::string& file_path,
                                ExpertLocation location, ExpertFormat format,

@@ -11,12 +11,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "shared/experts/expert_tensors.h"
 #include "absl/status/statusor.h"
 #include "shared/experts/expert_index.h"
+#include "shared/experts/expert_tensors.h"
 
 namespace flotilla::experts {
-
 
 class IndexBuilder {
  public:

@@ -58,9 +58,9 @@ absl::StatusOr<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes,
   // Buffers of a huge page or more start on a 2 MiB boundary and are
   // advised to use transparent huge pages: an O_DIRECT read into physically
   // contiguous memory leaves the block layer as one large request instead
-  // of one per ~254 scattered 4 KiB pages, which measured 2-3x faster on
-  // our virtio disks (docs/streaming.md, "Doctor"). The advice must precede
-  // the first touch, so MAP_POPULATE is not used for them.
+  // of one per ~254 scattered 4 KiB pages (bench/measurements.md). The
+  // advice must precede the first touch, so MAP_POPULATE is not used for
+  // them.
   const bool huge = capacity >= kHugePageBytes;
   const size_t slack = huge ? kHugePageBytes : 0;
   int flags = MAP_PRIVATE | MAP_ANONYMOUS;

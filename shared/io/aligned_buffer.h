@@ -66,8 +66,8 @@ class AlignedBuffer {
   // 2 MiB boundary and is advised to use transparent huge pages (fewer,
   // larger block requests for O_DIRECT reads); it maps no more bytes. With
   // `prefault`, every page is faulted in now (MAP_POPULATE, then a touch loop
-  // as a fallback) because a first touch costs ~5.6 us/page on our VMs and
-  // would otherwise land inside the timed read path. Returns ResourceExhausted
+  // as a fallback) because a first touch costs a page fault, which would
+  // otherwise land inside the timed read path. Returns ResourceExhausted
   // when the mapping fails.
   static absl::StatusOr<AlignedBuffer> Allocate(size_t bytes, bool prefault);
 

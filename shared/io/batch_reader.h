@@ -72,8 +72,8 @@ enum class ReaderKind {
 
 struct BatchReaderOptions {
   // Maximum pieces in flight at once: io_uring ring entries (1..1024) or
-  // pread threads (min(queue_depth, 64): threads beyond that only add
-  // scheduler churn on our 2-core VMs). Must be >= 1.
+  // pread threads (min(queue_depth, 64): more threads than a disk's queue
+  // only add scheduler churn). Must be >= 1.
   int queue_depth = 16;
   // Requests longer than this are split into pieces of this size (multiple
   // of 4 KiB). 8 MiB keeps a 72 MB trunk layer at ~9 pieces in flight.
@@ -87,8 +87,9 @@ absl::StatusOr<std::unique_ptr<BatchReader>> CreateBatchReader(
 // swaps in readers that inject faults (shared/testing/faulty_reader.h),
 // the way LevelDB tests swap the Env. Must be thread-safe (the trunk's
 // reader thread and the expert fetcher each make their own).
-using ReaderFactory = std::function<absl::StatusOr<std::unique_ptr<BatchReader>>(
-    ReaderKind, const BatchReaderOptions&)>;
+using ReaderFactory =
+    std::function<absl::StatusOr<std::unique_ptr<BatchReader>>(
+        ReaderKind, const BatchReaderOptions&)>;
 
 // `factory`'s reader when it is set, else CreateBatchReader's.
 absl::StatusOr<std::unique_ptr<BatchReader>> MakeBatchReader(

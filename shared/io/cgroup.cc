@@ -70,7 +70,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 // The v2 (unified) hierarchy holds the memory controller when the mount
 // point itself lists it in cgroup.controllers (stock Debian 12: no v1).
 bool UnifiedMemory() {
-  auto controllers = ReadFile(absl::StrCat(MountPoint(), "/cgroup.controllers"));
+  auto controllers =
+      ReadFile(absl::StrCat(MountPoint(), "/cgroup.controllers"));
   return controllers.ok() && ListsController(*controllers, "memory");
 }
 
@@ -231,8 +232,8 @@ absl::StatusOr<uint64_t> MemoryMaxUsage(const Group& group) {
 }
 
 absl::StatusOr<uint64_t> MemoryUsage(const Group& group) {
-  return ReadControlU64(group, group.unified ? "memory.current"
-                                             : "memory.usage_in_bytes");
+  return ReadControlU64(
+      group, group.unified ? "memory.current" : "memory.usage_in_bytes");
 }
 
 absl::StatusOr<uint64_t> MemoryFailCount(const Group& group) {

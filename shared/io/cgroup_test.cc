@@ -112,8 +112,8 @@ TEST(CgroupTest, BadNamesAndMissingFiles) {
 // machine may mount v1, a stock Debian 12 machine mounts only v2. The
 // kernel would create the child's control files; here the test does.
 TEST(CgroupTest, UnifiedHierarchyFiles) {
-  const std::string root = ::testing::TempDir() + "/fake-cgroup2-" +
-                           std::to_string(getpid());
+  const std::string root =
+      ::testing::TempDir() + "/fake-cgroup2-" + std::to_string(getpid());
   ASSERT_EQ(system(("rm -rf " + root + " && mkdir -p " + root).c_str()), 0);
   auto write = [](const std::string& path, const std::string& text) {
     FILE* f = fopen(path.c_str(), "w");

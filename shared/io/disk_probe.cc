@@ -134,9 +134,9 @@ constexpr uint64_t kHugePage = uint64_t{2} << 20;
 // The probe's read buffers: anonymous memory, pre-faulted, 4 KiB-aligned,
 // optionally 2 MiB-aligned and advised to use transparent huge pages. The
 // page size matters on virtio disks: a request holds at most max_segments
-// (254 here) physically contiguous runs, so a 1.25 MB read into scattered
+// physically contiguous runs (often 254), so a 1.25 MB read into scattered
 // 4 KiB pages (306 of them) becomes two requests, and one into 2 MiB pages
-// one; on this VM that alone changes QD1 throughput ~2x.
+// one (what that does to throughput: bench/measurements.md).
 class ProbeBuffer {
  public:
   ProbeBuffer(ProbeBuffer&& other) noexcept

@@ -41,9 +41,8 @@ struct DiskProbeOptions {
   ReaderKind kind = ReaderKind::kAuto;
   // Read into buffers of 2 MiB transparent huge pages instead of 4 KiB
   // pages. On a virtio disk (at most 254 physically contiguous segments per
-  // request) this decides whether an expert read is one request or two, and
-  // doubles QD1 throughput here; fio's own buffers land in between by luck
-  // of physical layout. Off by default: the engine's buffers
+  // request) this decides whether an expert read is one request or two
+  // (bench/measurements.md). Off by default: the engine's buffers
   // (AlignedBuffer) use 4 KiB pages, and doctor predicts the engine.
   bool huge_pages = false;
 };

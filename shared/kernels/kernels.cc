@@ -90,7 +90,7 @@ void ParallelRows(ThreadPool* pool, size_t rows, size_t cols, size_t n_tokens,
 
 // Scratch for x widened to double, shared by the pool's threads for one
 // call. It belongs to the calling thread and only grows, so steady-state
-// decoding touches no fresh pages (first touch is slow on these VMs).
+// decoding touches no fresh pages (a page's first touch costs a fault).
 double* ThreadBuffer(size_t n) {
   thread_local std::vector<double> buffer;
   if (buffer.size() < n) buffer.resize(n);
@@ -216,7 +216,7 @@ float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 void SituGlu(const float* g, const float* u, size_t n, float beta1, float beta2,
              float* y) {
   for (size_t i = 0; i < n; ++i) {
-    // The sigmoid takes the uncapped gate (K3-ARCHITECTURE.md section 3).
+    // The sigmoid takes the uncapped gate (docs/k3-architecture.md section 3).
     const float gate = beta1 * std::tanh(g[i] / beta1) * Sigmoid(g[i]);
     const float up = beta2 * std::tanh(u[i] / beta2);
     y[i] = gate * up;

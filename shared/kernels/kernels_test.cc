@@ -1,6 +1,6 @@
 // Kernel correctness against the reference fixture pack
 // (tests/fixtures/k3/FORMAT.md sections 4.1 and 4.2) and the numeric bars of
-// K3-ARCHITECTURE.md section 5.
+// docs/k3-architecture.md section 5.
 #include "shared/kernels/kernels.h"
 
 #include <gtest/gtest.h>

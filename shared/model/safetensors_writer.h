@@ -69,8 +69,8 @@ struct SafetensorsWriterOptions {
   int threads = 1;                         // producer threads, >= 1
   size_t buffer_bytes = size_t{64} << 20;  // per buffer; rounded to 4 KiB
   int buffers = 4;  // >= 2: fill one while writing the others
-  // Writes in flight. Two keep a virtio/NVMe queue busy while one request
-  // completes (measured: 2 x 64 MiB O_DIRECT writers ~20% faster than one).
+  // Writes in flight: two keep the device queue busy while one request
+  // completes (bench/measurements.md).
   int io_threads = 2;
   // O_DIRECT keeps a multi-GB write out of the page cache (which would evict
   // everything else and stall on writeback). Falls back to buffered writes
@@ -81,7 +81,7 @@ struct SafetensorsWriterOptions {
 class SafetensorsWriter {
  public:
   // Allocates the buffers and starts the threads once, so that writing many
-  // shards pays for fresh memory (slow to fault in on these VMs) only once.
+  // shards pays for faulting in fresh memory only once.
   static absl::StatusOr<std::unique_ptr<SafetensorsWriter>> Create(
       const SafetensorsWriterOptions& options);
   ~SafetensorsWriter();

@@ -1,5 +1,5 @@
 // Tensor names of the Kimi K3 checkpoint layout (Hugging Face release,
-// K3-ARCHITECTURE.md): the one place the naming scheme is spelled out for
+// docs/k3-architecture.md): the one place the naming scheme is spelled out for
 // the trunk schema, the expert checks and the pack planner.
 #ifndef FLOTILLA_SHARED_MODEL_TENSOR_NAMES_H_
 #define FLOTILLA_SHARED_MODEL_TENSOR_NAMES_H_

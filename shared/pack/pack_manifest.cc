@@ -394,7 +394,8 @@ absl::StatusOr<PackManifest> PackManifestFromJson(absl::string_view text,
 
 absl::StatusOr<PackManifest> LoadPackManifest(const std::string& pack_dir) {
   const std::string path = pack_dir + "/manifest.json";
-  FLOTILLA_ASSIGN_OR_RETURN(std::string text, model::internal::ReadSmallFile(path));
+  FLOTILLA_ASSIGN_OR_RETURN(std::string text,
+                            model::internal::ReadSmallFile(path));
   FLOTILLA_ASSIGN_OR_RETURN(PackManifest m, PackManifestFromJson(text, path));
   // An interrupted pack leaves unwritten regions; serving from it would
   // compute on zeros.

@@ -27,12 +27,12 @@ inline constexpr int kPackFormatVersion = 1;
 // One trunk region: a layer's non-expert tensors ("layer"), the embedding
 // ("embed"), the lm_head ("lm_head") or the model-level vectors ("globals").
 struct PackRegion {
-  std::string kind;         // "layer", "embed", "lm_head", "globals"
-  int layer = -1;           // for kind == "layer"
-  uint64_t offset = 0;      // in the trunk file, multiple of 4096
-  uint64_t size = 0;        // multiple of 4096
-  uint64_t checksum = 0;    // XXH3-64 of the region's `size` bytes
-  RegionLayout layout;     // where each field sits inside the region
+  std::string kind;       // "layer", "embed", "lm_head", "globals"
+  int layer = -1;         // for kind == "layer"
+  uint64_t offset = 0;    // in the trunk file, multiple of 4096
+  uint64_t size = 0;      // multiple of 4096
+  uint64_t checksum = 0;  // XXH3-64 of the region's `size` bytes
+  RegionLayout layout;    // where each field sits inside the region
   // Vocab regions ("embed", "lm_head") are also read piecewise: embedding
   // rows on demand, lm_head in chunks when not pinned. So that such partial
   // reads are verified too, these regions carry one XXH3-64 per chunk of

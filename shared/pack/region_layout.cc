@@ -127,7 +127,7 @@ RegionLayout PlannedLayout(const std::vector<FieldSpec>& schema) {
 }
 
 absl::Status CheckLayout(const RegionLayout& layout,
-                       const std::vector<FieldSpec>& schema) {
+                         const std::vector<FieldSpec>& schema) {
   for (const FieldSpec& spec : schema) {
     const RegionField* f = layout.Find(spec.field);
     if (f == nullptr) {

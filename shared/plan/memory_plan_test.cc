@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <map>
-#include <string>
 #include <numeric>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "shared/model/config.h"
@@ -91,7 +91,7 @@ TEST_F(MemoryPlanTest, ChargesMatchTheConfigWorkedByHand) {
   // Sequence state for 64 positions: per MLA layer 64 x (32 + 8) floats;
   // per KDA layer the 4 x 16 x 16 state plus the 3 x (4 x 16) x (4 - 1)
   // conv history, in floats.
-  const uint64_t mla = 4 * 64 * (32 + 8) * 4;             // 40960
+  const uint64_t mla = 4 * 64 * (32 + 8) * 4;               // 40960
   const uint64_t kda = 9 * (4 * 16 * 16 + 3 * 64 * 3) * 4;  // 57600
   EXPECT_EQ(got["sequence_state"], mla + kda);
   // Workspace per token, in floats: residual blocks (13 / 3 + 2) and 5 more

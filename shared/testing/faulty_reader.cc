@@ -47,9 +47,9 @@ class FaultyReader final : public io::BatchReader {
       case FaultKind::kNone:
         break;
       case FaultKind::kEio:
-        c->status = absl::DataLossError(absl::StrCat(
-            "pread ", p.path, " at offset ", r.offset, " length ", r.length,
-            ": Input/output error (injected)"));
+        c->status = absl::DataLossError(
+            absl::StrCat("pread ", p.path, " at offset ", r.offset, " length ",
+                         r.length, ": Input/output error (injected)"));
         break;
       case FaultKind::kShortRead:
         std::memset(r.dst + r.length / 2, 0, r.length - r.length / 2);

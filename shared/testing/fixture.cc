@@ -1,9 +1,9 @@
 #include "shared/testing/fixture.h"
 
 #include <cmath>
-#include <limits>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace flotilla::testutil {

@@ -5,7 +5,7 @@
 namespace flotilla::tokenizer {
 namespace {
 
-// Script=Han, Unicode 15.1 (K3-ARCHITECTURE.md section 4). Ranges that
+// Script=Han, Unicode 15.1 (docs/k3-architecture.md section 4). Ranges that
 // PCRE2 10.42 (Unicode 14) does not know are harmless: those code points
 // are unassigned (Cn) to PCRE2, so only the H branch can take them.
 constexpr char kHanRanges[] =

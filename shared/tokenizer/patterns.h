@@ -9,7 +9,7 @@
 //  * PCRE2 >= 10.40 gives a bare \p{Han} Script_Extensions semantics, which
 //    adds CJK punctuation such as U+3001 and U+3002; the references mean
 //    Script=Han. Han is spelled out as explicit ranges (the Script=Han list
-//    in K3-ARCHITECTURE.md section 4), which also keeps it independent of
+//    in docs/k3-architecture.md section 4), which also keeps it independent of
 //    PCRE2's Unicode version.
 //  * PCRE2's \s with UCP also matches U+180E; the references use the
 //    Unicode White_Space property. \s is spelled out as that property.
@@ -32,7 +32,7 @@ std::string O200kLowerClass();   // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
 std::string WordPrefixClass();   // [^\r\n\p{L}\p{N}]
 std::string PunctuationClass();  // [^\s\p{L}\p{N}]
 
-// Kimi K3: H|A|B|C|D|E|F|G from K3-ARCHITECTURE.md section 4.
+// Kimi K3: H|A|B|C|D|E|F|G from docs/k3-architecture.md section 4.
 std::string KimiPattern();
 // pat_str of npm tiktoken 1.0.22's cl100k_base (no possessive quantifiers).
 std::string Cl100kPattern();

@@ -1,7 +1,7 @@
 // Test helper: one call of any gRPC method by name with raw message bytes,
 // so tests can speak health and reflection without compiling their protos
-// (compiling health.proto or reflection.proto next to libgrpc++'s aborts:
-// ../shared/notes/deps.md trap 6). Header-only; tests only.
+// (compiling health.proto or reflection.proto next to libgrpc++'s own
+// copy aborts at start-up on duplicate descriptors). Header-only; tests only.
 #ifndef FLOTILLA_SHARED_TRANSPORT_GENERIC_STREAM_TESTUTIL_H_
 #define FLOTILLA_SHARED_TRANSPORT_GENERIC_STREAM_TESTUTIL_H_
 

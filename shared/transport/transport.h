@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
 // `deadline_ms`: true when it answers SERVING. Sent over the generic stub
 // with the message's bytes written by hand, because compiling health.proto
 // next to the one in libgrpc++ aborts on duplicate descriptors
-// (notes/deps.md trap 6). Errors are the call's own status.
+// (libgrpc++ registers its own copy). Errors are the call's own status.
 absl::StatusOr<bool> CheckHealthServing(
     const std::shared_ptr<grpc::Channel>& channel, int deadline_ms);
 
@@ -92,9 +92,8 @@ std::string HostPort(const std::string& host, int port);
 // Makes glibc keep freed message buffers for reuse instead of returning
 // them to the kernel (mmap threshold 32 MiB, trim threshold 256 MiB). Every
 // Compute call allocates and frees request, response and slice buffers of
-// 10-300 KB; on these VMs first touch of fresh pages costs ~5.6 us per 4 KiB
-// (notes/machine-perf.md), which measured ~1.5 ms per 229 KB response
-// (half the RPC time) until buffers were reused. Process-wide; idempotent.
+// 10-300 KB, and faulting in fresh pages for each of them was a large part
+// of the RPC time (bench/measurements.md). Process-wide; idempotent.
 void KeepFreedMessageMemory();
 
 // Turns off absl::Mutex deadlock detection, which Debian's libabsl (built
