@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/model/local_experts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/experts/in_memory_experts.h"
 #include "shared/model/safetensors.h"
 
 namespace flotilla::expert_worker {
@@ -80,13 +80,12 @@ std::vector<float> Local(const Step& s, int layer) {
   auto source = model::SafetensorsCheckpoint::OpenDir(kCkptA);
   EXPECT_TRUE(config.ok() && source.ok());
   kernels::ThreadPool pool(1);
-  auto local = coordinator::LocalExperts::Create(source->get(), *config, &pool);
+  auto local = experts::InMemoryExperts::Create(source->get(), *config, &pool);
   EXPECT_TRUE(local.ok()) << local.status();
-  std::vector<coordinator::ExpertTask> tasks;
-  for (const auto& t : s.tasks) tasks.push_back({t.row, t.expert, t.weight});
   std::vector<float> out(s.z.size());
   EXPECT_TRUE((*local)
-                  ->ComputeLayer(layer, s.z.data(), s.rows, tasks, out.data())
+                  ->ComputeLayer(layer, s.z.data(), s.rows, s.tasks.data(),
+                                 s.tasks.size(), out.data())
                   .ok());
   return out;
 }

@@ -1,4 +1,4 @@
-#include "coordinator/model/local_experts.h"
+#include "shared/experts/in_memory_experts.h"
 
 #include <cstring>
 #include <map>
@@ -7,40 +7,38 @@
 #include "shared/base/status_macros.h"
 #include "shared/experts/combine.h"
 
-namespace flotilla::coordinator {
+namespace flotilla::experts {
 
-absl::StatusOr<std::unique_ptr<LocalExperts>> LocalExperts::Create(
+absl::StatusOr<std::unique_ptr<InMemoryExperts>> InMemoryExperts::Create(
     const model::TensorSource* source, const model::K3Config& config,
     kernels::ThreadPool* pool, int only_layer) {
   auto experts =
-      std::unique_ptr<LocalExperts>(new LocalExperts(source, config));
+      std::unique_ptr<InMemoryExperts>(new InMemoryExperts(source, config));
   FLOTILLA_RETURN_IF_ERROR(experts->Bind(only_layer, pool));
   return experts;
 }
 
-absl::Status LocalExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
+absl::Status InMemoryExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
   const model::K3Config& c = config_;
   experts_.resize(c.num_hidden_layers);
-  const experts::ExpertTensors* first = nullptr;
+  const ExpertTensors* first = nullptr;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (c.IsDenseLayer(layer)) continue;
     if (only_layer >= 0 && layer != only_layer) continue;
     experts_[layer].reserve(c.num_experts);
     for (int e = 0; e < c.num_experts; ++e) {
-      const experts::ExpertKey key{layer, e};
+      const ExpertKey key{layer, e};
       FLOTILLA_ASSIGN_OR_RETURN(
-          experts::ExpertTensors t,
-          experts::CheckExpertTensors(
-              experts::FindExpertTensors(*source_, layer, e), key));
-      FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, c, key));
+          ExpertTensors t,
+          CheckExpertTensors(FindExpertTensors(*source_, layer, e), key));
+      FLOTILLA_RETURN_IF_ERROR(CheckExpertShapes(t, c, key));
       experts_[layer].push_back(std::move(t));
       if (first == nullptr) first = &experts_[layer].back();
       if (experts_[layer].back().format != first->format) {
         return absl::InvalidArgumentError(absl::StrCat(
             "layer ", layer, " expert ", e, " is ",
-            experts::ExpertFormatName(experts_[layer].back().format),
-            " but earlier experts are ",
-            experts::ExpertFormatName(first->format),
+            ExpertFormatName(experts_[layer].back().format),
+            " but earlier experts are ", ExpertFormatName(first->format),
             "; one checkpoint has one expert format"));
       }
     }
@@ -48,13 +46,13 @@ absl::Status LocalExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
   if (first == nullptr) return absl::OkStatus();  // no routed experts bound
   FLOTILLA_ASSIGN_OR_RETURN(
       executor_,
-      experts::ExpertExecutor::ForShapes(
-          first->format, first->shapes, c.situ_beta, c.situ_linear_beta, pool));
+      ExpertExecutor::ForShapes(first->format, first->shapes, c.situ_beta,
+                                c.situ_linear_beta, pool));
   return absl::OkStatus();
 }
 
-absl::Status LocalExperts::ReadRun(const experts::ExpertTensors& tensors,
-                                   experts::ExpertLocation* loc) {
+absl::Status InMemoryExperts::ReadRun(const ExpertTensors& tensors,
+                                      ExpertLocation* loc) {
   uint64_t length = 0;
   for (const model::TensorInfo* t : tensors.parts) {
     // Each part at a float-aligned offset, as the kernels read it.
@@ -75,9 +73,9 @@ absl::Status LocalExperts::ReadRun(const experts::ExpertTensors& tensors,
   return absl::OkStatus();
 }
 
-absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
-                                        const std::vector<ExpertTask>& tasks,
-                                        float* out) {
+absl::Status InMemoryExperts::ComputeLayer(int layer, const float* z, int rows,
+                                           const ExpertAssignment* tasks,
+                                           size_t num_tasks, float* out) {
   const model::K3Config& c = config_;
   if (layer < 0 || layer >= c.num_hidden_layers || experts_[layer].empty()) {
     return absl::InvalidArgumentError(
@@ -86,8 +84,8 @@ absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
   const size_t lat = c.routed_expert_hidden_size;
   // Group task indices by expert so each expert is read once per step.
   std::map<int, std::vector<size_t>> by_expert;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const ExpertTask& t = tasks[i];
+  for (size_t i = 0; i < num_tasks; ++i) {
+    const ExpertAssignment& t = tasks[i];
     if (t.expert < 0 || t.expert >= c.num_experts || t.row < 0 ||
         t.row >= rows) {
       return absl::InvalidArgumentError(
@@ -96,7 +94,7 @@ absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
     }
     by_expert[t.expert].push_back(i);
   }
-  std::vector<float> task_out(tasks.size() * lat);
+  std::vector<float> task_out(num_tasks * lat);
   std::vector<float> xin, y;
   for (const auto& [expert, idx] : by_expert) {
     const size_t n = idx.size();
@@ -106,7 +104,7 @@ absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
                   lat * sizeof(float));
     }
     y.resize(n * lat);
-    experts::ExpertLocation loc;
+    ExpertLocation loc;
     FLOTILLA_RETURN_IF_ERROR(ReadRun(experts_[layer][expert], &loc));
     executor_->Compute(loc, run_.data(), xin.data(), n, y.data());
     for (size_t i = 0; i < n; ++i) {
@@ -115,11 +113,11 @@ absl::Status LocalExperts::ComputeLayer(int layer, const float* z, int rows,
     }
   }
   std::vector<double> acc;
-  experts::CombineInTaskOrder(
-      tasks.data(), tasks.size(), static_cast<size_t>(rows), lat,
+  CombineInTaskOrder(
+      tasks, num_tasks, static_cast<size_t>(rows), lat,
       [&task_out, lat](size_t i) { return task_out.data() + i * lat; }, &acc,
       out);
   return absl::OkStatus();
 }
 
-}  // namespace flotilla::coordinator
+}  // namespace flotilla::experts
