@@ -28,17 +28,17 @@ class FaultyReader final : public io::BatchReader {
     }
     absl::Status s = inner_->Submit(requests);
     if (!s.ok()) return s;
-    // Tags are the caller's; requests in flight together carry distinct
-    // ones, which is all the engine's readers rely on too.
-    for (auto& [tag, p] : decided) pending_.insert_or_assign(tag, std::move(p));
+    // Tags are the caller's and may repeat: a completion takes the oldest
+    // pending decision of its tag.
+    for (auto& [tag, p] : decided) pending_.emplace(tag, std::move(p));
     return absl::OkStatus();
   }
 
   absl::StatusOr<io::ReadCompletion> WaitOne() override {
     absl::StatusOr<io::ReadCompletion> c = inner_->WaitOne();
     if (!c.ok()) return c;
-    auto it = pending_.find(c->tag);
-    if (it == pending_.end()) return c;
+    auto it = pending_.lower_bound(c->tag);  // the first with this tag
+    if (it == pending_.end() || it->first != c->tag) return c;
     const Pending p = std::move(it->second);
     pending_.erase(it);
     if (!c->status.ok()) return c;
@@ -76,7 +76,8 @@ class FaultyReader final : public io::BatchReader {
 
   std::unique_ptr<io::BatchReader> inner_;
   std::shared_ptr<FaultPlan> plan_;
-  std::map<uint64_t, Pending> pending_;  // by tag; one thread uses a reader
+  // By tag, in submission order among equal tags; one thread uses a reader.
+  std::multimap<uint64_t, Pending> pending_;
 };
 
 }  // namespace
