@@ -8,6 +8,8 @@
 #   FLOTILLA_BUILD_TYPE  CMAKE_BUILD_TYPE (default: Release)
 #   FLOTILLA_SKIP_SETUP  1 = do not run scripts/setup.sh
 #   FLOTILLA_JOBS        parallel build jobs (default: nproc)
+#   FLOTILLA_TARGETS     build only these targets (space-separated; default:
+#                        everything, tests and benchmarks included)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,4 +32,6 @@ fi
 
 cmake -S . -B "${BUILD_DIR}" "${GENERATOR[@]}" \
   -DCMAKE_BUILD_TYPE="${BUILD_TYPE}" "$@"
-cmake --build "${BUILD_DIR}" -j"${JOBS}"
+TARGETS=()
+for t in ${FLOTILLA_TARGETS:-}; do TARGETS+=(--target "${t}"); done
+cmake --build "${BUILD_DIR}" -j"${JOBS}" "${TARGETS[@]}"
