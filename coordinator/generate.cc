@@ -11,19 +11,7 @@
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator {
-namespace {
-
 using base::SecondsSince;
-
-// `status` with `where` in front of its message, same code, so an error
-// deep in a layer says which step of the generation it ended.
-absl::Status At(const absl::Status& status, const std::string& where) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(where, ": ", status.message()));
-}
-
-}  // namespace
 
 absl::StatusOr<GenerateResult> Generate(K3Model& model,
                                         const std::vector<int32_t>& prompt,
@@ -52,9 +40,9 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
     const size_t end = std::min(prompt.size(), begin + chunk);
     const std::vector<int32_t> part(prompt.begin() + begin,
                                     prompt.begin() + end);
-    FLOTILLA_RETURN_IF_ERROR(
-        At(model.Forward(&state, part, false, &logits),
-           absl::StrCat("prefill of prompt tokens ", begin, "..", end - 1)));
+    FLOTILLA_RETURN_IF_ERROR(base::WithContext(
+        model.Forward(&state, part, false, &logits),
+        absl::StrCat("prefill of prompt tokens ", begin, "..", end - 1)));
   }
   result.prefill_seconds = SecondsSince(start);
 
@@ -62,7 +50,7 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
   for (int step = 0; step < options.max_tokens; ++step) {
     if (step > 0) {
       const auto step_start = std::chrono::steady_clock::now();
-      FLOTILLA_RETURN_IF_ERROR(At(
+      FLOTILLA_RETURN_IF_ERROR(base::WithContext(
           model.Forward(&state, {result.generated_ids.back()}, false, &logits),
           absl::StrCat("decode step ", step)));
       result.step_seconds.push_back(SecondsSince(step_start));

@@ -117,17 +117,13 @@ bool RemoteExperts::Impl::Usable(int w) {
   if (RemoteClock::now() < worker.retry_at) return false;
   // Fail-fast probe: a dead worker answers at once (connection refused), a
   // hung one within the deadline; either way the backoff starts again.
-  absl::StatusOr<v1::InfoResponse> probe =
+  const absl::StatusOr<v1::InfoResponse> info =
       transport->Info(w, options.rpc_deadline_ms);
-  absl::Status ok = probe.status();
-  if (!ok.ok())
-    ok = absl::Status(ok.code(), absl::StrCat("Info: ", ok.message()));
-  v1::InfoResponse info;
-  if (ok.ok()) info = *std::move(probe);
-  if (ok.ok()) ok = CheckInfo(worker, info);
-  if (ok.ok() && (Ownership(info) != Ownership(worker.info) ||
-                  info.has_split() != worker.info.has_split() ||
-                  info.split().SerializeAsString() !=
+  absl::Status ok = base::WithContext(info.status(), "Info");
+  if (ok.ok()) ok = CheckInfo(worker, *info);
+  if (ok.ok() && (Ownership(*info) != Ownership(worker.info) ||
+                  info->has_split() != worker.info.has_split() ||
+                  info->split().SerializeAsString() !=
                       worker.info.split().SerializeAsString())) {
     ok = absl::FailedPreconditionError(
         "came back owning different experts or slices (restarted with "
@@ -176,10 +172,9 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
       const absl::Status why = i < infos.size()
                                    ? infos[i].status()
                                    : absl::InternalError("no Info answer");
-      return absl::Status(
-          why.code(),
-          absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
-                       options.connect_timeout_ms, " ms): ", why.message()));
+      return base::WithContext(
+          why, absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
+                            options.connect_timeout_ms, " ms)"));
     }
     w.info = *std::move(infos[i]);
   }

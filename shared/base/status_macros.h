@@ -5,6 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define FLOTILLA_CONCAT_INNER_(a, b) a##b
 #define FLOTILLA_CONCAT_(a, b) FLOTILLA_CONCAT_INNER_(a, b)
@@ -25,5 +27,18 @@
 #define FLOTILLA_ASSIGN_OR_RETURN(lhs, expr) \
   FLOTILLA_ASSIGN_OR_RETURN_IMPL_(           \
       FLOTILLA_CONCAT_(flotilla_statusor_, __LINE__), lhs, expr)
+
+namespace flotilla::base {
+
+// `status` with "context: " in front of its message and the same code, so an
+// error from deep down says where it surfaced; OK stays OK.
+inline absl::Status WithContext(const absl::Status& status,
+                                absl::string_view context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(context, ": ", status.message()));
+}
+
+}  // namespace flotilla::base
 
 #endif  // FLOTILLA_SHARED_BASE_STATUS_MACROS_H_

@@ -53,19 +53,17 @@ absl::Status InMemoryExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
 
 absl::Status InMemoryExperts::ReadRun(const ExpertTensors& tensors,
                                       ExpertLocation* loc) {
+  // Each part at a 16-byte-aligned offset, as the kernels read it.
   uint64_t length = 0;
-  for (const model::TensorInfo* t : tensors.parts) {
-    // Each part at a float-aligned offset, as the kernels read it.
-    length = (length + 15) / 16 * 16 + t->nbytes;
+  for (size_t i = 0; i < tensors.parts.size(); ++i) {
+    length = (length + 15) / 16 * 16;
+    loc->tensor_offsets[i] = length;
+    length += tensors.parts[i]->nbytes;
   }
   if (run_.size() < length) run_.resize(length);
-  uint64_t offset = 0;
   for (size_t i = 0; i < tensors.parts.size(); ++i) {
-    offset = (offset + 15) / 16 * 16;
-    loc->tensor_offsets[i] = offset;
-    FLOTILLA_RETURN_IF_ERROR(
-        source_->ReadRaw(*tensors.parts[i], run_.data() + offset));
-    offset += tensors.parts[i]->nbytes;
+    FLOTILLA_RETURN_IF_ERROR(source_->ReadRaw(
+        *tensors.parts[i], run_.data() + loc->tensor_offsets[i]));
     bytes_read_ += tensors.parts[i]->nbytes;
   }
   loc->present = true;

@@ -195,6 +195,8 @@ absl::StatusOr<uint64_t> ReadControlU64(const Group& group,
   return v;
 }
 
+namespace {
+
 // A "key value" line of a flat-keyed file (memory.events,
 // memory.oom_control); 0 when the key is absent (older kernels).
 absl::StatusOr<uint64_t> KeyedValue(const Group& group, const std::string& file,
@@ -211,6 +213,8 @@ absl::StatusOr<uint64_t> KeyedValue(const Group& group, const std::string& file,
   }
   return 0;
 }
+
+}  // namespace
 
 absl::Status SetMemoryLimit(const Group& group, uint64_t bytes) {
   return WriteControl(group,
@@ -243,18 +247,10 @@ absl::StatusOr<uint64_t> MemoryFailCount(const Group& group) {
 }
 
 absl::StatusOr<uint64_t> MemoryOomKills(const Group& group) {
-  if (group.unified) return KeyedValue(group, "memory.events", "oom_kill");
-  FLOTILLA_ASSIGN_OR_RETURN(std::string text,
-                            ReadControl(group, "memory.oom_control"));
-  for (absl::string_view line :
-       absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
-    absl::string_view rest = line;
-    uint64_t v = 0;
-    if (absl::ConsumePrefix(&rest, "oom_kill ") && absl::SimpleAtoi(rest, &v)) {
-      return v;
-    }
-  }
-  return 0;  // Older kernels do not count OOM kills here.
+  // Older v1 kernels do not count OOM kills (KeyedValue gives 0).
+  return KeyedValue(group,
+                    group.unified ? "memory.events" : "memory.oom_control",
+                    "oom_kill");
 }
 
 absl::StatusOr<std::string> BlockDeviceFor(const std::string& path) {
