@@ -16,7 +16,7 @@ PACKAGES=(
   grpc-proto libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev libhwy-dev libpcre2-dev nlohmann-json3-dev libxxhash-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libutf8proc-dev zlib1g-dev
   python3 python3-regex openssl clang-format
 )
 

@@ -56,6 +56,8 @@ std::string HanClass() { return absl::StrCat("[", kHanRanges, "]"); }
 
 std::string WhitespaceClass() { return absl::StrCat("[", kWhiteSpace, "]"); }
 
+std::string WhitespaceRanges() { return kWhiteSpace; }
+
 std::string KimiUpperClass() {
   return absl::StrCat("[^", kHanRanges, kNotUpperCategories, "]");
 }

@@ -25,6 +25,7 @@ namespace flotilla::tokenizer {
 // Single-character classes in PCRE2 syntax, each a complete [...] item.
 std::string HanClass();          // \p{Han} (Script=Han)
 std::string WhitespaceClass();   // \s (White_Space)
+std::string WhitespaceRanges();  // the members of WhitespaceClass, no brackets
 std::string KimiUpperClass();    // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]
 std::string KimiLowerClass();    // [\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]
 std::string O200kUpperClass();   // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]

@@ -146,4 +146,10 @@ int32_t TiktokenBpe::AddedTokenId(absl::string_view content) const {
   return added_.IdOf(content);
 }
 
+std::vector<int32_t> TiktokenBpe::StopIds() const {
+  const int32_t end = AddedTokenId("<|end_of_msg|>");
+  if (end < 0) return {};
+  return {end};
+}
+
 }  // namespace flotilla::tokenizer

@@ -39,6 +39,8 @@ class TiktokenBpe : public Tokenizer {
       const std::vector<int32_t>& ids) const override;
   int32_t vocab_size() const override { return vocab_size_; }
   int32_t AddedTokenId(absl::string_view content) const override;
+  // <|end_of_msg|> when it is an added token (the Kimi chat turn end).
+  std::vector<int32_t> StopIds() const override;
 
   // Encodes without looking for added tokens (tiktoken's encode_ordinary).
   void EncodeOrdinary(absl::string_view text, std::vector<int32_t>* out) const;
