@@ -117,7 +117,7 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
   ro.rpc_deadline_ms = o.rpc_deadline_ms;
   ro.tls = o.worker_tls;
   ro.expected_fingerprint = fingerprint;
-  FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(c, ro));
+  FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(c.Moe(), ro));
   return std::unique_ptr<ExpertBackend>(std::move(remote));
 }
 
@@ -260,7 +260,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   eo.verify_checksums = o.verify_checksums;
   eo.lookahead = o.expert_prefetch;
   FLOTILLA_ASSIGN_OR_RETURN(
-      auto experts, StreamingExperts::Create(o.model_dir, c, &m,
+      auto experts, StreamingExperts::Create(o.model_dir, c.Moe(), &m,
                                              engine->pack_dir, pool.get(), eo));
   engine->experts = experts.get();
   engine->model = K3Model::FromParts(c, std::move(pool), std::move(trunk),

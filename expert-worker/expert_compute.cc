@@ -17,7 +17,7 @@ using experts::ExpertKey;
 absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
     const ShardPlan& plan, const ComputeOptions& options) {
   auto self = std::unique_ptr<ExpertCompute>(new ExpertCompute(plan, options));
-  const model::K3Config& c = plan.config;
+  const model::MoeSpec& c = plan.config;
   FLOTILLA_ASSIGN_OR_RETURN(
       auto ckpt, model::SafetensorsCheckpoint::OpenDir(plan.model_dir));
   // No config: a `pack --workers` folder holds only this worker's share, so
@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
   FLOTILLA_ASSIGN_OR_RETURN(
       experts::ExpertIndex index,
       experts::ExpertIndex::FromTensorSource(*ckpt, index_options));
-  const uint64_t lat = c.routed_expert_hidden_size;
-  const uint64_t inter = c.moe_intermediate_size;
+  const uint64_t lat = c.hidden_size;
+  const uint64_t inter = c.intermediate_size;
   // What the folder must hold: whole experts, or this worker's row slice.
   uint64_t w13_rows = inter, w2_rows = lat;
   if (plan.split) {
@@ -79,8 +79,8 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
   }
   FLOTILLA_ASSIGN_OR_RETURN(
       self->engine_,
-      experts::ExpertEngine::Create(std::move(index), c.situ_beta,
-                                    c.situ_linear_beta, self->pool_.get(), eo));
+      experts::ExpertEngine::Create(std::move(index), c.gate_clamp, c.up_clamp,
+                                    self->pool_.get(), eo));
   return self;
 }
 
@@ -117,11 +117,11 @@ absl::StatusOr<ComputeShape> ExpertCompute::Validate(
                      "this one holds whole experts");
   }
   if (call.kind == CallKind::kDownSlice) {
-    if (call.row_width != plan_.config.moe_intermediate_size) {
+    if (call.row_width != plan_.config.intermediate_size) {
       return bad("row_width ", call.row_width,
                  " but DOWN_SLICE rows are the experts' intermediate "
                  "activations, of width ",
-                 plan_.config.moe_intermediate_size);
+                 plan_.config.intermediate_size);
     }
   } else if (call.row_width != plan_.row_width) {
     return bad("row_width ", call.row_width,

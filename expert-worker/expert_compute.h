@@ -50,7 +50,7 @@ inline constexpr uint64_t kKeptScratchBytes = uint64_t{2} << 20;
 // down-projection call of a decode step's layer then reads nothing (the
 // coordinator sends bigger steps in groups of this many experts).
 inline constexpr int kSplitCacheSlotsPerToken = 1;
-inline int SplitResidentExperts(const model::K3Config& config) {
+inline int SplitResidentExperts(const model::MoeSpec& config) {
   return kSplitCacheSlotsPerToken * config.num_experts_per_token;
 }
 // Accountant owners: scratch kept between calls, and calls in flight.

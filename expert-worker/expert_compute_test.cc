@@ -80,7 +80,8 @@ std::vector<float> Local(const Step& s, int layer) {
   auto source = model::SafetensorsCheckpoint::OpenDir(kCkptA);
   EXPECT_TRUE(config.ok() && source.ok());
   kernels::ThreadPool pool(1);
-  auto local = experts::InMemoryExperts::Create(source->get(), *config, &pool);
+  auto local =
+      experts::InMemoryExperts::Create(source->get(), (*config).Moe(), &pool);
   EXPECT_TRUE(local.ok()) << local.status();
   std::vector<float> out(s.z.size());
   EXPECT_TRUE((*local)

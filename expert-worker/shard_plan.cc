@@ -16,7 +16,8 @@
 #include "absl/strings/str_split.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/checkpoint_fingerprint.h"
-#include "shared/model/config.h"
+#include "shared/model/model_family.h"
+#include "shared/model/moe_spec.h"
 #include "shared/model/safetensors.h"
 #include "shared/placement/placement.h"
 
@@ -103,14 +104,13 @@ absl::Status FillSplitPlan(const PlanOptions& o,
   }
   FLOTILLA_ASSIGN_OR_RETURN(placement::ExpertSplit split,
                             placement::ExpertSplit::Load(o.split_file));
-  const model::K3Config& c = plan->config;
-  if (split.intermediate != static_cast<uint64_t>(c.moe_intermediate_size) ||
-      split.latent != static_cast<uint64_t>(c.routed_expert_hidden_size)) {
+  const model::MoeSpec& c = plan->config;
+  if (split.intermediate != static_cast<uint64_t>(c.intermediate_size) ||
+      split.latent != static_cast<uint64_t>(c.hidden_size)) {
     return absl::InvalidArgumentError(absl::StrCat(
         o.split_file, " cuts experts of intermediate size ", split.intermediate,
         " and latent width ", split.latent, " but ", o.model_dir,
-        "/config.json has ", c.moe_intermediate_size, " and ",
-        c.routed_expert_hidden_size));
+        "/config.json has ", c.intermediate_size, " and ", c.hidden_size));
   }
   if (o.shard_given &&
       (o.shard.index != split.worker || o.shard.count != split.workers)) {
@@ -142,15 +142,15 @@ absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
   plan.model_dir = o.model_dir;
   FLOTILLA_ASSIGN_OR_RETURN(
       plan.config,
-      model::LoadK3Config((fs::path(o.model_dir) / "config.json").string()));
-  const model::K3Config& c = plan.config;
+      model::LoadMoeSpec((fs::path(o.model_dir) / "config.json").string()));
+  const model::MoeSpec& c = plan.config;
   std::vector<int> moe_layers;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+  for (int layer = 0; layer < c.num_layers; ++layer) {
     if (!c.IsDenseLayer(layer)) moe_layers.push_back(layer);
   }
-  plan.num_layers = c.num_hidden_layers;
+  plan.num_layers = c.num_layers;
   plan.num_experts = c.num_experts;
-  plan.row_width = c.routed_expert_hidden_size;
+  plan.row_width = c.hidden_size;
   plan.memory_budget_bytes = o.memory_budget_bytes;
   plan.compute_threads = o.compute_threads;
   if (!o.split_file.empty()) {

@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "shared/model/config.h"
+#include "shared/model/moe_spec.h"
 #include "shared/placement/expert_split.h"
 
 namespace flotilla::expert_worker {
@@ -61,7 +61,7 @@ struct ShardPlan {
   // owned_experts lists every expert of every MoE layer).
   std::optional<placement::ExpertSplit> split;
   std::string model_dir;
-  model::K3Config config;
+  model::MoeSpec config;
   int num_layers = 0;   // decoder layers (num_hidden_layers)
   int num_experts = 0;  // routed experts per MoE layer
   int row_width = 0;    // latent width of expert inputs/outputs (floats)

@@ -56,7 +56,8 @@ std::vector<float> Local(const Step& s) {
   auto source = model::SafetensorsCheckpoint::OpenDir(CkptA());
   EXPECT_TRUE(config.ok() && source.ok());
   kernels::ThreadPool pool(1);
-  auto local = coordinator::LocalExperts::Create(source->get(), *config, &pool);
+  auto local =
+      coordinator::LocalExperts::Create(source->get(), config->Moe(), &pool);
   EXPECT_TRUE(local.ok()) << local.status();
   std::vector<float> out(s.z.size());
   EXPECT_TRUE(

@@ -200,7 +200,7 @@ absl::StatusOr<std::unique_ptr<coordinator::K3Model>> OpenRemoteModel(
                               model::FingerprintCheckpoint(model, *source));
   }
   FLOTILLA_ASSIGN_OR_RETURN(
-      auto experts, coordinator::RemoteExperts::Connect(config, options));
+      auto experts, coordinator::RemoteExperts::Connect(config.Moe(), options));
   FLOTILLA_ASSIGN_OR_RETURN(auto trunk,
                             coordinator::InMemoryTrunk::Build(*source, config));
   std::shared_ptr<model::TensorSource> keep(std::move(source));

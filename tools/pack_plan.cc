@@ -60,7 +60,7 @@ absl::Status PlanExperts(const std::string& model_dir,
           experts::ExpertTensors t,
           experts::CheckExpertTensors(
               experts::FindExpertTensors(source, layer, x), key));
-      FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, c, key));
+      FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, c.Moe(), key));
       const std::string format = experts::ExpertFormatName(t.format);
       if (plan->expert_format.empty()) plan->expert_format = format;
       if (plan->expert_format != format) {

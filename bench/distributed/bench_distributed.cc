@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   auto fp = flotilla::model::FingerprintCheckpoint(model_dir, **source);
   if (!fp.ok()) return Fail(fp.status().ToString());
   ro.expected_fingerprint = *fp;
-  auto remote = co::RemoteExperts::Connect(*config, ro);
+  auto remote = co::RemoteExperts::Connect((*config).Moe(), ro);
   if (!remote.ok()) return Fail(remote.status().ToString());
   co::RemoteExperts* experts = remote->get();
   auto trunk = co::InMemoryTrunk::Build(**source, *config);

@@ -263,7 +263,8 @@ TEST(LayersTest, LatentMoeWithSharedExperts) {
   auto bound = Bind(source, c, 1, pack::kFfnPart);
   ASSERT_NE(bound, nullptr);
   const MoeWeights* w = &bound->weights.moe;
-  auto experts = LocalExperts::Create(&source, c, nullptr, /*only_layer=*/1);
+  auto experts =
+      LocalExperts::Create(&source, c.Moe(), nullptr, /*only_layer=*/1);
   ASSERT_TRUE(experts.ok()) << experts.status();
   const std::vector<float> in = JsonTensor(j, "in");
   const int steps = in.size() / c.hidden_size;
@@ -283,7 +284,7 @@ void CheckDecoderLayer(const std::string& name) {
   ASSERT_NE(bound, nullptr);
   const LayerWeights* w = &bound->weights;
   ASSERT_EQ(w->is_mla, j["is_mla"].get<bool>());
-  auto experts = LocalExperts::Create(&source, c, nullptr, layer);
+  auto experts = LocalExperts::Create(&source, c.Moe(), nullptr, layer);
   ASSERT_TRUE(experts.ok()) << experts.status();
 
   std::vector<int64_t> bshape;

@@ -15,7 +15,7 @@
 #include "coordinator/model/expert_backend.h"
 #include "shared/experts/in_memory_experts.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
+#include "shared/model/moe_spec.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::coordinator {
@@ -25,7 +25,7 @@ class LocalExperts : public ExpertBackend {
   // `source` and `pool` must outlive the backend. Binds every MoE layer,
   // or only `only_layer` when it is >= 0 (layer fixtures hold one layer).
   static absl::StatusOr<std::unique_ptr<LocalExperts>> Create(
-      const model::TensorSource* source, const model::K3Config& config,
+      const model::TensorSource* source, const model::MoeSpec& config,
       kernels::ThreadPool* pool, int only_layer = -1) {
     absl::StatusOr<std::unique_ptr<experts::InMemoryExperts>> experts =
         experts::InMemoryExperts::Create(source, config, pool, only_layer);

@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<K3Model>> K3Model::Load(
   const uint64_t trunk_bytes = trunk->bytes();
   FLOTILLA_ASSIGN_OR_RETURN(
       auto experts,
-      LocalExperts::Create(shared_source.get(), config, pool.get()));
+      LocalExperts::Create(shared_source.get(), config.Moe(), pool.get()));
   auto m = FromParts(config, std::move(pool), std::move(trunk),
                      std::move(experts), shared_source);
   m->resident_trunk_bytes_ = trunk_bytes;

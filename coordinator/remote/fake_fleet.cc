@@ -6,7 +6,7 @@
 
 namespace flotilla::coordinator::testing {
 
-FakeFleet::FakeFleet(const model::K3Config& config, std::string fingerprint,
+FakeFleet::FakeFleet(const model::MoeSpec& config, std::string fingerprint,
                      std::vector<std::set<std::pair<int, int>>> owned)
     : config_(config),
       fingerprints_(owned.size(), fingerprint),
@@ -24,9 +24,9 @@ absl::StatusOr<v1::InfoResponse> FakeFleet::Info(int w, int /*deadline_ms*/) {
   info.set_model_fingerprint(fingerprints_[w]);
   info.set_shard_index(w);
   info.set_shard_count(static_cast<uint32_t>(owned_.size()));
-  info.set_num_layers(config_.num_hidden_layers);
+  info.set_num_layers(config_.num_layers);
   info.set_num_experts(config_.num_experts);
-  info.set_row_width(config_.routed_expert_hidden_size);
+  info.set_row_width(config_.hidden_size);
   info.set_max_request_bytes(max_request_bytes_);
   for (const auto& [layer, expert] : owned_[w]) {
     (*info.mutable_owned_experts())[layer].add_experts(expert);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "coordinator/remote/worker_transport.h"
-#include "shared/model/config.h"
+#include "shared/model/moe_spec.h"
 
 namespace flotilla::coordinator::testing {
 
@@ -33,7 +33,7 @@ inline float ToyExpert(int layer, int expert, float x) {
 class FakeFleet final : public WorkerTransport {
  public:
   // `owned[w]`: the (layer, expert) pairs worker w holds.
-  FakeFleet(const model::K3Config& config, std::string fingerprint,
+  FakeFleet(const model::MoeSpec& config, std::string fingerprint,
             std::vector<std::set<std::pair<int, int>>> owned);
 
   void SetBehaviour(int w, WorkerBehaviour b) { behaviour_[w] = b; }
@@ -62,7 +62,7 @@ class FakeFleet final : public WorkerTransport {
  private:
   void Answer(ComputeCall* call);
 
-  model::K3Config config_;
+  model::MoeSpec config_;
   std::vector<std::string> fingerprints_;
   std::vector<std::set<std::pair<int, int>>> owned_;
   std::vector<WorkerBehaviour> behaviour_;

@@ -70,15 +70,14 @@ absl::Status RemoteExperts::Impl::CheckInfo(
         "; refusing it (start the worker on the same checkpoint, or its "
         "`flotilla-tool pack --workers` folder)"));
   }
-  if (info.num_layers() != static_cast<uint32_t>(config.num_hidden_layers) ||
+  if (info.num_layers() != static_cast<uint32_t>(config.num_layers) ||
       info.num_experts() != static_cast<uint32_t>(config.num_experts) ||
-      info.row_width() !=
-          static_cast<uint32_t>(config.routed_expert_hidden_size)) {
+      info.row_width() != static_cast<uint32_t>(config.hidden_size)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "expert ", worker.Name(), " serves a model of ", info.num_layers(),
         " layers, ", info.num_experts(), " experts, latent width ",
-        info.row_width(), "; this coordinator's has ", config.num_hidden_layers,
-        ", ", config.num_experts, ", ", config.routed_expert_hidden_size));
+        info.row_width(), "; this coordinator's has ", config.num_layers, ", ",
+        config.num_experts, ", ", config.hidden_size));
   }
   for (const auto& [layer, list] : info.owned_experts()) {
     if (layer >= info.num_layers() ||
@@ -141,7 +140,7 @@ bool RemoteExperts::Impl::Usable(int w) {
 }
 
 absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
-    const model::K3Config& config, const RemoteExpertsOptions& options) {
+    const model::MoeSpec& config, const RemoteExpertsOptions& options) {
   FLOTILLA_RETURN_IF_ERROR(CheckOptions(options));
   FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<WorkerTransport> transport,
                             MakeGrpcTransport(options.workers, options.tls));
@@ -149,7 +148,7 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
 }
 
 absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
-    const model::K3Config& config, const RemoteExpertsOptions& options,
+    const model::MoeSpec& config, const RemoteExpertsOptions& options,
     std::unique_ptr<WorkerTransport> transport) {
   FLOTILLA_RETURN_IF_ERROR(CheckOptions(options));
   auto impl = std::make_unique<Impl>();
@@ -192,9 +191,9 @@ absl::Status RemoteExperts::Impl::CheckFleet() {
                                                   : uint64_t{4} << 20);
   }
   FLOTILLA_RETURN_IF_ERROR(CheckSplitFleet());
-  holders.assign(config.num_hidden_layers, {});
-  hinted.assign(config.num_hidden_layers, {});
-  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
+  holders.assign(config.num_layers, {});
+  hinted.assign(config.num_layers, {});
+  for (int layer = 0; layer < config.num_layers; ++layer) {
     if (!config.IsDenseLayer(layer)) {
       holders[layer].assign(config.num_experts, {});
       hinted[layer].assign(config.num_experts, -1);
@@ -207,7 +206,7 @@ absl::Status RemoteExperts::Impl::CheckFleet() {
   }
   std::vector<std::string> missing;
   size_t missing_pairs = 0;
-  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
+  for (int layer = 0; layer < config.num_layers; ++layer) {
     std::vector<int> experts;
     for (size_t e = 0; e < holders[layer].size(); ++e) {
       if (holders[layer][e].empty()) experts.push_back(e);

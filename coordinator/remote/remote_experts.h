@@ -74,7 +74,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/model/expert_backend.h"
-#include "shared/model/config.h"
+#include "shared/model/moe_spec.h"
 #include "shared/transport/tls_options.h"
 
 namespace flotilla::coordinator {
@@ -152,11 +152,11 @@ class RemoteExperts : public ExpertBackend {
   // Opens one channel per worker, asks each for Info (waiting up to
   // connect_timeout_ms), and checks fingerprint, shape and coverage.
   static absl::StatusOr<std::unique_ptr<RemoteExperts>> Connect(
-      const model::K3Config& config, const RemoteExpertsOptions& options);
+      const model::MoeSpec& config, const RemoteExpertsOptions& options);
   // The same over a transport of the caller's (tests: a fake fleet);
   // options.workers still names the workers, in the transport's order.
   static absl::StatusOr<std::unique_ptr<RemoteExperts>> ConnectWith(
-      const model::K3Config& config, const RemoteExpertsOptions& options,
+      const model::MoeSpec& config, const RemoteExpertsOptions& options,
       std::unique_ptr<WorkerTransport> transport);
   ~RemoteExperts() override;
 

@@ -51,8 +51,7 @@ void RemoteExperts::Impl::DealLayer(int layer, const std::vector<int>& experts,
 
 absl::Status RemoteExperts::Impl::PrefetchLayer(
     int layer, const std::vector<int>& experts) {
-  if (layer < 0 || layer >= config.num_hidden_layers ||
-      holders[layer].empty()) {
+  if (layer < 0 || layer >= config.num_layers || holders[layer].empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("prefetch: layer ", layer, " has no routed experts"));
   }

@@ -72,7 +72,7 @@ void CombineLayer(const std::vector<ExpertTask>& tasks, int rows, size_t width,
                   const TaskPlacement& placement, float* out);
 
 struct RemoteExperts::Impl {
-  model::K3Config config;
+  model::MoeSpec config;
   RemoteExpertsOptions options;
   std::unique_ptr<WorkerTransport> transport;
   std::vector<WorkerConn> workers;

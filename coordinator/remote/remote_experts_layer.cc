@@ -230,9 +230,8 @@ absl::Status RemoteExperts::Impl::CollectRound(
 absl::Status RemoteExperts::Impl::ComputeLayer(
     int layer, const float* z, int rows, const std::vector<ExpertTask>& tasks,
     float* out) {
-  const size_t width = config.routed_expert_hidden_size;
-  if (layer < 0 || layer >= config.num_hidden_layers ||
-      holders[layer].empty()) {
+  const size_t width = config.hidden_size;
+  if (layer < 0 || layer >= config.num_layers || holders[layer].empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " has no routed experts"));
   }

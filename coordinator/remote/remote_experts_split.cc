@@ -82,8 +82,7 @@ absl::Status RemoteExperts::Impl::CheckSplitFleet() {
   uint64_t inter = 0, latent = 0;
   for (const WorkerConn* w : by_index) {
     const v1::ExpertSlice& s = w->info.split();
-    if (s.intermediate() !=
-            static_cast<uint32_t>(config.moe_intermediate_size) ||
+    if (s.intermediate() != static_cast<uint32_t>(config.intermediate_size) ||
         s.inter_begin() != inter || s.inter_end() <= s.inter_begin() ||
         s.latent_begin() != latent || s.latent_end() <= s.latent_begin()) {
       return absl::FailedPreconditionError(
@@ -91,17 +90,17 @@ absl::Status RemoteExperts::Impl::CheckSplitFleet() {
                        " does not continue the slices before it "
                        "(expected rows from ",
                        inter, " and ", latent, ", intermediate size ",
-                       config.moe_intermediate_size, ")"));
+                       config.intermediate_size, ")"));
     }
     inter = s.inter_end();
     latent = s.latent_end();
   }
-  if (inter != static_cast<uint64_t>(config.moe_intermediate_size) ||
-      latent != static_cast<uint64_t>(config.routed_expert_hidden_size)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the split fleet's slices cover ", inter, " intermediate and ", latent,
-        " latent rows, not ", config.moe_intermediate_size, " and ",
-        config.routed_expert_hidden_size));
+  if (inter != static_cast<uint64_t>(config.intermediate_size) ||
+      latent != static_cast<uint64_t>(config.hidden_size)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the split fleet's slices cover ", inter,
+                     " intermediate and ", latent, " latent rows, not ",
+                     config.intermediate_size, " and ", config.hidden_size));
   }
   is_split = true;
   return absl::OkStatus();
@@ -234,8 +233,8 @@ absl::Status RemoteExperts::Impl::ComputeSplitLayer(
     int layer, const float* z, int rows, const std::vector<ExpertTask>& tasks,
     float* out) {
   const RemoteClock::time_point layer_start = RemoteClock::now();
-  const size_t lat = config.routed_expert_hidden_size;
-  const size_t inter = config.moe_intermediate_size;
+  const size_t lat = config.hidden_size;
+  const size_t inter = config.intermediate_size;
   const size_t n = tasks.size();
   for (size_t w = 0; w < workers.size(); ++w) {
     if (!Usable(static_cast<int>(w))) {

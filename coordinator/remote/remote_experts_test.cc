@@ -62,12 +62,13 @@ class RemoteExpertsTest : public ::testing::Test {
       options.workers.push_back("fake-" + std::to_string(w) + ":1");
     }
     options.expected_fingerprint = kFingerprint;
-    return RemoteExperts::ConnectWith(config_, options, std::move(fleet));
+    return RemoteExperts::ConnectWith(config_.Moe(), options, std::move(fleet));
   }
 
   std::unique_ptr<FakeFleet> Fleet(int n, int r) {
     workers_ = n;
-    return std::make_unique<FakeFleet>(config_, kFingerprint, Rotate(n, r));
+    return std::make_unique<FakeFleet>(config_.Moe(), kFingerprint,
+                                       Rotate(n, r));
   }
 
   // `rows` rows of activations and top-2 tasks per row.
@@ -285,8 +286,8 @@ TEST_F(RemoteExpertsTest, ConnectRefusesAForeignFingerprintAndGaps) {
     auto owned = Rotate(2, 1);
     owned[1].erase({3, 4});
     workers_ = 2;
-    auto remote = Connect(
-        std::make_unique<FakeFleet>(config_, kFingerprint, std::move(owned)));
+    auto remote = Connect(std::make_unique<FakeFleet>(
+        config_.Moe(), kFingerprint, std::move(owned)));
     EXPECT_EQ(remote.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(std::string(remote.status().message()),
                 HasSubstr("layer 3 experts 4"));

@@ -10,7 +10,7 @@ using experts::ExpertIndex;
 using experts::ExpertKey;
 
 absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::Create(
-    const std::string& model_dir, const model::K3Config& config,
+    const std::string& model_dir, const model::MoeSpec& config,
     const pack::PackManifest* manifest, const std::string& pack_dir,
     kernels::ThreadPool* pool, const StreamingExpertsOptions& options) {
   if (manifest != nullptr) {
@@ -36,16 +36,14 @@ absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::Create(
 }
 
 absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::FromIndex(
-    ExpertIndex index, const model::K3Config& config, kernels::ThreadPool* pool,
+    ExpertIndex index, const model::MoeSpec& config, kernels::ThreadPool* pool,
     const StreamingExpertsOptions& options) {
-  if (index.shape(0).rows !=
-          static_cast<uint64_t>(config.moe_intermediate_size) ||
-      index.shape(0).cols !=
-          static_cast<uint64_t>(config.routed_expert_hidden_size)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expert index has w1 [", index.shape(0).rows, ",", index.shape(0).cols,
-        "] but the config wants [", config.moe_intermediate_size, ",",
-        config.routed_expert_hidden_size, "]"));
+  if (index.shape(0).rows != static_cast<uint64_t>(config.intermediate_size) ||
+      index.shape(0).cols != static_cast<uint64_t>(config.hidden_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expert index has w1 [", index.shape(0).rows, ",",
+                     index.shape(0).cols, "] but the config wants [",
+                     config.intermediate_size, ",", config.hidden_size, "]"));
   }
   experts::ExpertEngineOptions eo;
   eo.fetcher.slots = options.slots;
@@ -59,8 +57,8 @@ absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::FromIndex(
   eo.cache_bytes = options.cache_bytes;
   FLOTILLA_ASSIGN_OR_RETURN(
       auto engine,
-      experts::ExpertEngine::Create(std::move(index), config.situ_beta,
-                                    config.situ_linear_beta, pool, eo));
+      experts::ExpertEngine::Create(std::move(index), config.gate_clamp,
+                                    config.up_clamp, pool, eo));
   return std::unique_ptr<StreamingExperts>(
       new StreamingExperts(std::move(engine), options.lookahead));
 }

@@ -34,7 +34,7 @@
 #include "shared/io/batch_reader.h"
 #include "shared/io/memory_budget.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
+#include "shared/model/moe_spec.h"
 #include "shared/pack/pack_manifest.h"
 
 namespace flotilla::coordinator {
@@ -64,13 +64,13 @@ class StreamingExperts : public ExpertBackend {
   // or pack_dir, see pack::PackManifest), else from the safetensors headers in
   // model_dir (only the headers are read here).
   static absl::StatusOr<std::unique_ptr<StreamingExperts>> Create(
-      const std::string& model_dir, const model::K3Config& config,
+      const std::string& model_dir, const model::MoeSpec& config,
       const pack::PackManifest* manifest, const std::string& pack_dir,
       kernels::ThreadPool* pool, const StreamingExpertsOptions& options);
 
   // From a ready index (tests, tools).
   static absl::StatusOr<std::unique_ptr<StreamingExperts>> FromIndex(
-      experts::ExpertIndex index, const model::K3Config& config,
+      experts::ExpertIndex index, const model::MoeSpec& config,
       kernels::ThreadPool* pool, const StreamingExpertsOptions& options);
 
   absl::Status ComputeLayer(int layer, const float* z, int rows,

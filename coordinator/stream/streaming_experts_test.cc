@@ -78,10 +78,10 @@ void ExpectSameAsLocal(const std::string& dir,
   kernels::ThreadPool pool(2);
   auto source = model::SafetensorsCheckpoint::OpenDir(dir);
   ASSERT_TRUE(source.ok()) << source.status();
-  auto local = LocalExperts::Create(source->get(), c, &pool);
+  auto local = LocalExperts::Create(source->get(), c.Moe(), &pool);
   ASSERT_TRUE(local.ok()) << local.status();
   auto streaming =
-      StreamingExperts::Create(dir, c, manifest, "", &pool, options);
+      StreamingExperts::Create(dir, c.Moe(), manifest, "", &pool, options);
   ASSERT_TRUE(streaming.ok()) << streaming.status();
   const size_t lat = c.routed_expert_hidden_size;
   uint32_t seed = 7;
@@ -180,8 +180,8 @@ TEST(StreamingExpertsTest, ChecksumMismatchNamesLayerExpertFileOffset) {
   }
   ASSERT_NE(bad, nullptr);
   bad->checksum ^= 1;
-  auto streaming = StreamingExperts::Create(dir, c, &m, "/unused", nullptr,
-                                            StreamingExpertsOptions());
+  auto streaming = StreamingExperts::Create(dir, c.Moe(), &m, "/unused",
+                                            nullptr, StreamingExpertsOptions());
   ASSERT_TRUE(streaming.ok()) << streaming.status();
   const Step s = RandomStep(c, 4, 3);
   std::vector<ExpertTask> tasks = s.tasks;
@@ -206,7 +206,8 @@ TEST(StreamingExpertsTest, RepeatedLayerHitsTheCache) {
   StreamingExpertsOptions o;
   o.slots = 4;
   o.cache_bytes = 1 << 20;  // room for every expert of a layer
-  auto streaming = StreamingExperts::Create(dir, c, nullptr, "", nullptr, o);
+  auto streaming =
+      StreamingExperts::Create(dir, c.Moe(), nullptr, "", nullptr, o);
   ASSERT_TRUE(streaming.ok()) << streaming.status();
   const Step s = RandomStep(c, 6, 11);
   std::vector<float> first(s.rows * c.routed_expert_hidden_size);
@@ -231,12 +232,12 @@ TEST(StreamingExpertsTest, PrefetchLayerIsUsedByTheNextStep) {
       experts::testing::LoadConfigOrDie(dir + "/config.json");
   StreamingExpertsOptions o;
   o.slots = 4;
-  auto off = StreamingExperts::Create(dir, c, nullptr, "", nullptr, o);
+  auto off = StreamingExperts::Create(dir, c.Moe(), nullptr, "", nullptr, o);
   ASSERT_TRUE(off.ok());
   ASSERT_TRUE((*off)->PrefetchLayer(3, {1, 2}).ok());  // lookahead off: no-op
   EXPECT_EQ((*off)->stats().prefetch_issued, 0u);
   o.lookahead = true;
-  auto on = StreamingExperts::Create(dir, c, nullptr, "", nullptr, o);
+  auto on = StreamingExperts::Create(dir, c.Moe(), nullptr, "", nullptr, o);
   ASSERT_TRUE(on.ok());
   ASSERT_TRUE((*on)->PrefetchLayer(3, {1, 2, 99}).ok());  // 99: ignored
   EXPECT_EQ((*on)->stats().prefetch_issued, 2u);
@@ -255,16 +256,17 @@ TEST(StreamingExpertsTest, DenseOracleExpertsMatchLocal) {
   auto c = model::ParseK3Config((*source)->config_json(), "tiny_k3.json");
   ASSERT_TRUE(c.ok()) << c.status();
   experts::ExpertIndexOptions io;
-  io.config = &*c;
+  const model::MoeSpec moe_c = (*c).Moe();
+  io.config = &moe_c;
   auto index = ExpertIndex::FromTensorSource(**source, io);
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(index->format(), experts::ExpertFormat::kF32);
-  auto local = LocalExperts::Create(source->get(), *c, nullptr);
+  auto local = LocalExperts::Create(source->get(), (*c).Moe(), nullptr);
   ASSERT_TRUE(local.ok()) << local.status();
   StreamingExpertsOptions o;
   o.slots = 2;
-  auto streaming =
-      StreamingExperts::FromIndex(std::move(index).value(), *c, nullptr, o);
+  auto streaming = StreamingExperts::FromIndex(std::move(index).value(),
+                                               (*c).Moe(), nullptr, o);
   ASSERT_TRUE(streaming.ok()) << streaming.status();
   for (int layer = 1; layer < c->num_hidden_layers; layer += 3) {
     const Step s = RandomStep(*c, 3, layer);

@@ -49,7 +49,8 @@ absl::StatusOr<std::unique_ptr<ExpertEngine>> CkptAEngine(
   auto source = model::SafetensorsCheckpoint::OpenDir(K3Path("ckpt_A"));
   if (!source.ok()) return source.status();
   ExpertIndexOptions io;
-  io.config = &c;
+  const model::MoeSpec moe_c = c.Moe();
+  io.config = &moe_c;
   auto index = ExpertIndex::FromTensorSource(**source, io);
   if (!index.ok()) return index.status();
   return ExpertEngine::Create(std::move(index).value(), c.situ_beta,

@@ -26,7 +26,8 @@ CkptA LoadCkptA() {
   auto source = model::SafetensorsCheckpoint::OpenDir(K3Path("ckpt_A"));
   EXPECT_TRUE(source.ok()) << source.status();
   ExpertIndexOptions io;
-  io.config = &a.config;
+  const model::MoeSpec moe_a_config = a.config.Moe();
+  io.config = &moe_a_config;
   auto index = ExpertIndex::FromTensorSource(**source, io);
   EXPECT_TRUE(index.ok()) << index.status();
   a.index = std::move(index).value();

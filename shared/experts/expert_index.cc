@@ -189,10 +189,9 @@ std::vector<ExpertKey> ExpertIndex::Keys() const {
   return keys;
 }
 
-uint64_t ExpertIndex::RunBytesFor(const model::K3Config& config,
+uint64_t ExpertIndex::RunBytesFor(const model::MoeSpec& config,
                                   ExpertFormat format) {
-  const uint64_t params =
-      3ull * config.routed_expert_hidden_size * config.moe_intermediate_size;
+  const uint64_t params = 3ull * config.hidden_size * config.intermediate_size;
   switch (format) {
     case ExpertFormat::kMxfp4:
       return params / 2 + params / 32;

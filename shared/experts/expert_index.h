@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "shared/experts/expert_types.h"
-#include "shared/model/config.h"
+#include "shared/model/moe_spec.h"
 #include "shared/model/tensor_source.h"
 #include "shared/pack/pack_manifest.h"
 
@@ -38,7 +38,7 @@ struct ExpertIndexOptions {
   // w2 = [L][I] (I = moe_intermediate_size, L = routed_expert_hidden_size),
   // and nothing outside them. Without a config the index takes whatever
   // experts the source has (test fixtures with arbitrary shapes).
-  const model::K3Config* config = nullptr;
+  const model::MoeSpec* config = nullptr;
   int only_layer = -1;
   // An expert whose tensors do not tile their span exactly is still served
   // as one read of the whole span when the unused bytes inside it total
@@ -65,7 +65,7 @@ class ExpertIndex {
   // layer must be listed, and each run's tensors must fit inside it.
   // Checksums are taken from the manifest.
   static absl::StatusOr<ExpertIndex> FromPackManifest(
-      const pack::PackManifest& manifest, const model::K3Config& config,
+      const pack::PackManifest& manifest, const model::MoeSpec& config,
       const std::string& model_dir, const std::string& pack_dir);
 
   // Null when (layer, expert) is not in the index.
@@ -94,7 +94,7 @@ class ExpertIndex {
 
   // Bytes of one expert run for a config (planning before an index exists):
   // 17,547,264 for K3 MXFP4.
-  static uint64_t RunBytesFor(const model::K3Config& config,
+  static uint64_t RunBytesFor(const model::MoeSpec& config,
                               ExpertFormat format);
   // Slot size that holds any aligned read of a run of `run_bytes`,
   // wherever it starts: AlignUp(run_bytes) + 4 KiB.

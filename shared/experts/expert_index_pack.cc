@@ -29,7 +29,7 @@ absl::StatusOr<ExpertFormat> ParseFormat(const std::string& text,
 }  // namespace
 
 absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
-    const pack::PackManifest& manifest, const model::K3Config& config,
+    const pack::PackManifest& manifest, const model::MoeSpec& config,
     const std::string& model_dir, const std::string& pack_dir) {
   const std::string source = JoinPath(pack_dir, "manifest.json");
   if (!manifest.complete) {
@@ -40,8 +40,8 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
   }
   FLOTILLA_ASSIGN_OR_RETURN(const ExpertFormat format,
                             ParseFormat(manifest.expert_format, source));
-  const uint64_t lat = config.routed_expert_hidden_size;
-  const uint64_t inter = config.moe_intermediate_size;
+  const uint64_t lat = config.hidden_size;
+  const uint64_t inter = config.intermediate_size;
   const std::array<MatrixShape, 3> shapes = {MatrixShape{inter, lat},
                                              MatrixShape{lat, inter},
                                              MatrixShape{inter, lat}};

@@ -44,7 +44,8 @@ TEST(ExpertIndexTest, CkptAMatchesConfigAndHeaders) {
   auto source = model::SafetensorsCheckpoint::OpenDir(K3Path("ckpt_A"));
   ASSERT_TRUE(source.ok()) << source.status();
   ExpertIndexOptions options;
-  options.config = &c;
+  const model::MoeSpec moe_c = c.Moe();
+  options.config = &moe_c;
   auto index = ExpertIndex::FromTensorSource(**source, options);
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(index->size(), 12u * 8u);  // layers 1..12, 8 experts
@@ -54,7 +55,7 @@ TEST(ExpertIndexTest, CkptAMatchesConfigAndHeaders) {
   EXPECT_FALSE(index->HasLayer(0));
   EXPECT_TRUE(index->HasLayer(12));
   EXPECT_EQ(index->noncontiguous_experts(), 0u);
-  const uint64_t run = ExpertIndex::RunBytesFor(c, ExpertFormat::kMxfp4);
+  const uint64_t run = ExpertIndex::RunBytesFor(c.Moe(), ExpertFormat::kMxfp4);
   EXPECT_EQ(run, 6528u);
   EXPECT_EQ(index->max_run_bytes(), run);
   EXPECT_LE(index->max_aligned_run_bytes(), ExpertIndex::SlotBytesFor(run));
@@ -76,7 +77,7 @@ TEST(ExpertIndexTest, RealK3RunSize) {
   model::K3Config c;
   c.routed_expert_hidden_size = 3584;
   c.moe_intermediate_size = 3072;
-  EXPECT_EQ(ExpertIndex::RunBytesFor(c, ExpertFormat::kMxfp4), 17547264u);
+  EXPECT_EQ(ExpertIndex::RunBytesFor(c.Moe(), ExpertFormat::kMxfp4), 17547264u);
   EXPECT_EQ(ExpertIndex::SlotBytesFor(17547264), 17547264u + 4096);
 }
 
@@ -102,7 +103,8 @@ TEST(ExpertIndexTest, ConfigMismatchNamesMissingTensor) {
   auto source = model::SafetensorsCheckpoint::OpenDir(K3Path("ckpt_A"));
   ASSERT_TRUE(source.ok());
   ExpertIndexOptions options;
-  options.config = &c;
+  const model::MoeSpec moe_c = c.Moe();
+  options.config = &moe_c;
   auto index = ExpertIndex::FromTensorSource(**source, options);
   ASSERT_FALSE(index.ok());
   EXPECT_THAT(index.status().message(),
@@ -110,7 +112,8 @@ TEST(ExpertIndexTest, ConfigMismatchNamesMissingTensor) {
   // only_layer restricts both the scan and the completeness check.
   const model::K3Config a =
       testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
-  options.config = &a;
+  const model::MoeSpec moe_a = a.Moe();
+  options.config = &moe_a;
   options.only_layer = 5;
   index = ExpertIndex::FromTensorSource(**source, options);
   ASSERT_TRUE(index.ok()) << index.status();
@@ -240,8 +243,8 @@ TEST(ExpertIndexTest, FromPackManifest) {
   auto scanned = ExpertIndex::FromTensorSource(**source, {});
   ASSERT_TRUE(scanned.ok());
   pack::PackManifest m = CkptAManifest(*scanned);
-  auto index =
-      ExpertIndex::FromPackManifest(m, c, K3Path("ckpt_A"), "/nonexistent");
+  auto index = ExpertIndex::FromPackManifest(m, c.Moe(), K3Path("ckpt_A"),
+                                             "/nonexistent");
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(index->size(), scanned->size());
   EXPECT_EQ(index->files()[0], K3Path("ckpt_A") + "/model.safetensors");
@@ -251,18 +254,18 @@ TEST(ExpertIndexTest, FromPackManifest) {
 
   pack::PackManifest bad = m;
   bad.experts[5].length = 100;  // tensors no longer fit
-  index = ExpertIndex::FromPackManifest(bad, c, K3Path("ckpt_A"), "/p");
+  index = ExpertIndex::FromPackManifest(bad, c.Moe(), K3Path("ckpt_A"), "/p");
   ASSERT_FALSE(index.ok());
   EXPECT_THAT(index.status().message(), HasSubstr("experts[5]"));
   bad = m;
   bad.experts.pop_back();  // layer 12 expert 7 missing
-  index = ExpertIndex::FromPackManifest(bad, c, K3Path("ckpt_A"), "/p");
+  index = ExpertIndex::FromPackManifest(bad, c.Moe(), K3Path("ckpt_A"), "/p");
   ASSERT_FALSE(index.ok());
   EXPECT_THAT(index.status().message(), HasSubstr("experts.7.w1"));
   bad = m;
   bad.complete = false;
   EXPECT_FALSE(
-      ExpertIndex::FromPackManifest(bad, c, K3Path("ckpt_A"), "/p").ok());
+      ExpertIndex::FromPackManifest(bad, c.Moe(), K3Path("ckpt_A"), "/p").ok());
 }
 
 }  // namespace

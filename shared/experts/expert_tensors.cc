@@ -154,10 +154,9 @@ absl::StatusOr<ExpertTensors> CheckExpertTensors(const FoundExpertTensors& g,
 }
 
 absl::Status CheckExpertShapes(const ExpertTensors& tensors,
-                               const model::K3Config& config,
+                               const model::MoeSpec& config,
                                const ExpertKey& key) {
-  const uint64_t lat = config.routed_expert_hidden_size,
-                 inter = config.moe_intermediate_size;
+  const uint64_t lat = config.hidden_size, inter = config.intermediate_size;
   const MatrixShape want[3] = {{inter, lat}, {lat, inter}, {inter, lat}};
   for (int w = 0; w < 3; ++w) {
     const MatrixShape& got = tensors.shapes[w];

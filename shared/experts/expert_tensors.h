@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "shared/experts/expert_types.h"
-#include "shared/model/config.h"
+#include "shared/model/moe_spec.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::experts {
@@ -56,7 +56,7 @@ absl::StatusOr<ExpertTensors> CheckExpertTensors(
 // That the shapes are an expert of `config`: w1 = w3 = [I][L], w2 = [L][I]
 // (I = moe_intermediate_size, L = routed_expert_hidden_size).
 absl::Status CheckExpertShapes(const ExpertTensors& tensors,
-                               const model::K3Config& config,
+                               const model::MoeSpec& config,
                                const ExpertKey& key);
 
 }  // namespace flotilla::experts

@@ -10,7 +10,7 @@
 namespace flotilla::experts {
 
 absl::StatusOr<std::unique_ptr<InMemoryExperts>> InMemoryExperts::Create(
-    const model::TensorSource* source, const model::K3Config& config,
+    const model::TensorSource* source, const model::MoeSpec& config,
     kernels::ThreadPool* pool, int only_layer) {
   auto experts =
       std::unique_ptr<InMemoryExperts>(new InMemoryExperts(source, config));
@@ -19,10 +19,10 @@ absl::StatusOr<std::unique_ptr<InMemoryExperts>> InMemoryExperts::Create(
 }
 
 absl::Status InMemoryExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
-  const model::K3Config& c = config_;
-  experts_.resize(c.num_hidden_layers);
+  const model::MoeSpec& c = config_;
+  experts_.resize(c.num_layers);
   const ExpertTensors* first = nullptr;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+  for (int layer = 0; layer < c.num_layers; ++layer) {
     if (c.IsDenseLayer(layer)) continue;
     if (only_layer >= 0 && layer != only_layer) continue;
     experts_[layer].reserve(c.num_experts);
@@ -45,9 +45,8 @@ absl::Status InMemoryExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
   }
   if (first == nullptr) return absl::OkStatus();  // no routed experts bound
   FLOTILLA_ASSIGN_OR_RETURN(
-      executor_,
-      ExpertExecutor::ForShapes(first->format, first->shapes, c.situ_beta,
-                                c.situ_linear_beta, pool));
+      executor_, ExpertExecutor::ForShapes(first->format, first->shapes,
+                                           c.gate_clamp, c.up_clamp, pool));
   return absl::OkStatus();
 }
 
@@ -74,12 +73,12 @@ absl::Status InMemoryExperts::ReadRun(const ExpertTensors& tensors,
 absl::Status InMemoryExperts::ComputeLayer(int layer, const float* z, int rows,
                                            const ExpertAssignment* tasks,
                                            size_t num_tasks, float* out) {
-  const model::K3Config& c = config_;
-  if (layer < 0 || layer >= c.num_hidden_layers || experts_[layer].empty()) {
+  const model::MoeSpec& c = config_;
+  if (layer < 0 || layer >= c.num_layers || experts_[layer].empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", layer, " has no routed experts"));
   }
-  const size_t lat = c.routed_expert_hidden_size;
+  const size_t lat = c.hidden_size;
   // Group task indices by expert so each expert is read once per step.
   std::map<int, std::vector<size_t>> by_expert;
   for (size_t i = 0; i < num_tasks; ++i) {

@@ -21,7 +21,7 @@
 #include "shared/experts/expert_tensors.h"
 #include "shared/experts/expert_types.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
+#include "shared/model/moe_spec.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::experts {
@@ -32,7 +32,7 @@ class InMemoryExperts {
   // MoE layer, or only `only_layer` when it is >= 0 (layer fixtures hold a
   // single layer).
   static absl::StatusOr<std::unique_ptr<InMemoryExperts>> Create(
-      const model::TensorSource* source, const model::K3Config& config,
+      const model::TensorSource* source, const model::MoeSpec& config,
       kernels::ThreadPool* pool, int only_layer = -1);
 
   // z: [rows][L]; out: [rows][L], overwritten: out[r] = sum over r's
@@ -44,7 +44,7 @@ class InMemoryExperts {
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
-  InMemoryExperts(const model::TensorSource* source, const model::K3Config& c)
+  InMemoryExperts(const model::TensorSource* source, const model::MoeSpec& c)
       : source_(source), config_(c) {}
 
   absl::Status Bind(int only_layer, kernels::ThreadPool* pool);
@@ -53,7 +53,7 @@ class InMemoryExperts {
   absl::Status ReadRun(const ExpertTensors& tensors, ExpertLocation* loc);
 
   const model::TensorSource* source_;
-  model::K3Config config_;
+  model::MoeSpec config_;
   // experts_[layer][expert]; empty for dense layers.
   std::vector<std::vector<ExpertTensors>> experts_;
   std::unique_ptr<ExpertExecutor> executor_;

@@ -57,10 +57,10 @@ absl::Status IndexBuilder::Add(const ExpertKey& key,
   return absl::OkStatus();
 }
 
-absl::Status IndexBuilder::CheckConfig(const model::K3Config& c, int only_layer,
+absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
                                        const std::string& source) const {
-  const uint64_t lat = c.routed_expert_hidden_size;
-  const uint64_t inter = c.moe_intermediate_size;
+  const uint64_t lat = c.hidden_size;
+  const uint64_t inter = c.intermediate_size;
   const MatrixShape want[3] = {{inter, lat}, {lat, inter}, {inter, lat}};
   if (have_format_) {
     for (int w = 0; w < 3; ++w) {
@@ -77,16 +77,15 @@ absl::Status IndexBuilder::CheckConfig(const model::K3Config& c, int only_layer,
     }
   }
   for (const auto& [key, loc] : experts_) {
-    if (key.layer >= c.num_hidden_layers || c.IsDenseLayer(key.layer) ||
+    if (key.layer >= c.num_layers || c.IsDenseLayer(key.layer) ||
         key.expert >= c.num_experts) {
       return absl::InvalidArgumentError(absl::StrCat(
           "expert ", ExpertTensorName(key.layer, key.expert, 0, "*"), " in ",
-          source, " is outside the config (", c.num_hidden_layers,
-          " layers, first ", c.first_k_dense_replace, " dense, ", c.num_experts,
-          " experts)"));
+          source, " is outside the config (", c.num_layers, " layers, first ",
+          c.first_moe_layer, " dense, ", c.num_experts, " experts)"));
     }
   }
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+  for (int layer = 0; layer < c.num_layers; ++layer) {
     if (c.IsDenseLayer(layer)) continue;
     if (only_layer >= 0 && layer != only_layer) continue;
     for (int e = 0; e < c.num_experts; ++e) {
@@ -104,7 +103,7 @@ absl::Status IndexBuilder::CheckConfig(const model::K3Config& c, int only_layer,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ExpertIndex> IndexBuilder::Finish(const model::K3Config* config,
+absl::StatusOr<ExpertIndex> IndexBuilder::Finish(const model::MoeSpec* config,
                                                  int only_layer,
                                                  const std::string& source) {
   if (config != nullptr) {
@@ -122,7 +121,7 @@ absl::StatusOr<ExpertIndex> IndexBuilder::Finish(const model::K3Config* config,
     x.num_experts_ = std::max(x.num_experts_, key.expert + 1);
   }
   if (config != nullptr) {
-    x.num_layers_ = std::max(x.num_layers_, config->num_hidden_layers);
+    x.num_layers_ = std::max(x.num_layers_, config->num_layers);
     x.num_experts_ = std::max(x.num_experts_, config->num_experts);
   }
   x.locations_.assign(

@@ -31,11 +31,11 @@ class IndexBuilder {
   // Experts served as a span with gap bytes (reported by the index).
   void set_noncontiguous(size_t n) { index_.noncontiguous_ = n; }
 
-  absl::StatusOr<ExpertIndex> Finish(const model::K3Config* config,
+  absl::StatusOr<ExpertIndex> Finish(const model::MoeSpec* config,
                                      int only_layer, const std::string& source);
 
  private:
-  absl::Status CheckConfig(const model::K3Config& config, int only_layer,
+  absl::Status CheckConfig(const model::MoeSpec& config, int only_layer,
                            const std::string& source) const;
 
   ExpertIndex index_;

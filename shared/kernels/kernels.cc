@@ -215,10 +215,13 @@ float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void SituGlu(const float* g, const float* u, size_t n, float beta1, float beta2,
              float* y) {
+  // An infinite beta is the limit b tanh(x / b) -> x: no clamp (SwiGLU).
+  const bool clamp_gate = !std::isinf(beta1), clamp_up = !std::isinf(beta2);
   for (size_t i = 0; i < n; ++i) {
     // The sigmoid takes the uncapped gate (docs/k3-architecture.md section 3).
-    const float gate = beta1 * std::tanh(g[i] / beta1) * Sigmoid(g[i]);
-    const float up = beta2 * std::tanh(u[i] / beta2);
+    const float capped = clamp_gate ? beta1 * std::tanh(g[i] / beta1) : g[i];
+    const float gate = capped * Sigmoid(g[i]);
+    const float up = clamp_up ? beta2 * std::tanh(u[i] / beta2) : u[i];
     y[i] = gate * up;
   }
 }

@@ -97,7 +97,9 @@ double DotF32(const float* a, const float* b, size_t n);
 // w may be null (no weight). x and y may alias.
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
 
-// SiTU-GLU: y = [b1 tanh(g/b1) sigmoid(g)] * [b2 tanh(u/b2)], in float,
+// SiTU-GLU: y = [b1 tanh(g/b1) sigmoid(g)] * [b2 tanh(u/b2)], in float; an
+// infinite beta means no clamp on that side (both infinite: SwiGLU,
+// y = (g * sigmoid(g)) * u),
 // evaluated as ((b1 * tanh(g / b1)) * Sigmoid(g)) * (b2 * tanh(u / b2)).
 void SituGlu(const float* g, const float* u, size_t n, float beta1, float beta2,
              float* y);

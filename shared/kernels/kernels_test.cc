@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -77,6 +78,21 @@ TEST(KernelsFixtureTest, RmsNorm) {
   }
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(Bits(inplace[i]), Bits(got[i]));
+  }
+}
+
+// Infinite betas are SwiGLU: silu(g) * u, evaluated as (g * sigmoid(g)) * u
+// (HF Mixtral's act_fn(w1 x) * w3 x).
+TEST(KernelsTest, SituGluWithInfiniteBetasIsSwiGlu) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> g = {-30.f, -2.5f, -0.25f, 0.f, 0.75f, 3.f, 40.f};
+  const std::vector<float> u = {1.5f, -2.f, 0.5f, 7.f, -0.125f, 3.f, 0.01f};
+  std::vector<float> got(g.size());
+  SituGlu(g.data(), u.data(), g.size(), inf, inf, got.data());
+  for (size_t i = 0; i < g.size(); ++i) {
+    const float silu = g[i] * (1.0f / (1.0f + std::exp(-g[i])));
+    EXPECT_EQ(got[i], silu * u[i]) << i;
+    EXPECT_TRUE(std::isfinite(got[i])) << i;
   }
 }
 

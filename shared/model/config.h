@@ -10,19 +10,20 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "shared/model/moe_spec.h"
 
 namespace flotilla::model {
 
 struct K3Config {
-  int hidden_size = 0;          // E
-  int num_hidden_layers = 0;    // layers
-  int vocab_size = 0;           // V
-  float rms_norm_eps = 0;       // eps of every RMSNorm
+  int hidden_size = 0;        // E
+  int num_hidden_layers = 0;  // layers
+  int vocab_size = 0;         // V
+  float rms_norm_eps = 0;     // eps of every RMSNorm
   // KDA (linear attention).
-  int kda_num_heads = 0;        // H
-  int kda_head_dim = 0;         // D (= d_k = d_v)
+  int kda_num_heads = 0;  // H
+  int kda_head_dim = 0;   // D (= d_k = d_v)
   int short_conv_kernel_size = 0;
-  float gate_lower_bound = 0;   // g_min (negative)
+  float gate_lower_bound = 0;  // g_min (negative)
   // MLA (full attention).
   int num_attention_heads = 0;
   int q_lora_rank = 0;
@@ -53,6 +54,19 @@ struct K3Config {
   bool IsMlaLayer(int layer) const;
   // Layer L uses a dense FFN iff L < first_k_dense_replace.
   bool IsDenseLayer(int layer) const { return layer < first_k_dense_replace; }
+  // The routed experts: latent-width inputs, SiTU activation.
+  MoeSpec Moe() const {
+    MoeSpec m;
+    m.num_layers = num_hidden_layers;
+    m.first_moe_layer = first_k_dense_replace;
+    m.num_experts = num_experts;
+    m.num_experts_per_token = num_experts_per_token;
+    m.hidden_size = routed_expert_hidden_size;
+    m.intermediate_size = moe_intermediate_size;
+    m.gate_clamp = situ_beta;
+    m.up_clamp = situ_linear_beta;
+    return m;
+  }
 };
 
 // Parses config JSON text. On any problem returns InvalidArgument naming

@@ -1,0 +1,33 @@
+// What every part that stores, moves or computes routed experts needs to
+// know about a model, whatever its family: the (layer, expert) grid, the
+// expert matrix shapes and the gated activation. Each family's config
+// derives one (K3Config::Moe, MixtralConfig::Moe), so the expert index,
+// executor, streaming backend, workers and their RPCs stay family-neutral.
+#ifndef FLOTILLA_SHARED_MODEL_MOE_SPEC_H_
+#define FLOTILLA_SHARED_MODEL_MOE_SPEC_H_
+
+#include <limits>
+
+namespace flotilla::model {
+
+struct MoeSpec {
+  int num_layers = 0;
+  int first_moe_layer = 0;        // layers before it have no routed experts
+  int num_experts = 0;            // per MoE layer
+  int num_experts_per_token = 0;  // top-k
+  // Expert y = W2 act(W1 x, W3 x): x and y are [hidden_size] (Kimi K3: the
+  // latent width), W1 and W3 [intermediate_size][hidden_size].
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  // act(g, u) = [b1 tanh(g / b1) sigmoid(g)] * [b2 tanh(u / b2)] (SiTU-GLU,
+  // Kimi K3). Infinite betas drop the clamps: SiLU(g) * u, the SwiGLU of
+  // Mixtral and Llama.
+  float gate_clamp = std::numeric_limits<float>::infinity();
+  float up_clamp = std::numeric_limits<float>::infinity();
+
+  bool IsDenseLayer(int layer) const { return layer < first_moe_layer; }
+};
+
+}  // namespace flotilla::model
+
+#endif  // FLOTILLA_SHARED_MODEL_MOE_SPEC_H_
