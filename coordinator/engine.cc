@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/engine_internal.h"
 #include "coordinator/model/local_experts.h"
 #include "coordinator/remote/remote_experts.h"
 #include "coordinator/stream/streaming_experts.h"
@@ -107,24 +108,35 @@ absl::StatusOr<model::K3Config> LoadConfig(const EngineOptions& o,
   return model::LoadK3Config(path);
 }
 
-// Routed experts on expert workers (--workers); `fingerprint` identifies
-// the checkpoint this coordinator's trunk comes from.
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
-    const model::K3Config& c, const EngineOptions& o,
+    const model::MoeSpec& moe, const EngineOptions& o,
     const std::string& fingerprint) {
   RemoteExpertsOptions ro;
   ro.workers = o.workers;
   ro.rpc_deadline_ms = o.rpc_deadline_ms;
   ro.tls = o.worker_tls;
   ro.expected_fingerprint = fingerprint;
-  FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(c.Moe(), ro));
+  FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(moe, ro));
   return std::unique_ptr<ExpertBackend>(std::move(remote));
 }
 
-}  // namespace
+std::string ConfigPath(const EngineOptions& o) {
+  return o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
+}
 
 absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o) {
   FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
+  if (Exists(ConfigPath(o))) {
+    FLOTILLA_ASSIGN_OR_RETURN(model::ModelFamily family,
+                              model::ReadModelFamily(ConfigPath(o)));
+    if (family != model::ModelFamily::kKimiK3) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--plan sizes Kimi K3 models; ", ConfigPath(o), " is ",
+          model::ModelFamilyName(family)));
+    }
+  }
   const std::string pack = ResolvePackDir(o);
   if (!pack.empty()) {
     FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m,
@@ -142,6 +154,13 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
   auto engine = std::make_unique<Engine>();
   engine->accountant = std::make_unique<io::MemoryAccountant>(budget);
+  if (Exists(ConfigPath(o))) {
+    FLOTILLA_ASSIGN_OR_RETURN(engine->family,
+                              model::ReadModelFamily(ConfigPath(o)));
+    if (engine->family == model::ModelFamily::kMixtral) {
+      return OpenMixtralEngine(o, std::move(engine));
+    }
+  }
   engine->pack_dir = ResolvePackDir(o);
   ModelOptions model_options;
   model_options.threads = o.threads;
@@ -169,14 +188,14 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
           const std::string fingerprint,
           model::FingerprintCheckpoint(o.model_dir, *source));
       FLOTILLA_ASSIGN_OR_RETURN(auto experts,
-                                ConnectWorkers(c, o, fingerprint));
+                                ConnectWorkers(c.Moe(), o, fingerprint));
       FLOTILLA_ASSIGN_OR_RETURN(auto trunk, InMemoryTrunk::Build(*source, c));
       std::shared_ptr<model::TensorSource> keep(std::move(source));
-      engine->model = K3Model::FromParts(
+      auto k3 = K3Model::FromParts(
           c, std::make_unique<kernels::ThreadPool>(o.threads), std::move(trunk),
           std::move(experts), keep);
-      engine->model->set_expert_lookahead(o.expert_prefetch,
-                                          o.expert_prefetch_extra);
+      k3->set_expert_lookahead(o.expert_prefetch, o.expert_prefetch_extra);
+      engine->model = std::move(k3);
       return engine;
     }
     FLOTILLA_ASSIGN_OR_RETURN(
@@ -239,12 +258,12 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   if (!o.workers.empty()) {
     // Routed experts on the workers: this machine needs only the pack.
     FLOTILLA_ASSIGN_OR_RETURN(auto experts,
-                              ConnectWorkers(c, o, m.source_fingerprint));
-    engine->model =
+                              ConnectWorkers(c.Moe(), o, m.source_fingerprint));
+    auto k3 =
         K3Model::FromParts(c, std::make_unique<kernels::ThreadPool>(o.threads),
                            std::move(trunk), std::move(experts), nullptr);
-    engine->model->set_expert_lookahead(o.expert_prefetch,
-                                        o.expert_prefetch_extra);
+    k3->set_expert_lookahead(o.expert_prefetch, o.expert_prefetch_extra);
+    engine->model = std::move(k3);
     return engine;
   }
   auto pool = std::make_unique<kernels::ThreadPool>(o.threads);
@@ -263,10 +282,10 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
       auto experts, StreamingExperts::Create(o.model_dir, c.Moe(), &m,
                                              engine->pack_dir, pool.get(), eo));
   engine->experts = experts.get();
-  engine->model = K3Model::FromParts(c, std::move(pool), std::move(trunk),
-                                     std::move(experts), nullptr);
-  engine->model->set_expert_lookahead(o.expert_prefetch,
-                                      o.expert_prefetch_extra);
+  auto k3 = K3Model::FromParts(c, std::move(pool), std::move(trunk),
+                               std::move(experts), nullptr);
+  k3->set_expert_lookahead(o.expert_prefetch, o.expert_prefetch_extra);
+  engine->model = std::move(k3);
   return engine;
 }
 

@@ -14,6 +14,7 @@
 #include "coordinator/stream/streaming_trunk.h"
 #include "shared/io/batch_reader.h"
 #include "shared/io/memory_budget.h"
+#include "shared/model/model_family.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/transport/tls_options.h"
 
@@ -52,7 +53,8 @@ struct EngineOptions {
 
 // What OpenEngine built, and where its counters live.
 struct Engine {
-  std::unique_ptr<K3Model> model;
+  std::unique_ptr<LanguageModel> model;
+  model::ModelFamily family = model::ModelFamily::kKimiK3;
   plan::MemoryPlan plan;
   bool streaming = false;
   std::string pack_dir;

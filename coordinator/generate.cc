@@ -13,7 +13,7 @@
 namespace flotilla::coordinator {
 using base::SecondsSince;
 
-absl::StatusOr<GenerateResult> Generate(K3Model& model,
+absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
                                         const std::vector<int32_t>& prompt,
                                         const GenerateOptions& options,
                                         const TokenCallback& on_token) {
@@ -25,11 +25,11 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
         absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
   }
   FLOTILLA_RETURN_IF_ERROR(ValidateSamplerOptions(options.sampler));
-  const int vocab = model.config().vocab_size;
+  const int vocab = model.vocab_size();
   GenerateResult result;
   result.finish_reason = "length";
   Sampler sampler(options.sampler);
-  SequenceState state = model.NewSequence();
+  std::unique_ptr<ModelSequence> state = model.StartSequence();
   std::vector<float> logits;
 
   auto start = std::chrono::steady_clock::now();
@@ -41,7 +41,7 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
     const std::vector<int32_t> part(prompt.begin() + begin,
                                     prompt.begin() + end);
     FLOTILLA_RETURN_IF_ERROR(base::WithContext(
-        model.Forward(&state, part, false, &logits),
+        model.Forward(state.get(), part, false, &logits),
         absl::StrCat("prefill of prompt tokens ", begin, "..", end - 1)));
   }
   result.prefill_seconds = SecondsSince(start);
@@ -51,7 +51,7 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
     if (step > 0) {
       const auto step_start = std::chrono::steady_clock::now();
       FLOTILLA_RETURN_IF_ERROR(base::WithContext(
-          model.Forward(&state, {result.generated_ids.back()}, false, &logits),
+          model.Forward(state.get(), {result.generated_ids.back()}, false, &logits),
           absl::StrCat("decode step ", step)));
       result.step_seconds.push_back(SecondsSince(step_start));
     }
@@ -71,7 +71,7 @@ absl::StatusOr<GenerateResult> Generate(K3Model& model,
     }
   }
   result.decode_seconds = SecondsSince(start);
-  result.state_bytes = state.bytes();
+  result.state_bytes = state->bytes();
   return result;
 }
 

@@ -1,4 +1,4 @@
-// Text generation over a K3Model: one batched prefill of the whole prompt,
+// Text generation over any LanguageModel: one batched prefill of the whole prompt,
 // then incremental decode carrying the sequence state, with greedy or seeded
 // sampling and stop tokens.
 #ifndef FLOTILLA_COORDINATOR_GENERATE_H_
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/model/model.h"
+#include "coordinator/model/language_model.h"
 #include "coordinator/sampler.h"
 
 namespace flotilla::coordinator {
@@ -34,13 +34,13 @@ struct GenerateResult {
   double prefill_seconds = 0;
   double decode_seconds = 0;         // all decode steps together
   std::vector<double> step_seconds;  // each decode forward pass
-  size_t state_bytes = 0;            // KDA state + MLA cache at the end
+  size_t state_bytes = 0;            // sequence state at the end
 };
 
 // Called after each new token; return false to stop early.
 using TokenCallback = std::function<bool(int32_t id)>;
 
-absl::StatusOr<GenerateResult> Generate(K3Model& model,
+absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
                                         const std::vector<int32_t>& prompt,
                                         const GenerateOptions& options,
                                         const TokenCallback& on_token);

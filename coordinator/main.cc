@@ -1,4 +1,4 @@
-// flotilla-coordinator: runs Kimi K3 models. Subcommands:
+// flotilla-coordinator: runs Kimi K3 and Mixtral-family models. Subcommands:
 //   generate  prefill a prompt and decode new tokens (greedy or sampled).
 //
 // Exit codes: 0 success (and --help), 1 runtime failure (bad model files, a
@@ -29,6 +29,7 @@
 #include "shared/base/elapsed.h"
 #include "shared/base/read_file.h"
 #include "shared/io/memory_budget.h"
+#include "shared/tokenizer/stream_decoder.h"
 #include "shared/tokenizer/tokenizer.h"
 
 ABSL_FLAG(std::string, model, "", "model folder (config.json, *.safetensors)");
@@ -44,8 +45,10 @@ ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass in (0, 1]");
 ABSL_FLAG(uint64_t, seed, 0, "random seed for sampling");
 ABSL_FLAG(int32_t, threads, 0, "compute threads (0 = all hardware threads)");
 ABSL_FLAG(std::string, stop_ids, "",
-          "extra stop token ids, comma separated (the tokenizer's "
-          "<|end_of_msg|> always stops)");
+          "extra stop token ids, comma separated (the tokenizer's end of "
+          "text, e.g. </s> or <|end_of_msg|>, stops unless --ignore-eos)");
+ABSL_FLAG(bool, ignore_eos, false,
+          "keep generating past the tokenizer's end-of-text token");
 ABSL_FLAG(std::string, dump_logits, "",
           "write little-endian float32 [steps][vocab]; row s holds the "
           "logits that chose generated token s");
@@ -103,6 +106,10 @@ using flotilla::coordinator::GenerateOptions;
 using flotilla::coordinator::GenerateResult;
 using flotilla::coordinator::K3Model;
 
+// Whether --prompt appeared at all (an empty prompt is still a prompt);
+// set by main() while it rewrites the flags.
+bool g_prompt_given = false;
+
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
@@ -112,12 +119,13 @@ constexpr char kUsage[] =
     "           [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
     "           [--seed S] [--threads N] [--stop-ids IDS] [--config FILE]\n"
     "           [--dump-logits FILE] [--json] [--mem SIZE|PRESET] [--plan]\n"
-    "           [--stats] [--pack DIR] [--expert-cache SIZE]\n"
+    "           [--stats] [--pack DIR] [--expert-cache SIZE] [--ignore-eos]\n"
     "           [--expert-prefetch=true|false] [--expert-prefetch-extra N]\n"
     "           [--reader auto|uring|pread]\n"
     "           [--workers H:P,...] [--rpc-deadline-ms MS]\n"
     "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"
-    "Runs a Kimi K3 checkpoint (Hugging Face layout) on this machine.\n"
+    "Runs a Kimi K3 or Mixtral checkpoint (Hugging Face layout; the family\n"
+    "comes from config.json's model_type) on this machine.\n"
     "--json prints {prompt_ids, generated_ids, text (with a tokenizer),\n"
     "finish_reason, timings, memory}.\n";
 
@@ -223,7 +231,8 @@ int RunGenerate() {
     return 0;
   }
 
-  const int sources = !absl::GetFlag(FLAGS_prompt).empty() +
+  // --prompt "" is a prompt (BOS alone for a tokenizer that adds one).
+  const int sources = g_prompt_given +
                       !absl::GetFlag(FLAGS_prompt_file).empty() +
                       !absl::GetFlag(FLAGS_ids).empty();
   if (sources != 1) {
@@ -232,12 +241,14 @@ int RunGenerate() {
   }
   const auto load_start = Clock::now();
   std::unique_ptr<flotilla::tokenizer::Tokenizer> tokenizer;
-  if (FileExists(dir + "/tiktoken.model")) {
-    auto tok = flotilla::tokenizer::Tokenizer::LoadKimi(dir);
+  if (FileExists(dir + "/tiktoken.model") ||
+      FileExists(dir + "/tokenizer.json")) {
+    auto tok = flotilla::tokenizer::Tokenizer::LoadDir(dir);
     if (!tok.ok()) return Fail(kExitRuntime, tok.status().ToString());
     tokenizer = std::move(*tok);
-    const int32_t end = tokenizer->AddedTokenId("<|end_of_msg|>");
-    if (end >= 0) options.stop_ids.push_back(end);
+    if (!absl::GetFlag(FLAGS_ignore_eos)) {
+      for (int32_t id : tokenizer->StopIds()) options.stop_ids.push_back(id);
+    }
   }
   auto engine = flotilla::coordinator::OpenEngine(eo);
   if (!engine.ok()) return Fail(kExitRuntime, engine.status().ToString());
@@ -267,8 +278,8 @@ int RunGenerate() {
     if (tokenizer == nullptr) {
       return Fail(kExitUsage,
                   absl::StrCat("model ", dir,
-                               " has no tokenizer (tiktoken.model); pass the "
-                               "prompt as --ids"));
+                               " has no tokenizer (tiktoken.model or "
+                               "tokenizer.json); pass the prompt as --ids"));
     }
     prompt = tokenizer->Encode(text);
   }
@@ -278,14 +289,27 @@ int RunGenerate() {
   // Decode-phase counters: snapshot after the prefill (first token).
   flotilla::coordinator::RunCounters at_decode;
   bool first_token = true;
+  std::unique_ptr<flotilla::tokenizer::StreamDecoder> stream;
+  if (tokenizer != nullptr) {
+    stream = std::make_unique<flotilla::tokenizer::StreamDecoder>(tokenizer.get());
+    // Text mode echoes the prompt, so the output reads as one text.
+    if (!json) {
+      for (int32_t id : prompt) {
+        auto piece = stream->Next(id);
+        if (piece.ok()) std::fwrite(piece->data(), 1, piece->size(), stdout);
+      }
+    }
+  }
   auto on_token = [&](int32_t id) {
     if (first_token) {
       first_token = false;
       at_decode = flotilla::coordinator::SnapshotCounters(eng);
     }
     if (json) return true;
-    if (tokenizer != nullptr) {
-      auto piece = tokenizer->Decode({id});
+    if (stream != nullptr) {
+      // Text is printed once its characters are complete (a token may end
+      // inside one).
+      auto piece = stream->Next(id);
       if (piece.ok()) std::fwrite(piece->data(), 1, piece->size(), stdout);
     } else {
       std::printf("%d ", id);
@@ -328,6 +352,10 @@ int RunGenerate() {
                                  nlohmann::json::error_handler_t::replace)
                             .c_str());
   } else {
+    if (stream != nullptr) {
+      auto rest = stream->Finish();
+      if (rest.ok()) std::fwrite(rest->data(), 1, rest->size(), stdout);
+    }
     std::printf("\n");
     std::fprintf(
         stderr,
@@ -374,6 +402,7 @@ int main(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) == 0) {
       const size_t end = std::min(arg.find('='), arg.size());
+      if (arg.compare(0, end, "--prompt") == 0) g_prompt_given = true;
       for (size_t j = 2; j < end; ++j) {
         if (arg[j] == '-') arg[j] = '_';
       }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "shared/model/tensor_names.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_tensors.h"
 #include "shared/io/aligned_buffer.h"
@@ -59,7 +60,7 @@ absl::Status PlanExperts(const std::string& model_dir,
       FLOTILLA_ASSIGN_OR_RETURN(
           experts::ExpertTensors t,
           experts::CheckExpertTensors(
-              experts::FindExpertTensors(source, layer, x), key));
+              experts::FindExpertTensors(source, model::kK3TensorPrefix, layer, x), key));
       FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, c.Moe(), key));
       const std::string format = experts::ExpertFormatName(t.format);
       if (plan->expert_format.empty()) plan->expert_format = format;

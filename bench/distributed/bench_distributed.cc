@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/generate.h"
+#include "coordinator/model/model.h"
 #include "coordinator/model/trunk.h"
 #include "coordinator/remote/remote_experts.h"
 #include "nlohmann/json.hpp"

@@ -99,6 +99,17 @@ SequenceState K3Model::NewSequence() const {
   return s;
 }
 
+absl::Status K3Model::Forward(ModelSequence* sequence,
+                              const std::vector<int32_t>& ids,
+                              bool all_positions, std::vector<float>* logits) {
+  auto* state = dynamic_cast<SequenceState*>(sequence);
+  if (state == nullptr) {
+    return absl::InvalidArgumentError(
+        "the sequence was not started by this Kimi K3 model");
+  }
+  return Forward(state, ids, all_positions, logits);
+}
+
 absl::Status K3Model::Forward(SequenceState* state,
                               const std::vector<int32_t>& ids,
                               bool all_positions, std::vector<float>* logits) {

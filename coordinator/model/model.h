@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/kda.h"
+#include "coordinator/model/language_model.h"
 #include "coordinator/model/mla.h"
 #include "coordinator/model/trunk.h"
 #include "coordinator/model/weights.h"
@@ -26,19 +27,19 @@
 
 namespace flotilla::coordinator {
 
-struct SequenceState {
+struct SequenceState : public ModelSequence {
   std::vector<KdaState> kda;  // indexed by layer; empty entries for MLA
   std::vector<MlaCache> mla;  // indexed by layer; empty entries for KDA
   size_t positions = 0;       // tokens consumed so far
 
-  size_t bytes() const;
+  size_t bytes() const override;
 };
 
 struct ModelOptions {
   int threads = 1;  // compute threads (>= 1), the caller's thread included
 };
 
-class K3Model {
+class K3Model : public LanguageModel {
  public:
   // Takes ownership of `source`; binds and validates every trunk tensor and
   // every expert's layout. Errors name the tensor and file.
@@ -62,6 +63,14 @@ class K3Model {
   absl::Status Forward(SequenceState* state, const std::vector<int32_t>& ids,
                        bool all_positions, std::vector<float>* logits);
 
+  // LanguageModel.
+  int vocab_size() const override { return config_.vocab_size; }
+  std::unique_ptr<ModelSequence> StartSequence() const override {
+    return std::make_unique<SequenceState>(NewSequence());
+  }
+  absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
+                       bool all_positions, std::vector<float>* logits) override;
+
   // Assembles a model from parts (the streaming path builds its own trunk
   // and expert backend). `keep_alive` is destroyed after the parts.
   static std::unique_ptr<K3Model> FromParts(
@@ -76,10 +85,12 @@ class K3Model {
     expert_lookahead_ = on;
     lookahead_extra_ = extra;
   }
-  ExpertBackend* experts() { return experts_.get(); }
+  ExpertBackend* experts() override { return experts_.get(); }
   kernels::ThreadPool* pool() { return pool_.get(); }
   // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
-  uint64_t resident_trunk_bytes() const { return resident_trunk_bytes_; }
+  uint64_t resident_trunk_bytes() const override {
+    return resident_trunk_bytes_;
+  }
 
  private:
   K3Model() = default;

@@ -50,7 +50,7 @@ absl::Status BindMxfp4(const FoundExpertTensors& g, const ExpertKey& key, int w,
     const TensorInfo* have = packed != nullptr ? packed : scale;
     return absl::NotFoundError(absl::StrCat(
         "missing tensor ",
-        ExpertTensorName(key.layer, key.expert, w,
+        ExpertTensorName(g.prefix, key.layer, key.expert, w,
                          packed == nullptr ? "weight_packed" : "weight_scale"),
         " (", have->name, " exists in ", have->file, ")"));
   }
@@ -81,8 +81,8 @@ absl::Status BindDense(const FoundExpertTensors& g, const ExpertKey& key, int w,
   if (t == nullptr) {
     return absl::NotFoundError(absl::StrCat(
         "missing tensor ",
-        ExpertTensorName(key.layer, key.expert, w, "weight_packed"),
-        " (nor a dense ", ExpertTensorName(key.layer, key.expert, w, "weight"),
+        ExpertTensorName(g.prefix, key.layer, key.expert, w, "weight_packed"),
+        " (nor a dense ", ExpertTensorName(g.prefix, key.layer, key.expert, w, "weight"),
         ")"));
   }
   if (t->dtype != DType::kF32 && t->dtype != DType::kBF16) {
@@ -117,16 +117,18 @@ const char* ExpertFormatName(ExpertFormat format) {
   return "?";
 }
 
-std::string ExpertTensorName(int layer, int expert, int which,
-                             const char* suffix) {
-  return model::ExpertMatrixPrefix(layer, expert, which) + suffix;
+std::string ExpertTensorName(const std::string& prefix, int layer, int expert,
+                             int which, const char* suffix) {
+  return model::ExpertMatrixPrefix(prefix, layer, expert, which) + suffix;
 }
 
 FoundExpertTensors FindExpertTensors(const model::TensorSource& source,
-                                     int layer, int expert) {
+                                     const std::string& prefix, int layer,
+                                     int expert) {
   FoundExpertTensors found;
+  found.prefix = prefix;
   for (int w = 0; w < 3; ++w) {
-    const std::string base = model::ExpertMatrixPrefix(layer, expert, w);
+    const std::string base = model::ExpertMatrixPrefix(prefix, layer, expert, w);
     for (int p = 0; p < 3; ++p) found.t[w][p] = source.Find(base + kSuffix[p]);
   }
   return found;
@@ -162,7 +164,7 @@ absl::Status CheckExpertShapes(const ExpertTensors& tensors,
     const MatrixShape& got = tensors.shapes[w];
     if (got.rows != want[w].rows || got.cols != want[w].cols) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "expert ", ExpertTensorName(key.layer, key.expert, w, "weight*"),
+          "expert ", ExpertTensorName(config.tensor_prefix, key.layer, key.expert, w, "weight*"),
           " has logical shape [", got.rows, ",", got.cols, "], expected [",
           want[w].rows, ",", want[w].cols, "] from the config (latent ", lat,
           ", intermediate ", inter, ")"));

@@ -69,7 +69,7 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
         const ExpertKey first = experts_.begin()->first;
         return absl::InvalidArgumentError(absl::StrCat(
             "expert w", w + 1, " in ", source, " (e.g. ",
-            ExpertTensorName(first.layer, first.expert, w, "weight*"),
+            ExpertTensorName(c.tensor_prefix, first.layer, first.expert, w, "weight*"),
             ") has logical shape ", ShapeText(got), ", expected ",
             ShapeText(want[w]), " from the config (latent ", lat,
             ", moe_intermediate_size ", inter, ")"));
@@ -80,7 +80,7 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
     if (key.layer >= c.num_layers || c.IsDenseLayer(key.layer) ||
         key.expert >= c.num_experts) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "expert ", ExpertTensorName(key.layer, key.expert, 0, "*"), " in ",
+          "expert ", ExpertTensorName(c.tensor_prefix, key.layer, key.expert, 0, "*"), " in ",
           source, " is outside the config (", c.num_layers, " layers, first ",
           c.first_moe_layer, " dense, ", c.num_experts, " experts)"));
     }
@@ -92,7 +92,7 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
       if (experts_.count(ExpertKey{layer, e}) == 0) {
         return absl::NotFoundError(absl::StrCat(
             "missing tensor ",
-            ExpertTensorName(layer, e, 0,
+            ExpertTensorName(c.tensor_prefix, layer, e, 0,
                              index_.format_ == ExpertFormat::kMxfp4
                                  ? "weight_packed"
                                  : "weight"),

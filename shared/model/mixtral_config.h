@@ -40,6 +40,7 @@ struct MixtralConfig {
     m.num_experts_per_token = num_experts_per_tok;
     m.hidden_size = hidden_size;
     m.intermediate_size = intermediate_size;
+    m.tensor_prefix = "model.";
     return m;  // infinite clamps: SwiGLU
   }
 };

@@ -7,6 +7,7 @@
 #define FLOTILLA_SHARED_MODEL_MOE_SPEC_H_
 
 #include <limits>
+#include <string>
 
 namespace flotilla::model {
 
@@ -24,6 +25,11 @@ struct MoeSpec {
   // Mixtral and Llama.
   float gate_clamp = std::numeric_limits<float>::infinity();
   float up_clamp = std::numeric_limits<float>::infinity();
+
+  // Tensor names: "<tensor_prefix>layers.<L>.block_sparse_moe.experts.<e>.
+  // w1.weight" and so on ("model." for Mixtral, "language_model.model." for
+  // Kimi K3).
+  std::string tensor_prefix;
 
   bool IsDenseLayer(int layer) const { return layer < first_moe_layer; }
 };

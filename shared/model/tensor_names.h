@@ -15,13 +15,18 @@ inline std::string LayerPrefix(int layer) {
   return absl::StrCat("language_model.model.layers.", layer, ".");
 }
 
+
+// What comes before "layers.<L>." in Kimi K3's tensor names.
+inline constexpr char kK3TensorPrefix[] = "language_model.model.";
+
 // Prefix of one routed expert matrix, `which` 0, 1, 2 = w1 (gate), w2
-// (down), w3 (up): "language_model.model.layers.<L>.block_sparse_moe.
-// experts.<e>.w<which+1>." (then "weight_packed", "weight_scale" or
-// "weight").
-inline std::string ExpertMatrixPrefix(int layer, int expert, int which) {
-  return absl::StrCat(LayerPrefix(layer), "block_sparse_moe.experts.", expert,
-                      ".w", which + 1, ".");
+// (down), w3 (up): "<prefix>layers.<L>.block_sparse_moe.experts.<e>.
+// w<which+1>." (then "weight_packed", "weight_scale" or "weight"). The
+// families share this scheme and differ in the prefix (MoeSpec).
+inline std::string ExpertMatrixPrefix(const std::string& prefix, int layer,
+                                      int expert, int which) {
+  return absl::StrCat(prefix, "layers.", layer, ".block_sparse_moe.experts.",
+                      expert, ".w", which + 1, ".");
 }
 
 }  // namespace flotilla::model

@@ -1,0 +1,31 @@
+// Pieces of OpenEngine shared by the families' openers (engine.cc for Kimi
+// K3, engine_mixtral.cc for Mixtral).
+#ifndef FLOTILLA_COORDINATOR_ENGINE_INTERNAL_H_
+#define FLOTILLA_COORDINATOR_ENGINE_INTERNAL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/engine.h"
+#include "coordinator/model/expert_backend.h"
+#include "shared/model/moe_spec.h"
+
+namespace flotilla::coordinator {
+
+// Routed experts on the expert workers of `o` (--workers); `fingerprint`
+// identifies the checkpoint the coordinator's trunk comes from.
+absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
+    const model::MoeSpec& moe, const EngineOptions& o,
+    const std::string& fingerprint);
+
+// --config, else <model>/config.json.
+std::string ConfigPath(const EngineOptions& o);
+
+// OpenEngine for a Mixtral checkpoint (`engine` has its accountant).
+absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine);
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_ENGINE_INTERNAL_H_

@@ -1,0 +1,84 @@
+// The Mixtral / Llama-MoE forward pass (model_type "mixtral"), after HF
+// transformers' MixtralForCausalLM:
+//
+//   h = embed(ids)
+//   per layer:  a = RMSNorm(h); h += o_proj(Attention(RoPE(q(a)), RoPE(k(a)),
+//               v(a)))  (grouped-query, causal, rotate-half RoPE)
+//               m = RMSNorm(h); p = softmax(gate(m)); keep the top k of p,
+//               renormalised to sum 1; h += sum_e p_e * expert_e(m)
+//   logits = lm_head(RMSNorm(h))   (lm_head = embed when tied)
+//
+// The trunk (attention, norms, routers, embeddings) is held in memory as
+// float32; the routed experts go through an ExpertBackend, so they run in
+// process, stream from disk or run on expert workers exactly as Kimi K3's
+// do. Dot products accumulate in double (kernels.h), so results do not
+// depend on the thread count or the backend.
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_MIXTRAL_MIXTRAL_MODEL_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_MIXTRAL_MIXTRAL_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/model/expert_backend.h"
+#include "coordinator/model/language_model.h"
+#include "shared/kernels/thread_pool.h"
+#include "shared/model/mixtral_config.h"
+#include "shared/model/tensor_source.h"
+
+namespace flotilla::coordinator {
+
+// Per-layer key/value cache: [positions][num_key_value_heads * head_dim].
+struct MixtralSequence : public ModelSequence {
+  std::vector<std::vector<float>> keys, values;  // by layer
+  size_t positions = 0;
+
+  size_t bytes() const override;
+};
+
+class MixtralModel : public LanguageModel {
+ public:
+  // Reads and checks every trunk tensor of `source` (names and shapes as
+  // HF writes them; errors name the tensor). `experts` computes the routed
+  // experts; `keep_alive` is destroyed after it.
+  static absl::StatusOr<std::unique_ptr<MixtralModel>> Load(
+      const model::TensorSource& source, const model::MixtralConfig& config,
+      std::unique_ptr<kernels::ThreadPool> pool,
+      std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive);
+
+  const model::MixtralConfig& config() const { return config_; }
+
+  int vocab_size() const override { return config_.vocab_size; }
+  std::unique_ptr<ModelSequence> StartSequence() const override;
+  absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
+                       bool all_positions, std::vector<float>* logits) override;
+  ExpertBackend* experts() override { return experts_.get(); }
+  uint64_t resident_trunk_bytes() const override { return trunk_bytes_; }
+
+ private:
+  struct Layer {
+    std::vector<float> input_norm, post_norm;  // [hidden]
+    std::vector<float> q, k, v, o;             // row-major [out][in]
+    std::vector<float> router;                 // [experts][hidden]
+  };
+
+  MixtralModel() = default;
+  absl::Status Attention(const Layer& w, int layer, const float* normed,
+                         size_t n, MixtralSequence* seq, float* out);
+  absl::Status Moe(int layer, const Layer& w, const float* normed, size_t n,
+                   float* out);
+
+  model::MixtralConfig config_;
+  std::shared_ptr<void> keep_alive_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<ExpertBackend> experts_;
+  std::vector<float> embed_, lm_head_, final_norm_;  // lm_head_ empty: tied
+  std::vector<Layer> layers_;
+  std::vector<float> inv_freq_;  // [head_dim / 2]
+  uint64_t trunk_bytes_ = 0;
+};
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_MIXTRAL_MIXTRAL_MODEL_H_

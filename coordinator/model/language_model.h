@@ -1,0 +1,45 @@
+// What generation, serving and the run report need from a model, whatever
+// its family: a sequence to carry state in, a forward pass over new tokens,
+// and the expert backend for counters. Kimi K3 (K3Model) and Mixtral
+// (families/mixtral) implement it; each keeps its own weights and state.
+#ifndef FLOTILLA_COORDINATOR_MODEL_LANGUAGE_MODEL_H_
+#define FLOTILLA_COORDINATOR_MODEL_LANGUAGE_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "coordinator/model/expert_backend.h"
+
+namespace flotilla::coordinator {
+
+// Per-sequence state (KV cache, recurrent state) of one model.
+class ModelSequence {
+ public:
+  virtual ~ModelSequence() = default;
+  virtual size_t bytes() const = 0;  // state held, for reports
+};
+
+class LanguageModel {
+ public:
+  virtual ~LanguageModel() = default;
+
+  virtual int vocab_size() const = 0;
+  virtual std::unique_ptr<ModelSequence> StartSequence() const = 0;
+  // Feeds `ids` (after the sequence's positions so far). logits receives
+  // [ids.size()][vocab] when all_positions, else the last position's
+  // [vocab]. InvalidArgument for an id outside the vocabulary or a
+  // sequence made by another model.
+  virtual absl::Status Forward(ModelSequence* sequence,
+                               const std::vector<int32_t>& ids,
+                               bool all_positions,
+                               std::vector<float>* logits) = 0;
+  virtual ExpertBackend* experts() = 0;
+  // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
+  virtual uint64_t resident_trunk_bytes() const = 0;
+};
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_MODEL_LANGUAGE_MODEL_H_
