@@ -1,20 +1,60 @@
 #!/usr/bin/env bash
-# Sets up dependencies, builds, and runs greedy generation on the embedded
-# tiny K3 checkpoint (models/tiny-k3), first as text and then as JSON.
-# Extra arguments go to both generate runs (e.g. --temperature 0.8 --seed 1).
+# Sets up dependencies, builds only what the demo runs, starts two expert
+# workers on the embedded default model (models/stories260k-moe, Karpathy's
+# TinyStories model as an 8-expert Mixtral-style MoE), generates a story
+# from "Once upon a time" through them, prints it, and stops the workers.
+# Extra arguments go to the generate run (e.g. --temperature 0.8 --seed 1,
+# --prompt "The little dog").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
 # Only what the demo runs: the tests and benchmarks are scripts/test.sh's.
-FLOTILLA_TARGETS="flotilla-coordinator" "${ROOT}/scripts/build.sh"
+FLOTILLA_TARGETS="flotilla-coordinator flotilla-expert-worker" \
+  "${ROOT}/scripts/build.sh"
 
-BIN="${FLOTILLA_BUILD_DIR:-build}/bin/flotilla-coordinator"
-MODEL="models/tiny-k3"
-ARGS=(generate --model "${MODEL}" --ids 3,7,11,5,9 --max-tokens 16 "$@")
+BIN="${FLOTILLA_BUILD_DIR:-build}/bin"
+MODEL="models/stories260k-moe"
+LOGS="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "${pid}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "${LOGS}"
+}
+trap cleanup EXIT
 
-echo "+ ${BIN} ${ARGS[*]}"
-"${BIN}" "${ARGS[@]}"
-echo "+ ${BIN} ${ARGS[*]} --json"
-"${BIN}" "${ARGS[@]}" --json
+# Each worker picks a free port and prints it ("listening on HOST:PORT").
+ADDRS=()
+for k in 0 1; do
+  "${BIN}/flotilla-expert-worker" --model "${MODEL}" --shard "${k}/2" \
+    --host 127.0.0.1 --port 0 --threads 1 >"${LOGS}/worker${k}.log" 2>&1 &
+  PIDS+=($!)
+done
+for k in 0 1; do
+  for _ in $(seq 1 300); do
+    addr=$(sed -n 's/.*listening on \(127\.0\.0\.1:[0-9]*\).*/\1/p' \
+             "${LOGS}/worker${k}.log" | head -n 1)
+    [[ -n "${addr}" ]] && break
+    if ! kill -0 "${PIDS[$k]}" 2>/dev/null; then
+      echo "demo: expert worker ${k} exited:" >&2
+      cat "${LOGS}/worker${k}.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  if [[ -z "${addr}" ]]; then
+    echo "demo: expert worker ${k} did not start:" >&2
+    cat "${LOGS}/worker${k}.log" >&2
+    exit 1
+  fi
+  echo "+ expert worker ${k}/2 on ${addr} (${MODEL})"
+  ADDRS+=("${addr}")
+done
+
+WORKERS="$(IFS=,; echo "${ADDRS[*]}")"
+ARGS=(generate --model "${MODEL}" --workers "${WORKERS}"
+      --prompt "Once upon a time" --max-tokens 512 "$@")
+echo "+ ${BIN}/flotilla-coordinator ${ARGS[*]}"
+"${BIN}/flotilla-coordinator" "${ARGS[@]}"

@@ -27,6 +27,7 @@ std::string Where(const TensorInfo* t) {
 }
 
 struct ParsedName {
+  std::string prefix;  // before "layers."
   ExpertKey key;
   int which = 0;  // 0, 1, 2 for w1, w2, w3
   Part part = kPacked;
@@ -43,6 +44,7 @@ bool ParseExpertName(absl::string_view name, ParsedName* out) {
   if (!absl::SimpleAtoi(head.substr(layers + 7), &out->key.layer)) {
     return false;
   }
+  out->prefix = std::string(head.substr(0, layers));
   absl::string_view tail = name.substr(mid + kMid.size());
   const size_t dot = tail.find('.');
   if (dot == absl::string_view::npos ||
@@ -123,7 +125,9 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
     ParsedName p;
     if (!ParseExpertName(name, &p)) continue;
     if (options.only_layer >= 0 && p.key.layer != options.only_layer) continue;
-    groups[p.key].t[p.which][p.part] = source.Find(name);
+    FoundExpertTensors& g = groups[p.key];
+    g.prefix = p.prefix;
+    g.t[p.which][p.part] = source.Find(name);
   }
   IndexBuilder builder;
   std::string source_name;

@@ -349,8 +349,13 @@ int32_t HfTokenizer::AddedTokenId(absl::string_view content) const {
 }
 
 std::vector<int32_t> HfTokenizer::StopIds() const {
-  if (eos_id_ < 0) return {};
-  return {eos_id_};
+  std::vector<int32_t> ids;
+  if (eos_id_ >= 0) ids.push_back(eos_id_);
+  // A generated BOS starts a new document, so the text has ended; models
+  // trained on BOS-separated documents (llama2.c's TinyStories) end with it
+  // rather than with EOS, and llama2.c's run.c stops there.
+  if (bos_id_ >= 0 && bos_id_ != eos_id_) ids.push_back(bos_id_);
+  return ids;
 }
 
 }  // namespace flotilla::tokenizer

@@ -42,6 +42,7 @@ class HfTokenizer : public Tokenizer {
       const std::vector<int32_t>& ids) const override;
   int32_t vocab_size() const override { return vocab_size_; }
   int32_t AddedTokenId(absl::string_view content) const override;
+  // EOS, then BOS (a generated BOS begins a new document).
   std::vector<int32_t> StopIds() const override;
 
   int32_t bos_id() const { return bos_id_; }  // -1: none

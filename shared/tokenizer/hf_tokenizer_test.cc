@@ -180,7 +180,7 @@ TEST(HfTokenizerTest, BosAndEosFromTokenizerConfig) {
   ASSERT_NE(tok, nullptr);
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_EQ(tok->eos_id(), 2);
-  EXPECT_EQ(tok->StopIds(), std::vector<int32_t>{2});
+  EXPECT_EQ(tok->StopIds(), (std::vector<int32_t>{2, 1}));
   EXPECT_EQ(tok->vocab_size(), 512);
   auto qwen = LoadTestTokenizer("qwen3");
   ASSERT_NE(qwen, nullptr);
