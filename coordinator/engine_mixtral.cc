@@ -1,8 +1,12 @@
 // OpenEngine for the Mixtral family. The trunk (attention, norms, routers,
-// embeddings) is read into RAM; the routed experts run on expert workers
-// (--workers), in memory when the whole checkpoint fits the budget, or
-// streamed from the checkpoint's safetensors within it (--mem): only slot
-// buffers for the runs being read stay resident.
+// embeddings) is read into RAM, or, from a pack (`flotilla-tool pack`),
+// pinned as far as the budget allows and streamed layer by layer beyond
+// that. The routed experts run on expert workers (--workers), in memory
+// when they fit what is left of the budget, or streamed from the
+// checkpoint's safetensors within it: only slot buffers for the runs being
+// read stay resident.
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +19,7 @@
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/json_util.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/pack_manifest.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -27,10 +32,11 @@ bool IsExpertTensor(const std::string& name) {
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine) {
-  if (!o.pack_dir.empty()) {
-    return absl::UnimplementedError(
-        "--pack: packs hold Kimi K3 trunks; a Mixtral model runs from its "
-        "Hugging Face folder (experts stream from its safetensors)");
+  std::string pack_dir = o.pack_dir;
+  if (pack_dir.empty() &&
+      access((o.model_dir + "/flotilla-pack/manifest.json").c_str(), F_OK) ==
+          0) {
+    pack_dir = o.model_dir + "/flotilla-pack";
   }
   const std::string path = ConfigPath(o);
   FLOTILLA_ASSIGN_OR_RETURN(std::string text,
@@ -39,25 +45,79 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
                             model::internal::ParseJson(text, path));
   FLOTILLA_ASSIGN_OR_RETURN(model::MixtralConfig c,
                             model::ParseMixtralConfig(root, path));
+  const model::MoeSpec moe = c.Moe();
   FLOTILLA_ASSIGN_OR_RETURN(auto source,
                             model::SafetensorsCheckpoint::OpenDir(o.model_dir));
   uint64_t expert_bytes = 0, trunk_bytes = 0;
   for (const std::string& name : source->Names()) {
     const model::TensorInfo* info = source->Find(name);
-    // The trunk is held as float32 whatever its dtype on disk.
-    (IsExpertTensor(name) ? expert_bytes : trunk_bytes) +=
-        IsExpertTensor(name) ? info->nbytes
-                             : info->numel() * sizeof(float);
+    if (IsExpertTensor(name)) {
+      expert_bytes += info->nbytes;
+    } else {
+      trunk_bytes += info->numel() * sizeof(float);  // held as float32
+    }
   }
+  // One expert read slot; a decode step needs top-k of them per layer.
+  const uint64_t slot = experts::ExpertIndex::SlotBytesFor(
+      experts::ExpertIndex::RunBytesFor(moe, experts::ExpertFormat::kF32));
+  const uint64_t min_expert_bytes =
+      o.workers.empty() ? moe.num_experts_per_token * slot : 0;
   io::MemoryAccountant& budget = *engine->accountant;
-  if (!budget.Charge("trunk.resident", trunk_bytes).ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the trunk of ", o.model_dir, " (", trunk_bytes / 1e6,
-        " MB as float32) does not fit the memory budget (",
-        budget.budget() / 1e6, " MB)"));
+
+  std::unique_ptr<MixtralTrunk> trunk;
+  pack::PackManifest manifest;
+  if (pack_dir.empty()) {
+    if (!budget.Charge("trunk.resident", trunk_bytes).ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the trunk of ", o.model_dir, " (", trunk_bytes / 1e6,
+          " MB as float32) does not fit the memory budget (",
+          budget.budget() / 1e6, " MB); run `flotilla-tool pack --model ",
+          o.model_dir, "` to stream it from disk"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(trunk, MixtralTrunk::InMemory(*source, c));
+    engine->plan.pinned_layers = c.num_hidden_layers;
+  } else {
+    FLOTILLA_ASSIGN_OR_RETURN(manifest, pack::LoadPackManifest(pack_dir));
+    if (!manifest.complete) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the pack in ", pack_dir,
+                       " is incomplete; re-run flotilla-tool pack"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(
+        const std::string fingerprint,
+        model::FingerprintCheckpoint(o.model_dir, *source));
+    if (fingerprint != manifest.source_fingerprint) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the pack in ", pack_dir, " was made from checkpoint ",
+          manifest.source_fingerprint, " but ", o.model_dir,
+          " holds checkpoint ", fingerprint, "; re-run flotilla-tool pack"));
+    }
+    // Pin as many leading layers as leave room for the expert slots; the
+    // others are read (and verified) each time the forward pass needs them.
+    int pinned = c.num_hidden_layers;
+    if (o.max_pinned_layers >= 0)
+      pinned = std::min(pinned, o.max_pinned_layers);
+    while (pinned > 0 && MixtralTrunk::PackResidentBytes(manifest, pinned) +
+                                 min_expert_bytes >
+                             budget.available()) {
+      --pinned;
+    }
+    const uint64_t resident = MixtralTrunk::PackResidentBytes(manifest, pinned);
+    if (!budget.Charge("trunk.resident", resident).ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the memory budget (", budget.budget() / 1e6,
+          " MB) does not hold the pack's embedding, lm_head and one streamed "
+          "layer (",
+          resident / 1e6, " MB)"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(
+        trunk, MixtralTrunk::FromPack(manifest, pack_dir, c, pinned));
+    engine->plan.pinned_layers = pinned;
+    engine->pack_dir = pack_dir;
+    engine->streaming = pinned < c.num_hidden_layers;
   }
+
   auto pool = std::make_unique<kernels::ThreadPool>(o.threads);
-  const model::MoeSpec moe = c.Moe();
   std::unique_ptr<ExpertBackend> experts;
   if (!o.workers.empty()) {
     FLOTILLA_ASSIGN_OR_RETURN(
@@ -65,40 +125,40 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
         model::FingerprintCheckpoint(o.model_dir, *source));
     FLOTILLA_ASSIGN_OR_RETURN(experts, ConnectWorkers(moe, o, fingerprint));
   } else if (budget.Charge("experts.resident", expert_bytes).ok()) {
-    FLOTILLA_ASSIGN_OR_RETURN(experts,
-                              LocalExperts::Create(source.get(), moe, pool.get()));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        experts, LocalExperts::Create(source.get(), moe, pool.get()));
   } else {
     // Stream: as many slots as the rest of the budget holds, at least one
     // layer's top-k (a decode step's reads go out together) and at most
-    // what prefill can use.
-    const uint64_t slot = experts::ExpertIndex::SlotBytesFor(
-        experts::ExpertIndex::RunBytesFor(moe, experts::ExpertFormat::kF32));
-    const uint64_t left = budget.available();
+    // what prefill can use. With a pack, every run is checked against its
+    // checksum.
     StreamingExpertsOptions so;
-    so.slots = static_cast<int>(std::clamp<uint64_t>(
-        left / slot, moe.num_experts_per_token, 4 * moe.num_experts));
+    so.slots = static_cast<int>(std::clamp<uint64_t>(budget.available() / slot,
+                                                     moe.num_experts_per_token,
+                                                     4 * moe.num_experts));
     so.queue_depth = o.queue_depth;
     FLOTILLA_ASSIGN_OR_RETURN(so.reader, io::ParseReaderKind(o.reader));
     so.reader_factory = o.reader_factory;
     so.verify_checksums = o.verify_checksums;
     if (absl::Status s = budget.Charge("experts.slots", so.slots * slot);
         !s.ok()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the memory budget (", budget.budget() / 1e6, " MB) holds the trunk (",
-          trunk_bytes / 1e6, " MB) but not ", so.slots,
-          " expert read slots of ", slot / 1e6, " MB"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the memory budget (", budget.budget() / 1e6,
+                       " MB) holds the trunk but not ", so.slots,
+                       " expert read slots of ", slot / 1e6, " MB"));
     }
     FLOTILLA_ASSIGN_OR_RETURN(
-        auto streaming, StreamingExperts::Create(o.model_dir, moe, nullptr, "",
-                                                 pool.get(), so));
+        auto streaming,
+        StreamingExperts::Create(o.model_dir, moe,
+                                 pack_dir.empty() ? nullptr : &manifest,
+                                 pack_dir, pool.get(), so));
     engine->experts = streaming.get();
     engine->streaming = true;
     experts = std::move(streaming);
   }
   std::shared_ptr<model::TensorSource> keep(std::move(source));
-  FLOTILLA_ASSIGN_OR_RETURN(
-      engine->model, MixtralModel::Load(*keep, c, std::move(pool),
-                                        std::move(experts), keep));
+  engine->model = MixtralModel::Create(c, std::move(trunk), std::move(pool),
+                                       std::move(experts), keep);
   engine->plan.budget_bytes = budget.budget();
   engine->plan.total_bytes = budget.used();
   return engine;

@@ -291,7 +291,8 @@ int RunGenerate() {
   bool first_token = true;
   std::unique_ptr<flotilla::tokenizer::StreamDecoder> stream;
   if (tokenizer != nullptr) {
-    stream = std::make_unique<flotilla::tokenizer::StreamDecoder>(tokenizer.get());
+    stream =
+        std::make_unique<flotilla::tokenizer::StreamDecoder>(tokenizer.get());
     // Text mode echoes the prompt, so the output reads as one text.
     if (!json) {
       for (int32_t id : prompt) {
@@ -357,6 +358,7 @@ int RunGenerate() {
       if (rest.ok()) std::fwrite(rest->data(), 1, rest->size(), stdout);
     }
     std::printf("\n");
+    std::fflush(stdout);  // the text first, then the summary on stderr
     std::fprintf(
         stderr,
         "[flotilla] prompt %zu tokens, generated %zu (%s); load %.3f s, "

@@ -4,16 +4,20 @@
 // the prompt ids from tokenizer.json equal prompt_ids, and greedy decoding
 // reproduces generated_ids exactly, with the experts in memory, streamed
 // from the safetensors under a 1 MB budget (a few expert slots; no expert
-// stays resident), and on two expert worker processes.
+// stays resident), streamed from a pack with no trunk layer pinned, and on
+// two expert worker processes.
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "coordinator/engine.h"
+#include "coordinator/families/mixtral/mixtral_model.h"
 #include "coordinator/generate.h"
 #include "coordinator/stream/streaming_experts.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared/pack/pack_manifest.h"
+#include "shared/testing/process.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "tests/distributed_test_util.h"
 
@@ -97,6 +101,76 @@ TEST(StoriesReferenceTest, ReadsEveryRoutedExpertFromDisk) {
   // 3 x 172 x 64 float32 run: nothing is served from memory.
   EXPECT_GE((*engine)->experts->stats().bytes_read,
             8ull * 5 * 2 * 3 * 172 * 64 * 4);
+}
+
+// `flotilla-tool pack` into a fresh directory, as a user runs it.
+std::string Pack(const dtest::TempDir& dir) {
+  const std::string out = dir.path() + "/pack";
+  const testutil::CommandResult r =
+      testutil::RunCommand(testutil::BinPath("flotilla-tool") +
+                               " pack --model " + ModelDir() + " --out " + out,
+                           dir.path());
+  EXPECT_TRUE(r.exited && r.code == 0) << r.err;
+  return out;
+}
+
+TEST(StoriesReferenceTest, PackedWithNoLayerPinned) {
+  dtest::TempDir tmp;
+  coordinator::EngineOptions o;
+  o.model_dir = ModelDir();
+  o.pack_dir = Pack(tmp);
+  // Embedding, lm_head, final norm, one layer buffer and two expert slots:
+  // no layer fits beside them.
+  o.mem = "600K";
+  {
+    auto engine = coordinator::OpenEngine(o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_EQ((*engine)->plan.pinned_layers, 0);
+    auto* mixtral =
+        dynamic_cast<coordinator::MixtralModel*>((*engine)->model.get());
+    ASSERT_NE(mixtral, nullptr);
+    coordinator::GenerateOptions g;
+    g.max_tokens = 4;
+    ASSERT_TRUE(coordinator::Generate(*mixtral, {1, 403}, g, nullptr).ok());
+    // Every forward pass read all 5 layers from the pack.
+    EXPECT_EQ(mixtral->trunk()->stats().layers_read, 4u * 5u);
+  }
+  ExpectReferenceIds(o, "packed, nothing pinned");
+  o.mem = "2M";  // everything pinned: the same ids
+  ExpectReferenceIds(o, "packed, all pinned");
+}
+
+TEST(StoriesReferenceTest, DamagedPackIsAnErrorNamingTheLayer) {
+  dtest::TempDir tmp;
+  const std::string pack = Pack(tmp);
+  {
+    // Flip one byte inside layer 3's region.
+    auto m = pack::LoadPackManifest(pack);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const pack::PackRegion* r = m->FindLayer(3);
+    ASSERT_NE(r, nullptr);
+    std::fstream f(pack + "/trunk.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(r->offset + 100);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x10;
+    f.seekp(r->offset + 100);
+    f.write(&c, 1);
+  }
+  coordinator::EngineOptions o;
+  o.model_dir = ModelDir();
+  o.pack_dir = pack;
+  o.mem = "600K";
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  coordinator::GenerateOptions g;
+  g.max_tokens = 2;
+  auto result = coordinator::Generate(*(*engine)->model, {1, 403}, g, nullptr);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("checksum mismatch in layer 3"),
+            std::string::npos)
+      << result.status();
 }
 
 TEST(StoriesReferenceTest, TwoExpertWorkers) {

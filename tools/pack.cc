@@ -8,10 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
+#include "shared/model/model_family.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/region_builder.h"
 #include "tools/pack_io.h"
+#include "tools/pack_mixtral.h"
 #include "tools/pack_plan.h"
 #include "tools/pack_state.h"
 #include "tools/progress.h"
@@ -305,6 +307,17 @@ absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options) {
   if (options.threads < 1 || options.threads > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads must be in 1..64 (got ", options.threads, ")"));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(
+      const model::ModelFamily family,
+      model::ReadModelFamily(options.model_dir + "/config.json"));
+  if (family == model::ModelFamily::kMixtral) {
+    if (options.verify) {
+      return absl::UnimplementedError(
+          "--verify checks Kimi K3 packs; a Mixtral pack is verified as the "
+          "coordinator reads it (every region and expert run has a checksum)");
+    }
+    return PackMixtral(options);
   }
   FLOTILLA_ASSIGN_OR_RETURN(
       std::unique_ptr<model::SafetensorsCheckpoint> ckpt,

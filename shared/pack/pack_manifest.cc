@@ -11,14 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
-#include "shared/model/config.h"
 #include "shared/model/json_util.h"
+#include "shared/model/model_family.h"
 #include "shared/pack/pack_manifest_reader.h"
 
 namespace flotilla::pack {
 
-using model::K3Config;
-using model::ParseK3Config;
+using model::MoeSpec;
 namespace {
 
 using json = nlohmann::json;
@@ -187,15 +186,15 @@ void ParseExpert(Reader& rd, const json& j, const std::string& where,
 
 // Cross-field checks: regions and experts against the config and each
 // other.
-void CheckConsistency(Reader& rd, const PackManifest& m, const K3Config& c) {
+void CheckConsistency(Reader& rd, const PackManifest& m, const MoeSpec& c) {
   std::set<std::pair<std::string, int>> seen;
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (size_t i = 0; i < m.regions.size() && rd.ok(); ++i) {
     const PackRegion& r = m.regions[i];
     const std::string where = absl::StrCat("regions[", i, "]");
-    if (r.kind == "layer" && r.layer >= c.num_hidden_layers) {
+    if (r.kind == "layer" && r.layer >= c.num_layers) {
       return rd.Fail(where, absl::StrCat("layer ", r.layer, " >= the config's ",
-                                         c.num_hidden_layers, " layers"));
+                                         c.num_layers, " layers"));
     }
     if (!seen.insert({r.kind, r.layer}).second) {
       return rd.Fail(where,
@@ -211,7 +210,7 @@ void CheckConsistency(Reader& rd, const PackManifest& m, const K3Config& c) {
     }
   }
   if (m.complete && rd.ok()) {
-    const size_t want = static_cast<size_t>(c.num_hidden_layers) + 3;
+    const size_t want = static_cast<size_t>(c.num_layers) + 3;
     if (m.regions.size() != want || !seen.count({"embed", -1}) ||
         !seen.count({"lm_head", -1}) || !seen.count({"globals", -1})) {
       return rd.Fail("regions",
@@ -224,8 +223,7 @@ void CheckConsistency(Reader& rd, const PackManifest& m, const K3Config& c) {
   for (size_t i = 0; i < m.experts.size() && rd.ok(); ++i) {
     const PackExpert& e = m.experts[i];
     const std::string where = absl::StrCat("experts[", i, "]");
-    if (e.layer < 0 || e.layer >= c.num_hidden_layers ||
-        c.IsDenseLayer(e.layer)) {
+    if (e.layer < 0 || e.layer >= c.num_layers || c.IsDenseLayer(e.layer)) {
       return rd.Fail(where,
                      absl::StrCat("layer ", e.layer, " is not an MoE layer"));
     }
@@ -384,8 +382,9 @@ absl::StatusOr<PackManifest> PackManifestFromJson(absl::string_view text,
                 &m.experts.emplace_back());
   }
   if (!rd.ok()) return rd.status();
-  absl::StatusOr<K3Config> config =
-      ParseK3Config(m.config_json, absl::StrCat(source, " (config_json)"));
+  // Whichever family the config is (model_type), its expert grid.
+  absl::StatusOr<MoeSpec> config = model::ParseMoeSpec(
+      m.config_json, absl::StrCat(source, " (config_json)"));
   if (!config.ok()) return config.status();
   CheckConsistency(rd, m, *config);
   if (!rd.ok()) return rd.status();

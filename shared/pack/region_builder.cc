@@ -62,8 +62,10 @@ absl::Status Fill(const TensorSource& source, const FieldSpec& spec,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Region> Build(const TensorSource& source,
-                             const std::vector<FieldSpec>& schema) {
+}  // namespace
+
+absl::StatusOr<Region> BuildRegion(const TensorSource& source,
+                                   const std::vector<FieldSpec>& schema) {
   Region region;
   FLOTILLA_ASSIGN_OR_RETURN(region.layout, ResolveLayout(source, schema));
   FLOTILLA_ASSIGN_OR_RETURN(
@@ -78,23 +80,21 @@ absl::StatusOr<Region> Build(const TensorSource& source,
   return region;
 }
 
-}  // namespace
-
 absl::StatusOr<Region> BuildLayerRegion(const TensorSource& source,
                                         const model::K3Config& config,
                                         int layer, int parts) {
-  return Build(source, LayerSchema(config, layer, parts));
+  return BuildRegion(source, LayerSchema(config, layer, parts));
 }
 
 absl::StatusOr<Region> BuildGlobalsRegion(const TensorSource& source,
                                           const model::K3Config& config) {
-  return Build(source, GlobalsSchema(config));
+  return BuildRegion(source, GlobalsSchema(config));
 }
 
 absl::StatusOr<Region> BuildVocabRegion(const TensorSource& source,
                                         const model::K3Config& config,
                                         bool lm_head) {
-  return Build(source, VocabSchema(config, lm_head));
+  return BuildRegion(source, VocabSchema(config, lm_head));
 }
 
 RegionLayout PlanLayerLayout(const model::K3Config& config, int layer) {

@@ -14,6 +14,11 @@
 
 namespace flotilla::pack {
 
+// The region of any schema (the families' schemas: trunk_schema.h,
+// mixtral_schema.h). Errors name the tensor and its file.
+absl::StatusOr<Region> BuildRegion(const model::TensorSource& source,
+                                   const std::vector<FieldSpec>& schema);
+
 absl::StatusOr<Region> BuildLayerRegion(const model::TensorSource& source,
                                         const model::K3Config& config,
                                         int layer, int parts = kAllLayerParts);

@@ -11,16 +11,6 @@
 namespace flotilla::coordinator {
 namespace {
 
-kernels::DenseMatrix View(const std::vector<float>& w, size_t rows,
-                          size_t cols) {
-  kernels::DenseMatrix m;
-  m.type = kernels::DenseType::kF32;
-  m.data = w.data();
-  m.rows = rows;
-  m.cols = cols;
-  return m;
-}
-
 // HF's rotate-half RoPE on one head: pairs (i, i + d/2).
 void Rotate(float* x, const float* cos, const float* sin, size_t half) {
   for (size_t i = 0; i < half; ++i) {
@@ -34,10 +24,11 @@ absl::Status CheckFinite(const std::vector<float>& v, const char* what,
                          size_t first_position, size_t width) {
   for (size_t i = 0; i < v.size(); ++i) {
     if (!std::isfinite(v[i])) {
-      return absl::DataLossError(absl::StrCat(
-          "non-finite ", what, " (", v[i], ") at position ",
-          first_position + i / width, ": the weights or the computation are "
-          "broken"));
+      return absl::DataLossError(
+          absl::StrCat("non-finite ", what, " (", v[i], ") at position ",
+                       first_position + i / width,
+                       ": the weights or the computation are "
+                       "broken"));
     }
   }
   return absl::OkStatus();
@@ -52,50 +43,20 @@ size_t MixtralSequence::bytes() const {
   return total;
 }
 
-absl::StatusOr<std::unique_ptr<MixtralModel>> MixtralModel::Load(
-    const model::TensorSource& source, const model::MixtralConfig& c,
+std::unique_ptr<MixtralModel> MixtralModel::Create(
+    const model::MixtralConfig& c, std::unique_ptr<MixtralTrunk> trunk,
     std::unique_ptr<kernels::ThreadPool> pool,
     std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive) {
   auto m = std::unique_ptr<MixtralModel>(new MixtralModel());
   m->config_ = c;
   m->keep_alive_ = std::move(keep_alive);
   m->pool_ = std::move(pool);
+  m->trunk_ = std::move(trunk);
   m->experts_ = std::move(experts);
-  const int64_t e = c.hidden_size, v = c.vocab_size, d = c.head_dim;
-  const int64_t q_rows = c.num_attention_heads * d;
-  const int64_t kv_rows = c.num_key_value_heads * d;
-  auto read = [&](const std::string& name, int64_t numel,
-                  std::vector<float>* out) -> absl::Status {
-    FLOTILLA_ASSIGN_OR_RETURN(*out, source.ReadF32(name, numel));
-    m->trunk_bytes_ += out->size() * sizeof(float);
-    return absl::OkStatus();
-  };
-  FLOTILLA_RETURN_IF_ERROR(read("model.embed_tokens.weight", v * e, &m->embed_));
-  FLOTILLA_RETURN_IF_ERROR(read("model.norm.weight", e, &m->final_norm_));
-  if (!c.tie_word_embeddings) {
-    FLOTILLA_RETURN_IF_ERROR(read("lm_head.weight", v * e, &m->lm_head_));
-  } else if (source.Find("lm_head.weight") != nullptr) {
-    return absl::InvalidArgumentError(
-        "config.json ties the embeddings (tie_word_embeddings) but the "
-        "checkpoint has its own lm_head.weight");
-  }
-  m->layers_.resize(c.num_hidden_layers);
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = absl::StrCat("model.layers.", i, ".");
-    Layer& w = m->layers_[i];
-    FLOTILLA_RETURN_IF_ERROR(read(p + "input_layernorm.weight", e, &w.input_norm));
-    FLOTILLA_RETURN_IF_ERROR(
-        read(p + "post_attention_layernorm.weight", e, &w.post_norm));
-    FLOTILLA_RETURN_IF_ERROR(read(p + "self_attn.q_proj.weight", q_rows * e, &w.q));
-    FLOTILLA_RETURN_IF_ERROR(read(p + "self_attn.k_proj.weight", kv_rows * e, &w.k));
-    FLOTILLA_RETURN_IF_ERROR(read(p + "self_attn.v_proj.weight", kv_rows * e, &w.v));
-    FLOTILLA_RETURN_IF_ERROR(read(p + "self_attn.o_proj.weight", e * q_rows, &w.o));
-    FLOTILLA_RETURN_IF_ERROR(read(p + "block_sparse_moe.gate.weight",
-                                  int64_t{c.num_local_experts} * e, &w.router));
-  }
+  const size_t d = c.head_dim;
   // inv_freq[i] = theta^(-2i/d), as HF computes it (then rounded to float).
   m->inv_freq_.resize(d / 2);
-  for (int64_t i = 0; i < d / 2; ++i) {
+  for (size_t i = 0; i < d / 2; ++i) {
     m->inv_freq_[i] = static_cast<float>(
         1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / d));
   }
@@ -109,7 +70,7 @@ std::unique_ptr<ModelSequence> MixtralModel::StartSequence() const {
   return s;
 }
 
-absl::Status MixtralModel::Attention(const Layer& w, int layer,
+absl::Status MixtralModel::Attention(const MixtralLayerView& w, int layer,
                                      const float* normed, size_t n,
                                      MixtralSequence* seq, float* out) {
   const model::MixtralConfig& c = config_;
@@ -117,9 +78,9 @@ absl::Status MixtralModel::Attention(const Layer& w, int layer,
   const size_t heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
   const size_t group = heads / kv_heads;
   std::vector<float> q(n * heads * d), k(n * kv_heads * d), v(n * kv_heads * d);
-  kernels::MatMul(View(w.q, heads * d, e), normed, n, q.data(), pool_.get());
-  kernels::MatMul(View(w.k, kv_heads * d, e), normed, n, k.data(), pool_.get());
-  kernels::MatMul(View(w.v, kv_heads * d, e), normed, n, v.data(), pool_.get());
+  kernels::MatMul(w.q, normed, n, q.data(), pool_.get());
+  kernels::MatMul(w.k, normed, n, k.data(), pool_.get());
+  kernels::MatMul(w.v, normed, n, v.data(), pool_.get());
   std::vector<float> cos(half), sin(half);
   for (size_t t = 0; t < n; ++t) {
     const double pos = static_cast<double>(seq->positions + t);
@@ -169,17 +130,16 @@ absl::Status MixtralModel::Attention(const Layer& w, int layer,
       }
     }
   }
-  kernels::MatMul(View(w.o, e, heads * d), attn.data(), n, out, pool_.get());
+  kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
   return absl::OkStatus();
 }
 
-absl::Status MixtralModel::Moe(int layer, const Layer& w, const float* normed,
-                               size_t n, float* out) {
+absl::Status MixtralModel::Moe(int layer, const MixtralLayerView& w,
+                               const float* normed, size_t n, float* out) {
   const model::MixtralConfig& c = config_;
   const size_t experts = c.num_local_experts, k = c.num_experts_per_tok;
   std::vector<float> logits(n * experts);
-  kernels::MatMul(View(w.router, experts, c.hidden_size), normed, n,
-                  logits.data(), pool_.get());
+  kernels::MatMul(w.router, normed, n, logits.data(), pool_.get());
   std::vector<ExpertTask> tasks;
   tasks.reserve(n * k);
   std::vector<int> order(experts);
@@ -188,13 +148,14 @@ absl::Status MixtralModel::Moe(int layer, const Layer& w, const float* normed,
     kernels::Softmax(p, experts);
     std::iota(order.begin(), order.end(), 0);
     // Highest probability first; the lower expert index wins a tie.
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [p](int a, int b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
+    std::partial_sort(
+        order.begin(), order.begin() + k, order.end(),
+        [p](int a, int b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
     float sum = 0;
     for (size_t i = 0; i < k; ++i) sum += p[order[i]];
     for (size_t i = 0; i < k; ++i) {
-      tasks.push_back(ExpertTask{static_cast<int32_t>(t), order[i],
-                                 p[order[i]] / sum});
+      tasks.push_back(
+          ExpertTask{static_cast<int32_t>(t), order[i], p[order[i]] / sum});
     }
   }
   return experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out);
@@ -226,26 +187,34 @@ absl::Status MixtralModel::Forward(ModelSequence* sequence,
         c.max_position_embeddings));
   }
   std::vector<float> h(n * e), normed(n * e), delta(n * e);
+  const kernels::DenseMatrix& embed = trunk_->embed();
   for (size_t t = 0; t < n; ++t) {
-    std::copy_n(embed_.data() + static_cast<size_t>(ids[t]) * e, e,
-                h.data() + t * e);
+    const size_t row = static_cast<size_t>(ids[t]) * e;
+    for (size_t i = 0; i < e; ++i) {
+      h[t * e + i] = embed.type == kernels::DenseType::kF32
+                         ? static_cast<const float*>(embed.data)[row + i]
+                         : kernels::Bf16ToF32(static_cast<const uint16_t*>(
+                               embed.data)[row + i]);
+    }
   }
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const Layer& w = layers_[layer];
+    FLOTILLA_ASSIGN_OR_RETURN(const MixtralLayerView* layer_weights,
+                              trunk_->AcquireLayer(layer));
+    const MixtralLayerView& w = *layer_weights;
     for (size_t t = 0; t < n; ++t) {
-      kernels::RmsNorm(h.data() + t * e, w.input_norm.data(), e, c.rms_norm_eps,
+      kernels::RmsNorm(h.data() + t * e, w.input_norm, e, c.rms_norm_eps,
                        normed.data() + t * e);
     }
     FLOTILLA_RETURN_IF_ERROR(
         Attention(w, layer, normed.data(), n, seq, delta.data()));
     for (size_t i = 0; i < n * e; ++i) h[i] += delta[i];
     for (size_t t = 0; t < n; ++t) {
-      kernels::RmsNorm(h.data() + t * e, w.post_norm.data(), e, c.rms_norm_eps,
+      kernels::RmsNorm(h.data() + t * e, w.post_norm, e, c.rms_norm_eps,
                        normed.data() + t * e);
     }
-    FLOTILLA_RETURN_IF_ERROR(base::WithContext(
-        Moe(layer, w, normed.data(), n, delta.data()),
-        absl::StrCat("experts of layer ", layer)));
+    FLOTILLA_RETURN_IF_ERROR(
+        base::WithContext(Moe(layer, w, normed.data(), n, delta.data()),
+                          absl::StrCat("experts of layer ", layer)));
     for (size_t i = 0; i < n * e; ++i) h[i] += delta[i];
     FLOTILLA_RETURN_IF_ERROR(CheckFinite(h, "activation", seq->positions, e));
   }
@@ -253,12 +222,11 @@ absl::Status MixtralModel::Forward(ModelSequence* sequence,
   seq->positions += n;
   const size_t first = all_positions ? 0 : n - 1, rows = n - first;
   for (size_t r = 0; r < rows; ++r) {
-    kernels::RmsNorm(h.data() + (first + r) * e, final_norm_.data(), e,
+    kernels::RmsNorm(h.data() + (first + r) * e, trunk_->final_norm(), e,
                      c.rms_norm_eps, normed.data() + r * e);
   }
   logits->resize(rows * v);
-  const std::vector<float>& head = lm_head_.empty() ? embed_ : lm_head_;
-  kernels::MatMul(View(head, v, e), normed.data(), rows, logits->data(),
+  kernels::MatMul(trunk_->lm_head(), normed.data(), rows, logits->data(),
                   pool_.get());
   return CheckFinite(*logits, "logit", first_position + first, v);
 }

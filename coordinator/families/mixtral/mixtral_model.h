@@ -8,11 +8,12 @@
 //               renormalised to sum 1; h += sum_e p_e * expert_e(m)
 //   logits = lm_head(RMSNorm(h))   (lm_head = embed when tied)
 //
-// The trunk (attention, norms, routers, embeddings) is held in memory as
-// float32; the routed experts go through an ExpertBackend, so they run in
-// process, stream from disk or run on expert workers exactly as Kimi K3's
-// do. Dot products accumulate in double (kernels.h), so results do not
-// depend on the thread count or the backend.
+// The trunk (attention, norms, routers, embeddings) comes from a
+// MixtralTrunk (in memory, or streamed layer by layer from a pack); the
+// routed experts go through an ExpertBackend, so they run in process,
+// stream from disk or run on expert workers exactly as Kimi K3's do. Dot
+// products accumulate in double (kernels.h), so results do not depend on the
+// thread count or the backend.
 #ifndef FLOTILLA_COORDINATOR_FAMILIES_MIXTRAL_MIXTRAL_MODEL_H_
 #define FLOTILLA_COORDINATOR_FAMILIES_MIXTRAL_MIXTRAL_MODEL_H_
 
@@ -21,11 +22,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "coordinator/families/mixtral/mixtral_trunk.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/language_model.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/mixtral_config.h"
-#include "shared/model/tensor_source.h"
 
 namespace flotilla::coordinator {
 
@@ -39,11 +40,11 @@ struct MixtralSequence : public ModelSequence {
 
 class MixtralModel : public LanguageModel {
  public:
-  // Reads and checks every trunk tensor of `source` (names and shapes as
-  // HF writes them; errors name the tensor). `experts` computes the routed
-  // experts; `keep_alive` is destroyed after it.
-  static absl::StatusOr<std::unique_ptr<MixtralModel>> Load(
-      const model::TensorSource& source, const model::MixtralConfig& config,
+  // `trunk` holds the non-expert weights, `experts` computes the routed
+  // experts; `keep_alive` (e.g. the tensor source the experts read) is
+  // destroyed after both.
+  static std::unique_ptr<MixtralModel> Create(
+      const model::MixtralConfig& config, std::unique_ptr<MixtralTrunk> trunk,
       std::unique_ptr<kernels::ThreadPool> pool,
       std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive);
 
@@ -54,29 +55,25 @@ class MixtralModel : public LanguageModel {
   absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
                        bool all_positions, std::vector<float>* logits) override;
   ExpertBackend* experts() override { return experts_.get(); }
-  uint64_t resident_trunk_bytes() const override { return trunk_bytes_; }
+  uint64_t resident_trunk_bytes() const override {
+    return trunk_->resident_bytes();
+  }
+  MixtralTrunk* trunk() { return trunk_.get(); }
 
  private:
-  struct Layer {
-    std::vector<float> input_norm, post_norm;  // [hidden]
-    std::vector<float> q, k, v, o;             // row-major [out][in]
-    std::vector<float> router;                 // [experts][hidden]
-  };
-
   MixtralModel() = default;
-  absl::Status Attention(const Layer& w, int layer, const float* normed,
-                         size_t n, MixtralSequence* seq, float* out);
-  absl::Status Moe(int layer, const Layer& w, const float* normed, size_t n,
-                   float* out);
+  absl::Status Attention(const MixtralLayerView& w, int layer,
+                         const float* normed, size_t n, MixtralSequence* seq,
+                         float* out);
+  absl::Status Moe(int layer, const MixtralLayerView& w, const float* normed,
+                   size_t n, float* out);
 
   model::MixtralConfig config_;
-  std::shared_ptr<void> keep_alive_;
+  std::shared_ptr<void> keep_alive_;  // destroyed last
   std::unique_ptr<kernels::ThreadPool> pool_;
+  std::unique_ptr<MixtralTrunk> trunk_;
   std::unique_ptr<ExpertBackend> experts_;
-  std::vector<float> embed_, lm_head_, final_norm_;  // lm_head_ empty: tied
-  std::vector<Layer> layers_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
-  uint64_t trunk_bytes_ = 0;
 };
 
 }  // namespace flotilla::coordinator
