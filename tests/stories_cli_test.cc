@@ -1,0 +1,144 @@
+// flotilla-coordinator on the embedded default model as a user runs it: the
+// printed story is run.c's text, generation stops at the end of a story,
+// and broken tokenizer.json / config.json files are refused by field, with
+// exit code 1 and no crash.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "shared/testing/process.h"
+
+namespace flotilla {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ModelDir() {
+  return std::string(FLOTILLA_SOURCE_DIR) + "/models/stories260k-moe";
+}
+
+class StoriesCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_ = fs::temp_directory_path() /
+           ("flotilla_stories_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(tmp_);
+    fs::create_directories(tmp_);
+  }
+  void TearDown() override { fs::remove_all(tmp_); }
+
+  testutil::CommandResult Run(const std::string& args) {
+    return testutil::RunCommand(
+        testutil::BinPath("flotilla-coordinator") + " " + args, tmp_.string());
+  }
+  // A private copy of the model whose files a test may break.
+  std::string CopyModel() {
+    const fs::path dir = tmp_ / "model";
+    fs::copy(ModelDir(), dir, fs::copy_options::recursive);
+    return dir.string();
+  }
+  void ExpectRefused(const std::string& dir,
+                     const std::vector<std::string>& needles) {
+    const testutil::CommandResult r =
+        Run("generate --model " + dir + " --prompt hi --max-tokens 2");
+    EXPECT_TRUE(r.exited) << "crashed: " << r.err;
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    for (const std::string& n : needles) {
+      EXPECT_NE(r.err.find(n), std::string::npos)
+          << "stderr lacks '" << n << "': " << r.err;
+    }
+  }
+
+  fs::path tmp_;
+};
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+TEST_F(StoriesCliTest, PrintsRunCsStory) {
+  const nlohmann::json ref = ReadJson(ModelDir() + "/reference.json");
+  ASSERT_TRUE(ref.contains("cases"));
+  const nlohmann::json& c = ref["cases"][0];
+  const testutil::CommandResult r =
+      Run("generate --model " + ModelDir() + " --prompt '" +
+          c["prompt"].get<std::string>() + "' --ignore-eos --max-tokens " +
+          std::to_string(c["n_new"].get<int>()));
+  ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+  // The prompt, then the continuation as it streamed out.
+  EXPECT_EQ(r.out, c["text"].get<std::string>() + "\n");
+}
+
+TEST_F(StoriesCliTest, StopsAtTheEndOfTheStory) {
+  const testutil::CommandResult r =
+      Run("generate --model " + ModelDir() +
+          " --prompt 'Once upon a time' --max-tokens 500 --json");
+  ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(out.is_object()) << r.out;
+  EXPECT_EQ(out["finish_reason"], "stop");
+  const std::vector<int32_t> ids = out["generated_ids"];
+  ASSERT_FALSE(ids.empty());
+  EXPECT_LT(ids.size(), 500u);
+  EXPECT_EQ(ids.back(), 1);  // the model begins the next story with <s>
+  // --ignore-eos runs to --max-tokens.
+  const testutil::CommandResult all =
+      Run("generate --model " + ModelDir() +
+          " --prompt 'Once upon a time' --max-tokens 500 --json --ignore-eos");
+  ASSERT_TRUE(all.exited && all.code == 0) << all.err;
+  EXPECT_EQ(nlohmann::json::parse(all.out)["generated_ids"].size(), 500u);
+}
+
+TEST_F(StoriesCliTest, TruncatedTokenizerJson) {
+  const std::string dir = CopyModel();
+  fs::resize_file(dir + "/tokenizer.json", 5000);
+  ExpectRefused(dir, {"tokenizer.json", "parse error"});
+}
+
+TEST_F(StoriesCliTest, UnknownTokenizerModelType) {
+  const std::string dir = CopyModel();
+  nlohmann::json t = ReadJson(dir + "/tokenizer.json");
+  t["model"]["type"] = "WordLevel";
+  std::ofstream(dir + "/tokenizer.json", std::ios::trunc) << t.dump();
+  ExpectRefused(dir, {"tokenizer.json", "model.type: unsupported 'WordLevel'"});
+}
+
+TEST_F(StoriesCliTest, MergeNamingAnUnknownToken) {
+  const std::string dir = CopyModel();
+  nlohmann::json t = ReadJson(dir + "/tokenizer.json");
+  t["model"]["merges"][7] = "qqq zzz";
+  std::ofstream(dir + "/tokenizer.json", std::ios::trunc) << t.dump();
+  ExpectRefused(dir, {"model.merges[7]", "not in model.vocab"});
+}
+
+TEST_F(StoriesCliTest, BadMixtralConfigs) {
+  const std::string dir = CopyModel();
+  const nlohmann::json good = ReadJson(dir + "/config.json");
+  auto write = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json c = good;
+    c[key] = value;
+    std::ofstream(dir + "/config.json", std::ios::trunc) << c.dump();
+  };
+  write("num_key_value_heads", 3);
+  ExpectRefused(dir, {"config.json", "num_key_value_heads: 3 does not divide"});
+  write("num_experts_per_tok", 9);
+  ExpectRefused(dir, {"num_experts_per_tok: 9 is more than num_local_experts"});
+  nlohmann::json c = good;
+  c.erase("head_dim");
+  c["num_attention_heads"] = 7;
+  c["num_key_value_heads"] = 7;
+  std::ofstream(dir + "/config.json", std::ios::trunc) << c.dump();
+  ExpectRefused(dir, {"num_attention_heads: 7 does not divide hidden_size 64"});
+  write("model_type", "qwen3_moe");
+  ExpectRefused(dir, {"model_type 'qwen3_moe' is not supported"});
+}
+
+}  // namespace
+}  // namespace flotilla
