@@ -297,6 +297,20 @@ absl::StatusOr<PackResult> Packer::Run(bool fresh) {
 
 }  // namespace
 
+absl::StatusOr<std::string> MakePackDir(const PackOptions& options) {
+  const std::string dir = options.out_dir.empty()
+                              ? options.model_dir + "/flotilla-pack"
+                              : options.out_dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot create pack dir ", dir, ": ", ec.message(),
+        options.out_dir.empty() ? " (pass --out to write it elsewhere)" : ""));
+  }
+  return dir;
+}
+
 absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options) {
   if (options.model_dir.empty()) {
     return absl::InvalidArgumentError("--model is required");
@@ -323,16 +337,7 @@ absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options) {
       std::unique_ptr<model::SafetensorsCheckpoint> ckpt,
       model::SafetensorsCheckpoint::OpenDir(options.model_dir));
   FLOTILLA_ASSIGN_OR_RETURN(PackPlan plan, PlanPack(options.model_dir, *ckpt));
-  const std::string dir = options.out_dir.empty()
-                              ? options.model_dir + "/flotilla-pack"
-                              : options.out_dir;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "cannot create pack dir ", dir, ": ", ec.message(),
-        options.out_dir.empty() ? " (pass --out to write it elsewhere)" : ""));
-  }
+  FLOTILLA_ASSIGN_OR_RETURN(const std::string dir, MakePackDir(options));
   FLOTILLA_ASSIGN_OR_RETURN(
       PackStart start,
       InspectPackDir(dir, plan, options.force, options.progress));

@@ -51,6 +51,9 @@ struct PackResult {
 
 absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options);
 
+// --out, else <model>/flotilla-pack, created if missing.
+absl::StatusOr<std::string> MakePackDir(const PackOptions& options);
+
 // Re-reads every region of `pack_dir` and every expert run (in the model
 // dir or the pack dir) and checks it against the manifest's checksum. The
 // error names the first mismatch: region or (layer, expert), file, offset.

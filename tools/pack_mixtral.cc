@@ -52,15 +52,7 @@ absl::StatusOr<PackResult> PackMixtral(const PackOptions& options) {
                             model::ParseMixtralConfig(root, config_path));
   FLOTILLA_ASSIGN_OR_RETURN(
       auto ckpt, model::SafetensorsCheckpoint::OpenDir(options.model_dir));
-  const std::string dir = options.out_dir.empty()
-                              ? options.model_dir + "/flotilla-pack"
-                              : options.out_dir;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot create pack dir ", dir, ": ", ec.message()));
-  }
+  FLOTILLA_ASSIGN_OR_RETURN(const std::string dir, MakePackDir(options));
   pack::PackManifest m;
   FLOTILLA_ASSIGN_OR_RETURN(
       m.source_fingerprint,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "coordinator/model/expert_backend.h"
 
 namespace flotilla::coordinator {
@@ -39,6 +40,21 @@ class LanguageModel {
   // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
   virtual uint64_t resident_trunk_bytes() const = 0;
 };
+
+// What every Forward checks first: at least one id, each inside
+// [0, vocab_size). InvalidArgument naming the first bad id otherwise.
+inline absl::Status CheckTokenIds(const std::vector<int32_t>& ids,
+                                  int vocab_size) {
+  if (ids.empty()) return absl::InvalidArgumentError("no tokens to process");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", ids[i], " at position ", i,
+                       " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace flotilla::coordinator
 

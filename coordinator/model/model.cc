@@ -115,14 +115,7 @@ absl::Status K3Model::Forward(SequenceState* state,
                               bool all_positions, std::vector<float>* logits) {
   const model::K3Config& c = config_;
   const size_t e = c.hidden_size, v = c.vocab_size, n = ids.size();
-  if (n == 0) return absl::InvalidArgumentError("no tokens to process");
-  for (size_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= c.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", ids[i], " at position ", i,
-                       " is outside the vocabulary [0, ", c.vocab_size, ")"));
-    }
-  }
+  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, c.vocab_size));
   ResidualStreams streams;
   streams.steps = static_cast<int>(n);
   streams.partial.resize(n * e);

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "shared/tokenizer/hf_bpe.h"
+#include "shared/tokenizer/utf8.h"
 
 namespace flotilla::tokenizer {
 namespace {
@@ -36,24 +36,6 @@ const Alphabet& GetAlphabet() {
 
 char32_t ByteLevelCodePoint(unsigned char byte) {
   return GetAlphabet().code_point[byte];
-}
-
-void AppendUtf8(char32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 std::optional<std::string> ByteLevelToBytes(absl::string_view shown) {

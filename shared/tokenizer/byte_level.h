@@ -20,9 +20,6 @@ char32_t ByteLevelCodePoint(unsigned char byte);
 // UTF-8 made only of the alphabet's code points.
 std::optional<std::string> ByteLevelToBytes(absl::string_view shown);
 
-// Appends the UTF-8 encoding of `cp` (a valid scalar value).
-void AppendUtf8(char32_t cp, std::string* out);
-
 }  // namespace flotilla::tokenizer
 
 #endif  // FLOTILLA_SHARED_TOKENIZER_BYTE_LEVEL_H_

@@ -4,30 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shared/tokenizer/utf8.h"
 
 namespace flotilla::tokenizer {
-
-size_t Utf8UnitLength(absl::string_view text, size_t pos) {
-  const auto lead = static_cast<unsigned char>(text[pos]);
-  size_t len = lead < 0x80   ? 1
-               : lead < 0xC2 ? 0
-               : lead < 0xE0 ? 2
-               : lead < 0xF0 ? 3
-               : lead < 0xF5 ? 4
-                             : 0;
-  if (len <= 1 || pos + len > text.size()) return 1;
-  const auto second = static_cast<unsigned char>(text[pos + 1]);
-  // Overlong three/four-byte forms, surrogates and code points past
-  // U+10FFFF are not valid UTF-8.
-  if ((lead == 0xE0 && second < 0xA0) || (lead == 0xED && second > 0x9F) ||
-      (lead == 0xF0 && second < 0x90) || (lead == 0xF4 && second > 0x8F)) {
-    return 1;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    if ((static_cast<unsigned char>(text[pos + k]) & 0xC0) != 0x80) return 1;
-  }
-  return len;
-}
 
 absl::StatusOr<HfBpe> HfBpe::Create(
     std::vector<std::pair<std::string, int32_t>> vocab,

@@ -74,10 +74,6 @@ class HfBpe {
   std::array<int32_t, 256> byte_ids_{};  // <0xNN> or, byte_units, the byte
 };
 
-// Length of the UTF-8 sequence starting at text[pos], or 1 for a byte that
-// does not start a valid one (it is then a unit of its own).
-size_t Utf8UnitLength(absl::string_view text, size_t pos);
-
 }  // namespace flotilla::tokenizer
 
 #endif  // FLOTILLA_SHARED_TOKENIZER_HF_BPE_H_

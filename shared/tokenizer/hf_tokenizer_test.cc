@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "shared/tokenizer/stream_decoder.h"
 #include "shared/tokenizer/testdata_util.h"
+#include "shared/tokenizer/utf8.h"
 
 namespace flotilla::tokenizer {
 namespace {

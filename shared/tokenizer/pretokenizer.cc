@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "shared/tokenizer/patterns.h"
+#include "shared/tokenizer/utf8.h"
 
 namespace flotilla::tokenizer {
 namespace {
@@ -15,23 +16,6 @@ namespace {
 struct MatchDataDeleter {
   void operator()(pcre2_match_data* md) const { pcre2_match_data_free(md); }
 };
-
-// Length of the UTF-8 sequence at text[pos], or 1 if it is not a valid one.
-// Only used to step past a character the regex could not classify.
-size_t NextCharLength(absl::string_view text, size_t pos) {
-  const auto lead = static_cast<unsigned char>(text[pos]);
-  const size_t len = lead < 0x80   ? 1
-                     : lead < 0xC2 ? 0
-                     : lead < 0xE0 ? 2
-                     : lead < 0xF0 ? 3
-                     : lead < 0xF5 ? 4
-                                   : 0;
-  if (len <= 1 || pos + len > text.size()) return 1;
-  for (size_t k = 1; k < len; ++k) {
-    if ((static_cast<unsigned char>(text[pos + k]) & 0xC0) != 0x80) return 1;
-  }
-  return len;
-}
 
 }  // namespace
 
@@ -97,14 +81,14 @@ void Pretokenizer::Split(
     if (rc < 0) {
       // A match or heap limit: leave this character to the byte-level gap
       // rather than fail; encoding must be total.
-      search += NextCharLength(text, search);
+      search += Utf8UnitLength(text, search);
       continue;
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(md.get());
     const size_t start = ovector[0];
     const size_t end = ovector[1];
     if (end <= start) {  // Empty match: none of our patterns allow one.
-      search = start + NextCharLength(text, start);
+      search = start + Utf8UnitLength(text, start);
       continue;
     }
     if (start > emitted) emit(text.substr(emitted, start - emitted));

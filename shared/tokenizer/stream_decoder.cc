@@ -1,19 +1,9 @@
 #include "shared/tokenizer/stream_decoder.h"
 
 #include "shared/base/status_macros.h"
+#include "shared/tokenizer/utf8.h"
 
 namespace flotilla::tokenizer {
-
-size_t IncompleteUtf8Tail(const std::string& text) {
-  // A character is at most 4 bytes: look back at most 3 for its lead byte.
-  for (size_t back = 1; back <= 3 && back <= text.size(); ++back) {
-    const auto c = static_cast<unsigned char>(text[text.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte
-    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return need > back ? back : 0;
-  }
-  return 0;
-}
 
 absl::StatusOr<std::string> StreamDecoder::Next(int32_t id) {
   ids_.push_back(id);

@@ -35,10 +35,6 @@ class StreamDecoder {
   size_t prefix_ = 0, read_ = 0;
 };
 
-// Bytes at the end of `text` that start a UTF-8 character which is not yet
-// complete (0 when it ends on a character boundary or on invalid bytes).
-size_t IncompleteUtf8Tail(const std::string& text);
-
 }  // namespace flotilla::tokenizer
 
 #endif  // FLOTILLA_SHARED_TOKENIZER_STREAM_DECODER_H_

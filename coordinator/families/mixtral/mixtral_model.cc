@@ -172,14 +172,7 @@ absl::Status MixtralModel::Forward(ModelSequence* sequence,
   }
   const model::MixtralConfig& c = config_;
   const size_t e = c.hidden_size, v = c.vocab_size, n = ids.size();
-  if (n == 0) return absl::InvalidArgumentError("no tokens to process");
-  for (size_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= c.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", ids[i], " at position ", i,
-                       " is outside the vocabulary [0, ", c.vocab_size, ")"));
-    }
-  }
+  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, c.vocab_size));
   if (seq->positions + n > static_cast<size_t>(c.max_position_embeddings)) {
     return absl::OutOfRangeError(absl::StrCat(
         "the sequence would reach ", seq->positions + n,
