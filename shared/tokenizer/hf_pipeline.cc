@@ -9,12 +9,16 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "shared/base/status_macros.h"
+#include "shared/tokenizer/json_fields.h"
 #include "shared/tokenizer/patterns.h"
 
 namespace flotilla::tokenizer {
 namespace {
 
 using json = nlohmann::json;
+using internal::OptionalBool;
+using internal::OptionalInt;
+using internal::OptionalString;
 
 // GPT-2's split pattern, which ByteLevel applies when use_regex is set.
 constexpr char kGpt2Pattern[] =
@@ -36,11 +40,6 @@ absl::StatusOr<std::string> StringField(const json& j, const char* key,
         absl::StrCat(where, ".", key, " must be a string"));
   }
   return it->get<std::string>();
-}
-
-bool BoolField(const json& j, const char* key, bool fallback) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
 // A Replace/Split pattern: {"String": s} or {"Regex": r}.
@@ -149,13 +148,16 @@ absl::Status ParsePreTokenizer(const json& doc, HfPipeline* p) {
     if (type == "Split") {
       s.kind = PreTokenizerStep::Kind::kSplit;
       FLOTILLA_ASSIGN_OR_RETURN(auto pattern, Pattern(j, where));
-      const std::string behavior = j.value("behavior", "");
+      FLOTILLA_ASSIGN_OR_RETURN(const std::string behavior,
+                                OptionalString(j, "behavior", "", where));
       if (behavior != "Isolated") {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ".behavior: unsupported '", behavior,
                          "' (supported: Isolated)"));
       }
-      if (BoolField(j, "invert", false)) {
+      FLOTILLA_ASSIGN_OR_RETURN(const bool invert,
+                                OptionalBool(j, "invert", false, where));
+      if (invert) {
         return absl::InvalidArgumentError(
             absl::StrCat(where, ".invert: true is not supported"));
       }
@@ -165,8 +167,11 @@ absl::Status ParsePreTokenizer(const json& doc, HfPipeline* p) {
                                 where));
     } else if (type == "ByteLevel") {
       s.kind = PreTokenizerStep::Kind::kByteLevel;
-      s.add_prefix_space = BoolField(j, "add_prefix_space", true);
-      if (BoolField(j, "use_regex", true)) {
+      FLOTILLA_ASSIGN_OR_RETURN(
+          s.add_prefix_space, OptionalBool(j, "add_prefix_space", true, where));
+      FLOTILLA_ASSIGN_OR_RETURN(const bool use_regex,
+                                OptionalBool(j, "use_regex", true, where));
+      if (use_regex) {
         FLOTILLA_ASSIGN_OR_RETURN(s.regex, CompileSplit(kGpt2Pattern, where));
       }
       p->byte_level = true;
@@ -174,8 +179,10 @@ absl::Status ParsePreTokenizer(const json& doc, HfPipeline* p) {
       s.kind = PreTokenizerStep::Kind::kMetaspace;
       FLOTILLA_ASSIGN_OR_RETURN(s.replacement,
                                 StringField(j, "replacement", where));
-      s.prepend_scheme = j.value("prepend_scheme", "always");
-      s.split = BoolField(j, "split", true);
+      FLOTILLA_ASSIGN_OR_RETURN(
+          s.prepend_scheme,
+          OptionalString(j, "prepend_scheme", "always", where));
+      FLOTILLA_ASSIGN_OR_RETURN(s.split, OptionalBool(j, "split", true, where));
     } else {
       return Unsupported(where, type);
     }
@@ -203,15 +210,21 @@ absl::Status ParseDecoder(const json& doc, HfPipeline* p) {
     } else if (type == "Strip") {
       s.kind = DecoderStep::Kind::kStrip;
       FLOTILLA_ASSIGN_OR_RETURN(s.from, StringField(j, "content", where));
-      s.start = j.value("start", 0);
-      s.stop = j.value("stop", 0);
+      FLOTILLA_ASSIGN_OR_RETURN(const int64_t start,
+                                OptionalInt(j, "start", 0, 0, 1 << 20, where));
+      FLOTILLA_ASSIGN_OR_RETURN(const int64_t stop,
+                                OptionalInt(j, "stop", 0, 0, 1 << 20, where));
+      s.start = static_cast<int>(start);
+      s.stop = static_cast<int>(stop);
     } else if (type == "ByteLevel") {
       s.kind = DecoderStep::Kind::kByteLevel;
       p->byte_level = true;
     } else if (type == "Metaspace") {
       s.kind = DecoderStep::Kind::kMetaspace;
       FLOTILLA_ASSIGN_OR_RETURN(s.from, StringField(j, "replacement", where));
-      s.prepend_scheme = j.value("prepend_scheme", "always");
+      FLOTILLA_ASSIGN_OR_RETURN(
+          s.prepend_scheme,
+          OptionalString(j, "prepend_scheme", "always", where));
     } else {
       return Unsupported(where, type);
     }

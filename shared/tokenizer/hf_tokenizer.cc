@@ -8,11 +8,19 @@
 #include "shared/base/status_macros.h"
 #include "shared/model/json_util.h"
 #include "shared/tokenizer/byte_level.h"
+#include "shared/tokenizer/json_fields.h"
 
 namespace flotilla::tokenizer {
 namespace {
 
 using json = nlohmann::json;
+using internal::IntIn;
+using internal::OptionalBool;
+using internal::OptionalString;
+
+// Ids above this are refused: a vocabulary is dense, so a huge id would
+// only make the id table huge.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 21) - 1;
 
 absl::Status Bad(const std::string& source, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
@@ -88,7 +96,8 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
 }
 
 absl::Status HfTokenizer::ParseModel(const json& m) {
-  const std::string type = m.value("type", "");
+  FLOTILLA_ASSIGN_OR_RETURN(const std::string type,
+                            OptionalString(m, "type", "", source_ + ": model"));
   if (type != "BPE") {
     return Bad(source_, absl::StrCat("model.type: unsupported '", type,
                                      "' (supported: BPE)"));
@@ -113,14 +122,14 @@ absl::Status HfTokenizer::ParseModel(const json& m) {
   std::vector<std::pair<std::string, int32_t>> vocab;
   vocab.reserve(m["vocab"].size());
   for (const auto& [token, id] : m["vocab"].items()) {
-    if (!id.is_number_integer()) {
-      return Bad(source_, absl::StrCat("model.vocab['", token,
-                                       "'] must be an integer id"));
-    }
+    auto checked =
+        IntIn(id, 0, kMaxTokenId, absl::StrCat("model.vocab['", token, "']"));
+    if (!checked.ok())
+      return Bad(source_, std::string(checked.status().message()));
     FLOTILLA_ASSIGN_OR_RETURN(
         std::string raw,
         RawBytes(token, byte_level, source_ + ": model.vocab"));
-    vocab.emplace_back(std::move(raw), id.get<int32_t>());
+    vocab.emplace_back(std::move(raw), static_cast<int32_t>(*checked));
   }
   std::vector<std::pair<std::string, std::string>> merges;
   merges.reserve(m["merges"].size());
@@ -153,9 +162,13 @@ absl::Status HfTokenizer::ParseModel(const json& m) {
   }
   HfBpeOptions options;
   options.byte_units = byte_level;
-  options.byte_fallback = m.value("byte_fallback", false);
-  options.fuse_unk = m.value("fuse_unk", false);
-  options.ignore_merges = m.value("ignore_merges", false);
+  const std::string where = source_ + ": model";
+  FLOTILLA_ASSIGN_OR_RETURN(options.byte_fallback,
+                            OptionalBool(m, "byte_fallback", false, where));
+  FLOTILLA_ASSIGN_OR_RETURN(options.fuse_unk,
+                            OptionalBool(m, "fuse_unk", false, where));
+  FLOTILLA_ASSIGN_OR_RETURN(options.ignore_merges,
+                            OptionalBool(m, "ignore_merges", false, where));
   const json unk = m.value("unk_token", json());
   if (!unk.is_null()) {
     if (!unk.is_string())
@@ -191,17 +204,24 @@ absl::Status HfTokenizer::ParseAddedTokens(const json& doc) {
     }
     const std::string content = t["content"];
     for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
-      if (t.value(flag, false)) {
+      FLOTILLA_ASSIGN_OR_RETURN(
+          const bool set, OptionalBool(t, flag, false, source_ + ": " + where));
+      if (set) {
         return Bad(source_, absl::StrCat(where, " ('", content, "'): ", flag,
                                          " is not supported"));
       }
     }
-    const int32_t id = t["id"];
-    if (id < 0) return Bad(source_, absl::StrCat(where, ".id is negative"));
+    auto checked = IntIn(t["id"], 0, kMaxTokenId, where + ".id");
+    if (!checked.ok())
+      return Bad(source_, std::string(checked.status().message()));
+    const int32_t id = static_cast<int32_t>(*checked);
     if (absl::Status s = added_.Add(content, id); !s.ok()) {
       return Bad(source_, absl::StrCat(where, ": ", s.message()));
     }
-    if (t.value("special", false)) special_.insert(id);
+    FLOTILLA_ASSIGN_OR_RETURN(
+        const bool special,
+        OptionalBool(t, "special", false, source_ + ": " + where));
+    if (special) special_.insert(id);
     vocab_size_ = std::max(vocab_size_, id + 1);
   }
   return absl::OkStatus();
@@ -231,14 +251,17 @@ absl::StatusOr<int32_t> HfTokenizer::TokenId(const json& value,
 absl::Status HfTokenizer::ParsePostProcessor(const json& doc) {
   const json pp = doc.value("post_processor", json());
   std::vector<json> steps;
-  if (pp.is_object() && pp.value("type", "") == "Sequence" &&
+  if (pp.is_object() && pp.contains("type") && pp["type"] == "Sequence" &&
       pp.contains("processors") && pp["processors"].is_array()) {
     for (const json& p : pp["processors"]) steps.push_back(p);
   } else if (!pp.is_null()) {
     steps.push_back(pp);
   }
   for (const json& p : steps) {
-    const std::string type = p.is_object() ? p.value("type", "") : "";
+    const std::string type =
+        p.is_object() && p.contains("type") && p["type"].is_string()
+            ? p["type"].get<std::string>()
+            : "";
     if (type == "ByteLevel") continue;  // offsets only; no ids
     if (type != "TemplateProcessing") {
       return Bad(source_,
@@ -255,12 +278,15 @@ absl::Status HfTokenizer::ParsePostProcessor(const json& doc) {
         seen_a = true;
         continue;
       }
-      const std::string name = item.contains("SpecialToken")
-                                   ? item["SpecialToken"].value("id", "")
-                                   : "";
+      const bool named = item.contains("SpecialToken") &&
+                         item["SpecialToken"].is_object() &&
+                         item["SpecialToken"].contains("id") &&
+                         item["SpecialToken"]["id"].is_string();
+      const std::string name =
+          named ? item["SpecialToken"]["id"].get<std::string>() : "";
       const json& specials = p.value("special_tokens", json::object());
-      if (name.empty() || !specials.contains(name) ||
-          !specials[name].contains("ids") ||
+      if (name.empty() || !specials.is_object() || !specials.contains(name) ||
+          !specials[name].is_object() || !specials[name].contains("ids") ||
           !specials[name]["ids"].is_array()) {
         return Bad(source_, absl::StrCat("post_processor.single names special "
                                          "token '",
@@ -269,11 +295,12 @@ absl::Status HfTokenizer::ParsePostProcessor(const json& doc) {
                                          "special_tokens does not define"));
       }
       for (const json& id : specials[name]["ids"]) {
-        if (!id.is_number_integer()) {
-          return Bad(source_,
-                     "post_processor.special_tokens ids must be integers");
+        auto checked =
+            IntIn(id, 0, kMaxTokenId, "post_processor.special_tokens ids");
+        if (!checked.ok()) {
+          return Bad(source_, std::string(checked.status().message()));
         }
-        (seen_a ? suffix_ : prefix_).push_back(id.get<int32_t>());
+        (seen_a ? suffix_ : prefix_).push_back(static_cast<int32_t>(*checked));
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -249,6 +250,56 @@ TEST(HfTokenizerRefusals, BadConfigToken) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("eos_token: '<eot>'"), std::string::npos)
       << t.status();
+}
+
+// Every field outside the vocabulary and merges, replaced by each JSON type
+// in turn: the file is refused or accepted, never a crash; an accepted one
+// still encodes and decodes.
+TEST(HfTokenizerRefusals, EveryFieldWithEveryWrongType) {
+  const nlohmann::json good = nlohmann::json::parse(StoriesJson());
+  std::vector<nlohmann::json::json_pointer> paths;
+  std::function<void(const nlohmann::json&, nlohmann::json::json_pointer)>
+      walk = [&](const nlohmann::json& j, nlohmann::json::json_pointer at) {
+        if (at.to_string() == "/model/vocab" ||
+            at.to_string() == "/model/merges") {
+          return;
+        }
+        if (!at.empty()) paths.push_back(at);
+        if (j.is_object()) {
+          for (const auto& [key, value] : j.items()) walk(value, at / key);
+        } else if (j.is_array()) {
+          for (size_t i = 0; i < j.size(); ++i) walk(j[i], at / i);
+        }
+      };
+  walk(good, nlohmann::json::json_pointer());
+  ASSERT_GT(paths.size(), 40u);
+  const std::vector<nlohmann::json> wrong = {nullptr,
+                                             true,
+                                             -1,
+                                             4294967296ll,
+                                             1.5,
+                                             "x",
+                                             nlohmann::json::array(),
+                                             nlohmann::json::object()};
+  int refused = 0, accepted = 0;
+  for (const auto& path : paths) {
+    for (const nlohmann::json& w : wrong) {
+      nlohmann::json doc = good;
+      doc[path] = w;
+      auto t = HfTokenizer::FromJson(doc.dump(), "", "mutated.json");
+      if (!t.ok()) {
+        ++refused;
+        EXPECT_NE(t.status().message().find("mutated.json"), std::string::npos)
+            << t.status();
+        continue;
+      }
+      ++accepted;
+      const std::vector<int32_t> ids = (*t)->Encode("Once upon a time, 中 ");
+      EXPECT_TRUE((*t)->Decode(ids).ok()) << path.to_string();
+    }
+  }
+  EXPECT_GT(refused, 100);
+  EXPECT_GT(accepted, 0);
 }
 
 TEST(OnigurumaToPcre2Test, WhitespaceBecomesWhiteSpaceProperty) {
