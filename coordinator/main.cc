@@ -1,5 +1,7 @@
 // flotilla-coordinator: runs Kimi K3 and Mixtral-family models. Subcommands:
 //   generate  prefill a prompt and decode new tokens (greedy or sampled).
+//   serve     the OpenAI-compatible HTTP API over the model opened once
+//             (serve_main.cc).
 //
 // Exit codes: 0 success (and --help), 1 runtime failure (bad model files, a
 // failed forward pass), 2 bad command line.
@@ -100,6 +102,10 @@ ABSL_FLAG(std::string, tls_cert, "",
           "PEM client certificate for mutual TLS (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
 
+namespace flotilla::coordinator {
+int RunServe(const EngineOptions& eo);
+}  // namespace flotilla::coordinator
+
 namespace {
 
 using flotilla::coordinator::GenerateOptions;
@@ -124,6 +130,11 @@ constexpr char kUsage[] =
     "           [--reader auto|uring|pread]\n"
     "           [--workers H:P,...] [--rpc-deadline-ms MS]\n"
     "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"
+    "       flotilla-coordinator serve --model DIR [--host ADDR] [--http-port "
+    "P]\n"
+    "           [--api-key-file F] [--max-queue N] [--max-prompt-tokens N]\n"
+    "           [--max-completion-tokens N] [--chat-template NAME]\n"
+    "           [engine flags: --mem, --pack, --workers, --threads, ...]\n\n"
     "Runs a Kimi K3 or Mixtral checkpoint (Hugging Face layout; the family\n"
     "comes from config.json's model_type) on this machine.\n"
     "--json prints {prompt_ids, generated_ids, text (with a tokenizer),\n"
@@ -138,40 +149,25 @@ bool FileExists(const std::string& path) {
   return access(path.c_str(), F_OK) == 0;
 }
 
-int RunGenerate() {
-  using Clock = std::chrono::steady_clock;
-  const std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) return Fail(kExitUsage, "--model is required");
-  int threads = absl::GetFlag(FLAGS_threads);
+// --threads, 0 meaning all hardware threads; -1 after printing why it is
+// bad.
+int ThreadsFromFlags() {
+  const int threads = absl::GetFlag(FLAGS_threads);
   if (threads < 0 || threads > 1024) {
-    return Fail(kExitUsage,
-                absl::StrCat("--threads must be in 0..1024, got ", threads));
+    Fail(kExitUsage,
+         absl::StrCat("--threads must be in 0..1024, got ", threads));
+    return -1;
   }
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  if (absl::GetFlag(FLAGS_max_tokens) < 0) {
-    return Fail(kExitUsage, "--max-tokens must be >= 0");
-  }
-  GenerateOptions options;
-  options.max_tokens = absl::GetFlag(FLAGS_max_tokens);
-  options.sampler.temperature =
-      static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  options.sampler.top_k = absl::GetFlag(FLAGS_top_k);
-  options.sampler.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
-  options.sampler.seed = absl::GetFlag(FLAGS_seed);
-  if (absl::Status s = ValidateSamplerOptions(options.sampler); !s.ok()) {
-    return Fail(kExitUsage, std::string(s.message()));
-  }
-  if (!absl::GetFlag(FLAGS_stop_ids).empty()) {
-    auto stops =
-        flotilla::coordinator::ParseIdList(absl::GetFlag(FLAGS_stop_ids));
-    if (!stops.ok())
-      return Fail(kExitUsage,
-                  absl::StrCat("--stop-ids: ", stops.status().message()));
-    options.stop_ids = *stops;
-  }
-  options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
+  return threads > 0 ? threads
+                     : static_cast<int>(
+                           std::max(1u, std::thread::hardware_concurrency()));
+}
 
-  flotilla::coordinator::EngineOptions eo;
+// The engine flags shared by generate and serve; 0, or the exit code after
+// printing what is wrong.
+int EngineOptionsFromFlags(const std::string& dir, int threads,
+                           flotilla::coordinator::EngineOptions* out) {
+  flotilla::coordinator::EngineOptions& eo = *out;
   eo.model_dir = dir;
   eo.config_path = absl::GetFlag(FLAGS_config);
   eo.pack_dir = absl::GetFlag(FLAGS_pack);
@@ -219,6 +215,42 @@ int RunGenerate() {
     return Fail(kExitUsage,
                 "--max-context and --queue-depth must be >= 1, "
                 "--prefill-chunk >= 0, --disk-gbps > 0");
+  }
+  return 0;
+}
+
+int RunGenerate() {
+  using Clock = std::chrono::steady_clock;
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) return Fail(kExitUsage, "--model is required");
+  const int threads = ThreadsFromFlags();
+  if (threads < 0) return kExitUsage;
+  if (absl::GetFlag(FLAGS_max_tokens) < 0) {
+    return Fail(kExitUsage, "--max-tokens must be >= 0");
+  }
+  GenerateOptions options;
+  options.max_tokens = absl::GetFlag(FLAGS_max_tokens);
+  options.sampler.temperature =
+      static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  options.sampler.top_k = absl::GetFlag(FLAGS_top_k);
+  options.sampler.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  options.sampler.seed = absl::GetFlag(FLAGS_seed);
+  if (absl::Status s = ValidateSamplerOptions(options.sampler); !s.ok()) {
+    return Fail(kExitUsage, std::string(s.message()));
+  }
+  if (!absl::GetFlag(FLAGS_stop_ids).empty()) {
+    auto stops =
+        flotilla::coordinator::ParseIdList(absl::GetFlag(FLAGS_stop_ids));
+    if (!stops.ok())
+      return Fail(kExitUsage,
+                  absl::StrCat("--stop-ids: ", stops.status().message()));
+    options.stop_ids = *stops;
+  }
+  options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
+
+  flotilla::coordinator::EngineOptions eo;
+  if (int code = EngineOptionsFromFlags(dir, threads, &eo); code != 0) {
+    return code;
   }
   if (absl::GetFlag(FLAGS_plan)) {
     auto plan = flotilla::coordinator::PlanEngine(eo);
@@ -373,6 +405,18 @@ int RunGenerate() {
   return 0;
 }
 
+int RunServeFromFlags() {
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) return Fail(kExitUsage, "--model is required");
+  const int threads = ThreadsFromFlags();
+  if (threads < 0) return kExitUsage;
+  flotilla::coordinator::EngineOptions eo;
+  if (int code = EngineOptionsFromFlags(dir, threads, &eo); code != 0) {
+    return code;
+  }
+  return flotilla::coordinator::RunServe(eo);
+}
+
 bool WantsHelp(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help") ||
@@ -392,9 +436,9 @@ int main(int argc, char** argv) {
     return argc < 2 ? kExitUsage : 0;
   }
   const std::string command = argv[1];
-  if (command != "generate") {
+  if (command != "generate" && command != "serve") {
     return Fail(kExitUsage, absl::StrCat("unknown command '", command,
-                                         "' (expected: generate)"));
+                                         "' (expected: generate or serve)"));
   }
   // The documented flags use dashes (--max-tokens); absl names use
   // underscores. Translate flag names, never values.
@@ -417,5 +461,5 @@ int main(int argc, char** argv) {
   // absl parses everything after the subcommand; an unknown flag is fatal
   // there with a message naming it.
   absl::ParseCommandLine(static_cast<int>(args.size()), new_argv.data());
-  return RunGenerate();
+  return command == "serve" ? RunServeFromFlags() : RunGenerate();
 }

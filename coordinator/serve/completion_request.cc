@@ -1,0 +1,214 @@
+#include "coordinator/serve/completion_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "shared/base/status_macros.h"
+#include "shared/tokenizer/utf8.h"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+using json = nlohmann::json;
+
+absl::Status Bad(const std::string& message) {
+  return absl::InvalidArgumentError(message);
+}
+
+bool ValidUtf8(absl::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = tokenizer::Utf8UnitLength(s, i);
+    if (n == 1 && static_cast<unsigned char>(s[i]) >= 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> Text(const json& v, const std::string& field,
+                                 const RequestLimits& limits) {
+  if (!v.is_string()) return Bad(absl::StrCat(field, " must be a string"));
+  std::string s = v.get<std::string>();
+  if (s.size() > limits.max_prompt_bytes) {
+    return Bad(absl::StrCat(field, " is ", s.size(), " bytes; the limit is ",
+                            limits.max_prompt_bytes));
+  }
+  if (!ValidUtf8(s)) return Bad(absl::StrCat(field, " is not valid UTF-8"));
+  return s;
+}
+
+absl::StatusOr<int64_t> Integer(const json& v, const std::string& field,
+                                int64_t lo, int64_t hi) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() &&
+       v.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+      v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+    return Bad(absl::StrCat(field, " must be an integer in ", lo, "..", hi));
+  }
+  return v.get<int64_t>();
+}
+
+absl::StatusOr<double> Number(const json& v, const std::string& field) {
+  if (!v.is_number() || !std::isfinite(v.get<double>())) {
+    return Bad(absl::StrCat(field, " must be a finite number"));
+  }
+  return v.get<double>();
+}
+
+absl::Status ParsePrompt(const json& p, const RequestLimits& limits,
+                         CompletionRequest* r) {
+  if (p.is_string()) {
+    FLOTILLA_ASSIGN_OR_RETURN(r->prompt, Text(p, "prompt", limits));
+    return absl::OkStatus();
+  }
+  if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    FLOTILLA_ASSIGN_OR_RETURN(r->prompt, Text(p[0], "prompt[0]", limits));
+    return absl::OkStatus();
+  }
+  if (p.is_array() && !p.empty() && p[0].is_number()) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      FLOTILLA_ASSIGN_OR_RETURN(
+          const int64_t id,
+          Integer(p[i], absl::StrCat("prompt[", i, "]"), 0, INT32_MAX));
+      r->prompt_ids.push_back(static_cast<int32_t>(id));
+    }
+    return absl::OkStatus();
+  }
+  if (p.is_array() && p.size() > 1) {
+    return Bad(
+        "prompt: several prompts in one request are not supported (n "
+        "= 1); send one request per prompt");
+  }
+  return Bad(
+      "prompt must be a string, an array of one string, or an array "
+      "of token ids");
+}
+
+absl::Status ParseMessages(const json& m, const RequestLimits& limits,
+                           CompletionRequest* r) {
+  if (!m.is_array() || m.empty()) {
+    return Bad("messages must be a non-empty array");
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    const std::string at = absl::StrCat("messages[", i, "]");
+    if (!m[i].is_object() || !m[i].contains("role") ||
+        !m[i]["role"].is_string() || !m[i].contains("content")) {
+      return Bad(at + " must be an object with a role and a content");
+    }
+    ChatMessage msg;
+    msg.role = m[i]["role"].get<std::string>();
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" &&
+        msg.role != "developer") {
+      return Bad(absl::StrCat(at, ".role '", msg.role,
+                              "' is not system, developer, user or assistant"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(msg.content,
+                              Text(m[i]["content"], at + ".content", limits));
+    total += msg.content.size();
+    if (total > limits.max_prompt_bytes) {
+      return Bad(absl::StrCat("messages total more than ",
+                              limits.max_prompt_bytes, " bytes"));
+    }
+    r->messages.push_back(std::move(msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStop(const json& s, const RequestLimits& limits,
+                       CompletionRequest* r) {
+  if (s.is_null()) return absl::OkStatus();
+  const json list = s.is_array() ? s : json::array({s});
+  if (list.size() > 16) return Bad("stop: at most 16 entries");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = absl::StrCat("stop[", i, "]");
+    if (list[i].is_number()) {
+      FLOTILLA_ASSIGN_OR_RETURN(const int64_t id,
+                                Integer(list[i], at, 0, INT32_MAX));
+      r->stop_ids.push_back(static_cast<int32_t>(id));
+    } else {
+      FLOTILLA_ASSIGN_OR_RETURN(std::string text, Text(list[i], at, limits));
+      if (text.empty()) return Bad(at + " is empty");
+      r->stop.push_back(std::move(text));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(
+    absl::string_view body, bool chat, const RequestLimits& limits) {
+  if (!ValidUtf8(body)) {
+    return Bad("the request body is not valid UTF-8 (JSON text must be)");
+  }
+  const json j = json::parse(body.begin(), body.end(), nullptr,
+                             /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Bad("the request body is not valid JSON");
+  if (!j.is_object()) return Bad("the request body must be a JSON object");
+  CompletionRequest r;
+  r.chat = chat;
+  r.max_tokens = limits.default_max_tokens;
+  for (const auto& [key, v] : j.items()) {
+    if (v.is_null()) continue;  // OpenAI clients send explicit nulls
+    if (key == "model") {
+      if (!v.is_string()) return Bad("model must be a string");
+      r.model = v.get<std::string>();
+    } else if (key == "prompt" && !chat) {
+      FLOTILLA_RETURN_IF_ERROR(ParsePrompt(v, limits, &r));
+    } else if (key == "messages" && chat) {
+      FLOTILLA_RETURN_IF_ERROR(ParseMessages(v, limits, &r));
+    } else if (key == "max_tokens" || key == "max_completion_tokens") {
+      FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
+                                Integer(v, key, 1, limits.max_tokens));
+      r.max_tokens = static_cast<int>(n);
+    } else if (key == "temperature") {
+      FLOTILLA_ASSIGN_OR_RETURN(const double t, Number(v, key));
+      r.sampler.temperature = static_cast<float>(t);
+    } else if (key == "top_p") {
+      FLOTILLA_ASSIGN_OR_RETURN(const double p, Number(v, key));
+      r.sampler.top_p = static_cast<float>(p);
+    } else if (key == "top_k") {
+      FLOTILLA_ASSIGN_OR_RETURN(const int64_t k, Integer(v, key, 0, 1 << 20));
+      r.sampler.top_k = static_cast<int>(k);
+    } else if (key == "seed") {
+      FLOTILLA_ASSIGN_OR_RETURN(
+          const int64_t s, Integer(v, key, std::numeric_limits<int64_t>::min(),
+                                   std::numeric_limits<int64_t>::max()));
+      r.sampler.seed = static_cast<uint64_t>(s);
+    } else if (key == "stop") {
+      FLOTILLA_RETURN_IF_ERROR(ParseStop(v, limits, &r));
+    } else if (key == "stream") {
+      if (!v.is_boolean()) return Bad("stream must be true or false");
+      r.stream = v.get<bool>();
+    } else if (key == "stream_options") {
+      if (!v.is_object()) return Bad("stream_options must be an object");
+      const auto it = v.find("include_usage");
+      if (it != v.end() && !it->is_null()) {
+        if (!it->is_boolean()) {
+          return Bad("stream_options.include_usage must be true or false");
+        }
+        r.include_usage = it->get<bool>();
+      }
+    } else if (key == "n") {
+      FLOTILLA_RETURN_IF_ERROR(Integer(v, key, 1, 1).status());
+    } else if (key == "logprobs" || key == "top_logprobs" || key == "echo" ||
+               key == "best_of" || key == "tools" || key == "suffix") {
+      if (!(v.is_boolean() && !v.get<bool>())) {
+        return Bad(absl::StrCat(key, " is not supported yet"));
+      }
+    }
+    // Other fields (user, presence_penalty at 0, ...) carry no meaning here.
+  }
+  if (!chat && !r.prompt.has_value() && r.prompt_ids.empty()) {
+    return Bad("prompt is required");
+  }
+  if (chat && r.messages.empty()) return Bad("messages is required");
+  if (absl::Status s = ValidateSamplerOptions(r.sampler); !s.ok()) {
+    return Bad(std::string(s.message()));
+  }
+  return r;
+}
+
+}  // namespace flotilla::coordinator::serve

@@ -1,0 +1,54 @@
+// The body of an OpenAI-style completion request (POST /v1/completions and
+// /v1/chat/completions), parsed and checked before anything runs: a bad
+// request is a 400 whose message names the field, never a crash or a
+// silently ignored parameter.
+#ifndef FLOTILLA_COORDINATOR_SERVE_COMPLETION_REQUEST_H_
+#define FLOTILLA_COORDINATOR_SERVE_COMPLETION_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "coordinator/sampler.h"
+
+namespace flotilla::coordinator::serve {
+
+struct ChatMessage {
+  std::string role;  // system, user, assistant
+  std::string content;
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string model;                  // as sent (may be empty)
+  std::optional<std::string> prompt;  // text prompt (completions)
+  std::vector<int32_t> prompt_ids;    // token-id prompt (completions)
+  std::vector<ChatMessage> messages;  // chat
+  int max_tokens = 16;
+  SamplerOptions sampler;
+  std::vector<std::string> stop;  // stop strings (not part of the output)
+  std::vector<int32_t> stop_ids;  // extra stop token ids
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct RequestLimits {
+  int max_tokens = 4096;         // largest max_tokens accepted
+  int default_max_tokens = 256;  // when the request gives none
+  size_t max_prompt_bytes = 1 << 20;
+};
+
+// Parses a JSON body. InvalidArgument naming the field for malformed JSON,
+// wrong types, out-of-range values (max_tokens < 1 or above the limit,
+// n != 1, temperature < 0, top_p outside (0, 1]), invalid UTF-8, an empty
+// prompt or message list, and parameters that are not supported (the
+// message says which).
+absl::StatusOr<CompletionRequest> ParseCompletionRequest(
+    absl::string_view body, bool chat, const RequestLimits& limits);
+
+}  // namespace flotilla::coordinator::serve
+
+#endif  // FLOTILLA_COORDINATOR_SERVE_COMPLETION_REQUEST_H_

@@ -1,0 +1,74 @@
+// `flotilla-coordinator serve`: an OpenAI-compatible HTTP API over one
+// model opened once (cpp-httplib from Debian). Routes:
+//   POST /v1/completions        prompt as text, [text] or token ids
+//   POST /v1/chat/completions   messages rendered with the chat template
+//        both with "stream": true as server-sent events ending in
+//        "data: [DONE]", usage in every response (and in a last chunk with
+//        stream_options.include_usage)
+//   GET  /v1/models, /healthz, /readyz
+// Errors are OpenAI-style bodies ({"error": {"message", "type", ...}}) with
+// 400 (bad request), 401 (API key), 404 (unknown model or route), 429
+// (queue full), 500 (the model failed).
+//
+// Requests run one at a time in arrival order (GenerationQueue); waiting
+// ones queue up to --max-queue.
+#ifndef FLOTILLA_COORDINATOR_SERVE_HTTP_SERVER_H_
+#define FLOTILLA_COORDINATOR_SERVE_HTTP_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "coordinator/model/language_model.h"
+#include "coordinator/serve/chat_template.h"
+#include "coordinator/serve/completion_request.h"
+#include "coordinator/serve/generation_queue.h"
+#include "shared/tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace flotilla::coordinator::serve {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;         // 0: any free port (see HttpServer::port)
+  std::string model_name;  // the id /v1/models lists and requests may name
+  std::string api_key;     // empty: no authentication
+  ChatTemplate chat_template = ChatTemplate::kPlain;
+  RequestLimits limits;
+  size_t max_queue = 64;
+  int max_prompt_tokens = 4096;
+};
+
+class HttpServer {
+ public:
+  // `model` and `tokenizer` (may be null: prompts as ids only) must outlive
+  // the server.
+  HttpServer(LanguageModel* model, const tokenizer::Tokenizer* tokenizer,
+             ServeOptions options);
+  ~HttpServer();
+
+  // Binds and serves on a background thread. Errors name the address.
+  absl::Status Start();
+  int port() const { return port_; }
+  // Stops accepting connections; requests in the queue still finish.
+  void Stop();
+
+ private:
+  void Routes();
+
+  LanguageModel* model_;
+  const tokenizer::Tokenizer* tokenizer_;
+  ServeOptions options_;
+  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<GenerationQueue> queue_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace flotilla::coordinator::serve
+
+#endif  // FLOTILLA_COORDINATOR_SERVE_HTTP_SERVER_H_

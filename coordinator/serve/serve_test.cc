@@ -1,0 +1,269 @@
+// The HTTP API over the embedded stories model, in process on a free
+// loopback port, driven by cpp-httplib's client: completions and chat
+// (plain template), streaming, stop strings, limits and error bodies.
+#include <httplib.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "coordinator/engine.h"
+#include "coordinator/serve/chat_template.h"
+#include "coordinator/serve/completion_request.h"
+#include "coordinator/serve/http_server.h"
+#include "coordinator/serve/stop_text.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "shared/tokenizer/tokenizer.h"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+using json = nlohmann::json;
+
+std::string ModelDir() {
+  return std::string(FLOTILLA_SOURCE_DIR) + "/models/stories260k-moe";
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  void StartServer(const std::string& api_key = "") {
+    EngineOptions eo;
+    eo.model_dir = ModelDir();
+    eo.mem = "1G";
+    auto engine = OpenEngine(eo);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+    auto tok = tokenizer::Tokenizer::LoadDir(ModelDir());
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tokenizer_ = *std::move(tok);
+    ServeOptions so;
+    so.port = 0;
+    so.model_name = "stories260k-moe";
+    so.api_key = api_key;
+    so.limits.max_tokens = 512;
+    so.max_prompt_tokens = 64;
+    server_ = std::make_unique<HttpServer>(engine_->model.get(),
+                                           tokenizer_.get(), so);
+    ASSERT_TRUE(server_->Start().ok());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Stop();
+  }
+  // POST; the status and the parsed body.
+  std::pair<int, json> Post(const std::string& path, const std::string& body,
+                            const httplib::Headers& headers = {}) {
+    auto r = client_->Post(path, headers, body, "application/json");
+    if (!r) return {-1, json()};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  // The reference continuation of "Once upon a time", as text.
+  std::string ReferenceText(int tokens) {
+    std::ifstream in(ModelDir() + "/reference.json");
+    const json ref = json::parse(in);
+    const json& c = ref["cases"][0];
+    std::vector<int32_t> prompt = c["prompt_ids"];
+    std::vector<int32_t> all = prompt;
+    for (int i = 0; i < tokens; ++i) all.push_back(c["generated_ids"][i]);
+    return tokenizer_->Decode(all)->substr(tokenizer_->Decode(prompt)->size());
+  }
+
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ServeTest, HealthAndModels) {
+  StartServer();
+  auto h = client_->Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  auto m = client_->Get("/v1/models");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(json::parse(m->body)["data"][0]["id"], "stories260k-moe");
+  auto nope = client_->Get("/v1/nothing");
+  ASSERT_TRUE(nope);
+  EXPECT_EQ(nope->status, 404);
+}
+
+TEST_F(ServeTest, CompletionIsTheGreedyReference) {
+  StartServer();
+  auto [status, body] =
+      Post("/v1/completions",
+           R"({"model": "stories260k-moe", "prompt": "Once upon a time",
+                                 "max_tokens": 40, "temperature": 0})");
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["text"], ReferenceText(40));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 40);
+  EXPECT_EQ(body["usage"]["total_tokens"], 45);
+  // Token ids work as a prompt too.
+  auto [s2, b2] =
+      Post("/v1/completions",
+           R"({"prompt": [1, 403, 407, 261, 378], "max_tokens": 40})");
+  ASSERT_EQ(s2, 200) << b2.dump();
+  EXPECT_EQ(b2["choices"][0]["text"], body["choices"][0]["text"]);
+}
+
+TEST_F(ServeTest, ChatWithThePlainTemplate) {
+  StartServer();
+  auto [status, body] =
+      Post("/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": "Once upon a time"}],
+               "max_completion_tokens": 30})");
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], ReferenceText(30));
+}
+
+TEST_F(ServeTest, StreamedChatEqualsTheWholeReply) {
+  StartServer();
+  std::string events;
+  httplib::Headers headers;
+  auto r = client_->Post(
+      "/v1/chat/completions", headers,
+      R"({"messages": [{"role": "user", "content": "Once upon a time"}],
+          "max_tokens": 30, "stream": true,
+          "stream_options": {"include_usage": true}})",
+      "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"),
+            std::string::npos);
+  std::string content, finish;
+  json usage;
+  bool done = false;
+  size_t pos = 0;
+  const std::string& b = r->body;
+  while ((pos = b.find("data: ", pos)) != std::string::npos) {
+    const size_t end = b.find("\n\n", pos);
+    ASSERT_NE(end, std::string::npos);
+    const std::string data = b.substr(pos + 6, end - pos - 6);
+    pos = end + 2;
+    if (data == "[DONE]") {
+      done = true;
+      break;
+    }
+    const json chunk = json::parse(data);
+    ASSERT_EQ(chunk["object"], "chat.completion.chunk");
+    if (chunk.contains("usage")) usage = chunk["usage"];
+    if (chunk["choices"].empty()) continue;
+    const json& choice = chunk["choices"][0];
+    if (choice["delta"].contains("content"))
+      content += choice["delta"]["content"];
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(content, ReferenceText(30));
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage["completion_tokens"], 30);
+}
+
+TEST_F(ServeTest, StopStringEndsTheText) {
+  StartServer();
+  const std::string full = ReferenceText(40);
+  const size_t at = full.find(" girl");
+  ASSERT_NE(at, std::string::npos) << full;
+  auto [status, body] = Post("/v1/completions",
+                             R"({"prompt": "Once upon a time", "max_tokens": 40,
+                                 "stop": [" girl", "zzz"]})");
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["choices"][0]["text"], full.substr(0, at));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServeTest, BadRequestsGetUsefulErrors) {
+  StartServer();
+  struct Case {
+    const char* path;
+    std::string body;
+    int status;
+    const char* needle;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/completions", "{not json", 400, "not valid JSON"},
+      {"/v1/completions", R"({"prompt": 5})", 400, "prompt must be"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": -1})", 400,
+       "max_tokens"},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 100000})", 400,
+       "max_tokens"},
+      {"/v1/completions", R"({"prompt": "x", "temperature": "hot"})", 400,
+       "temperature"},
+      {"/v1/completions", R"({"prompt": "x", "n": 2})", 400, "n must be"},
+      {"/v1/completions", R"({"prompt": "x", "logprobs": 2})", 400, "logprobs"},
+      {"/v1/completions", R"({"prompt": [1, 999]})", 400,
+       "outside the vocabulary"},
+      {"/v1/completions", "{\"prompt\": \"\xff\xfe\"}", 400, "UTF-8"},
+      {"/v1/completions", R"({"prompt": "x", "model": "gpt-4"})", 404, "gpt-4"},
+      {"/v1/completions", R"({"prompt": ")" + std::string(400, 'a') + R"("})",
+       400, "the limit is 64"},
+      {"/v1/chat/completions", R"({"messages": []})", 400, "messages"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "robot", "content": "x"}]})", 400, "robot"},
+  };
+  for (const Case& c : cases) {
+    auto [status, body] = Post(c.path, c.body);
+    EXPECT_EQ(status, c.status) << c.body;
+    ASSERT_TRUE(body.contains("error")) << c.body << " -> " << body.dump();
+    EXPECT_NE(body["error"]["message"].get<std::string>().find(c.needle),
+              std::string::npos)
+        << c.body << " -> " << body.dump();
+  }
+}
+
+TEST_F(ServeTest, ApiKey) {
+  StartServer("s3cret");
+  const std::string req = R"({"prompt": "Once", "max_tokens": 2})";
+  EXPECT_EQ(Post("/v1/completions", req).first, 401);
+  EXPECT_EQ(
+      Post("/v1/completions", req, {{"Authorization", "Bearer nope"}}).first,
+      401);
+  EXPECT_EQ(
+      Post("/v1/completions", req, {{"Authorization", "Bearer s3cret"}}).first,
+      200);
+  auto h = client_->Get("/healthz");  // health needs no key
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST(StopTextTest, HoldsBackPossibleStarts) {
+  StopText s({"END"});
+  EXPECT_EQ(s.Feed("abcE"), "abc");
+  EXPECT_EQ(s.Feed("N"), "");
+  EXPECT_EQ(s.Feed("x"), "ENx");
+  EXPECT_EQ(s.Feed("yE"), "y");
+  EXPECT_EQ(s.Feed("ND tail"), "");
+  EXPECT_TRUE(s.stopped());
+  EXPECT_EQ(s.Flush(), "");
+  StopText none({});
+  EXPECT_EQ(none.Feed("abc"), "abc");
+}
+
+TEST(ChatTemplateTest, Renders) {
+  const std::vector<ChatMessage> m = {{"system", "Be brief."},
+                                      {"user", "Hi"},
+                                      {"assistant", "Hello."},
+                                      {"user", "Bye"}};
+  EXPECT_EQ(RenderChat(ChatTemplate::kChatMl, m),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi"
+            "<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(RenderChat(ChatTemplate::kLlama2, m),
+            "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello. </s>"
+            "<s>[INST] Bye [/INST]");
+  EXPECT_EQ(RenderChat(ChatTemplate::kKimi, {{"user", "Hello"}}),
+            "[BOS]<|open|>user<|sep|>Hello<|close|><|open|>assistant<|sep|>");
+  EXPECT_EQ(
+      RenderChat(ChatTemplate::kPlain, {{"user", "Once"}, {"user", "upon"}}),
+      "Once\nupon");
+  EXPECT_EQ(DetectChatTemplate(ModelDir()), ChatTemplate::kPlain);
+  EXPECT_FALSE(ParseChatTemplate("jinja").ok());
+}
+
+}  // namespace
+}  // namespace flotilla::coordinator::serve

@@ -1,0 +1,106 @@
+// `flotilla-coordinator serve`: the model opened once, the OpenAI-compatible
+// HTTP API (coordinator/serve/http_server.h) until SIGINT or SIGTERM, which
+// stop taking connections and let queued requests finish.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/engine.h"
+#include "coordinator/serve/http_server.h"
+#include "shared/tokenizer/tokenizer.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "serve: address to listen on (127.0.0.1 = this machine only)");
+ABSL_FLAG(int32_t, http_port, 8080, "serve: HTTP port (0 = any free port)");
+ABSL_FLAG(std::string, api_key_file, "",
+          "serve: file holding the API key clients must send as "
+          "'Authorization: Bearer KEY' (empty: no key)");
+ABSL_FLAG(int32_t, max_queue, 64, "serve: requests that may wait at most");
+ABSL_FLAG(int32_t, max_prompt_tokens, 4096, "serve: longest prompt accepted");
+ABSL_FLAG(int32_t, max_completion_tokens, 4096,
+          "serve: largest max_tokens a request may ask for");
+ABSL_FLAG(std::string, chat_template, "",
+          "serve: kimi, chatml, llama2 or plain (default: recognised from "
+          "the model's tokenizer_config.json, else plain)");
+
+namespace flotilla::coordinator {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "flotilla-coordinator serve: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int RunServe(const EngineOptions& eo) {
+  serve::ServeOptions so;
+  so.host = absl::GetFlag(FLAGS_host);
+  so.port = absl::GetFlag(FLAGS_http_port);
+  if (so.port < 0 || so.port > 65535)
+    return Fail(2, "--http-port must be in 0..65535");
+  const int max_queue = absl::GetFlag(FLAGS_max_queue);
+  so.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  so.limits.max_tokens = absl::GetFlag(FLAGS_max_completion_tokens);
+  if (max_queue < 1 || so.max_prompt_tokens < 1 || so.limits.max_tokens < 1) {
+    return Fail(2,
+                "--max-queue, --max-prompt-tokens and "
+                "--max-completion-tokens must be >= 1");
+  }
+  so.max_queue = static_cast<size_t>(max_queue);
+  so.limits.default_max_tokens = std::min(256, so.limits.max_tokens);
+  if (const std::string f = absl::GetFlag(FLAGS_api_key_file); !f.empty()) {
+    std::ifstream in(f);
+    if (!in) return Fail(2, absl::StrCat("--api-key-file: cannot read ", f));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    so.api_key = std::string(absl::StripAsciiWhitespace(ss.str()));
+    if (so.api_key.empty())
+      return Fail(2, absl::StrCat("--api-key-file: ", f, " is empty"));
+  }
+  if (const std::string t = absl::GetFlag(FLAGS_chat_template); !t.empty()) {
+    auto parsed = serve::ParseChatTemplate(t);
+    if (!parsed.ok())
+      return Fail(2,
+                  absl::StrCat("--chat-template: ", parsed.status().message()));
+    so.chat_template = *parsed;
+  } else {
+    so.chat_template = serve::DetectChatTemplate(eo.model_dir);
+  }
+  std::string name = eo.model_dir;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  so.model_name = name.substr(name.find_last_of('/') + 1);
+
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (auto t = tokenizer::Tokenizer::LoadDir(eo.model_dir); t.ok()) {
+    tok = *std::move(t);
+  } else if (!absl::IsNotFound(t.status())) {
+    return Fail(1, t.status().ToString());
+  }
+  auto engine = OpenEngine(eo);
+  if (!engine.ok()) return Fail(1, engine.status().ToString());
+  serve::HttpServer server((*engine)->model.get(), tok.get(), so);
+  if (absl::Status s = server.Start(); !s.ok()) return Fail(1, s.ToString());
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::printf(
+      "flotilla-coordinator: serving %s (%s chat template) on "
+      "http://%s:%d\n",
+      so.model_name.c_str(), serve::ChatTemplateName(so.chat_template),
+      so.host.c_str(), server.port());
+  std::fflush(stdout);
+  while (!g_stop) pause();
+  std::printf("flotilla-coordinator: stopping\n");
+  server.Stop();
+  return 0;
+}
+
+}  // namespace flotilla::coordinator
