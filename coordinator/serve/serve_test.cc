@@ -3,8 +3,10 @@
 // (plain template), streaming, stop strings, limits and error bodies.
 #include <httplib.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coordinator/engine.h"
@@ -27,7 +29,7 @@ std::string ModelDir() {
 
 class ServeTest : public ::testing::Test {
  protected:
-  void StartServer(const std::string& api_key = "") {
+  void StartServer(const std::string& api_key = "", size_t max_queue = 64) {
     EngineOptions eo;
     eo.model_dir = ModelDir();
     eo.mem = "1G";
@@ -43,6 +45,7 @@ class ServeTest : public ::testing::Test {
     so.api_key = api_key;
     so.limits.max_tokens = 512;
     so.max_prompt_tokens = 64;
+    so.max_queue = max_queue;
     server_ = std::make_unique<HttpServer>(engine_->model.get(),
                                            tokenizer_.get(), so);
     ASSERT_TRUE(server_->Start().ok());
@@ -162,6 +165,100 @@ TEST_F(ServeTest, StreamedChatEqualsTheWholeReply) {
   EXPECT_EQ(content, ReferenceText(30));
   EXPECT_EQ(finish, "length");
   EXPECT_EQ(usage["completion_tokens"], 30);
+}
+
+// The content of a streamed chat reply (SSE body).
+std::string StreamedContent(const std::string& body, bool* done) {
+  std::string content;
+  *done = false;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    const std::string data = body.substr(pos + 6, end - pos - 6);
+    pos = end + 2;
+    if (data == "[DONE]") {
+      *done = true;
+      break;
+    }
+    const json chunk = json::parse(data, nullptr, false);
+    if (!chunk.is_object() || chunk["choices"].empty()) continue;
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("content"))
+      content += delta["content"].get<std::string>();
+  }
+  return content;
+}
+
+// 16 clients at once, each with its own prompt and a streamed greedy
+// reply: every reply is what that prompt gets alone.
+TEST_F(ServeTest, SixteenConcurrentStreamsEachAsAlone) {
+  StartServer();
+  const std::vector<std::string> starts = {
+      "Once upon a time", "The little dog",     "Lily and Ben went to the park",
+      "One day",          "Tom had a red ball", "The sun was hot",
+      "A big cat",        "Sue liked to sing"};
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 16; ++i) {
+    prompts.push_back(starts[i % starts.size()] + (i < 8 ? "" : " and"));
+  }
+  auto body_for = [](const std::string& prompt, bool stream) {
+    return json{{"messages", {{{"role", "user"}, {"content", prompt}}}},
+                {"max_tokens", 24},
+                {"stream", stream}}
+        .dump();
+  };
+  std::vector<std::string> alone;
+  for (const std::string& p : prompts) {
+    auto [status, body] = Post("/v1/chat/completions", body_for(p, false));
+    ASSERT_EQ(status, 200) << body.dump();
+    alone.push_back(body["choices"][0]["message"]["content"]);
+  }
+  std::vector<std::string> streamed(prompts.size());
+  std::vector<bool> done(prompts.size(), false);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", server_->port());
+      c.set_read_timeout(120, 0);
+      auto r = c.Post("/v1/chat/completions", body_for(prompts[i], true),
+                      "application/json");
+      if (!r || r->status != 200) return;
+      bool d = false;
+      streamed[i] = StreamedContent(r->body, &d);
+      done[i] = d;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE(done[i]) << prompts[i];
+    EXPECT_EQ(streamed[i], alone[i]) << prompts[i];
+  }
+}
+
+// One request running and one waiting fill a queue of one: the others are
+// told 429 at once, and every accepted one completes.
+TEST_F(ServeTest, FullQueueIs429) {
+  StartServer("", /*max_queue=*/1);
+  std::vector<int> status(6, 0);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < status.size(); ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", server_->port());
+      c.set_read_timeout(120, 0);
+      auto r = c.Post("/v1/completions",
+                      R"({"prompt": "Once upon a time", "max_tokens": 500,
+                          "stop": ["zzz"]})",
+                      "application/json");
+      status[i] = r ? r->status : -1;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  const int ok = std::count(status.begin(), status.end(), 200);
+  const int busy = std::count(status.begin(), status.end(), 429);
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(busy, 1);
+  EXPECT_EQ(ok + busy, 6);
 }
 
 TEST_F(ServeTest, StopStringEndsTheText) {
