@@ -11,12 +11,17 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/engine.h"
+#include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
 #include "shared/tokenizer/tokenizer.h"
+#include "shared/transport/transport.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "serve: address to listen on (127.0.0.1 = this machine only)");
 ABSL_FLAG(int32_t, http_port, 8080, "serve: HTTP port (0 = any free port)");
+ABSL_FLAG(int32_t, grpc_port, -1,
+          "serve: also serve flotilla.v1.Generation over gRPC on this port "
+          "(0 = any free port, -1 = off)");
 ABSL_FLAG(std::string, api_key_file, "",
           "serve: file holding the API key clients must send as "
           "'Authorization: Bearer KEY' (empty: no key)");
@@ -87,8 +92,24 @@ int RunServe(const EngineOptions& eo) {
   }
   auto engine = OpenEngine(eo);
   if (!engine.ok()) return Fail(1, engine.status().ToString());
-  serve::HttpServer server((*engine)->model.get(), tok.get(), so);
+  serve::GenerationQueue queue((*engine)->model.get(), so.max_queue);
+  serve::HttpServer server((*engine)->model.get(), tok.get(), &queue, so);
   if (absl::Status s = server.Start(); !s.ok()) return Fail(1, s.ToString());
+  serve::GenerationService generation((*engine)->model.get(), tok.get(), &queue,
+                                      so.limits, so.max_prompt_tokens);
+  std::unique_ptr<grpc::Server> grpc_server;
+  if (const int grpc_port = absl::GetFlag(FLAGS_grpc_port); grpc_port >= 0) {
+    transport::ServerOptions go;
+    go.host = so.host;
+    go.port = grpc_port;
+    go.services = {&generation};
+    int bound = 0;
+    auto started = transport::StartServer(go, &bound);
+    if (!started.ok()) return Fail(1, started.status().ToString());
+    grpc_server = *std::move(started);
+    std::printf("flotilla-coordinator: gRPC flotilla.v1.Generation on %s\n",
+                transport::HostPort(so.host, bound).c_str());
+  }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::printf(
@@ -100,6 +121,8 @@ int RunServe(const EngineOptions& eo) {
   while (!g_stop) pause();
   std::printf("flotilla-coordinator: stopping\n");
   server.Stop();
+  if (grpc_server != nullptr) grpc_server->Shutdown();
+  queue.Shutdown();  // what is queued still runs before the queue goes
   return 0;
 }
 

@@ -10,9 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "coordinator/serve/stop_text.h"
+#include "coordinator/serve/completion_job.h"
 #include "nlohmann/json.hpp"
-#include "shared/tokenizer/stream_decoder.h"
 
 namespace flotilla::coordinator::serve {
 namespace {
@@ -37,22 +36,6 @@ void Error(httplib::Response& res, int status, const std::string& message,
                   "application/json");
 }
 
-// The text, finish and usage of one request, filled on the queue's thread
-// and read on the HTTP thread.
-struct Exchange {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::string> pieces;  // text not yet sent (streaming)
-  std::string text;                // all text (non-streaming)
-  bool done = false;
-  absl::Status status;
-  std::string finish_reason = "length";
-  size_t prompt_tokens = 0, completion_tokens = 0;
-  std::atomic<bool> cancelled{false};
-  std::unique_ptr<tokenizer::StreamDecoder> decoder;
-  std::unique_ptr<StopText> stop;
-};
-
 std::string Dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -61,10 +44,12 @@ std::string Dump(const json& j) {
 
 HttpServer::HttpServer(LanguageModel* model,
                        const tokenizer::Tokenizer* tokenizer,
-                       ServeOptions options)
-    : model_(model), tokenizer_(tokenizer), options_(std::move(options)) {
+                       GenerationQueue* queue, ServeOptions options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(std::move(options)),
+      queue_(queue) {
   server_ = std::make_unique<httplib::Server>();
-  queue_ = std::make_unique<GenerationQueue>(model_, options_.max_queue);
   Routes();
 }
 
@@ -89,7 +74,6 @@ absl::Status HttpServer::Start() {
 void HttpServer::Stop() {
   if (server_ != nullptr) server_->stop();
   if (thread_.joinable()) thread_.join();
-  if (queue_ != nullptr) queue_->Shutdown();
 }
 
 void HttpServer::Routes() {
@@ -167,95 +151,47 @@ void HttpServer::Routes() {
                                         model_->vocab_size()));
             }
           }
-          auto ex = std::make_shared<Exchange>();
-          ex->prompt_tokens = prompt.size();
-          if (tokenizer_ != nullptr) {
-            // Primed with the prompt, so the completion's first piece keeps
-            // its leading space (decoders strip it at the start of text).
-            ex->decoder =
-                std::make_unique<tokenizer::StreamDecoder>(tokenizer_);
-            for (int32_t id : prompt) (void)ex->decoder->Next(id);
+          CompletionSpec spec;
+          spec.prompt = std::move(prompt);
+          spec.max_tokens = req->max_tokens;
+          spec.sampler = req->sampler;
+          spec.stop = req->stop;
+          spec.stop_ids = req->stop_ids;
+          auto started = Completion::Start(queue_, tokenizer_, std::move(spec));
+          if (!started.ok()) {
+            const bool full = absl::IsResourceExhausted(started.status());
+            return Error(res, full ? 429 : 503,
+                         std::string(started.status().message()),
+                         full ? "rate_limit_error" : "server_error");
           }
-          ex->stop = std::make_unique<StopText>(req->stop);
-          GenerationJob job;
-          job.prompt = std::move(prompt);
-          job.options.max_tokens = req->max_tokens;
-          job.options.sampler = req->sampler;
-          job.options.stop_ids = req->stop_ids;
-          if (tokenizer_ != nullptr) {
-            for (int32_t id : tokenizer_->StopIds())
-              job.options.stop_ids.push_back(id);
-          }
-          const bool stream = req->stream;
-          job.on_token = [ex](int32_t id) {
-            if (ex->cancelled) return false;
-            std::string piece;
-            if (ex->decoder != nullptr) {
-              auto p = ex->decoder->Next(id);
-              if (p.ok()) piece = *std::move(p);
-            }
-            std::lock_guard<std::mutex> lock(ex->mu);
-            ++ex->completion_tokens;
-            std::string text = ex->stop->Feed(piece);
-            if (!text.empty()) {
-              ex->pieces.push_back(text);
-              ex->text += text;
-            }
-            ex->cv.notify_all();
-            if (ex->stop->stopped()) {
-              ex->finish_reason = "stop";
-              return false;
-            }
-            return true;
-          };
-          job.on_done = [ex](absl::StatusOr<GenerateResult> r) {
-            std::lock_guard<std::mutex> lock(ex->mu);
-            if (!r.ok()) {
-              ex->status = r.status();
-            } else if (!ex->stop->stopped()) {
-              ex->finish_reason = r->finish_reason;
-              std::string rest;
-              if (ex->decoder != nullptr) {
-                auto p = ex->decoder->Finish();
-                if (p.ok()) rest = *p;
-              }
-              rest = ex->stop->Feed(rest) + ex->stop->Flush();
-              if (!rest.empty()) {
-                ex->pieces.push_back(rest);
-                ex->text += rest;
-              }
-            }
-            ex->done = true;
-            ex->cv.notify_all();
-          };
-          if (absl::Status st = queue_->Submit(std::move(job)); !st.ok()) {
-            return Error(res, absl::IsResourceExhausted(st) ? 429 : 503,
-                         std::string(st.message()),
-                         absl::IsResourceExhausted(st) ? "rate_limit_error"
-                                                       : "server_error");
-          }
+          std::shared_ptr<Completion> c = *std::move(started);
           static std::atomic<uint64_t> next_id{1};
           const std::string id =
               absl::StrCat(chat ? "chatcmpl-" : "cmpl-", Now(), "-", next_id++);
           const std::string model_name = options_.model_name;
-          auto usage = [ex] {
+          const char* object =
+              chat ? "chat.completion.chunk" : "text_completion";
+          auto usage = [c] {
             return json{
-                {"prompt_tokens", ex->prompt_tokens},
-                {"completion_tokens", ex->completion_tokens},
-                {"total_tokens", ex->prompt_tokens + ex->completion_tokens}};
+                {"prompt_tokens", c->prompt_tokens()},
+                {"completion_tokens", c->completion_tokens()},
+                {"total_tokens", c->prompt_tokens() + c->completion_tokens()}};
           };
-          if (!stream) {
-            std::unique_lock<std::mutex> lock(ex->mu);
-            ex->cv.wait(lock, [&] { return ex->done; });
-            if (!ex->status.ok()) {
-              return Error(res, 500, ex->status.ToString(), "server_error");
+          if (!req->stream) {
+            std::string text;
+            CompletionPiece piece;
+            for (bool done = false; !done;) {
+              done = c->Take(&piece);
+              text += piece.text;
             }
-            json choice = {{"index", 0}, {"finish_reason", ex->finish_reason}};
+            if (!c->status().ok()) {
+              return Error(res, 500, c->status().ToString(), "server_error");
+            }
+            json choice = {{"index", 0}, {"finish_reason", c->finish_reason()}};
             if (chat) {
-              choice["message"] = {{"role", "assistant"},
-                                   {"content", ex->text}};
+              choice["message"] = {{"role", "assistant"}, {"content", text}};
             } else {
-              choice["text"] = ex->text;
+              choice["text"] = text;
               choice["logprobs"] = nullptr;
             }
             res.set_content(
@@ -268,77 +204,64 @@ void HttpServer::Routes() {
                 "application/json");
             return;
           }
-          const bool include_usage = req->include_usage;
-          auto chunk = [=](json choice_delta, json finish) {
-            json choice = {{"index", 0}, {"finish_reason", finish}};
+          auto event = [=](json choices, json extra) {
+            json j = {{"id", id},
+                      {"object", object},
+                      {"created", Now()},
+                      {"model", model_name},
+                      {"choices", std::move(choices)}};
+            for (auto& [k, v] : extra.items()) j[k] = v;
+            return "data: " + Dump(j) + "\n\n";
+          };
+          auto chunk = [=](const std::string& text, json finish) {
+            json choice = {{"index", 0}, {"finish_reason", std::move(finish)}};
             if (chat) {
-              choice["delta"] = std::move(choice_delta);
+              choice["delta"] = {{"content", text}};
             } else {
-              choice["text"] = choice_delta.value("content", "");
+              choice["text"] = text;
               choice["logprobs"] = nullptr;
             }
-            return "data: " +
-                   Dump({{"id", id},
-                         {"object",
-                          chat ? "chat.completion.chunk" : "text_completion"},
-                         {"created", Now()},
-                         {"model", model_name},
-                         {"choices", json::array({choice})}}) +
-                   "\n\n";
+            return event(json::array({choice}), json::object());
           };
-          auto started = std::make_shared<bool>(false);
+          const bool include_usage = req->include_usage;
+          auto first = std::make_shared<bool>(true);
           res.set_chunked_content_provider(
               "text/event-stream",
               [=](size_t, httplib::DataSink& sink) {
-                if (chat && !*started) {
-                  *started = true;
-                  const std::string first =
-                      chunk({{"role", "assistant"}, {"content", ""}}, nullptr);
-                  if (!sink.write(first.data(), first.size())) {
-                    ex->cancelled = true;
-                    return false;
-                  }
+                std::string out;
+                if (chat && *first) {
+                  json choice = {
+                      {"index", 0},
+                      {"delta", {{"role", "assistant"}, {"content", ""}}},
+                      {"finish_reason", nullptr}};
+                  out = event(json::array({choice}), json::object());
                 }
-                std::unique_lock<std::mutex> lock(ex->mu);
-                ex->cv.wait(lock,
-                            [&] { return ex->done || !ex->pieces.empty(); });
-                while (!ex->pieces.empty()) {
-                  const std::string data =
-                      chunk({{"content", ex->pieces.front()}}, nullptr);
-                  ex->pieces.pop_front();
-                  if (!sink.write(data.data(), data.size())) {
-                    ex->cancelled = true;
-                    return false;
+                *first = false;
+                CompletionPiece piece;
+                const bool done = c->Take(&piece);
+                if (!piece.text.empty()) out += chunk(piece.text, nullptr);
+                if (done) {
+                  if (!c->status().ok()) {
+                    out += "data: " +
+                           Dump({{"error",
+                                  {{"message", c->status().ToString()},
+                                   {"type", "server_error"}}}}) +
+                           "\n\n";
+                  } else {
+                    out += chunk("", c->finish_reason());
+                    if (include_usage)
+                      out += event(json::array(), {{"usage", usage()}});
                   }
+                  out += "data: [DONE]\n\n";
                 }
-                if (!ex->done) return true;
-                std::string tail;
-                if (!ex->status.ok()) {
-                  tail = "data: " +
-                         Dump({{"error",
-                                {{"message", ex->status.ToString()},
-                                 {"type", "server_error"}}}}) +
-                         "\n\n";
-                } else {
-                  tail = chunk(json::object(), ex->finish_reason);
-                  if (include_usage) {
-                    tail += "data: " +
-                            Dump({{"id", id},
-                                  {"object", chat ? "chat.completion.chunk"
-                                                  : "text_completion"},
-                                  {"created", Now()},
-                                  {"model", model_name},
-                                  {"choices", json::array()},
-                                  {"usage", usage()}}) +
-                            "\n\n";
-                  }
+                if (!out.empty() && !sink.write(out.data(), out.size())) {
+                  c->Cancel();  // the client went away
+                  return false;
                 }
-                tail += "data: [DONE]\n\n";
-                sink.write(tail.data(), tail.size());
-                sink.done();
+                if (done) sink.done();
                 return true;
               },
-              [ex](bool) { ex->cancelled = true; });
+              [c](bool) { c->Cancel(); });
         });
   }
 }

@@ -39,22 +39,23 @@ struct ServeOptions {
   std::string api_key;     // empty: no authentication
   ChatTemplate chat_template = ChatTemplate::kPlain;
   RequestLimits limits;
-  size_t max_queue = 64;
+  size_t max_queue = 64;  // for /readyz (the queue enforces it)
   int max_prompt_tokens = 4096;
 };
 
 class HttpServer {
  public:
-  // `model` and `tokenizer` (may be null: prompts as ids only) must outlive
+  // `model`, `tokenizer` (may be null: prompts as ids only) and `queue`
+  // (which runs the requests, shared with the gRPC service) must outlive
   // the server.
   HttpServer(LanguageModel* model, const tokenizer::Tokenizer* tokenizer,
-             ServeOptions options);
+             GenerationQueue* queue, ServeOptions options);
   ~HttpServer();
 
   // Binds and serves on a background thread. Errors name the address.
   absl::Status Start();
   int port() const { return port_; }
-  // Stops accepting connections; requests in the queue still finish.
+  // Stops accepting connections and waits for the open ones.
   void Stop();
 
  private:
@@ -64,7 +65,7 @@ class HttpServer {
   const tokenizer::Tokenizer* tokenizer_;
   ServeOptions options_;
   std::unique_ptr<httplib::Server> server_;
-  std::unique_ptr<GenerationQueue> queue_;
+  GenerationQueue* queue_;
   std::thread thread_;
   int port_ = 0;
 };

@@ -9,14 +9,18 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/engine.h"
 #include "coordinator/serve/chat_template.h"
 #include "coordinator/serve/completion_request.h"
+#include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
 #include "coordinator/serve/stop_text.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/tokenizer/tokenizer.h"
+#include "shared/transport/transport.h"
 
 namespace flotilla::coordinator::serve {
 namespace {
@@ -46,13 +50,17 @@ class ServeTest : public ::testing::Test {
     so.limits.max_tokens = 512;
     so.max_prompt_tokens = 64;
     so.max_queue = max_queue;
+    queue_ =
+        std::make_unique<GenerationQueue>(engine_->model.get(), so.max_queue);
     server_ = std::make_unique<HttpServer>(engine_->model.get(),
-                                           tokenizer_.get(), so);
+                                           tokenizer_.get(), queue_.get(), so);
     ASSERT_TRUE(server_->Start().ok());
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
   }
   void TearDown() override {
     if (server_ != nullptr) server_->Stop();
+    server_.reset();
+    queue_.reset();  // drains, then the engine goes
   }
   // POST; the status and the parsed body.
   std::pair<int, json> Post(const std::string& path, const std::string& body,
@@ -74,6 +82,7 @@ class ServeTest : public ::testing::Test {
 
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<GenerationQueue> queue_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
@@ -326,6 +335,66 @@ TEST_F(ServeTest, ApiKey) {
   auto h = client_->Get("/healthz");  // health needs no key
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
+}
+
+TEST_F(ServeTest, GrpcGenerateStreamsTheReference) {
+  StartServer();
+  GenerationService service(engine_->model.get(), tokenizer_.get(),
+                            queue_.get(), RequestLimits(), 64);
+  transport::ServerOptions go;
+  go.host = "127.0.0.1";
+  go.port = 0;
+  go.services = {&service};
+  int port = 0;
+  auto grpc_server = transport::StartServer(go, &port);
+  ASSERT_TRUE(grpc_server.ok()) << grpc_server.status();
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = flotilla::v1::Generation::NewStub(channel);
+  std::ifstream in(ModelDir() + "/reference.json");
+  const json ref = json::parse(in);
+  const std::vector<int32_t> want_all = ref["cases"][0]["generated_ids"];
+  {
+    grpc::ClientContext ctx;
+    flotilla::v1::GenerateRequest req;
+    req.set_prompt("Once upon a time");
+    req.set_max_tokens(25);
+    auto reader = stub->Generate(&ctx, req);
+    flotilla::v1::GenerateResponse r;
+    std::vector<int32_t> ids;
+    std::string text, finish;
+    int messages = 0;
+    while (reader->Read(&r)) {
+      ++messages;
+      ids.insert(ids.end(), r.token_ids().begin(), r.token_ids().end());
+      text += r.text();
+      if (!r.finish_reason().empty()) {
+        finish = r.finish_reason();
+        EXPECT_EQ(r.prompt_tokens(), 5);
+        EXPECT_EQ(r.completion_tokens(), 25);
+      }
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_GT(messages, 1);  // streamed, not one reply
+    EXPECT_EQ(ids,
+              std::vector<int32_t>(want_all.begin(), want_all.begin() + 25));
+    EXPECT_EQ(text, ReferenceText(25));
+    EXPECT_EQ(finish, "length");
+  }
+  {
+    grpc::ClientContext ctx;
+    flotilla::v1::GenerateRequest req;
+    req.add_prompt_ids(1);
+    req.add_prompt_ids(9999);
+    auto reader = stub->Generate(&ctx, req);
+    flotilla::v1::GenerateResponse r;
+    while (reader->Read(&r)) {
+    }
+    const grpc::Status st = reader->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("9999"), std::string::npos);
+  }
+  (*grpc_server)->Shutdown();
 }
 
 TEST(StopTextTest, HoldsBackPossibleStarts) {

@@ -1,0 +1,79 @@
+// One completion as the servers see it: the job handed to the
+// GenerationQueue and the stream of what it produces. The queue's thread
+// decodes tokens to text (StreamDecoder, primed with the prompt so the
+// first piece keeps its leading space), applies stop strings, and appends
+// pieces; the HTTP or gRPC thread takes them as they come. A consumer that
+// goes away calls Cancel(), and the job stops at its next token.
+#ifndef FLOTILLA_COORDINATOR_SERVE_COMPLETION_JOB_H_
+#define FLOTILLA_COORDINATOR_SERVE_COMPLETION_JOB_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/sampler.h"
+#include "coordinator/serve/generation_queue.h"
+#include "coordinator/serve/stop_text.h"
+#include "shared/tokenizer/stream_decoder.h"
+#include "shared/tokenizer/tokenizer.h"
+
+namespace flotilla::coordinator::serve {
+
+struct CompletionSpec {
+  std::vector<int32_t> prompt;  // non-empty, inside the vocabulary
+  int max_tokens = 16;
+  SamplerOptions sampler;
+  std::vector<std::string> stop;  // stop strings
+  std::vector<int32_t> stop_ids;  // besides the tokenizer's end of text
+};
+
+// New output since the last Take.
+struct CompletionPiece {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+class Completion {
+ public:
+  // Queues the job. ResourceExhausted when the queue is full.
+  static absl::StatusOr<std::shared_ptr<Completion>> Start(
+      GenerationQueue* queue, const tokenizer::Tokenizer* tokenizer,
+      CompletionSpec spec);
+
+  // Blocks until there is new output or the job ended; returns whether it
+  // ended (then `piece` holds the last output, if any).
+  bool Take(CompletionPiece* piece);
+  // After Take returned true:
+  absl::Status status() const;
+  std::string finish_reason() const;  // "stop" or "length"
+  size_t prompt_tokens() const { return prompt_tokens_; }
+  size_t completion_tokens() const;
+
+  void Cancel() { cancelled_ = true; }
+
+ private:
+  Completion() = default;
+  bool OnToken(int32_t id);
+  void OnDone(absl::StatusOr<GenerateResult> result);
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  CompletionPiece pending_;
+  bool done_ = false;
+  absl::Status status_;
+  std::string finish_reason_ = "length";
+  size_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  std::atomic<bool> cancelled_{false};
+  std::unique_ptr<tokenizer::StreamDecoder> decoder_;  // null: no tokenizer
+  std::unique_ptr<StopText> stop_;
+};
+
+}  // namespace flotilla::coordinator::serve
+
+#endif  // FLOTILLA_COORDINATOR_SERVE_COMPLETION_JOB_H_

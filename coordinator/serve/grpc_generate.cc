@@ -1,0 +1,88 @@
+#include "coordinator/serve/grpc_generate.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/serve/completion_job.h"
+#include "shared/transport/transport.h"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+grpc::Status Invalid(const std::string& message) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message);
+}
+
+}  // namespace
+
+grpc::Status GenerationService::Generate(
+    grpc::ServerContext* context, const flotilla::v1::GenerateRequest* r,
+    grpc::ServerWriter<flotilla::v1::GenerateResponse>* writer) {
+  CompletionSpec spec;
+  if (r->prompt_ids_size() > 0) {
+    spec.prompt.assign(r->prompt_ids().begin(), r->prompt_ids().end());
+  } else {
+    if (tokenizer_ == nullptr) {
+      return Invalid("this model has no tokenizer: send prompt_ids");
+    }
+    if (r->prompt().size() > limits_.max_prompt_bytes) {
+      return Invalid(absl::StrCat("prompt is ", r->prompt().size(),
+                                  " bytes; the limit is ",
+                                  limits_.max_prompt_bytes));
+    }
+    spec.prompt = tokenizer_->Encode(r->prompt());
+  }
+  if (spec.prompt.empty()) return Invalid("the prompt has no tokens");
+  if (static_cast<int>(spec.prompt.size()) > max_prompt_tokens_) {
+    return Invalid(absl::StrCat("the prompt is ", spec.prompt.size(),
+                                " tokens; the limit is ", max_prompt_tokens_));
+  }
+  for (int32_t id : spec.prompt) {
+    if (id < 0 || id >= model_->vocab_size()) {
+      return Invalid(absl::StrCat("prompt_ids: ", id,
+                                  " is outside the vocabulary of ",
+                                  model_->vocab_size()));
+    }
+  }
+  spec.max_tokens =
+      r->max_tokens() == 0 ? limits_.default_max_tokens : r->max_tokens();
+  if (spec.max_tokens < 1 || spec.max_tokens > limits_.max_tokens) {
+    return Invalid(
+        absl::StrCat("max_tokens must be in 1..", limits_.max_tokens));
+  }
+  spec.sampler.temperature = r->temperature();
+  spec.sampler.top_p = r->top_p() == 0 ? 1.0f : r->top_p();
+  spec.sampler.top_k = r->top_k();
+  spec.sampler.seed = r->seed();
+  if (absl::Status s = ValidateSamplerOptions(spec.sampler); !s.ok()) {
+    return Invalid(std::string(s.message()));
+  }
+  spec.stop.assign(r->stop().begin(), r->stop().end());
+  for (const std::string& s : spec.stop) {
+    if (s.empty()) return Invalid("stop: an empty stop string");
+  }
+  spec.stop_ids.assign(r->stop_ids().begin(), r->stop_ids().end());
+  auto started = Completion::Start(queue_, tokenizer_, std::move(spec));
+  if (!started.ok()) return transport::ToGrpcStatus(started.status());
+  std::shared_ptr<Completion> c = *std::move(started);
+  CompletionPiece piece;
+  for (bool done = false; !done;) {
+    done = c->Take(&piece);
+    flotilla::v1::GenerateResponse out;
+    out.mutable_token_ids()->Add(piece.ids.begin(), piece.ids.end());
+    out.set_text(piece.text);
+    if (done) {
+      if (!c->status().ok()) return transport::ToGrpcStatus(c->status());
+      out.set_finish_reason(c->finish_reason());
+      out.set_prompt_tokens(static_cast<int32_t>(c->prompt_tokens()));
+      out.set_completion_tokens(static_cast<int32_t>(c->completion_tokens()));
+    }
+    if (context->IsCancelled() || !writer->Write(out)) {
+      c->Cancel();
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace flotilla::coordinator::serve

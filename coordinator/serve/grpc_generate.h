@@ -1,0 +1,41 @@
+// flotilla.v1.Generation/Generate over the same GenerationQueue as the HTTP
+// API (proto/flotilla/v1/generate.proto).
+#ifndef FLOTILLA_COORDINATOR_SERVE_GRPC_GENERATE_H_
+#define FLOTILLA_COORDINATOR_SERVE_GRPC_GENERATE_H_
+
+#include "coordinator/model/language_model.h"
+#include "coordinator/serve/completion_request.h"
+#include "coordinator/serve/generation_queue.h"
+#include "flotilla/v1/generate.grpc.pb.h"
+#include "shared/tokenizer/tokenizer.h"
+
+namespace flotilla::coordinator::serve {
+
+class GenerationService final : public flotilla::v1::Generation::Service {
+ public:
+  // Everything must outlive the service.
+  GenerationService(LanguageModel* model, const tokenizer::Tokenizer* tokenizer,
+                    GenerationQueue* queue, RequestLimits limits,
+                    int max_prompt_tokens)
+      : model_(model),
+        tokenizer_(tokenizer),
+        queue_(queue),
+        limits_(limits),
+        max_prompt_tokens_(max_prompt_tokens) {}
+
+  grpc::Status Generate(
+      grpc::ServerContext* context,
+      const flotilla::v1::GenerateRequest* request,
+      grpc::ServerWriter<flotilla::v1::GenerateResponse>* writer) override;
+
+ private:
+  LanguageModel* model_;
+  const tokenizer::Tokenizer* tokenizer_;
+  GenerationQueue* queue_;
+  RequestLimits limits_;
+  int max_prompt_tokens_;
+};
+
+}  // namespace flotilla::coordinator::serve
+
+#endif  // FLOTILLA_COORDINATOR_SERVE_GRPC_GENERATE_H_
