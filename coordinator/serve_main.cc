@@ -26,6 +26,8 @@ ABSL_FLAG(std::string, api_key_file, "",
           "serve: file holding the API key clients must send as "
           "'Authorization: Bearer KEY' (empty: no key)");
 ABSL_FLAG(int32_t, max_queue, 64, "serve: requests that may wait at most");
+ABSL_FLAG(int32_t, max_batch, 8,
+          "serve: sequences stepped together in one forward pass at most");
 ABSL_FLAG(int32_t, max_prompt_tokens, 4096, "serve: longest prompt accepted");
 ABSL_FLAG(int32_t, max_completion_tokens, 4096,
           "serve: largest max_tokens a request may ask for");
@@ -53,6 +55,10 @@ int RunServe(const EngineOptions& eo) {
   if (so.port < 0 || so.port > 65535)
     return Fail(2, "--http-port must be in 0..65535");
   const int max_queue = absl::GetFlag(FLAGS_max_queue);
+  const int max_batch = absl::GetFlag(FLAGS_max_batch);
+  if (max_batch < 1 || max_batch > 1024) {
+    return Fail(2, "--max-batch must be in 1..1024");
+  }
   so.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   so.limits.max_tokens = absl::GetFlag(FLAGS_max_completion_tokens);
   if (max_queue < 1 || so.max_prompt_tokens < 1 || so.limits.max_tokens < 1) {
@@ -92,7 +98,8 @@ int RunServe(const EngineOptions& eo) {
   }
   auto engine = OpenEngine(eo);
   if (!engine.ok()) return Fail(1, engine.status().ToString());
-  serve::GenerationQueue queue((*engine)->model.get(), so.max_queue);
+  serve::GenerationQueue queue((*engine)->model.get(), so.max_queue,
+                               static_cast<size_t>(max_batch));
   serve::HttpServer server((*engine)->model.get(), tok.get(), &queue, so);
   if (absl::Status s = server.Start(); !s.ok()) return Fail(1, s.ToString());
   serve::GenerationService generation((*engine)->model.get(), tok.get(), &queue,

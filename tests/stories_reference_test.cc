@@ -6,6 +6,8 @@
 // from the safetensors under a 1 MB budget (a few expert slots; no expert
 // stays resident), streamed from a pack with no trunk layer pinned, and on
 // two expert worker processes.
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -181,6 +183,45 @@ TEST(StoriesReferenceTest, TwoExpertWorkers) {
   o.model_dir = ModelDir();
   o.workers = dtest::Addresses(*fleet);
   ExpectReferenceIds(o, "2 workers");
+}
+
+// Every reference prompt stepped together through ForwardBatch (prompts of
+// different lengths in one step, then one token each) gives bitwise the
+// logits and ids of each prompt alone.
+TEST(StoriesReferenceTest, BatchedStepsEqualSoloRuns) {
+  coordinator::EngineOptions o;
+  o.model_dir = ModelDir();
+  o.mem = "1M";  // experts streamed: one read serves every sequence
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  coordinator::LanguageModel& m = *(*engine)->model;
+  const nlohmann::json ref = Reference();
+  std::vector<std::unique_ptr<coordinator::ModelSequence>> batch, solo;
+  std::vector<std::vector<int32_t>> next;
+  for (const nlohmann::json& c : ref["cases"]) {
+    batch.push_back(m.StartSequence());
+    solo.push_back(m.StartSequence());
+    next.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
+  }
+  for (int step = 0; step < 30; ++step) {
+    std::vector<coordinator::ModelSequence*> seqs;
+    for (auto& s : batch) seqs.push_back(s.get());
+    std::vector<std::vector<float>> together;
+    ASSERT_TRUE(m.ForwardBatch(seqs, next, &together).ok());
+    for (size_t i = 0; i < solo.size(); ++i) {
+      std::vector<float> alone;
+      ASSERT_TRUE(m.Forward(solo[i].get(), next[i], false, &alone).ok());
+      ASSERT_EQ(together[i].size(), alone.size());
+      ASSERT_EQ(std::memcmp(together[i].data(), alone.data(),
+                            alone.size() * sizeof(float)),
+                0)
+          << "case " << i << " step " << step;
+      const int32_t id = static_cast<int32_t>(
+          std::max_element(alone.begin(), alone.end()) - alone.begin());
+      EXPECT_EQ(id, ref["cases"][i]["generated_ids"][step].get<int32_t>());
+      next[i] = {id};
+    }
+  }
 }
 
 TEST(StoriesReferenceTest, BudgetTooSmallForTheTrunkIsRefused) {

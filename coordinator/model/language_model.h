@@ -36,6 +36,23 @@ class LanguageModel {
                                const std::vector<int32_t>& ids,
                                bool all_positions,
                                std::vector<float>* logits) = 0;
+  // One step for several sequences at once: sequences[i] takes ids[i] (its
+  // prompt chunk, or its last token) and (*last_logits)[i] receives the
+  // [vocab] logits of its last position. Results are bitwise those of
+  // calling Forward on each sequence alone. This default does exactly that;
+  // a model that can share the step's weight and expert reads across the
+  // sequences (Mixtral) overrides it.
+  virtual absl::Status ForwardBatch(
+      const std::vector<ModelSequence*>& sequences,
+      const std::vector<std::vector<int32_t>>& ids,
+      std::vector<std::vector<float>>* last_logits) {
+    last_logits->resize(sequences.size());
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      absl::Status s = Forward(sequences[i], ids[i], false, &(*last_logits)[i]);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   virtual ExpertBackend* experts() = 0;
   // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
   virtual uint64_t resident_trunk_bytes() const = 0;

@@ -1,13 +1,28 @@
 #include "coordinator/serve/generation_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace flotilla::coordinator::serve {
 
-GenerationQueue::GenerationQueue(LanguageModel* model, size_t max_queue)
-    : model_(model), max_queue_(max_queue < 1 ? 1 : max_queue) {
+struct GenerationQueue::Running {
+  GenerationJob job;
+  std::unique_ptr<ModelSequence> sequence;
+  Sampler sampler;
+  std::vector<int32_t> next;  // the prompt, then the last token
+  GenerateResult result;
+
+  explicit Running(GenerationJob j)
+      : job(std::move(j)), sampler(job.options.sampler) {}
+};
+
+GenerationQueue::GenerationQueue(LanguageModel* model, size_t max_queue,
+                                 size_t max_batch)
+    : model_(model),
+      max_queue_(max_queue < 1 ? 1 : max_queue),
+      max_batch_(max_batch < 1 ? 1 : max_batch) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -45,19 +60,96 @@ size_t GenerationQueue::waiting() const {
   return jobs_.size();
 }
 
-void GenerationQueue::Loop() {
-  for (;;) {
-    GenerationJob job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
+size_t GenerationQueue::widest_step() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return widest_step_;
+}
+
+bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
+  std::vector<GenerationJob> admitted;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (running->empty()) {
       cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping and drained
-      job = std::move(jobs_.front());
+      if (jobs_.empty()) return false;  // stopping and drained
+    }
+    while (running->size() + admitted.size() < max_batch_ && !jobs_.empty()) {
+      admitted.push_back(std::move(jobs_.front()));
       jobs_.pop_front();
     }
-    absl::StatusOr<GenerateResult> result =
-        Generate(*model_, job.prompt, job.options, job.on_token);
-    if (job.on_done) job.on_done(std::move(result));
+  }
+  for (GenerationJob& job : admitted) {
+    absl::Status s = ValidateSamplerOptions(job.options.sampler);
+    if (s.ok() && job.prompt.empty()) {
+      s = absl::InvalidArgumentError("the prompt has no tokens");
+    }
+    if (s.ok() && job.options.max_tokens < 1) {
+      s = absl::InvalidArgumentError("max_tokens must be >= 1");
+    }
+    if (!s.ok()) {
+      if (job.on_done) job.on_done(s);
+      continue;
+    }
+    auto r = std::make_unique<Running>(std::move(job));
+    r->sequence = model_->StartSequence();
+    r->next = r->job.prompt;
+    r->result.finish_reason = "length";
+    running->push_back(std::move(r));
+  }
+  return true;
+}
+
+void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
+  std::vector<ModelSequence*> sequences;
+  std::vector<std::vector<int32_t>> ids;
+  for (const auto& r : *running) {
+    sequences.push_back(r->sequence.get());
+    ids.push_back(std::move(r->next));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    widest_step_ = std::max(widest_step_, running->size());
+  }
+  std::vector<std::vector<float>> logits;
+  const absl::Status s = model_->ForwardBatch(sequences, ids, &logits);
+  if (!s.ok()) {
+    for (auto& r : *running) {
+      if (r->job.on_done) r->job.on_done(s);
+    }
+    running->clear();
+    return;
+  }
+  const int vocab = model_->vocab_size();
+  std::vector<std::unique_ptr<Running>> still;
+  for (size_t i = 0; i < running->size(); ++i) {
+    Running& r = *(*running)[i];
+    // As Generate does: sample, report, then stop ids and the length.
+    const int32_t id = r.sampler.Sample(logits[i].data(), vocab);
+    r.result.generated_ids.push_back(id);
+    const std::vector<int32_t>& stops = r.job.options.stop_ids;
+    bool done = r.job.on_token && !r.job.on_token(id);
+    if (!done && std::find(stops.begin(), stops.end(), id) != stops.end()) {
+      r.result.finish_reason = "stop";
+      done = true;
+    }
+    done = done || static_cast<int>(r.result.generated_ids.size()) >=
+                       r.job.options.max_tokens;
+    if (done) {
+      r.result.state_bytes = r.sequence->bytes();
+      r.sequence.reset();  // its state goes now, not after the batch
+      if (r.job.on_done) r.job.on_done(std::move(r.result));
+    } else {
+      r.next = {id};
+      still.push_back(std::move((*running)[i]));
+    }
+  }
+  *running = std::move(still);
+}
+
+void GenerationQueue::Loop() {
+  std::vector<std::unique_ptr<Running>> running;
+  while (Admit(&running)) {
+    if (!running.empty()) Step(&running);
   }
 }
 

@@ -1,9 +1,13 @@
-// The serving loop's first form: a bounded queue of generation jobs run one
-// after another on one thread that owns the model (opened once for the
-// process). A full queue is refused at once (HTTP 429), never blocks; a job
-// whose client went away is cancelled at its next token. Continuous
-// batching (several sequences per forward pass) replaces the one-at-a-time
-// loop behind this same interface.
+// The serving loop: a bounded queue of generation jobs and one thread that
+// owns the model and steps up to `max_batch` of them together (continuous
+// batching). Every step is one LanguageModel::ForwardBatch: the prompts of
+// newly admitted jobs and the last token of each running one, so a layer's
+// weights and experts are read once per step for the whole batch. A job
+// joins at the next step after it arrives and leaves (freeing its state) as
+// soon as it ends; results are bitwise those of running it alone
+// (ForwardBatch's contract), so what else is in the batch never matters.
+// A full queue is refused at once (HTTP 429), never blocks; a job whose
+// client went away is cancelled at its next token.
 #ifndef FLOTILLA_COORDINATOR_SERVE_GENERATION_QUEUE_H_
 #define FLOTILLA_COORDINATOR_SERVE_GENERATION_QUEUE_H_
 
@@ -32,22 +36,33 @@ struct GenerationJob {
 
 class GenerationQueue {
  public:
-  // `model` must outlive the queue. `max_queue` jobs may wait (>= 1).
-  GenerationQueue(LanguageModel* model, size_t max_queue);
+  // `model` must outlive the queue. `max_queue` jobs may wait and
+  // `max_batch` run at once (both >= 1).
+  GenerationQueue(LanguageModel* model, size_t max_queue, size_t max_batch = 8);
   ~GenerationQueue();  // finishes the running job, fails the waiting ones
 
   // ResourceExhausted when `max_queue` jobs already wait; Unavailable after
-  // Shutdown.
+  // Shutdown. A job with a bad prompt or sampler ends at once through
+  // on_done with the error.
   absl::Status Submit(GenerationJob job);
   // Stops taking jobs; waiting ones still run (graceful drain).
   void Shutdown();
   size_t waiting() const;
+  // Most jobs that ran in one step so far (for tests and /readyz).
+  size_t widest_step() const;
 
  private:
+  struct Running;
   void Loop();
+  // Moves waiting jobs into `running` while there is room; false when the
+  // loop should end (stopping, nothing waiting or running).
+  bool Admit(std::vector<std::unique_ptr<Running>>* running);
+  // One ForwardBatch over `running`; ends the jobs that finish.
+  void Step(std::vector<std::unique_ptr<Running>>* running);
 
   LanguageModel* model_;
-  const size_t max_queue_;
+  const size_t max_queue_, max_batch_;
+  size_t widest_step_ = 0;  // guarded by mu_
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<GenerationJob> jobs_;

@@ -33,7 +33,8 @@ std::string ModelDir() {
 
 class ServeTest : public ::testing::Test {
  protected:
-  void StartServer(const std::string& api_key = "", size_t max_queue = 64) {
+  void StartServer(const std::string& api_key = "", size_t max_queue = 64,
+                   size_t max_batch = 8) {
     EngineOptions eo;
     eo.model_dir = ModelDir();
     eo.mem = "1G";
@@ -243,12 +244,14 @@ TEST_F(ServeTest, SixteenConcurrentStreamsEachAsAlone) {
     EXPECT_TRUE(done[i]) << prompts[i];
     EXPECT_EQ(streamed[i], alone[i]) << prompts[i];
   }
+  // They really ran together: some step carried several sequences.
+  EXPECT_GT(queue_->widest_step(), 1u);
 }
 
 // One request running and one waiting fill a queue of one: the others are
 // told 429 at once, and every accepted one completes.
 TEST_F(ServeTest, FullQueueIs429) {
-  StartServer("", /*max_queue=*/1);
+  StartServer("", /*max_queue=*/1, /*max_batch=*/1);
   std::vector<int> status(6, 0);
   std::vector<std::thread> clients;
   for (size_t i = 0; i < status.size(); ++i) {

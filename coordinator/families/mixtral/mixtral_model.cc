@@ -20,20 +20,6 @@ void Rotate(float* x, const float* cos, const float* sin, size_t half) {
   }
 }
 
-absl::Status CheckFinite(const std::vector<float>& v, const char* what,
-                         size_t first_position, size_t width) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!std::isfinite(v[i])) {
-      return absl::DataLossError(
-          absl::StrCat("non-finite ", what, " (", v[i], ") at position ",
-                       first_position + i / width,
-                       ": the weights or the computation are "
-                       "broken"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 size_t MixtralSequence::bytes() const {
@@ -161,36 +147,112 @@ absl::Status MixtralModel::Moe(int layer, const MixtralLayerView& w,
   return experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out);
 }
 
-absl::Status MixtralModel::Forward(ModelSequence* sequence,
-                                   const std::vector<int32_t>& ids,
-                                   bool all_positions,
-                                   std::vector<float>* logits) {
+absl::StatusOr<MixtralSequence*> MixtralModel::CheckInput(
+    ModelSequence* sequence, const std::vector<int32_t>& ids) const {
   auto* seq = dynamic_cast<MixtralSequence*>(sequence);
   if (seq == nullptr) {
     return absl::InvalidArgumentError(
         "the sequence was not started by this Mixtral model");
   }
-  const model::MixtralConfig& c = config_;
-  const size_t e = c.hidden_size, v = c.vocab_size, n = ids.size();
-  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, c.vocab_size));
-  if (seq->positions + n > static_cast<size_t>(c.max_position_embeddings)) {
+  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, config_.vocab_size));
+  if (seq->positions + ids.size() >
+      static_cast<size_t>(config_.max_position_embeddings)) {
     return absl::OutOfRangeError(absl::StrCat(
-        "the sequence would reach ", seq->positions + n,
+        "the sequence would reach ", seq->positions + ids.size(),
         " tokens; the model's context (max_position_embeddings) is ",
-        c.max_position_embeddings));
+        config_.max_position_embeddings));
   }
-  std::vector<float> h(n * e), normed(n * e), delta(n * e);
-  const kernels::DenseMatrix& embed = trunk_->embed();
-  for (size_t t = 0; t < n; ++t) {
-    const size_t row = static_cast<size_t>(ids[t]) * e;
-    for (size_t i = 0; i < e; ++i) {
-      h[t * e + i] = embed.type == kernels::DenseType::kF32
-                         ? static_cast<const float*>(embed.data)[row + i]
-                         : kernels::Bf16ToF32(static_cast<const uint16_t*>(
-                               embed.data)[row + i]);
+  return seq;
+}
+
+absl::Status MixtralModel::Forward(ModelSequence* sequence,
+                                   const std::vector<int32_t>& ids,
+                                   bool all_positions,
+                                   std::vector<float>* logits) {
+  FLOTILLA_ASSIGN_OR_RETURN(MixtralSequence * seq, CheckInput(sequence, ids));
+  std::vector<size_t> rows;
+  for (size_t r = all_positions ? 0 : ids.size() - 1; r < ids.size(); ++r) {
+    rows.push_back(r);
+  }
+  return Step({seq}, {&ids}, rows, logits);
+}
+
+absl::Status MixtralModel::ForwardBatch(
+    const std::vector<ModelSequence*>& sequences,
+    const std::vector<std::vector<int32_t>>& ids,
+    std::vector<std::vector<float>>* last_logits) {
+  if (sequences.size() != ids.size()) {
+    return absl::InvalidArgumentError("one id list per sequence");
+  }
+  std::vector<MixtralSequence*> seqs;
+  std::vector<const std::vector<int32_t>*> lists;
+  std::vector<size_t> rows;
+  size_t offset = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    FLOTILLA_ASSIGN_OR_RETURN(MixtralSequence * seq,
+                              CheckInput(sequences[i], ids[i]));
+    seqs.push_back(seq);
+    lists.push_back(&ids[i]);
+    offset += ids[i].size();
+    rows.push_back(offset - 1);
+  }
+  std::vector<float> logits;
+  FLOTILLA_RETURN_IF_ERROR(Step(seqs, lists, rows, &logits));
+  const size_t v = config_.vocab_size;
+  last_logits->resize(seqs.size());
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    (*last_logits)[i].assign(logits.begin() + i * v,
+                             logits.begin() + (i + 1) * v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MixtralModel::Step(
+    const std::vector<MixtralSequence*>& seqs,
+    const std::vector<const std::vector<int32_t>*>& ids,
+    const std::vector<size_t>& out_rows, std::vector<float>* logits) {
+  const model::MixtralConfig& c = config_;
+  const size_t e = c.hidden_size, v = c.vocab_size;
+  // Rows of the step: each sequence's new tokens, one after another.
+  std::vector<size_t> offset(seqs.size() + 1, 0), position;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    offset[i + 1] = offset[i] + ids[i]->size();
+    for (size_t t = 0; t < ids[i]->size(); ++t) {
+      position.push_back(seqs[i]->positions + t);
     }
   }
+  const size_t n = offset.back();
+  std::vector<float> h(n * e), normed(n * e), delta(n * e);
+  const kernels::DenseMatrix& embed = trunk_->embed();
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (size_t t = 0; t < ids[i]->size(); ++t) {
+      const size_t row = static_cast<size_t>((*ids[i])[t]) * e;
+      float* dst = h.data() + (offset[i] + t) * e;
+      for (size_t k = 0; k < e; ++k) {
+        dst[k] = embed.type == kernels::DenseType::kF32
+                     ? static_cast<const float*>(embed.data)[row + k]
+                     : kernels::Bf16ToF32(
+                           static_cast<const uint16_t*>(embed.data)[row + k]);
+      }
+    }
+  }
+  // An error naming where the first non-finite value of rows [..][width]
+  // is; row r of `x` is step row (*step_row)[r], or r when null.
+  auto check = [&](const std::vector<float>& x, size_t width, const char* what,
+                   const std::vector<size_t>* step_row) -> absl::Status {
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (!std::isfinite(x[k])) {
+        const size_t r = k / width;
+        return absl::DataLossError(
+            absl::StrCat("non-finite ", what, " (", x[k], ") at position ",
+                         position[step_row != nullptr ? (*step_row)[r] : r],
+                         ": the weights or the computation are broken"));
+      }
+    }
+    return absl::OkStatus();
+  };
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    // One read of the layer (and one expert call below) for every sequence.
     FLOTILLA_ASSIGN_OR_RETURN(const MixtralLayerView* layer_weights,
                               trunk_->AcquireLayer(layer));
     const MixtralLayerView& w = *layer_weights;
@@ -198,9 +260,12 @@ absl::Status MixtralModel::Forward(ModelSequence* sequence,
       kernels::RmsNorm(h.data() + t * e, w.input_norm, e, c.rms_norm_eps,
                        normed.data() + t * e);
     }
-    FLOTILLA_RETURN_IF_ERROR(
-        Attention(w, layer, normed.data(), n, seq, delta.data()));
-    for (size_t i = 0; i < n * e; ++i) h[i] += delta[i];
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      FLOTILLA_RETURN_IF_ERROR(
+          Attention(w, layer, normed.data() + offset[i] * e, ids[i]->size(),
+                    seqs[i], delta.data() + offset[i] * e));
+    }
+    for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
     for (size_t t = 0; t < n; ++t) {
       kernels::RmsNorm(h.data() + t * e, w.post_norm, e, c.rms_norm_eps,
                        normed.data() + t * e);
@@ -208,20 +273,18 @@ absl::Status MixtralModel::Forward(ModelSequence* sequence,
     FLOTILLA_RETURN_IF_ERROR(
         base::WithContext(Moe(layer, w, normed.data(), n, delta.data()),
                           absl::StrCat("experts of layer ", layer)));
-    for (size_t i = 0; i < n * e; ++i) h[i] += delta[i];
-    FLOTILLA_RETURN_IF_ERROR(CheckFinite(h, "activation", seq->positions, e));
+    for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
+    FLOTILLA_RETURN_IF_ERROR(check(h, e, "activation", nullptr));
   }
-  const size_t first_position = seq->positions;
-  seq->positions += n;
-  const size_t first = all_positions ? 0 : n - 1, rows = n - first;
-  for (size_t r = 0; r < rows; ++r) {
-    kernels::RmsNorm(h.data() + (first + r) * e, trunk_->final_norm(), e,
+  for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
+  for (size_t r = 0; r < out_rows.size(); ++r) {
+    kernels::RmsNorm(h.data() + out_rows[r] * e, trunk_->final_norm(), e,
                      c.rms_norm_eps, normed.data() + r * e);
   }
-  logits->resize(rows * v);
-  kernels::MatMul(trunk_->lm_head(), normed.data(), rows, logits->data(),
-                  pool_.get());
-  return CheckFinite(*logits, "logit", first_position + first, v);
+  logits->resize(out_rows.size() * v);
+  kernels::MatMul(trunk_->lm_head(), normed.data(), out_rows.size(),
+                  logits->data(), pool_.get());
+  return check(*logits, v, "logit", &out_rows);
 }
 
 }  // namespace flotilla::coordinator

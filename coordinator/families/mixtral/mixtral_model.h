@@ -54,6 +54,13 @@ class MixtralModel : public LanguageModel {
   std::unique_ptr<ModelSequence> StartSequence() const override;
   absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
                        bool all_positions, std::vector<float>* logits) override;
+  // Each layer is acquired once and each MoE layer's experts are computed
+  // in one backend call for all the sequences' rows; attention stays per
+  // sequence.
+  absl::Status ForwardBatch(
+      const std::vector<ModelSequence*>& sequences,
+      const std::vector<std::vector<int32_t>>& ids,
+      std::vector<std::vector<float>>* last_logits) override;
   ExpertBackend* experts() override { return experts_.get(); }
   uint64_t resident_trunk_bytes() const override {
     return trunk_->resident_bytes();
@@ -62,6 +69,15 @@ class MixtralModel : public LanguageModel {
 
  private:
   MixtralModel() = default;
+  // The sequence as a Mixtral one, after checking `ids` fit it.
+  absl::StatusOr<MixtralSequence*> CheckInput(
+      ModelSequence* sequence, const std::vector<int32_t>& ids) const;
+  // One forward step of seqs[i] over *ids[i] (rows concatenated in that
+  // order); `logits` gets [out_rows.size()][vocab] for the step rows listed.
+  absl::Status Step(const std::vector<MixtralSequence*>& seqs,
+                    const std::vector<const std::vector<int32_t>*>& ids,
+                    const std::vector<size_t>& out_rows,
+                    std::vector<float>* logits);
   absl::Status Attention(const MixtralLayerView& w, int layer,
                          const float* normed, size_t n, MixtralSequence* seq,
                          float* out);
