@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared/testing/fixture.h"
 #include "shared/testing/process.h"
 
 namespace flotilla {
@@ -18,9 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ModelDir() {
-  return std::string(FLOTILLA_SOURCE_DIR) + "/models/stories260k-moe";
-}
+std::string ModelDir() { return testutil::ModelPath("stories260k-moe"); }
 
 class StoriesCliTest : public ::testing::Test {
  protected:

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/pack/pack_manifest.h"
+#include "shared/testing/fixture.h"
 #include "shared/testing/process.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "tests/distributed_test_util.h"
@@ -26,9 +27,7 @@
 namespace flotilla {
 namespace {
 
-std::string ModelDir() {
-  return std::string(FLOTILLA_SOURCE_DIR) + "/models/stories260k-moe";
-}
+std::string ModelDir() { return testutil::ModelPath("stories260k-moe"); }
 
 nlohmann::json Reference() {
   std::ifstream in(ModelDir() + "/reference.json");

@@ -19,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared/testing/fixture.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/transport/transport.h"
 
@@ -27,9 +28,7 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string ModelDir() {
-  return std::string(FLOTILLA_SOURCE_DIR) + "/models/stories260k-moe";
-}
+std::string ModelDir() { return testutil::ModelPath("stories260k-moe"); }
 
 class ServeTest : public ::testing::Test {
  protected:

@@ -20,6 +20,10 @@ void CopyFixtureCheckpoint(const std::string& name, const std::string& dir) {
   }
 }
 
+std::string ModelPath(const std::string& name) {
+  return std::string(FLOTILLA_MODELS_DIR) + "/" + name;
+}
+
 std::string DataPath(const std::string& relative) {
   return std::string(FLOTILLA_TEST_DATA_DIR) + "/" + relative;
 }

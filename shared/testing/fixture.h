@@ -14,6 +14,9 @@ namespace flotilla::testutil {
 // Absolute path of a file under tests/fixtures.
 std::string DataPath(const std::string& relative);
 
+// Absolute path of an embedded model folder, e.g. "stories260k-moe".
+std::string ModelPath(const std::string& name);
+
 // Parses a JSON file; fails the test (ADD_FAILURE) and returns null JSON on
 // error.
 nlohmann::json LoadJson(const std::string& path);
