@@ -351,7 +351,7 @@ std::vector<std::string> HfPipeline::PreTokenize(std::string segment,
       switch (step.kind) {
         case PreTokenizerStep::Kind::kByteLevel:
           if (step.add_prefix_space && !absl::StartsWith(piece, " ")) {
-            piece.insert(0, " ");
+            piece = absl::StrCat(" ", piece);
           }
           if (step.regex == nullptr) {
             next.push_back(std::move(piece));
@@ -367,7 +367,7 @@ std::vector<std::string> HfPipeline::PreTokenize(std::string segment,
           const bool prepend = step.prepend_scheme == "always" ||
                                (step.prepend_scheme == "first" && first);
           if (prepend && !absl::StartsWith(s, step.replacement)) {
-            s.insert(0, step.replacement);
+            s = absl::StrCat(step.replacement, s);
           }
           if (!step.split) {
             next.push_back(std::move(s));

@@ -60,7 +60,7 @@ absl::Status MixtralModel::Attention(const MixtralLayerView& w, int layer,
                                      const float* normed, size_t n,
                                      MixtralSequence* seq, float* out) {
   const model::MixtralConfig& c = config_;
-  const size_t e = c.hidden_size, d = c.head_dim, half = d / 2;
+  const size_t d = c.head_dim, half = d / 2;
   const size_t heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
   const size_t group = heads / kv_heads;
   std::vector<float> q(n * heads * d), k(n * kv_heads * d), v(n * kv_heads * d);
