@@ -133,7 +133,7 @@ constexpr char kUsage[] =
     "       flotilla-coordinator serve --model DIR [--host ADDR] [--http-port "
     "P]\n"
     "           [--grpc-port P] [--api-key-file F] [--max-batch N]\n"
-    "           [--max-queue N] [--max-prompt-tokens N]\n"
+    "           [--max-queue N] [--max-prompt-tokens N] [--prefix-cache SIZE]\n"
     "           [--max-completion-tokens N] [--chat-template NAME]\n"
     "           [engine flags: --mem, --pack, --workers, --threads, ...]\n\n"
     "Runs a Kimi K3 or Mixtral checkpoint (Hugging Face layout; the family\n"

@@ -13,6 +13,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
+#include "shared/io/memory_budget.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/transport/transport.h"
 
@@ -29,6 +30,10 @@ ABSL_FLAG(int32_t, max_queue, 64, "serve: requests that may wait at most");
 ABSL_FLAG(int32_t, max_batch, 8,
           "serve: sequences stepped together in one forward pass at most");
 ABSL_FLAG(int32_t, max_prompt_tokens, 4096, "serve: longest prompt accepted");
+ABSL_FLAG(std::string, prefix_cache, "64M",
+          "serve: keep ended requests' sequence states up to this size, so a "
+          "prompt that extends one (a chat's next turn) prefills only its new "
+          "tokens; 0 = off");
 ABSL_FLAG(int32_t, max_completion_tokens, 4096,
           "serve: largest max_tokens a request may ask for");
 ABSL_FLAG(std::string, chat_template, "",
@@ -90,6 +95,12 @@ int RunServe(const EngineOptions& eo) {
   while (name.size() > 1 && name.back() == '/') name.pop_back();
   so.model_name = name.substr(name.find_last_of('/') + 1);
 
+  auto prefix_bytes = io::ParseByteSize(absl::GetFlag(FLAGS_prefix_cache));
+  if (!prefix_bytes.ok()) {
+    return Fail(
+        2, absl::StrCat("--prefix-cache: ", prefix_bytes.status().message()));
+  }
+  const uint64_t prefix_cache = *prefix_bytes;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   if (auto t = tokenizer::Tokenizer::LoadDir(eo.model_dir); t.ok()) {
     tok = *std::move(t);
@@ -99,7 +110,7 @@ int RunServe(const EngineOptions& eo) {
   auto engine = OpenEngine(eo);
   if (!engine.ok()) return Fail(1, engine.status().ToString());
   serve::GenerationQueue queue((*engine)->model.get(), so.max_queue,
-                               static_cast<size_t>(max_batch));
+                               static_cast<size_t>(max_batch), prefix_cache);
   serve::HttpServer server((*engine)->model.get(), tok.get(), &queue, so);
   if (absl::Status s = server.Start(); !s.ok()) return Fail(1, s.ToString());
   serve::GenerationService generation((*engine)->model.get(), tok.get(), &queue,

@@ -20,6 +20,9 @@ class ModelSequence {
  public:
   virtual ~ModelSequence() = default;
   virtual size_t bytes() const = 0;  // state held, for reports
+  // An independent copy: continuing either never changes the other (a
+  // conversation's next turn resumes from a copy of the last one's state).
+  virtual std::unique_ptr<ModelSequence> Clone() const = 0;
 };
 
 class LanguageModel {

@@ -33,6 +33,9 @@ struct SequenceState : public ModelSequence {
   size_t positions = 0;       // tokens consumed so far
 
   size_t bytes() const override;
+  std::unique_ptr<ModelSequence> Clone() const override {
+    return std::make_unique<SequenceState>(*this);
+  }
 };
 
 struct ModelOptions {

@@ -12,6 +12,7 @@ struct GenerationQueue::Running {
   std::unique_ptr<ModelSequence> sequence;
   Sampler sampler;
   std::vector<int32_t> next;  // the prompt, then the last token
+  std::vector<int32_t> fed;   // every id the sequence's state holds
   GenerateResult result;
 
   explicit Running(GenerationJob j)
@@ -19,10 +20,13 @@ struct GenerationQueue::Running {
 };
 
 GenerationQueue::GenerationQueue(LanguageModel* model, size_t max_queue,
-                                 size_t max_batch)
+                                 size_t max_batch, uint64_t prefix_cache_bytes)
     : model_(model),
       max_queue_(max_queue < 1 ? 1 : max_queue),
       max_batch_(max_batch < 1 ? 1 : max_batch) {
+  if (prefix_cache_bytes > 0) {
+    cache_ = std::make_unique<PrefixCache>(prefix_cache_bytes);
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -60,6 +64,16 @@ size_t GenerationQueue::waiting() const {
   return jobs_.size();
 }
 
+uint64_t GenerationQueue::prefix_hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return prefix_hits_;
+}
+
+uint64_t GenerationQueue::reused_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reused_tokens_;
+}
+
 size_t GenerationQueue::widest_step() const {
   std::lock_guard<std::mutex> lock(mu_);
   return widest_step_;
@@ -91,8 +105,16 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
       continue;
     }
     auto r = std::make_unique<Running>(std::move(job));
-    r->sequence = model_->StartSequence();
-    r->next = r->job.prompt;
+    size_t reused = 0;
+    if (cache_ != nullptr) r->sequence = cache_->Find(r->job.prompt, &reused);
+    if (r->sequence == nullptr) r->sequence = model_->StartSequence();
+    r->fed.assign(r->job.prompt.begin(), r->job.prompt.begin() + reused);
+    r->next.assign(r->job.prompt.begin() + reused, r->job.prompt.end());
+    if (reused > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++prefix_hits_;
+      reused_tokens_ += reused;
+    }
     r->result.finish_reason = "length";
     running->push_back(std::move(r));
   }
@@ -123,6 +145,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   std::vector<std::unique_ptr<Running>> still;
   for (size_t i = 0; i < running->size(); ++i) {
     Running& r = *(*running)[i];
+    r.fed.insert(r.fed.end(), ids[i].begin(), ids[i].end());
     // As Generate does: sample, report, then stop ids and the length.
     const int32_t id = r.sampler.Sample(logits[i].data(), vocab);
     r.result.generated_ids.push_back(id);
@@ -136,7 +159,12 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
                        r.job.options.max_tokens;
     if (done) {
       r.result.state_bytes = r.sequence->bytes();
-      r.sequence.reset();  // its state goes now, not after the batch
+      // Kept for a later turn, or freed now, not after the batch.
+      if (cache_ != nullptr) {
+        cache_->Put(std::move(r.fed), std::move(r.sequence));
+      } else {
+        r.sequence.reset();
+      }
       if (r.job.on_done) r.job.on_done(std::move(r.result));
     } else {
       r.next = {id};

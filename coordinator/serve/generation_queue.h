@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/generate.h"
 #include "coordinator/model/language_model.h"
+#include "coordinator/serve/prefix_cache.h"
 
 namespace flotilla::coordinator::serve {
 
@@ -37,9 +38,12 @@ struct GenerationJob {
 class GenerationQueue {
  public:
   // `model` must outlive the queue. `max_queue` jobs may wait and
-  // `max_batch` run at once (both >= 1).
-  GenerationQueue(LanguageModel* model, size_t max_queue, size_t max_batch = 8);
-  ~GenerationQueue();  // finishes the running job, fails the waiting ones
+  // `max_batch` run at once (both >= 1). With `prefix_cache_bytes` > 0 the
+  // states of ended jobs are kept (PrefixCache) and later prompts that
+  // extend one resume from it.
+  GenerationQueue(LanguageModel* model, size_t max_queue, size_t max_batch = 8,
+                  uint64_t prefix_cache_bytes = 0);
+  ~GenerationQueue();  // runs every queued job to its end first
 
   // ResourceExhausted when `max_queue` jobs already wait; Unavailable after
   // Shutdown. A job with a bad prompt or sampler ends at once through
@@ -50,6 +54,9 @@ class GenerationQueue {
   size_t waiting() const;
   // Most jobs that ran in one step so far (for tests and /readyz).
   size_t widest_step() const;
+  // Jobs that resumed from a kept state, and the prompt tokens they skipped.
+  uint64_t prefix_hits() const;
+  uint64_t reused_tokens() const;
 
  private:
   struct Running;
@@ -62,7 +69,9 @@ class GenerationQueue {
 
   LanguageModel* model_;
   const size_t max_queue_, max_batch_;
-  size_t widest_step_ = 0;  // guarded by mu_
+  size_t widest_step_ = 0;                        // guarded by mu_
+  uint64_t prefix_hits_ = 0, reused_tokens_ = 0;  // guarded by mu_
+  std::unique_ptr<PrefixCache> cache_;            // loop thread only; null: off
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<GenerationJob> jobs_;

@@ -15,6 +15,7 @@
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
+#include "coordinator/serve/prefix_cache.h"
 #include "coordinator/serve/stop_text.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -33,7 +34,7 @@ std::string ModelDir() { return testutil::ModelPath("stories260k-moe"); }
 class ServeTest : public ::testing::Test {
  protected:
   void StartServer(const std::string& api_key = "", size_t max_queue = 64,
-                   size_t max_batch = 8) {
+                   size_t max_batch = 8, uint64_t prefix_cache_bytes = 0) {
     EngineOptions eo;
     eo.model_dir = ModelDir();
     eo.mem = "1G";
@@ -50,8 +51,8 @@ class ServeTest : public ::testing::Test {
     so.limits.max_tokens = 512;
     so.max_prompt_tokens = 64;
     so.max_queue = max_queue;
-    queue_ =
-        std::make_unique<GenerationQueue>(engine_->model.get(), so.max_queue);
+    queue_ = std::make_unique<GenerationQueue>(
+        engine_->model.get(), so.max_queue, max_batch, prefix_cache_bytes);
     server_ = std::make_unique<HttpServer>(engine_->model.get(),
                                            tokenizer_.get(), queue_.get(), so);
     ASSERT_TRUE(server_->Start().ok());
@@ -397,6 +398,65 @@ TEST_F(ServeTest, GrpcGenerateStreamsTheReference) {
     EXPECT_NE(st.error_message().find("9999"), std::string::npos);
   }
   (*grpc_server)->Shutdown();
+}
+
+// A second turn that extends the first (its prompt and reply) resumes
+// from the kept state, prefills only its new tokens, and answers exactly
+// what a server without the cache answers.
+TEST_F(ServeTest, PrefixReuseSkipsTheKnownTurn) {
+  std::ifstream in(ModelDir() + "/reference.json");
+  const json ref = json::parse(in);
+  const std::vector<int32_t> prompt = ref["cases"][0]["prompt_ids"];
+  const std::vector<int32_t> gen = ref["cases"][0]["generated_ids"];
+  std::vector<int32_t> turn2 = prompt;
+  turn2.insert(turn2.end(), gen.begin(), gen.begin() + 30);
+  auto request = [](const std::vector<int32_t>& ids, int n) {
+    return json{{"prompt", ids}, {"max_tokens", n}}.dump();
+  };
+  std::string without;
+  {
+    StartServer();
+    auto [status, body] = Post("/v1/completions", request(turn2, 12));
+    ASSERT_EQ(status, 200) << body.dump();
+    without = body["choices"][0]["text"];
+    TearDown();
+  }
+  StartServer("", 64, 8, /*prefix_cache_bytes=*/64 << 20);
+  auto [s1, b1] = Post("/v1/completions", request(prompt, 20));
+  ASSERT_EQ(s1, 200) << b1.dump();
+  EXPECT_EQ(queue_->prefix_hits(), 0u);
+  auto [s2, b2] = Post("/v1/completions", request(turn2, 12));
+  ASSERT_EQ(s2, 200) << b2.dump();
+  EXPECT_EQ(b2["choices"][0]["text"], without);
+  EXPECT_EQ(b2["usage"]["prompt_tokens"], 35);
+  // The kept state holds the first prompt and the 19 replies it ran.
+  EXPECT_EQ(queue_->prefix_hits(), 1u);
+  EXPECT_EQ(queue_->reused_tokens(), 5u + 19u);
+}
+
+TEST(PrefixCacheTest, LongestProperPrefixAndBudget) {
+  struct Fake : ModelSequence {
+    size_t n;
+    explicit Fake(size_t n) : n(n) {}
+    size_t bytes() const override { return n; }
+    std::unique_ptr<ModelSequence> Clone() const override {
+      return std::make_unique<Fake>(n);
+    }
+  };
+  PrefixCache cache(1000);
+  cache.Put({1, 2}, std::make_unique<Fake>(100));
+  cache.Put({1, 2, 3, 4}, std::make_unique<Fake>(200));
+  size_t len = 0;
+  EXPECT_EQ(cache.Find({1, 2, 3, 4}, &len)->bytes(), 100u);  // proper only
+  EXPECT_EQ(len, 2u);
+  EXPECT_EQ(cache.Find({1, 2, 3, 4, 5}, &len)->bytes(), 200u);
+  EXPECT_EQ(len, 4u);
+  EXPECT_EQ(cache.Find({2, 2, 3}, &len), nullptr);
+  cache.Put({7}, std::make_unique<Fake>(900));  // evicts the least recent
+  EXPECT_LE(cache.bytes(), 1000u);
+  EXPECT_EQ(cache.Find({1, 2, 3}, &len), nullptr);
+  cache.Put({8}, std::make_unique<Fake>(5000));  // above the budget: dropped
+  EXPECT_EQ(cache.Find({8, 1}, &len), nullptr);
 }
 
 TEST(StopTextTest, HoldsBackPossibleStarts) {

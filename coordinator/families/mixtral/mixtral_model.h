@@ -36,6 +36,9 @@ struct MixtralSequence : public ModelSequence {
   size_t positions = 0;
 
   size_t bytes() const override;
+  std::unique_ptr<ModelSequence> Clone() const override {
+    return std::make_unique<MixtralSequence>(*this);
+  }
 };
 
 class MixtralModel : public LanguageModel {
