@@ -2,7 +2,27 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace flotilla::coordinator::serve {
+
+absl::Status CheckPromptIds(const std::vector<int32_t>& ids, int vocab_size,
+                            int max_prompt_tokens) {
+  if (ids.empty())
+    return absl::InvalidArgumentError("the prompt has no tokens");
+  if (static_cast<int64_t>(ids.size()) > max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("the prompt is ", ids.size(),
+                                                   " tokens; the limit is ",
+                                                   max_prompt_tokens));
+  }
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", id, " is outside the vocabulary of ", vocab_size));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(
     GenerationQueue* queue, const tokenizer::Tokenizer* tokenizer,

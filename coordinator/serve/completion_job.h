@@ -33,6 +33,12 @@ struct CompletionSpec {
   std::vector<int32_t> stop_ids;  // besides the tokenizer's end of text
 };
 
+// A prompt's ids checked against the model, the same for every front end:
+// non-empty, at most `max_prompt_tokens`, inside [0, vocab_size).
+// InvalidArgument naming what is wrong.
+absl::Status CheckPromptIds(const std::vector<int32_t>& ids, int vocab_size,
+                            int max_prompt_tokens);
+
 // New output since the last Take.
 struct CompletionPiece {
   std::string text;

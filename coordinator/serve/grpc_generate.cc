@@ -32,17 +32,10 @@ grpc::Status GenerationService::Generate(
     }
     spec.prompt = tokenizer_->Encode(r->prompt());
   }
-  if (spec.prompt.empty()) return Invalid("the prompt has no tokens");
-  if (static_cast<int>(spec.prompt.size()) > max_prompt_tokens_) {
-    return Invalid(absl::StrCat("the prompt is ", spec.prompt.size(),
-                                " tokens; the limit is ", max_prompt_tokens_));
-  }
-  for (int32_t id : spec.prompt) {
-    if (id < 0 || id >= model_->vocab_size()) {
-      return Invalid(absl::StrCat("prompt_ids: ", id,
-                                  " is outside the vocabulary of ",
-                                  model_->vocab_size()));
-    }
+  if (absl::Status st =
+          CheckPromptIds(spec.prompt, model_->vocab_size(), max_prompt_tokens_);
+      !st.ok()) {
+    return Invalid(std::string(st.message()));
   }
   spec.max_tokens =
       r->max_tokens() == 0 ? limits_.default_max_tokens : r->max_tokens();

@@ -135,21 +135,10 @@ void HttpServer::Routes() {
                 chat ? RenderChat(options_.chat_template, req->messages)
                      : *req->prompt);
           }
-          if (prompt.empty())
-            return Error(res, 400, "the prompt has no tokens");
-          if (static_cast<int>(prompt.size()) > options_.max_prompt_tokens) {
-            return Error(res, 400,
-                         absl::StrCat("the prompt is ", prompt.size(),
-                                      " tokens; the limit is ",
-                                      options_.max_prompt_tokens));
-          }
-          for (int32_t id : prompt) {
-            if (id >= model_->vocab_size()) {
-              return Error(res, 400,
-                           absl::StrCat("token id ", id,
-                                        " is outside the vocabulary of ",
-                                        model_->vocab_size()));
-            }
+          if (absl::Status st = CheckPromptIds(prompt, model_->vocab_size(),
+                                               options_.max_prompt_tokens);
+              !st.ok()) {
+            return Error(res, 400, std::string(st.message()));
           }
           CompletionSpec spec;
           spec.prompt = std::move(prompt);
