@@ -10,8 +10,8 @@
 // 400 (bad request), 401 (API key), 404 (unknown model or route), 429
 // (queue full), 500 (the model failed).
 //
-// Requests run one at a time in arrival order (GenerationQueue); waiting
-// ones queue up to --max-queue.
+// Requests run in the shared GenerationQueue (continuous batching, up to
+// --max-batch at once); waiting ones queue up to --max-queue.
 #ifndef FLOTILLA_COORDINATOR_SERVE_HTTP_SERVER_H_
 #define FLOTILLA_COORDINATOR_SERVE_HTTP_SERVER_H_
 
