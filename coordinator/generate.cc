@@ -13,10 +13,8 @@
 namespace flotilla::coordinator {
 using base::SecondsSince;
 
-absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
-                                        const std::vector<int32_t>& prompt,
-                                        const GenerateOptions& options,
-                                        const TokenCallback& on_token) {
+absl::Status CheckGenerateRequest(const std::vector<int32_t>& prompt,
+                                  const GenerateOptions& options) {
   if (prompt.empty()) {
     return absl::InvalidArgumentError("the prompt has no tokens");
   }
@@ -24,7 +22,32 @@ absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
     return absl::InvalidArgumentError(
         absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
   }
-  FLOTILLA_RETURN_IF_ERROR(ValidateSamplerOptions(options.sampler));
+  return ValidateSamplerOptions(options.sampler);
+}
+
+bool AcceptToken(const float* logits, int vocab, const GenerateOptions& options,
+                 Sampler* sampler, const TokenCallback& on_token,
+                 GenerateResult* result) {
+  const int32_t id = sampler->Sample(logits, vocab);
+  result->generated_ids.push_back(id);
+  if (options.keep_logits) {
+    result->logits.insert(result->logits.end(), logits, logits + vocab);
+  }
+  const bool stop = std::find(options.stop_ids.begin(), options.stop_ids.end(),
+                              id) != options.stop_ids.end();
+  if (on_token && !on_token(id)) return true;
+  if (stop) {
+    result->finish_reason = "stop";
+    return true;
+  }
+  return static_cast<int>(result->generated_ids.size()) >= options.max_tokens;
+}
+
+absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
+                                        const std::vector<int32_t>& prompt,
+                                        const GenerateOptions& options,
+                                        const TokenCallback& on_token) {
+  FLOTILLA_RETURN_IF_ERROR(CheckGenerateRequest(prompt, options));
   const int vocab = model.vocab_size();
   GenerateResult result;
   result.finish_reason = "length";
@@ -51,22 +74,13 @@ absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
     if (step > 0) {
       const auto step_start = std::chrono::steady_clock::now();
       FLOTILLA_RETURN_IF_ERROR(base::WithContext(
-          model.Forward(state.get(), {result.generated_ids.back()}, false, &logits),
+          model.Forward(state.get(), {result.generated_ids.back()}, false,
+                        &logits),
           absl::StrCat("decode step ", step)));
       result.step_seconds.push_back(SecondsSince(step_start));
     }
-    const int32_t id = sampler.Sample(logits.data(), vocab);
-    result.generated_ids.push_back(id);
-    if (options.keep_logits) {
-      result.logits.insert(result.logits.end(), logits.begin(),
-                           logits.begin() + vocab);
-    }
-    const bool stop =
-        std::find(options.stop_ids.begin(), options.stop_ids.end(), id) !=
-        options.stop_ids.end();
-    if (on_token && !on_token(id)) break;
-    if (stop) {
-      result.finish_reason = "stop";
+    if (AcceptToken(logits.data(), vocab, options, &sampler, on_token,
+                    &result)) {
       break;
     }
   }

@@ -1,6 +1,6 @@
-// Text generation over any LanguageModel: one batched prefill of the whole prompt,
-// then incremental decode carrying the sequence state, with greedy or seeded
-// sampling and stop tokens.
+// Text generation over any LanguageModel: one batched prefill of the whole
+// prompt, then incremental decode carrying the sequence state, with greedy or
+// seeded sampling and stop tokens.
 #ifndef FLOTILLA_COORDINATOR_GENERATE_H_
 #define FLOTILLA_COORDINATOR_GENERATE_H_
 
@@ -39,6 +39,21 @@ struct GenerateResult {
 
 // Called after each new token; return false to stop early.
 using TokenCallback = std::function<bool(int32_t id)>;
+
+// What every generation checks before it runs: a prompt, max_tokens >= 0,
+// valid sampler options. InvalidArgument naming the field.
+absl::Status CheckGenerateRequest(const std::vector<int32_t>& prompt,
+                                  const GenerateOptions& options);
+
+// The step after a forward pass gave a sequence's `logits`: samples the next
+// token, appends it (and, with keep_logits, the logits) to `result`, reports
+// it to `on_token`, and returns whether the generation ended: on_token
+// declined it, it is a stop id (finish_reason "stop"), or max_tokens are
+// reached. Generate and the serving loop both decide through it, so a
+// served request ends exactly where Generate ends.
+bool AcceptToken(const float* logits, int vocab, const GenerateOptions& options,
+                 Sampler* sampler, const TokenCallback& on_token,
+                 GenerateResult* result);
 
 absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
                                         const std::vector<int32_t>& prompt,

@@ -93,10 +93,7 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
     }
   }
   for (GenerationJob& job : admitted) {
-    absl::Status s = ValidateSamplerOptions(job.options.sampler);
-    if (s.ok() && job.prompt.empty()) {
-      s = absl::InvalidArgumentError("the prompt has no tokens");
-    }
+    absl::Status s = CheckGenerateRequest(job.prompt, job.options);
     if (s.ok() && job.options.max_tokens < 1) {
       s = absl::InvalidArgumentError("max_tokens must be >= 1");
     }
@@ -146,17 +143,9 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   for (size_t i = 0; i < running->size(); ++i) {
     Running& r = *(*running)[i];
     r.fed.insert(r.fed.end(), ids[i].begin(), ids[i].end());
-    // As Generate does: sample, report, then stop ids and the length.
-    const int32_t id = r.sampler.Sample(logits[i].data(), vocab);
-    r.result.generated_ids.push_back(id);
-    const std::vector<int32_t>& stops = r.job.options.stop_ids;
-    bool done = r.job.on_token && !r.job.on_token(id);
-    if (!done && std::find(stops.begin(), stops.end(), id) != stops.end()) {
-      r.result.finish_reason = "stop";
-      done = true;
-    }
-    done = done || static_cast<int>(r.result.generated_ids.size()) >=
-                       r.job.options.max_tokens;
+    // Generate's own decision, so the request ends where Generate would.
+    const bool done = AcceptToken(logits[i].data(), vocab, r.job.options,
+                                  &r.sampler, r.job.on_token, &r.result);
     if (done) {
       r.result.state_bytes = r.sequence->bytes();
       // Kept for a later turn, or freed now, not after the batch.
@@ -167,7 +156,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
       }
       if (r.job.on_done) r.job.on_done(std::move(r.result));
     } else {
-      r.next = {id};
+      r.next = {r.result.generated_ids.back()};
       still.push_back(std::move((*running)[i]));
     }
   }
