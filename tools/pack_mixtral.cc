@@ -87,14 +87,20 @@ absl::StatusOr<PackResult> PackMixtral(const PackOptions& options) {
   for (const std::string& file : index.files()) {
     m.expert_files.push_back(fs::path(file).filename().string());
   }
+  // Each shard opened once, not once per expert.
+  std::vector<io::File> files;
+  for (const std::string& path : index.files()) {
+    FLOTILLA_ASSIGN_OR_RETURN(io::File f,
+                              io::File::Open(path, /*direct=*/false));
+    files.push_back(std::move(f));
+  }
   PackResult result;
   std::vector<char> run;
   for (const experts::ExpertKey& key : index.Keys()) {
     const experts::ExpertLocation* loc = index.Find(key);
     run.resize(loc->length);
-    FLOTILLA_ASSIGN_OR_RETURN(
-        io::File f, io::File::Open(index.files()[loc->file], /*direct=*/false));
-    FLOTILLA_RETURN_IF_ERROR(f.ReadAt(loc->offset, run.size(), run.data()));
+    FLOTILLA_RETURN_IF_ERROR(
+        files[loc->file].ReadAt(loc->offset, run.size(), run.data()));
     pack::PackExpert e;
     e.layer = key.layer;
     e.expert = key.expert;
