@@ -164,10 +164,13 @@ int ThreadsFromFlags() {
                            std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// The engine flags shared by generate and serve; 0, or the exit code after
-// printing what is wrong.
-int EngineOptionsFromFlags(const std::string& dir, int threads,
-                           flotilla::coordinator::EngineOptions* out) {
+// The engine flags shared by generate and serve (--model and --threads
+// included); 0, or the exit code after printing what is wrong.
+int EngineOptionsFromFlags(flotilla::coordinator::EngineOptions* out) {
+  const std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) return Fail(kExitUsage, "--model is required");
+  const int threads = ThreadsFromFlags();
+  if (threads < 0) return kExitUsage;
   flotilla::coordinator::EngineOptions& eo = *out;
   eo.model_dir = dir;
   eo.config_path = absl::GetFlag(FLAGS_config);
@@ -222,10 +225,10 @@ int EngineOptionsFromFlags(const std::string& dir, int threads,
 
 int RunGenerate() {
   using Clock = std::chrono::steady_clock;
-  const std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) return Fail(kExitUsage, "--model is required");
-  const int threads = ThreadsFromFlags();
-  if (threads < 0) return kExitUsage;
+  flotilla::coordinator::EngineOptions eo;
+  if (int code = EngineOptionsFromFlags(&eo); code != 0) return code;
+  const std::string dir = eo.model_dir;
+  const int threads = eo.threads;
   if (absl::GetFlag(FLAGS_max_tokens) < 0) {
     return Fail(kExitUsage, "--max-tokens must be >= 0");
   }
@@ -248,11 +251,6 @@ int RunGenerate() {
     options.stop_ids = *stops;
   }
   options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
-
-  flotilla::coordinator::EngineOptions eo;
-  if (int code = EngineOptionsFromFlags(dir, threads, &eo); code != 0) {
-    return code;
-  }
   if (absl::GetFlag(FLAGS_plan)) {
     auto plan = flotilla::coordinator::PlanEngine(eo);
     if (!plan.ok()) return Fail(kExitRuntime, plan.status().ToString());
@@ -407,14 +405,8 @@ int RunGenerate() {
 }
 
 int RunServeFromFlags() {
-  const std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) return Fail(kExitUsage, "--model is required");
-  const int threads = ThreadsFromFlags();
-  if (threads < 0) return kExitUsage;
   flotilla::coordinator::EngineOptions eo;
-  if (int code = EngineOptionsFromFlags(dir, threads, &eo); code != 0) {
-    return code;
-  }
+  if (int code = EngineOptionsFromFlags(&eo); code != 0) return code;
   return flotilla::coordinator::RunServe(eo);
 }
 
