@@ -44,6 +44,8 @@ plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   in.config = c;
   in.budget_bytes = budget;
   in.max_context = o.max_context;
+  in.sequences = o.sequences;
+  in.prefix_cache_bytes = o.prefix_cache_bytes;
   in.prefill_chunk = o.prefill_chunk;
   in.expert_cache_bytes = o.expert_cache_bytes;
   in.disk_bytes_per_second = o.disk_gbps * 1e9;
@@ -132,9 +134,9 @@ absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o) {
     FLOTILLA_ASSIGN_OR_RETURN(model::ModelFamily family,
                               model::ReadModelFamily(ConfigPath(o)));
     if (family != model::ModelFamily::kKimiK3) {
-      return absl::UnimplementedError(absl::StrCat(
-          "--plan sizes Kimi K3 models; ", ConfigPath(o), " is ",
-          model::ModelFamilyName(family)));
+      return absl::UnimplementedError(
+          absl::StrCat("--plan sizes Kimi K3 models; ", ConfigPath(o), " is ",
+                       model::ModelFamilyName(family)));
     }
   }
   const std::string pack = ResolvePackDir(o);

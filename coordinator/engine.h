@@ -28,7 +28,11 @@ struct EngineOptions {
   std::string pack_dir;      // empty: <model_dir>/flotilla-pack when present
   std::string mem = "auto";  // size or preset (see io::ResolveBudget)
   int threads = 1;
-  int max_context = 4096;   // MLA cache positions the plan reserves
+  int max_context = 4096;  // MLA cache positions the plan reserves
+  // Sequences held at once, each charged for max_context positions, and
+  // the prefix cache's bytes (serve --max-batch, --prefix-cache).
+  int sequences = 1;
+  uint64_t prefix_cache_bytes = 0;
   int prefill_chunk = 256;  // tokens per forward pass at most
   uint64_t expert_cache_bytes = 0;
   // Before each MoE layer's attention, start reading a guess of its

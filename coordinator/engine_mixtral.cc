@@ -63,6 +63,26 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
   const uint64_t min_expert_bytes =
       o.workers.empty() ? moe.num_experts_per_token * slot : 0;
   io::MemoryAccountant& budget = *engine->accountant;
+  // Each sequence held at once may grow to the context's K and V rows per
+  // layer (float32); charged first, so the trunk and experts take what is
+  // left, as the Kimi K3 plan does.
+  const uint64_t positions = static_cast<uint64_t>(
+      c.max_position_embeddings > 0
+          ? std::min(o.max_context, c.max_position_embeddings)
+          : o.max_context);
+  const uint64_t state = static_cast<uint64_t>(std::max(1, o.sequences)) *
+                         positions * c.num_hidden_layers * 2 *
+                         c.num_key_value_heads * c.head_dim * sizeof(float);
+  if (absl::Status s = budget.Charge("sequence_state", state); !s.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the memory budget (", budget.budget() / 1e6, " MB) cannot hold the ",
+        std::max(1, o.sequences), " sequence state(s) of ", positions,
+        " positions (", state / 1e6, " MB); lower --max-context"));
+  }
+  if (o.prefix_cache_bytes > 0) {
+    FLOTILLA_RETURN_IF_ERROR(
+        budget.Charge("serve.prefix_cache", o.prefix_cache_bytes));
+  }
 
   std::unique_ptr<MixtralTrunk> trunk;
   pack::PackManifest manifest;

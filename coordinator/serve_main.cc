@@ -1,6 +1,7 @@
 // `flotilla-coordinator serve`: the model opened once, the OpenAI-compatible
 // HTTP API (coordinator/serve/http_server.h) until SIGINT or SIGTERM, which
 // stop taking connections and let queued requests finish.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -36,6 +37,9 @@ ABSL_FLAG(std::string, prefix_cache, "64M",
           "tokens; 0 = off");
 ABSL_FLAG(int32_t, max_completion_tokens, 4096,
           "serve: largest max_tokens a request may ask for");
+ABSL_FLAG(int32_t, request_timeout_s, 600,
+          "serve: a request still running after this many seconds ends with "
+          "HTTP 504 / gRPC DEADLINE_EXCEEDED (0 = no limit)");
 ABSL_FLAG(std::string, chat_template, "",
           "serve: kimi, chatml, llama2 or plain (default: recognised from "
           "the model's tokenizer_config.json, else plain)");
@@ -64,9 +68,16 @@ int RunServe(const EngineOptions& eo) {
   if (max_batch < 1 || max_batch > 1024) {
     return Fail(2, "--max-batch must be in 1..1024");
   }
-  so.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
+  so.limits.max_prompt_tokens = absl::GetFlag(FLAGS_max_prompt_tokens);
   so.limits.max_tokens = absl::GetFlag(FLAGS_max_completion_tokens);
-  if (max_queue < 1 || so.max_prompt_tokens < 1 || so.limits.max_tokens < 1) {
+  so.limits.max_context = eo.max_context;
+  if (const int t = absl::GetFlag(FLAGS_request_timeout_s); t > 0) {
+    so.request_timeout = absl::Seconds(t);
+  } else if (t < 0) {
+    return Fail(2, "--request-timeout-s must be >= 0 (0 = no limit)");
+  }
+  if (max_queue < 1 || so.limits.max_prompt_tokens < 1 ||
+      so.limits.max_tokens < 1) {
     return Fail(2,
                 "--max-queue, --max-prompt-tokens and "
                 "--max-completion-tokens must be >= 1");
@@ -107,14 +118,27 @@ int RunServe(const EngineOptions& eo) {
   } else if (!absl::IsNotFound(t.status())) {
     return Fail(1, t.status().ToString());
   }
-  auto engine = OpenEngine(eo);
+  // Every sequence that may run at once, and the prefix cache, are charged
+  // to the memory budget before the weights take the rest.
+  EngineOptions with_state = eo;
+  with_state.sequences = max_batch;
+  with_state.prefix_cache_bytes = prefix_cache;
+  auto engine = OpenEngine(with_state);
   if (!engine.ok()) return Fail(1, engine.status().ToString());
-  serve::GenerationQueue queue((*engine)->model.get(), so.max_queue,
-                               static_cast<size_t>(max_batch), prefix_cache);
+  // The context each sequence's state was charged for.
+  if (const int trained = (*engine)->model->max_positions(); trained > 0) {
+    so.limits.max_context = std::min(so.limits.max_context, trained);
+  }
+  serve::QueueOptions qo;
+  qo.max_queue = so.max_queue;
+  qo.max_batch = static_cast<size_t>(max_batch);
+  qo.prefix_cache_bytes = prefix_cache;
+  qo.prefill_chunk = static_cast<size_t>(eo.prefill_chunk);
+  serve::GenerationQueue queue((*engine)->model.get(), qo);
   serve::HttpServer server((*engine)->model.get(), tok.get(), &queue, so);
   if (absl::Status s = server.Start(); !s.ok()) return Fail(1, s.ToString());
   serve::GenerationService generation((*engine)->model.get(), tok.get(), &queue,
-                                      so.limits, so.max_prompt_tokens);
+                                      so.limits);
   std::unique_ptr<grpc::Server> grpc_server;
   if (const int grpc_port = absl::GetFlag(FLAGS_grpc_port); grpc_port >= 0) {
     transport::ServerOptions go;

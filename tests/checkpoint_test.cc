@@ -127,6 +127,46 @@ TEST_P(CheckpointTest, IncrementalDecodeEqualsFullRecompute) {
   }
 }
 
+// Sequences of different lengths stepped together through ForwardBatch
+// (their prompts in one step, then one greedy token each) give bitwise the
+// logits of each run alone; the reference prompt still yields the
+// reference ids.
+TEST_P(CheckpointTest, BatchedStepsEqualSoloRuns) {
+  std::unique_ptr<K3Model> m = Open(2);
+  ASSERT_NE(m, nullptr);
+  const int vocab = m->config().vocab_size;
+  std::vector<std::vector<int32_t>> next = {
+      prompt_, {full_[0]}, {full_.begin(), full_.begin() + 3},
+      {prompt_.rbegin(), prompt_.rend()}};
+  std::vector<SequenceState> batch, solo;
+  for (size_t i = 0; i < next.size(); ++i) {
+    batch.push_back(m->NewSequence());
+    solo.push_back(m->NewSequence());
+  }
+  std::vector<int32_t> got;
+  for (size_t step = 0; step < generated_.size(); ++step) {
+    std::vector<ModelSequence*> seqs;
+    for (SequenceState& s : batch) seqs.push_back(&s);
+    std::vector<std::vector<float>> together;
+    ASSERT_TRUE(m->ForwardBatch(seqs, next, &together).ok());
+    for (size_t i = 0; i < next.size(); ++i) {
+      std::vector<float> alone;
+      ASSERT_TRUE(m->Forward(&solo[i], next[i], false, &alone).ok());
+      ASSERT_EQ(together[i].size(), static_cast<size_t>(vocab));
+      ASSERT_EQ(0, std::memcmp(together[i].data(), alone.data(),
+                               vocab * sizeof(float)))
+          << "sequence " << i << " step " << step;
+      next[i] = {ArgMax(alone.data(), vocab)};
+    }
+    got.push_back(next[0][0]);
+  }
+  EXPECT_EQ(got, generated_);
+  // A sequence twice in one step, or a bad id, is refused, not run.
+  std::vector<std::vector<float>> out;
+  EXPECT_FALSE(m->ForwardBatch({&batch[0], &batch[0]}, {{1}, {2}}, &out).ok());
+  EXPECT_FALSE(m->ForwardBatch({&batch[0]}, {{vocab}}, &out).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(All, CheckpointTest,
                          ::testing::Values(Case{"ckpt_A", "config.json"},
                                            Case{"ckpt_A", "config.nested.json"},

@@ -77,7 +77,8 @@ TEST(StoriesReferenceTest, InMemory) {
 TEST(StoriesReferenceTest, StreamedFromDiskUnderOneMegabyte) {
   coordinator::EngineOptions o;
   o.model_dir = ModelDir();
-  o.mem = "1M";  // the trunk is 0.39 MB as float32, the experts 5.3 MB
+  o.mem = "1M";        // the trunk is 0.39 MB as float32, the experts 5.3 MB
+  o.max_context = 64;  // 82 KB of K/V state for a short run
   {
     auto engine = coordinator::OpenEngine(o);
     ASSERT_TRUE(engine.ok()) << engine.status();
@@ -91,6 +92,7 @@ TEST(StoriesReferenceTest, ReadsEveryRoutedExpertFromDisk) {
   coordinator::EngineOptions o;
   o.model_dir = ModelDir();
   o.mem = "1M";
+  o.max_context = 64;  // 82 KB of K/V state for a short run
   auto engine = coordinator::OpenEngine(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   coordinator::GenerateOptions g;
@@ -122,7 +124,8 @@ TEST(StoriesReferenceTest, PackedWithNoLayerPinned) {
   o.pack_dir = Pack(tmp);
   // Embedding, lm_head, final norm, one layer buffer and two expert slots:
   // no layer fits beside them.
-  o.mem = "600K";
+  o.mem = "700K";      // 600K as before, plus the state
+  o.max_context = 64;  // 82 KB of K/V state for a short run
   {
     auto engine = coordinator::OpenEngine(o);
     ASSERT_TRUE(engine.ok()) << engine.status();
@@ -162,7 +165,8 @@ TEST(StoriesReferenceTest, DamagedPackIsAnErrorNamingTheLayer) {
   coordinator::EngineOptions o;
   o.model_dir = ModelDir();
   o.pack_dir = pack;
-  o.mem = "600K";
+  o.mem = "700K";      // 600K as before, plus the state
+  o.max_context = 64;  // 82 KB of K/V state for a short run
   auto engine = coordinator::OpenEngine(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   coordinator::GenerateOptions g;
@@ -190,7 +194,8 @@ TEST(StoriesReferenceTest, TwoExpertWorkers) {
 TEST(StoriesReferenceTest, BatchedStepsEqualSoloRuns) {
   coordinator::EngineOptions o;
   o.model_dir = ModelDir();
-  o.mem = "1M";  // experts streamed: one read serves every sequence
+  o.mem = "1M";        // experts streamed: one read serves every sequence
+  o.max_context = 64;  // 82 KB of K/V state for a short run
   auto engine = coordinator::OpenEngine(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   coordinator::LanguageModel& m = *(*engine)->model;
@@ -227,6 +232,7 @@ TEST(StoriesReferenceTest, BudgetTooSmallForTheTrunkIsRefused) {
   coordinator::EngineOptions o;
   o.model_dir = ModelDir();
   o.mem = "200K";
+  o.max_context = 64;  // 82 KB of K/V state for a short run
   auto engine = coordinator::OpenEngine(o);
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(engine.status().message().find("does not fit the memory budget"),

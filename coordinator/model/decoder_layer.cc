@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "coordinator/model/moe.h"
+#include "shared/base/check.h"
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"
 
@@ -43,6 +44,18 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
                                  ResidualStreams* s, KdaState* kda,
                                  MlaCache* mla, ExpertBackend* experts,
                                  kernels::ThreadPool* pool) {
+  return DecoderLayerForward(
+      w, c, layer, s,
+      {SequenceRows{0, static_cast<size_t>(s->steps), kda, mla}}, experts,
+      pool);
+}
+
+absl::Status DecoderLayerForward(const LayerWeights& w,
+                                 const model::K3Config& c, int layer,
+                                 ResidualStreams* s,
+                                 const std::vector<SequenceRows>& sequences,
+                                 ExpertBackend* experts,
+                                 kernels::ThreadPool* pool) {
   const size_t e = c.hidden_size, n = s->steps;
   const float eps = c.rms_norm_eps;
   // a = AR(B + {R_in}) when there are snapshots, else R_in.
@@ -59,11 +72,20 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
     kernels::RmsNorm(a.data() + t * e, w.input_norm.data(), e, eps,
                      normed.data() + t * e);
   }
-  if (w.is_mla) {
-    MlaForward(w.mla, c, normed.data(), n, mla, o.data(), pool);
-  } else {
-    KdaForward(w.kda, c, normed.data(), n, kda, o.data(), pool);
+  size_t covered = 0;
+  for (const SequenceRows& q : sequences) {
+    FLOTILLA_CHECK(q.first == covered);  // the rows in order, no gaps
+    covered += q.count;
+    const float* x = normed.data() + q.first * e;
+    float* y = o.data() + q.first * e;
+    const int rows = static_cast<int>(q.count);
+    if (w.is_mla) {
+      MlaForward(w.mla, c, x, rows, q.mla, y, pool);
+    } else {
+      KdaForward(w.kda, c, x, rows, q.kda, y, pool);
+    }
   }
+  FLOTILLA_CHECK(covered == n);
   if (boundary) {
     s->partial = o;
   } else {

@@ -30,8 +30,30 @@ struct ResidualStreams {
   std::vector<float> partial;
 };
 
-// Runs layer `layer` for every token in `streams`. Exactly one of kda/mla
-// is used (by the layer type).
+// The rows of a step that belong to one sequence, and that sequence's
+// state for the layer being run (exactly one of kda/mla is used, by the
+// layer type).
+struct SequenceRows {
+  size_t first = 0;  // first row in the step
+  size_t count = 0;
+  KdaState* kda = nullptr;
+  MlaCache* mla = nullptr;
+};
+
+// Runs layer `layer` for every row in `streams`, which hold the new tokens
+// of one or more sequences (`sequences` covers the rows in order). Attention
+// runs per sequence on its own state; everything else (AttnRes, norms, the
+// FFN and the routed experts) runs over all rows at once, so the layer's
+// experts are asked for once per step for the whole batch. Every kernel is
+// row-independent, so each row's result is bitwise that of a solo run.
+absl::Status DecoderLayerForward(const LayerWeights& w,
+                                 const model::K3Config& config, int layer,
+                                 ResidualStreams* streams,
+                                 const std::vector<SequenceRows>& sequences,
+                                 ExpertBackend* experts,
+                                 kernels::ThreadPool* pool);
+
+// One sequence owning every row of `streams`.
 absl::Status DecoderLayerForward(const LayerWeights& w,
                                  const model::K3Config& config, int layer,
                                  ResidualStreams* streams, KdaState* kda,

@@ -30,6 +30,9 @@ class LanguageModel {
   virtual ~LanguageModel() = default;
 
   virtual int vocab_size() const = 0;
+  // Positions the model was trained for (config max_position_embeddings),
+  // or 0 when its config names none.
+  virtual int max_positions() const { return 0; }
   virtual std::unique_ptr<ModelSequence> StartSequence() const = 0;
   // Feeds `ids` (after the sequence's positions so far). logits receives
   // [ids.size()][vocab] when all_positions, else the last position's

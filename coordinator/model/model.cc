@@ -1,6 +1,7 @@
 #include "coordinator/model/model.h"
 
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -17,14 +18,16 @@ namespace {
 // or OK. NaN weights otherwise flow into the logits, where the greedy
 // argmax of all-NaN logits is id 0 forever: wrong output, no error. One
 // pass over the residual per layer is noise next to the layer's matmuls.
+// `position_of(row)` is the row's position in its own sequence.
 absl::Status CheckFinite(const float* rows, size_t n, size_t width,
-                         const std::string& what, int64_t first_position) {
+                         const std::string& what,
+                         const std::function<int64_t(size_t)>& position_of) {
   for (size_t i = 0; i < n * width; ++i) {
     if (!std::isfinite(rows[i])) {
-      return absl::DataLossError(absl::StrCat(
-          "non-finite ", what, " (", rows[i], ") at position ",
-          first_position + static_cast<int64_t>(i / width), ", element ",
-          i % width, ": the weights or the computation are broken"));
+      return absl::DataLossError(
+          absl::StrCat("non-finite ", what, " (", rows[i], ") at position ",
+                       position_of(i / width), ", element ", i % width,
+                       ": the weights or the computation are broken"));
     }
   }
   return absl::OkStatus();
@@ -113,15 +116,89 @@ absl::Status K3Model::Forward(ModelSequence* sequence,
 absl::Status K3Model::Forward(SequenceState* state,
                               const std::vector<int32_t>& ids,
                               bool all_positions, std::vector<float>* logits) {
+  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, config_.vocab_size));
+  std::vector<size_t> rows;
+  for (size_t r = all_positions ? 0 : ids.size() - 1; r < ids.size(); ++r) {
+    rows.push_back(r);
+  }
+  return Step({state}, {&ids}, rows, logits);
+}
+
+absl::Status K3Model::ForwardBatch(
+    const std::vector<ModelSequence*>& sequences,
+    const std::vector<std::vector<int32_t>>& ids,
+    std::vector<std::vector<float>>* last_logits) {
+  if (sequences.size() != ids.size()) {
+    return absl::InvalidArgumentError("one id list per sequence");
+  }
+  std::vector<SequenceState*> states;
+  std::vector<const std::vector<int32_t>*> lists;
+  std::vector<size_t> rows;
+  size_t offset = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    auto* state = dynamic_cast<SequenceState*>(sequences[i]);
+    if (state == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", i, " was not started by this Kimi K3 model"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (states[j] == state) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", i, " appears twice in one step"));
+      }
+    }
+    FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids[i], config_.vocab_size));
+    states.push_back(state);
+    lists.push_back(&ids[i]);
+    offset += ids[i].size();
+    rows.push_back(offset - 1);
+  }
+  if (states.empty()) return absl::InvalidArgumentError("no sequences");
+  std::vector<float> logits;
+  FLOTILLA_RETURN_IF_ERROR(Step(states, lists, rows, &logits));
+  const size_t v = config_.vocab_size;
+  last_logits->resize(states.size());
+  for (size_t i = 0; i < states.size(); ++i) {
+    (*last_logits)[i].assign(logits.begin() + i * v,
+                             logits.begin() + (i + 1) * v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status K3Model::Step(const std::vector<SequenceState*>& states,
+                           const std::vector<const std::vector<int32_t>*>& ids,
+                           const std::vector<size_t>& out_rows,
+                           std::vector<float>* logits) {
   const model::K3Config& c = config_;
-  const size_t e = c.hidden_size, v = c.vocab_size, n = ids.size();
-  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, c.vocab_size));
+  const size_t e = c.hidden_size, v = c.vocab_size;
+  // The step's rows: each sequence's new tokens, one sequence after another.
+  std::vector<int32_t> all_ids;
+  std::vector<size_t> first_row;
+  for (const std::vector<int32_t>* list : ids) {
+    first_row.push_back(all_ids.size());
+    all_ids.insert(all_ids.end(), list->begin(), list->end());
+  }
+  const size_t n = all_ids.size();
+  // The position a step row has in its own sequence, for error messages.
+  std::vector<int64_t> start;
+  for (const SequenceState* state : states) start.push_back(state->positions);
+  auto position_of = [&](size_t row) {
+    size_t i = states.size() - 1;
+    while (first_row[i] > row) --i;
+    return start[i] + static_cast<int64_t>(row - first_row[i]);
+  };
   ResidualStreams streams;
   streams.steps = static_cast<int>(n);
   streams.partial.resize(n * e);
   FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
-  FLOTILLA_RETURN_IF_ERROR(trunk_->EmbedRows(ids, streams.partial.data()));
+  FLOTILLA_RETURN_IF_ERROR(trunk_->EmbedRows(all_ids, streams.partial.data()));
+  std::vector<SequenceRows> sequences(states.size());
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    for (size_t i = 0; i < states.size(); ++i) {
+      sequences[i] =
+          SequenceRows{first_row[i], ids[i]->size(), &states[i]->kda[layer],
+                       &states[i]->mla[layer]};
+    }
     FLOTILLA_ASSIGN_OR_RETURN(const LayerWeights* w,
                               trunk_->AcquireLayer(layer));
     // The disk idles while attention computes: start reading the experts
@@ -134,35 +211,35 @@ absl::Status K3Model::Forward(SequenceState* state,
           PredictLayerExperts(*w, c, streams, lookahead_extra_, pool_.get()));
     }
     if (s.ok()) {
-      s = DecoderLayerForward(*w, c, layer, &streams, &state->kda[layer],
-                              &state->mla[layer], experts_.get(), pool_.get());
+      s = DecoderLayerForward(*w, c, layer, &streams, sequences, experts_.get(),
+                              pool_.get());
     }
     if (s.ok()) {
       s = CheckFinite(streams.partial.data(), n, e,
                       absl::StrCat("activation after layer ", layer),
-                      state->positions);
+                      position_of);
     }
     trunk_->ReleaseLayer(layer);
     FLOTILLA_RETURN_IF_ERROR(s);
   }
-  const int64_t first_position = state->positions;
-  state->positions += n;
+  for (size_t i = 0; i < states.size(); ++i) {
+    states[i]->positions += ids[i]->size();
+  }
 
   // Head: only the rows whose logits are wanted.
-  const size_t first = all_positions ? 0 : n - 1;
-  const size_t rows = n - first;
+  const size_t rows = out_rows.size();
   std::vector<float> hf(n * e), normed(rows * e);
   const GlobalWeights& g = trunk_->globals();
   AggregateAll(streams, g.out_res_fold.data(), e, c.rms_norm_eps, hf.data());
   for (size_t r = 0; r < rows; ++r) {
-    kernels::RmsNorm(hf.data() + (first + r) * e, g.final_norm.data(), e,
+    kernels::RmsNorm(hf.data() + out_rows[r] * e, g.final_norm.data(), e,
                      c.rms_norm_eps, normed.data() + r * e);
   }
   logits->resize(rows * v);
   FLOTILLA_RETURN_IF_ERROR(
       trunk_->LmHead(normed.data(), rows, logits->data(), pool_.get()));
   return CheckFinite(logits->data(), rows, v, "logit",
-                     first_position + static_cast<int64_t>(first));
+                     [&](size_t r) { return position_of(out_rows[r]); });
 }
 
 }  // namespace flotilla::coordinator

@@ -73,6 +73,12 @@ class K3Model : public LanguageModel {
   }
   absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
                        bool all_positions, std::vector<float>* logits) override;
+  // One step for all sequences together: each trunk layer acquired once and
+  // each routed expert asked for once per step (DecoderLayerForward).
+  absl::Status ForwardBatch(
+      const std::vector<ModelSequence*>& sequences,
+      const std::vector<std::vector<int32_t>>& ids,
+      std::vector<std::vector<float>>* last_logits) override;
 
   // Assembles a model from parts (the streaming path builds its own trunk
   // and expert backend). `keep_alive` is destroyed after the parts.
@@ -97,6 +103,13 @@ class K3Model : public LanguageModel {
 
  private:
   K3Model() = default;
+  // The forward pass over states[i] taking *ids[i] (checked ids), one
+  // sequence after another; logits receives the head's output for the step
+  // rows in `out_rows`, [out_rows.size()][vocab].
+  absl::Status Step(const std::vector<SequenceState*>& states,
+                    const std::vector<const std::vector<int32_t>*>& ids,
+                    const std::vector<size_t>& out_rows,
+                    std::vector<float>* logits);
 
   model::K3Config config_;
   std::shared_ptr<void> keep_alive_;  // e.g. the tensor source

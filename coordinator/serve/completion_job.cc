@@ -1,19 +1,35 @@
 #include "coordinator/serve/completion_job.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace flotilla::coordinator::serve {
 
-absl::Status CheckPromptIds(const std::vector<int32_t>& ids, int vocab_size,
-                            int max_prompt_tokens) {
+absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
+                                 const RequestLimits& limits) {
+  const std::vector<int32_t>& ids = spec.prompt;
   if (ids.empty())
     return absl::InvalidArgumentError("the prompt has no tokens");
-  if (static_cast<int64_t>(ids.size()) > max_prompt_tokens) {
+  if (static_cast<int64_t>(ids.size()) > limits.max_prompt_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("the prompt is ", ids.size(),
                                                    " tokens; the limit is ",
-                                                   max_prompt_tokens));
+                                                   limits.max_prompt_tokens));
+  }
+  if (spec.max_tokens < 1 || spec.max_tokens > limits.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens must be in 1..",
+                                                   limits.max_tokens, ", got ",
+                                                   spec.max_tokens));
+  }
+  if (static_cast<int64_t>(ids.size()) + spec.max_tokens > limits.max_context) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt (", ids.size(), " tokens) plus max_tokens (",
+        spec.max_tokens, ") exceed the context of ", limits.max_context,
+        " tokens; shorten the prompt or lower max_tokens"));
   }
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size) {
@@ -42,8 +58,18 @@ absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(
   if (tokenizer != nullptr) {
     for (int32_t id : tokenizer->StopIds()) job.options.stop_ids.push_back(id);
   }
+  job.deadline = absl::Now() + spec.timeout;
+  c->top_logprobs_ = spec.top_logprobs;
+  c->tokenizer_ = tokenizer;
+  c->previous_id_ = spec.prompt.empty() ? -1 : spec.prompt.back();
   // The job holds the completion alive until it ends, whoever else lets go.
   job.on_token = [c](int32_t id) { return c->OnToken(id); };
+  job.cancelled = [c] { return c->cancelled_.load(); };
+  if (spec.top_logprobs >= 0) {
+    job.on_logits = [c](const float* logits, int vocab) {
+      c->OnLogits(logits, vocab);
+    };
+  }
   job.on_done = [c](absl::StatusOr<GenerateResult> r) {
     c->OnDone(std::move(r));
   };
@@ -51,8 +77,53 @@ absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(
   return c;
 }
 
+void Completion::OnLogits(const float* logits, int vocab) {
+  // log p = logit - logsumexp, summed in double from the maximum.
+  const float top = *std::max_element(logits, logits + vocab);
+  double sum = 0;
+  for (int i = 0; i < vocab; ++i) sum += std::exp(double{logits[i]} - top);
+  const double lse = top + std::log(sum);
+  log_probs_.resize(vocab);
+  for (int i = 0; i < vocab; ++i) {
+    log_probs_[i] = static_cast<float>(logits[i] - lse);
+  }
+}
+
+TokenChoice Completion::Choice(int32_t id) const {
+  TokenChoice c{id, log_probs_[id], absl::StrCat("token_id:", id)};
+  if (tokenizer_ == nullptr) return c;
+  // The text `id` adds after the previous token: decoders strip or merge
+  // at the start of a text, so a token decoded alone may lose its space.
+  if (previous_id_ >= 0) {
+    auto before = tokenizer_->Decode({previous_id_});
+    auto both = tokenizer_->Decode({previous_id_, id});
+    if (before.ok() && both.ok() && absl::StartsWith(*both, *before)) {
+      c.text = both->substr(before->size());
+      return c;
+    }
+  }
+  if (auto alone = tokenizer_->Decode({id}); alone.ok()) c.text = *alone;
+  return c;
+}
+
 bool Completion::OnToken(int32_t id) {
   if (cancelled_) return false;
+  TokenLogprob lp;
+  if (top_logprobs_ >= 0 && !log_probs_.empty()) {
+    lp.token = Choice(id);
+    std::vector<int32_t> order(log_probs_.size());
+    std::iota(order.begin(), order.end(), 0);
+    const size_t n = std::min<size_t>(top_logprobs_, order.size());
+    std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                      [&](int32_t a, int32_t b) {
+                        if (log_probs_[a] != log_probs_[b]) {
+                          return log_probs_[a] > log_probs_[b];
+                        }
+                        return a < b;
+                      });
+    for (size_t i = 0; i < n; ++i) lp.top.push_back(Choice(order[i]));
+  }
+  previous_id_ = id;
   std::string piece;
   if (decoder_ != nullptr) {
     if (auto p = decoder_->Next(id); p.ok()) piece = *std::move(p);
@@ -60,6 +131,7 @@ bool Completion::OnToken(int32_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   ++completion_tokens_;
   pending_.ids.push_back(id);
+  if (top_logprobs_ >= 0) pending_.logprobs.push_back(std::move(lp));
   pending_.text += stop_->Feed(piece);
   cv_.notify_all();
   if (stop_->stopped()) {

@@ -14,10 +14,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/sampler.h"
+#include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/generation_queue.h"
 #include "coordinator/serve/stop_text.h"
 #include "shared/tokenizer/stream_decoder.h"
@@ -31,18 +34,41 @@ struct CompletionSpec {
   SamplerOptions sampler;
   std::vector<std::string> stop;  // stop strings
   std::vector<int32_t> stop_ids;  // besides the tokenizer's end of text
+  // >= 0: report each token's log-probability and this many most likely
+  // alternatives (log-softmax of the raw logits, before temperature).
+  int top_logprobs = -1;
+  absl::Duration timeout = absl::InfiniteDuration();
 };
 
-// A prompt's ids checked against the model, the same for every front end:
-// non-empty, at most `max_prompt_tokens`, inside [0, vocab_size).
-// InvalidArgument naming what is wrong.
-absl::Status CheckPromptIds(const std::vector<int32_t>& ids, int vocab_size,
-                            int max_prompt_tokens);
+// One token (chosen or an alternative) with its log-probability and its
+// text as it reads after the previous token (so a SentencePiece word keeps
+// its leading space); "token_id:N" without a tokenizer.
+struct TokenChoice {
+  int32_t id = 0;
+  float logprob = 0;
+  std::string text;
+};
+
+// One generated token and its most likely alternatives (most likely first).
+struct TokenLogprob {
+  TokenChoice token;
+  std::vector<TokenChoice> top;
+};
+
+// A request's prompt and length checked against the model and the limits,
+// the same for every front end: a non-empty prompt of at most
+// max_prompt_tokens ids inside [0, vocab_size), max_tokens in
+// 1..limits.max_tokens, and prompt + max_tokens within max_context (the
+// state the request may grow to was charged to the memory budget for that
+// many positions). InvalidArgument naming what is wrong.
+absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
+                                 const RequestLimits& limits);
 
 // New output since the last Take.
 struct CompletionPiece {
   std::string text;
   std::vector<int32_t> ids;
+  std::vector<TokenLogprob> logprobs;  // one per id when asked for
 };
 
 class Completion {
@@ -66,6 +92,8 @@ class Completion {
  private:
   Completion() = default;
   bool OnToken(int32_t id);
+  void OnLogits(const float* logits, int vocab);
+  TokenChoice Choice(int32_t id) const;
   void OnDone(absl::StatusOr<GenerateResult> result);
 
   mutable std::mutex mu_;
@@ -78,6 +106,11 @@ class Completion {
   std::atomic<bool> cancelled_{false};
   std::unique_ptr<tokenizer::StreamDecoder> decoder_;  // null: no tokenizer
   std::unique_ptr<StopText> stop_;
+  int top_logprobs_ = -1;
+  const tokenizer::Tokenizer* tokenizer_ = nullptr;
+  int32_t previous_id_ = -1;  // the last id fed, for token texts
+  // The last step's log-softmax (queue thread only, when logprobs are on).
+  std::vector<float> log_probs_;
 };
 
 }  // namespace flotilla::coordinator::serve

@@ -1,5 +1,6 @@
 #include "coordinator/serve/completion_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -150,6 +151,8 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
   CompletionRequest r;
   r.chat = chat;
   r.max_tokens = limits.default_max_tokens;
+  bool chat_logprobs = false;
+  int chat_top = -1;
   for (const auto& [key, v] : j.items()) {
     if (v.is_null()) continue;  // OpenAI clients send explicit nulls
     if (key == "model") {
@@ -193,14 +196,30 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
       }
     } else if (key == "n") {
       FLOTILLA_RETURN_IF_ERROR(Integer(v, key, 1, 1).status());
-    } else if (key == "logprobs" || key == "top_logprobs" || key == "echo" ||
-               key == "best_of" || key == "tools" || key == "suffix") {
+    } else if (key == "logprobs" && chat) {
+      if (!v.is_boolean()) return Bad("logprobs must be true or false");
+      chat_logprobs = v.get<bool>();
+    } else if (key == "top_logprobs" && chat) {
+      FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
+                                Integer(v, key, 0, kMaxTopLogprobs));
+      chat_top = static_cast<int>(n);
+    } else if (key == "logprobs" && !chat) {
+      if (v.is_boolean() && !v.get<bool>()) continue;
+      FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
+                                Integer(v, key, 0, kMaxTopLogprobs));
+      r.top_logprobs = static_cast<int>(n);
+    } else if (key == "top_logprobs" || key == "echo" || key == "best_of" ||
+               key == "tools" || key == "suffix") {
       if (!(v.is_boolean() && !v.get<bool>())) {
         return Bad(absl::StrCat(key, " is not supported yet"));
       }
     }
     // Other fields (user, presence_penalty at 0, ...) carry no meaning here.
   }
+  if (chat_top >= 0 && !chat_logprobs) {
+    return Bad("top_logprobs needs logprobs: true");
+  }
+  if (chat_logprobs) r.top_logprobs = std::max(0, chat_top);
   if (!chat && !r.prompt.has_value() && r.prompt_ids.empty()) {
     return Bad("prompt is required");
   }

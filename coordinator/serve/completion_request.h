@@ -33,12 +33,21 @@ struct CompletionRequest {
   std::vector<int32_t> stop_ids;  // extra stop token ids
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // -1: no log-probabilities; else report them with this many alternatives
+  // per token (chat: logprobs true + top_logprobs; completions: logprobs N).
+  int top_logprobs = -1;
 };
+
+constexpr int kMaxTopLogprobs = 20;
 
 struct RequestLimits {
   int max_tokens = 4096;         // largest max_tokens accepted
   int default_max_tokens = 256;  // when the request gives none
   size_t max_prompt_bytes = 1 << 20;
+  int max_prompt_tokens = 4096;
+  // Prompt plus max_tokens at most: the positions each sequence's state is
+  // charged to the memory budget for (--max-context).
+  int max_context = 8192;
 };
 
 // Parses a JSON body. InvalidArgument naming the field for malformed JSON,

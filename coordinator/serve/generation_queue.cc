@@ -11,21 +11,23 @@ struct GenerationQueue::Running {
   GenerationJob job;
   std::unique_ptr<ModelSequence> sequence;
   Sampler sampler;
-  std::vector<int32_t> next;  // the prompt, then the last token
-  std::vector<int32_t> fed;   // every id the sequence's state holds
+  std::vector<int32_t> prompt_left;  // prompt ids not yet fed
+  std::vector<int32_t> next;         // what this step feeds
+  std::vector<int32_t> fed;          // every id the sequence's state holds
   GenerateResult result;
 
   explicit Running(GenerationJob j)
       : job(std::move(j)), sampler(job.options.sampler) {}
 };
 
-GenerationQueue::GenerationQueue(LanguageModel* model, size_t max_queue,
-                                 size_t max_batch, uint64_t prefix_cache_bytes)
+GenerationQueue::GenerationQueue(LanguageModel* model,
+                                 const QueueOptions& options)
     : model_(model),
-      max_queue_(max_queue < 1 ? 1 : max_queue),
-      max_batch_(max_batch < 1 ? 1 : max_batch) {
-  if (prefix_cache_bytes > 0) {
-    cache_ = std::make_unique<PrefixCache>(prefix_cache_bytes);
+      max_queue_(std::max<size_t>(1, options.max_queue)),
+      max_batch_(std::max<size_t>(1, options.max_batch)),
+      prefill_chunk_(options.prefill_chunk) {
+  if (options.prefix_cache_bytes > 0) {
+    cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes);
   }
   thread_ = std::thread([this] { Loop(); });
 }
@@ -93,7 +95,8 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
     }
   }
   for (GenerationJob& job : admitted) {
-    absl::Status s = CheckGenerateRequest(job.prompt, job.options);
+    absl::Status s = Interrupted(job);
+    if (s.ok()) s = CheckGenerateRequest(job.prompt, job.options);
     if (s.ok() && job.options.max_tokens < 1) {
       s = absl::InvalidArgumentError("max_tokens must be >= 1");
     }
@@ -106,7 +109,7 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
     if (cache_ != nullptr) r->sequence = cache_->Find(r->job.prompt, &reused);
     if (r->sequence == nullptr) r->sequence = model_->StartSequence();
     r->fed.assign(r->job.prompt.begin(), r->job.prompt.begin() + reused);
-    r->next.assign(r->job.prompt.begin() + reused, r->job.prompt.end());
+    r->prompt_left.assign(r->job.prompt.begin() + reused, r->job.prompt.end());
     if (reused > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       ++prefix_hits_;
@@ -118,11 +121,43 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
   return true;
 }
 
+absl::Status GenerationQueue::Interrupted(const GenerationJob& job) {
+  if (job.cancelled && job.cancelled()) {
+    return absl::CancelledError("the client went away");
+  }
+  if (job.deadline != absl::InfiniteFuture() && absl::Now() > job.deadline) {
+    return absl::DeadlineExceededError(
+        "the request ran past its time limit (--request-timeout)");
+  }
+  return absl::OkStatus();
+}
+
 void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
+  // A job whose client left or whose time is up leaves before the step,
+  // freeing its state at once.
+  std::vector<std::unique_ptr<Running>> live;
+  for (auto& r : *running) {
+    if (absl::Status s = Interrupted(r->job); !s.ok()) {
+      r->sequence.reset();
+      if (r->job.on_done) r->job.on_done(s);
+    } else {
+      live.push_back(std::move(r));
+    }
+  }
+  *running = std::move(live);
+  if (running->empty()) return;
   std::vector<ModelSequence*> sequences;
   std::vector<std::vector<int32_t>> ids;
   for (const auto& r : *running) {
     sequences.push_back(r->sequence.get());
+    if (!r->prompt_left.empty()) {
+      const size_t take = prefill_chunk_ == 0
+                              ? r->prompt_left.size()
+                              : std::min(prefill_chunk_, r->prompt_left.size());
+      r->next.assign(r->prompt_left.begin(), r->prompt_left.begin() + take);
+      r->prompt_left.erase(r->prompt_left.begin(),
+                           r->prompt_left.begin() + take);
+    }
     ids.push_back(std::move(r->next));
   }
   {
@@ -143,6 +178,11 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   for (size_t i = 0; i < running->size(); ++i) {
     Running& r = *(*running)[i];
     r.fed.insert(r.fed.end(), ids[i].begin(), ids[i].end());
+    if (!r.prompt_left.empty()) {  // still prefilling: no token yet
+      still.push_back(std::move((*running)[i]));
+      continue;
+    }
+    if (r.job.on_logits) r.job.on_logits(logits[i].data(), vocab);
     // Generate's own decision, so the request ends where Generate would.
     const bool done = AcceptToken(logits[i].data(), vocab, r.job.options,
                                   &r.sampler, r.job.on_token, &r.result);

@@ -1,8 +1,10 @@
 // The serving loop: a bounded queue of generation jobs and one thread that
 // owns the model and steps up to `max_batch` of them together (continuous
-// batching). Every step is one LanguageModel::ForwardBatch: the prompts of
-// newly admitted jobs and the last token of each running one, so a layer's
-// weights and experts are read once per step for the whole batch. A job
+// batching). Every step is one LanguageModel::ForwardBatch: the next chunk
+// (at most `prefill_chunk` tokens) of each admitted job's prompt and the
+// last token of each decoding one, so a layer's weights and experts are
+// read once per step for the whole batch and a long prompt never stalls
+// the others' decoding for more than a chunk. A job
 // joins at the next step after it arrives and leaves (freeing its state) as
 // soon as it ends; results are bitwise those of running it alone
 // (ForwardBatch's contract), so what else is in the batch never matters.
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/generate.h"
 #include "coordinator/model/language_model.h"
 #include "coordinator/serve/prefix_cache.h"
@@ -33,16 +36,29 @@ struct GenerationJob {
   std::function<bool(int32_t id)> on_token;
   // On the queue's thread, once, when the job ends (also for a failure).
   std::function<void(absl::StatusOr<GenerateResult>)> on_done;
+  // On the queue's thread, with each step's logits, before the token is
+  // chosen (for log-probabilities); may be empty.
+  std::function<void(const float* logits, int vocab)> on_logits;
+  // Checked before every step (and before admission): true ends the job
+  // with Cancelled, its state freed, without running another step.
+  std::function<bool()> cancelled;
+  // Past it the job ends with DeadlineExceeded at the next step.
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+struct QueueOptions {
+  size_t max_queue = 64;  // jobs that may wait (>= 1)
+  size_t max_batch = 8;   // jobs stepped together (>= 1)
+  // > 0: the states of ended jobs are kept up to this many bytes
+  // (PrefixCache) and later prompts that extend one resume from it.
+  uint64_t prefix_cache_bytes = 0;
+  size_t prefill_chunk = 256;  // prompt tokens per job per step (0: all)
 };
 
 class GenerationQueue {
  public:
-  // `model` must outlive the queue. `max_queue` jobs may wait and
-  // `max_batch` run at once (both >= 1). With `prefix_cache_bytes` > 0 the
-  // states of ended jobs are kept (PrefixCache) and later prompts that
-  // extend one resume from it.
-  GenerationQueue(LanguageModel* model, size_t max_queue, size_t max_batch = 8,
-                  uint64_t prefix_cache_bytes = 0);
+  // `model` must outlive the queue.
+  GenerationQueue(LanguageModel* model, const QueueOptions& options);
   ~GenerationQueue();  // runs every queued job to its end first
 
   // ResourceExhausted when `max_queue` jobs already wait; Unavailable after
@@ -64,11 +80,13 @@ class GenerationQueue {
   // Moves waiting jobs into `running` while there is room; false when the
   // loop should end (stopping, nothing waiting or running).
   bool Admit(std::vector<std::unique_ptr<Running>>* running);
+  // Cancelled or DeadlineExceeded when the job must end now, else OK.
+  static absl::Status Interrupted(const GenerationJob& job);
   // One ForwardBatch over `running`; ends the jobs that finish.
   void Step(std::vector<std::unique_ptr<Running>>* running);
 
   LanguageModel* model_;
-  const size_t max_queue_, max_batch_;
+  const size_t max_queue_, max_batch_, prefill_chunk_;
   size_t widest_step_ = 0;                        // guarded by mu_
   uint64_t prefix_hits_ = 0, reused_tokens_ = 0;  // guarded by mu_
   std::unique_ptr<PrefixCache> cache_;            // loop thread only; null: off

@@ -32,16 +32,12 @@ grpc::Status GenerationService::Generate(
     }
     spec.prompt = tokenizer_->Encode(r->prompt());
   }
-  if (absl::Status st =
-          CheckPromptIds(spec.prompt, model_->vocab_size(), max_prompt_tokens_);
-      !st.ok()) {
-    return Invalid(std::string(st.message()));
-  }
   spec.max_tokens =
       r->max_tokens() == 0 ? limits_.default_max_tokens : r->max_tokens();
-  if (spec.max_tokens < 1 || spec.max_tokens > limits_.max_tokens) {
-    return Invalid(
-        absl::StrCat("max_tokens must be in 1..", limits_.max_tokens));
+  if (absl::Status st =
+          CheckCompletionSpec(spec, model_->vocab_size(), limits_);
+      !st.ok()) {
+    return Invalid(std::string(st.message()));
   }
   spec.sampler.temperature = r->temperature();
   spec.sampler.top_p = r->top_p() == 0 ? 1.0f : r->top_p();

@@ -15,13 +15,8 @@ class GenerationService final : public flotilla::v1::Generation::Service {
  public:
   // Everything must outlive the service.
   GenerationService(LanguageModel* model, const tokenizer::Tokenizer* tokenizer,
-                    GenerationQueue* queue, RequestLimits limits,
-                    int max_prompt_tokens)
-      : model_(model),
-        tokenizer_(tokenizer),
-        queue_(queue),
-        limits_(limits),
-        max_prompt_tokens_(max_prompt_tokens) {}
+                    GenerationQueue* queue, RequestLimits limits)
+      : model_(model), tokenizer_(tokenizer), queue_(queue), limits_(limits) {}
 
   grpc::Status Generate(
       grpc::ServerContext* context,
@@ -33,7 +28,6 @@ class GenerationService final : public flotilla::v1::Generation::Service {
   const tokenizer::Tokenizer* tokenizer_;
   GenerationQueue* queue_;
   RequestLimits limits_;
-  int max_prompt_tokens_;
 };
 
 }  // namespace flotilla::coordinator::serve

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/serve/completion_job.h"
+#include "coordinator/serve/logprobs_json.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::coordinator::serve {
@@ -24,20 +25,27 @@ int64_t Now() {
       .count();
 }
 
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void Error(httplib::Response& res, int status, const std::string& message,
            const char* type = "invalid_request_error") {
   res.status = status;
-  res.set_content(json{{"error",
-                        {{"message", message},
-                         {"type", type},
-                         {"param", nullptr},
-                         {"code", nullptr}}}}
-                      .dump(),
+  res.set_content(Dump({{"error",
+                         {{"message", message},
+                          {"type", type},
+                          {"param", nullptr},
+                          {"code", nullptr}}}}),
                   "application/json");
 }
 
-std::string Dump(const json& j) {
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+// A request that ran and failed: 504 when its time ran out, else 500.
+void Failed(httplib::Response& res, const absl::Status& status) {
+  if (absl::IsDeadlineExceeded(status)) {
+    return Error(res, 504, std::string(status.message()), "timeout_error");
+  }
+  Error(res, 500, status.ToString(), "server_error");
 }
 
 }  // namespace
@@ -135,17 +143,19 @@ void HttpServer::Routes() {
                 chat ? RenderChat(options_.chat_template, req->messages)
                      : *req->prompt);
           }
-          if (absl::Status st = CheckPromptIds(prompt, model_->vocab_size(),
-                                               options_.max_prompt_tokens);
-              !st.ok()) {
-            return Error(res, 400, std::string(st.message()));
-          }
           CompletionSpec spec;
           spec.prompt = std::move(prompt);
           spec.max_tokens = req->max_tokens;
+          if (absl::Status st = CheckCompletionSpec(spec, model_->vocab_size(),
+                                                    options_.limits);
+              !st.ok()) {
+            return Error(res, 400, std::string(st.message()));
+          }
           spec.sampler = req->sampler;
           spec.stop = req->stop;
           spec.stop_ids = req->stop_ids;
+          spec.top_logprobs = req->top_logprobs;
+          spec.timeout = options_.request_timeout;
           auto started = Completion::Start(queue_, tokenizer_, std::move(spec));
           if (!started.ok()) {
             const bool full = absl::IsResourceExhausted(started.status());
@@ -166,22 +176,27 @@ void HttpServer::Routes() {
                 {"completion_tokens", c->completion_tokens()},
                 {"total_tokens", c->prompt_tokens() + c->completion_tokens()}};
           };
+          const bool logprobs = req->top_logprobs >= 0;
           if (!req->stream) {
             std::string text;
+            std::vector<TokenLogprob> lps;
             CompletionPiece piece;
             for (bool done = false; !done;) {
               done = c->Take(&piece);
               text += piece.text;
+              lps.insert(lps.end(), piece.logprobs.begin(),
+                         piece.logprobs.end());
             }
-            if (!c->status().ok()) {
-              return Error(res, 500, c->status().ToString(), "server_error");
-            }
+            if (!c->status().ok()) return Failed(res, c->status());
             json choice = {{"index", 0}, {"finish_reason", c->finish_reason()}};
+            size_t offset = 0;
             if (chat) {
               choice["message"] = {{"role", "assistant"}, {"content", text}};
+              if (logprobs) choice["logprobs"] = ChatLogprobs(lps);
             } else {
               choice["text"] = text;
-              choice["logprobs"] = nullptr;
+              choice["logprobs"] =
+                  logprobs ? CompletionLogprobs(lps, &offset) : json();
             }
             res.set_content(
                 Dump({{"id", id},
@@ -202,13 +217,17 @@ void HttpServer::Routes() {
             for (auto& [k, v] : extra.items()) j[k] = v;
             return "data: " + Dump(j) + "\n\n";
           };
-          auto chunk = [=](const std::string& text, json finish) {
+          auto offset = std::make_shared<size_t>(0);
+          auto chunk = [=](const CompletionPiece& piece, json finish) {
             json choice = {{"index", 0}, {"finish_reason", std::move(finish)}};
             if (chat) {
-              choice["delta"] = {{"content", text}};
+              choice["delta"] = {{"content", piece.text}};
+              if (logprobs) choice["logprobs"] = ChatLogprobs(piece.logprobs);
             } else {
-              choice["text"] = text;
-              choice["logprobs"] = nullptr;
+              choice["text"] = piece.text;
+              choice["logprobs"] =
+                  logprobs ? CompletionLogprobs(piece.logprobs, offset.get())
+                           : json();
             }
             return event(json::array({choice}), json::object());
           };
@@ -228,16 +247,21 @@ void HttpServer::Routes() {
                 *first = false;
                 CompletionPiece piece;
                 const bool done = c->Take(&piece);
-                if (!piece.text.empty()) out += chunk(piece.text, nullptr);
+                if (!piece.text.empty() || !piece.logprobs.empty()) {
+                  out += chunk(piece, nullptr);
+                }
                 if (done) {
                   if (!c->status().ok()) {
-                    out += "data: " +
-                           Dump({{"error",
-                                  {{"message", c->status().ToString()},
-                                   {"type", "server_error"}}}}) +
-                           "\n\n";
+                    out +=
+                        "data: " +
+                        Dump({{"error",
+                               {{"message", c->status().ToString()},
+                                {"type", absl::IsDeadlineExceeded(c->status())
+                                             ? "timeout_error"
+                                             : "server_error"}}}}) +
+                        "\n\n";
                   } else {
-                    out += chunk("", c->finish_reason());
+                    out += chunk(CompletionPiece(), c->finish_reason());
                     if (include_usage)
                       out += event(json::array(), {{"usage", usage()}});
                   }

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/model/language_model.h"
 #include "coordinator/serve/chat_template.h"
 #include "coordinator/serve/completion_request.h"
@@ -40,7 +41,9 @@ struct ServeOptions {
   ChatTemplate chat_template = ChatTemplate::kPlain;
   RequestLimits limits;
   size_t max_queue = 64;  // for /readyz (the queue enforces it)
-  int max_prompt_tokens = 4096;
+  // A request still running after this ends with 504 (or an error event
+  // when streaming); its sequence leaves the batch at the next step.
+  absl::Duration request_timeout = absl::InfiniteDuration();
 };
 
 class HttpServer {

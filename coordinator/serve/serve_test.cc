@@ -49,10 +49,15 @@ class ServeTest : public ::testing::Test {
     so.model_name = "stories260k-moe";
     so.api_key = api_key;
     so.limits.max_tokens = 512;
-    so.max_prompt_tokens = 64;
+    so.limits.max_prompt_tokens = 64;
+    so.limits.max_context = engine_->model->max_positions();  // 512
     so.max_queue = max_queue;
-    queue_ = std::make_unique<GenerationQueue>(
-        engine_->model.get(), so.max_queue, max_batch, prefix_cache_bytes);
+    QueueOptions qo;
+    qo.max_queue = max_queue;
+    qo.max_batch = max_batch;
+    qo.prefix_cache_bytes = prefix_cache_bytes;
+    qo.prefill_chunk = prefill_chunk_;
+    queue_ = std::make_unique<GenerationQueue>(engine_->model.get(), qo);
     server_ = std::make_unique<HttpServer>(engine_->model.get(),
                                            tokenizer_.get(), queue_.get(), so);
     ASSERT_TRUE(server_->Start().ok());
@@ -81,6 +86,7 @@ class ServeTest : public ::testing::Test {
     return tokenizer_->Decode(all)->substr(tokenizer_->Decode(prompt)->size());
   }
 
+  size_t prefill_chunk_ = 256;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<GenerationQueue> queue_;
@@ -304,7 +310,13 @@ TEST_F(ServeTest, BadRequestsGetUsefulErrors) {
       {"/v1/completions", R"({"prompt": "x", "temperature": "hot"})", 400,
        "temperature"},
       {"/v1/completions", R"({"prompt": "x", "n": 2})", 400, "n must be"},
-      {"/v1/completions", R"({"prompt": "x", "logprobs": 2})", 400, "logprobs"},
+      {"/v1/completions", R"({"prompt": "x", "logprobs": 21})", 400,
+       "logprobs"},
+      {"/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+       400, "needs logprobs"},
+      {"/v1/completions", R"({"prompt": [1, 2], "max_tokens": 511})", 400,
+       "exceed the context"},
       {"/v1/completions", R"({"prompt": [1, 999]})", 400,
        "outside the vocabulary"},
       {"/v1/completions", "{\"prompt\": \"\xff\xfe\"}", 400, "UTF-8"},
@@ -342,8 +354,10 @@ TEST_F(ServeTest, ApiKey) {
 
 TEST_F(ServeTest, GrpcGenerateStreamsTheReference) {
   StartServer();
+  RequestLimits limits;
+  limits.max_prompt_tokens = 64;
   GenerationService service(engine_->model.get(), tokenizer_.get(),
-                            queue_.get(), RequestLimits(), 64);
+                            queue_.get(), limits);
   transport::ServerOptions go;
   go.host = "127.0.0.1";
   go.port = 0;

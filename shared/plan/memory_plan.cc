@@ -83,7 +83,8 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
       in.expert_slots > 0 ? in.expert_slots : c.num_experts_per_token;
   std::vector<std::pair<std::string, uint64_t>> fixed = {
       {"process.baseline", in.process_baseline_bytes},
-      {"sequence_state", SequenceStateBytes(c, in.max_context)},
+      {"sequence_state", static_cast<uint64_t>(std::max(1, in.sequences)) *
+                             SequenceStateBytes(c, in.max_context)},
       {"workspace", WorkspaceBytes(c, in.prefill_chunk)},
       {"tokenizer", in.tokenizer_bytes},
       {"trunk.globals", in.globals_bytes},
@@ -91,6 +92,9 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
       {"vocab.chunk_buffers", in.vocab_chunk_bytes},
       {"lm_head.stream_buffers", in.lm_head_stream_bytes},
   };
+  if (in.prefix_cache_bytes > 0) {
+    fixed.push_back({"serve.prefix_cache", in.prefix_cache_bytes});
+  }
   uint64_t used = 0;
   for (const auto& [owner, bytes] : fixed) used += bytes;
   const uint64_t ring_min = layers > 0 ? 2 * max_region : 0;

@@ -30,8 +30,13 @@ struct PlanInputs {
   uint64_t vocab_chunk_bytes = 0;            // one verified chunk of rows
   uint64_t lm_head_stream_bytes = 0;  // pass buffers of a streamed lm_head
   uint64_t globals_bytes = 0;
-  uint64_t expert_run_bytes = 0;    // largest expert run, 4 KiB-aligned + 4 KiB
-  int max_context = 4096;           // positions the MLA cache must hold
+  uint64_t expert_run_bytes = 0;  // largest expert run, 4 KiB-aligned + 4 KiB
+  int max_context = 4096;         // positions the MLA cache must hold
+  // Sequences whose state is held at once (serve: --max-batch), each
+  // charged for max_context positions, and the kept states of ended turns
+  // (serve: --prefix-cache).
+  int sequences = 1;
+  uint64_t prefix_cache_bytes = 0;
   int prefill_chunk = 256;          // tokens per forward pass at most
   uint64_t expert_cache_bytes = 0;  // requested expert cache (0 = none)
   int expert_slots = 0;             // requested read buffers (0 = auto)

@@ -65,6 +65,7 @@ class MixtralModel : public LanguageModel {
       const std::vector<std::vector<int32_t>>& ids,
       std::vector<std::vector<float>>* last_logits) override;
   ExpertBackend* experts() override { return experts_.get(); }
+  int max_positions() const override { return config_.max_position_embeddings; }
   uint64_t resident_trunk_bytes() const override {
     return trunk_->resident_bytes();
   }
