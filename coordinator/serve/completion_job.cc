@@ -107,7 +107,8 @@ TokenChoice Completion::Choice(int32_t id) const {
 }
 
 bool Completion::OnToken(int32_t id) {
-  if (cancelled_) return false;
+  // Cancellation is the queue's business (GenerationJob::cancelled, before
+  // every step), so a cancelled job always ends as Cancelled.
   TokenLogprob lp;
   if (top_logprobs_ >= 0 && !log_probs_.empty()) {
     lp.token = Choice(id);

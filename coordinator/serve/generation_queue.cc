@@ -76,6 +76,16 @@ uint64_t GenerationQueue::reused_tokens() const {
   return reused_tokens_;
 }
 
+uint64_t GenerationQueue::cancelled_jobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+size_t GenerationQueue::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_;
+}
+
 size_t GenerationQueue::widest_step() const {
   std::lock_guard<std::mutex> lock(mu_);
   return widest_step_;
@@ -138,6 +148,10 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   std::vector<std::unique_ptr<Running>> live;
   for (auto& r : *running) {
     if (absl::Status s = Interrupted(r->job); !s.ok()) {
+      if (absl::IsCancelled(s)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++cancelled_;
+      }
       r->sequence.reset();
       if (r->job.on_done) r->job.on_done(s);
     } else {
@@ -207,6 +221,8 @@ void GenerationQueue::Loop() {
   std::vector<std::unique_ptr<Running>> running;
   while (Admit(&running)) {
     if (!running.empty()) Step(&running);
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = running.size();
   }
 }
 

@@ -73,6 +73,9 @@ class GenerationQueue {
   // Jobs that resumed from a kept state, and the prompt tokens they skipped.
   uint64_t prefix_hits() const;
   uint64_t reused_tokens() const;
+  // Jobs ended because their client went away, and jobs in the batch now.
+  uint64_t cancelled_jobs() const;
+  size_t running() const;
 
  private:
   struct Running;
@@ -89,6 +92,8 @@ class GenerationQueue {
   const size_t max_queue_, max_batch_, prefill_chunk_;
   size_t widest_step_ = 0;                        // guarded by mu_
   uint64_t prefix_hits_ = 0, reused_tokens_ = 0;  // guarded by mu_
+  uint64_t cancelled_ = 0;                        // guarded by mu_
+  size_t running_ = 0;                            // guarded by mu_
   std::unique_ptr<PrefixCache> cache_;            // loop thread only; null: off
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -16,6 +16,7 @@
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
 #include "coordinator/serve/prefix_cache.h"
+#include "coordinator/serve/serve_test_fixture.h"
 #include "coordinator/serve/stop_text.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -26,73 +27,6 @@
 
 namespace flotilla::coordinator::serve {
 namespace {
-
-using json = nlohmann::json;
-
-std::string ModelDir() { return testutil::ModelPath("stories260k-moe"); }
-
-class ServeTest : public ::testing::Test {
- protected:
-  void StartServer(const std::string& api_key = "", size_t max_queue = 64,
-                   size_t max_batch = 8, uint64_t prefix_cache_bytes = 0) {
-    EngineOptions eo;
-    eo.model_dir = ModelDir();
-    eo.mem = "1G";
-    auto engine = OpenEngine(eo);
-    ASSERT_TRUE(engine.ok()) << engine.status();
-    engine_ = *std::move(engine);
-    auto tok = tokenizer::Tokenizer::LoadDir(ModelDir());
-    ASSERT_TRUE(tok.ok()) << tok.status();
-    tokenizer_ = *std::move(tok);
-    ServeOptions so;
-    so.port = 0;
-    so.model_name = "stories260k-moe";
-    so.api_key = api_key;
-    so.limits.max_tokens = 512;
-    so.limits.max_prompt_tokens = 64;
-    so.limits.max_context = engine_->model->max_positions();  // 512
-    so.max_queue = max_queue;
-    QueueOptions qo;
-    qo.max_queue = max_queue;
-    qo.max_batch = max_batch;
-    qo.prefix_cache_bytes = prefix_cache_bytes;
-    qo.prefill_chunk = prefill_chunk_;
-    queue_ = std::make_unique<GenerationQueue>(engine_->model.get(), qo);
-    server_ = std::make_unique<HttpServer>(engine_->model.get(),
-                                           tokenizer_.get(), queue_.get(), so);
-    ASSERT_TRUE(server_->Start().ok());
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-  }
-  void TearDown() override {
-    if (server_ != nullptr) server_->Stop();
-    server_.reset();
-    queue_.reset();  // drains, then the engine goes
-  }
-  // POST; the status and the parsed body.
-  std::pair<int, json> Post(const std::string& path, const std::string& body,
-                            const httplib::Headers& headers = {}) {
-    auto r = client_->Post(path, headers, body, "application/json");
-    if (!r) return {-1, json()};
-    return {r->status, json::parse(r->body, nullptr, false)};
-  }
-  // The reference continuation of "Once upon a time", as text.
-  std::string ReferenceText(int tokens) {
-    std::ifstream in(ModelDir() + "/reference.json");
-    const json ref = json::parse(in);
-    const json& c = ref["cases"][0];
-    std::vector<int32_t> prompt = c["prompt_ids"];
-    std::vector<int32_t> all = prompt;
-    for (int i = 0; i < tokens; ++i) all.push_back(c["generated_ids"][i]);
-    return tokenizer_->Decode(all)->substr(tokenizer_->Decode(prompt)->size());
-  }
-
-  size_t prefill_chunk_ = 256;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<GenerationQueue> queue_;
-  std::unique_ptr<HttpServer> server_;
-  std::unique_ptr<httplib::Client> client_;
-};
 
 TEST_F(ServeTest, HealthAndModels) {
   StartServer();

@@ -1,0 +1,133 @@
+// Per-request controls of the HTTP API over the stories model:
+// log-probabilities (checked against the model's own logits), the request
+// time limit, and a client that goes away mid-stream.
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/serve/serve_test_fixture.h"
+#include "gtest/gtest.h"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+// log-softmax of `logits` at `id`, in double.
+double LogProb(const std::vector<float>& logits, int32_t id) {
+  const float top = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double{l} - top);
+  return logits[id] - (top + std::log(sum));
+}
+
+TEST_F(ServeTest, CompletionLogprobsAreTheModelsDistribution) {
+  StartServer();
+  auto [status, body] =
+      Post("/v1/completions",
+           R"({"prompt": "Once upon a time", "max_tokens": 8, "logprobs": 3})");
+  ASSERT_EQ(status, 200) << body.dump();
+  const json& choice = body["choices"][0];
+  const json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 8u) << lp.dump();
+  std::string joined;
+  size_t offset = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    // Greedy: the chosen token is the most likely of its alternatives.
+    const json& top = lp["top_logprobs"][i];
+    ASSERT_EQ(top.size(), 3u);
+    float best = -1e30f;
+    for (auto& [text, value] : top.items())
+      best = std::max(best, value.get<float>());
+    EXPECT_EQ(lp["token_logprobs"][i].get<float>(), best) << "token " << i;
+    EXPECT_LE(best, 0.0f);
+    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), offset);
+    offset += lp["tokens"][i].get<std::string>().size();
+    joined += lp["tokens"][i].get<std::string>();
+  }
+  // Token texts spell the completion, spaces included.
+  EXPECT_EQ(joined, choice["text"].get<std::string>());
+  // The first value is log-softmax of the model's own logits for the
+  // prompt (computed here independently of the server).
+  const std::vector<int32_t> prompt = tokenizer_->Encode("Once upon a time");
+  auto seq = engine_->model->StartSequence();
+  std::vector<float> logits;
+  ASSERT_TRUE(engine_->model->Forward(seq.get(), prompt, false, &logits).ok());
+  const int32_t first = static_cast<int32_t>(
+      std::max_element(logits.begin(), logits.end()) - logits.begin());
+  EXPECT_NEAR(lp["token_logprobs"][0].get<double>(), LogProb(logits, first),
+              1e-5);
+}
+
+TEST_F(ServeTest, ChatLogprobsFollowTheContent) {
+  StartServer();
+  auto [status, body] =
+      Post("/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": "Once upon a time"}],
+          "max_tokens": 6, "logprobs": true, "top_logprobs": 2})");
+  ASSERT_EQ(status, 200) << body.dump();
+  const json& content = body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u);
+  std::string joined;
+  for (const json& t : content) {
+    EXPECT_EQ(t["top_logprobs"].size(), 2u);
+    EXPECT_EQ(t["top_logprobs"][0]["token"], t["token"]);  // greedy
+    EXPECT_EQ(t["bytes"].size(), t["token"].get<std::string>().size());
+    joined += t["token"].get<std::string>();
+  }
+  EXPECT_EQ(joined, body["choices"][0]["message"]["content"]);
+}
+
+TEST_F(ServeTest, RequestPastItsTimeLimitIs504) {
+  request_timeout_ = absl::Milliseconds(30);
+  StartServer();
+  // 500 tokens take far longer than 30 ms on any machine.
+  auto [status, body] =
+      Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 500})");
+  EXPECT_EQ(status, 504) << body.dump();
+  EXPECT_EQ(body["error"]["type"], "timeout_error");
+  // Streamed: an error event, then [DONE].
+  auto r =
+      client_->Post("/v1/completions",
+                    R"({"prompt": "Once", "max_tokens": 500, "stream": true})",
+                    "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("timeout_error"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos);
+}
+
+TEST_F(ServeTest, ClientThatGoesAwayLeavesTheBatch) {
+  StartServer();
+  httplib::Client c("127.0.0.1", server_->port());
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = R"({"prompt": "Once", "max_tokens": 500, "stream": true})";
+  size_t received = 0;
+  req.content_receiver = [&](const char*, size_t n, uint64_t, uint64_t) {
+    received += n;
+    return received < 200;  // hang up after a few events
+  };
+  (void)c.send(req);
+  EXPECT_GE(received, 200u);
+  // The job leaves at its next step instead of running 500 tokens.
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((queue_->cancelled_jobs() == 0 || queue_->running() > 0) &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(queue_->cancelled_jobs(), 1u);
+  EXPECT_EQ(queue_->running(), 0u);
+  // The server still answers.
+  auto [status, body] =
+      Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 2})");
+  EXPECT_EQ(status, 200) << body.dump();
+}
+
+}  // namespace
+}  // namespace flotilla::coordinator::serve

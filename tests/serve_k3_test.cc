@@ -1,0 +1,120 @@
+// The HTTP API over the tiny Kimi K3 checkpoint (ckpt_A, no tokenizer, so
+// prompts are token ids): 16 clients stream greedy completions of 16
+// different prompts at once through continuous batching, with a prompt
+// chunk small enough that prefill and decode share steps. Every stream's
+// ids (read from its logprobs, "token_id:N") equal `Generate` on that
+// prompt alone, and the queue really stepped several sequences together.
+#include <httplib.h>
+
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/engine.h"
+#include "coordinator/generate.h"
+#include "coordinator/serve/generation_queue.h"
+#include "coordinator/serve/http_server.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "shared/testing/fixture.h"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+using json = nlohmann::json;
+
+// The token ids of a streamed completion with logprobs (SSE body), and
+// whether it ended with [DONE].
+std::vector<int32_t> StreamedIds(const std::string& body, bool* done,
+                                 std::string* finish) {
+  std::vector<int32_t> ids;
+  *done = false;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    const std::string data = body.substr(pos + 6, end - pos - 6);
+    pos = end + 2;
+    if (data == "[DONE]") {
+      *done = true;
+      break;
+    }
+    const json chunk = json::parse(data, nullptr, false);
+    if (!chunk.is_object() || chunk["choices"].empty()) continue;
+    const json& choice = chunk["choices"][0];
+    if (!choice["finish_reason"].is_null()) *finish = choice["finish_reason"];
+    if (!choice["logprobs"].is_object()) continue;
+    for (const json& t : choice["logprobs"]["tokens"]) {
+      const std::string s = t.get<std::string>();
+      ids.push_back(std::stoi(s.substr(s.find(':') + 1)));
+    }
+  }
+  return ids;
+}
+
+TEST(ServeK3Test, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
+  EngineOptions eo;
+  eo.model_dir = testutil::DataPath("k3/ckpt_A");
+  eo.threads = 2;
+  auto engine = OpenEngine(eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LanguageModel& model = *(*engine)->model;
+
+  constexpr int kClients = 16, kTokens = 12;
+  std::mt19937 rng(15);
+  std::uniform_int_distribution<int32_t> token(0, model.vocab_size() - 1);
+  std::uniform_int_distribution<int> length(2, 20);
+  std::vector<std::vector<int32_t>> prompts(kClients);
+  std::vector<std::vector<int32_t>> alone(kClients);
+  for (int i = 0; i < kClients; ++i) {
+    for (int n = length(rng); n > 0; --n) prompts[i].push_back(token(rng));
+    GenerateOptions g;
+    g.max_tokens = kTokens;
+    auto r = Generate(model, prompts[i], g, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    alone[i] = r->generated_ids;
+  }
+
+  QueueOptions qo;
+  qo.max_batch = 8;
+  qo.prefill_chunk = 5;  // long prompts take several steps beside decodes
+  GenerationQueue queue(&model, qo);
+  ServeOptions so;
+  so.port = 0;
+  so.model_name = "ckpt_A";
+  HttpServer server(&model, nullptr, &queue, so);
+  ASSERT_TRUE(server.Start().ok());
+
+  std::vector<std::vector<int32_t>> streamed(kClients);
+  std::vector<std::string> finish(kClients);
+  std::vector<int> done(kClients, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", server.port());
+      c.set_read_timeout(300, 0);
+      const json body = {{"prompt", prompts[i]},
+                         {"max_tokens", kTokens},
+                         {"temperature", 0},
+                         {"logprobs", 0},
+                         {"stream", true}};
+      auto r = c.Post("/v1/completions", body.dump(), "application/json");
+      if (!r || r->status != 200) return;
+      bool d = false;
+      streamed[i] = StreamedIds(r->body, &d, &finish[i]);
+      done[i] = d;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < kClients; ++i) {
+    EXPECT_TRUE(done[i]) << "client " << i;
+    EXPECT_EQ(streamed[i], alone[i]) << "client " << i;
+    EXPECT_EQ(finish[i], "length") << "client " << i;
+  }
+  EXPECT_GT(queue.widest_step(), 1u);
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace flotilla::coordinator::serve
