@@ -3,6 +3,11 @@
 # (bookworm). Idempotent: when every package is already installed it only
 # checks (no apt-get update, no root needed), so build and test scripts can
 # call it every time. Runs as root, or through sudo when available.
+#
+#   scripts/setup.sh            what building and the demo need
+#   scripts/setup.sh --tests    also Node.js, npm and Chromium for the web
+#                               tests (tests/web), each only when its command
+#                               is missing (a newer Node from elsewhere stays)
 set -euo pipefail
 
 # Keep in sync with the find_package/pkg_check_modules calls in
@@ -19,6 +24,12 @@ PACKAGES=(
   libcpp-httplib-dev libutf8proc-dev zlib1g-dev
   python3 python3-regex openssl clang-format
 )
+
+if [[ "${1:-}" == "--tests" ]]; then
+  command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+  command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+  command -v chromium >/dev/null 2>&1 || PACKAGES+=(chromium)
+fi
 
 # One dpkg-query for all packages (one per package takes seconds). Unknown
 # packages are simply absent from its output; "install ok installed" is the

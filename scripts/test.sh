@@ -10,6 +10,8 @@
 #   FLOTILLA_BUILD_DIR   build folder (default: build, or build-asan)
 #   FLOTILLA_SKIP_SETUP  1 = do not run scripts/setup.sh
 #   FLOTILLA_CTEST_JOBS  parallel tests (default: 2)
+#   FLOTILLA_SKIP_WEB_TESTS  1 = do not install tests/web's npm packages (the
+#                        OpenAI-client and chat-page tests are then left out)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -39,6 +41,24 @@ else
   # A sanitizer-configured cache in the plain folder would silently keep
   # building sanitized; make the choice explicit every time.
   CMAKE_ARGS=(-DFLOTILLA_SANITIZE=OFF "${CMAKE_ARGS[@]}")
+fi
+
+# The web tests' packages (npm "openai" and "puppeteer-core", pinned by
+# tests/web/package-lock.json) before configuring: CMake registers those
+# tests only when they are installed.
+if [[ "${FLOTILLA_SKIP_SETUP:-0}" != "1" ]]; then
+  "${ROOT}/scripts/setup.sh" --tests
+fi
+if [[ "${FLOTILLA_SKIP_WEB_TESTS:-0}" != "1" ]]; then
+  web="${ROOT}/tests/web"
+  if [[ ! -f "${web}/node_modules/.package-lock.json" ||
+        "${web}/package-lock.json" -nt "${web}/node_modules/.package-lock.json" ]]; then
+    echo "test: installing tests/web npm packages (npm ci)"
+    if ! npm ci --prefix "${web}" --no-audit --no-fund; then
+      echo "test: npm ci failed; set FLOTILLA_SKIP_WEB_TESTS=1 to run without the web tests" >&2
+      exit 1
+    fi
+  fi
 fi
 
 "${ROOT}/scripts/build.sh" "${CMAKE_ARGS[@]}"

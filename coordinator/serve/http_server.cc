@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/serve/chat_page.h"
 #include "coordinator/serve/completion_job.h"
 #include "coordinator/serve/logprobs_json.h"
 #include "nlohmann/json.hpp"
@@ -98,6 +99,9 @@ void HttpServer::Routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
+  });
+  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(ChatPageHtml(), "text/html; charset=utf-8");
   });
   s.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");

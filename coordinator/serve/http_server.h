@@ -6,6 +6,7 @@
 //        "data: [DONE]", usage in every response (and in a last chunk with
 //        stream_options.include_usage)
 //   GET  /v1/models, /healthz, /readyz
+//   GET  /                      the web chat page (chat_page.h)
 // Errors are OpenAI-style bodies ({"error": {"message", "type", ...}}) with
 // 400 (bad request), 401 (API key), 404 (unknown model or route), 429
 // (queue full), 500 (the model failed).

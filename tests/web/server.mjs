@@ -1,0 +1,47 @@
+// Starts `flotilla-coordinator serve` on a free loopback port for the web
+// tests and stops it again. The server prints
+// "flotilla-coordinator: serving NAME (... chat template) on http://HOST:PORT"
+// once it accepts requests.
+import { spawn } from "node:child_process";
+
+export async function startServer(binary, args, { timeoutMs = 120000 } = {}) {
+  const child = spawn(binary, ["serve", "--http-port", "0", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(
+        () => reject(new Error("the server did not start:\n" + output)), timeoutMs);
+    const onData = (data) => {
+      output += data.toString();
+      const m = output.match(/serving .* on (http:\/\/[0-9.]+:[0-9]+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the server exited (${code}) before serving:\n${output}`));
+    });
+  });
+  return {
+    url,
+    output: () => output,
+    // SIGTERM: the server drains and exits 0.
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      const exited = new Promise((resolve) => child.on("exit", resolve));
+      child.kill("SIGTERM");
+      return exited;
+    },
+  };
+}
+
+// A minimal assertion helper that names what failed.
+export function check(condition, what) {
+  if (!condition) throw new Error("check failed: " + what);
+  console.log("ok - " + what);
+}
