@@ -7,10 +7,13 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "coordinator/engine.h"
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
@@ -40,6 +43,9 @@ ABSL_FLAG(int32_t, max_completion_tokens, 4096,
 ABSL_FLAG(int32_t, request_timeout_s, 600,
           "serve: a request still running after this many seconds ends with "
           "HTTP 504 / gRPC DEADLINE_EXCEEDED (0 = no limit)");
+ABSL_FLAG(int32_t, drain_timeout_s, 60,
+          "serve: on SIGTERM or SIGINT, wait this long for accepted requests "
+          "to finish before closing");
 ABSL_FLAG(std::string, chat_template, "",
           "serve: kimi, chatml, llama2 or plain (default: recognised from "
           "the model's tokenizer_config.json, else plain)");
@@ -83,6 +89,7 @@ int RunServe(const EngineOptions& eo) {
                 "--max-completion-tokens must be >= 1");
   }
   so.max_queue = static_cast<size_t>(max_queue);
+  so.max_batch = static_cast<size_t>(max_batch);
   so.limits.default_max_tokens = std::min(256, so.limits.max_tokens);
   if (const std::string f = absl::GetFlag(FLAGS_api_key_file); !f.empty()) {
     std::ifstream in(f);
@@ -161,10 +168,26 @@ int RunServe(const EngineOptions& eo) {
       so.host.c_str(), server.port());
   std::fflush(stdout);
   while (!g_stop) pause();
-  std::printf("flotilla-coordinator: stopping\n");
+  // Graceful drain: refuse new requests, let the accepted ones finish
+  // (up to --drain-timeout-s), then close.
+  const absl::Duration drain =
+      absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s));
+  std::printf("flotilla-coordinator: draining (up to %s)\n",
+              absl::FormatDuration(drain).c_str());
+  std::fflush(stdout);
+  const absl::Time deadline = absl::Now() + drain;
+  // gRPC refuses new calls and waits for open ones beside the HTTP drain.
+  std::thread grpc_drain([&] {
+    if (grpc_server != nullptr) {
+      grpc_server->Shutdown(absl::ToChronoTime(deadline));
+    }
+  });
+  const bool drained = server.Drain(drain);
+  grpc_drain.join();
+  queue.Shutdown();
   server.Stop();
-  if (grpc_server != nullptr) grpc_server->Shutdown();
-  queue.Shutdown();  // what is queued still runs before the queue goes
+  std::printf("flotilla-coordinator: stopped%s\n",
+              drained ? "" : " (the drain timed out; open requests were cut)");
   return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -80,6 +81,25 @@ absl::Status HttpServer::Start() {
   return absl::OkStatus();
 }
 
+std::shared_ptr<void> HttpServer::InFlight() {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    ++in_flight_;
+  }
+  return std::shared_ptr<void>(nullptr, [this](void*) {
+    std::lock_guard<std::mutex> lock(in_flight_mu_);
+    --in_flight_;
+    in_flight_cv_.notify_all();
+  });
+}
+
+bool HttpServer::Drain(absl::Duration timeout) {
+  draining_ = true;
+  std::unique_lock<std::mutex> lock(in_flight_mu_);
+  return in_flight_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                                [this] { return in_flight_ == 0; });
+}
+
 void HttpServer::Stop() {
   if (server_ != nullptr) server_->stop();
   if (thread_.joinable()) thread_.join();
@@ -88,8 +108,17 @@ void HttpServer::Stop() {
 void HttpServer::Routes() {
   httplib::Server& s = *server_;
   s.set_payload_max_length(options_.limits.max_prompt_bytes + (64 << 10));
+  // Every waiting and running request holds a connection thread (it
+  // blocks on its completion), plus a few for health checks and the page.
+  const size_t threads =
+      std::min<size_t>(1024, options_.max_queue + options_.max_batch + 4);
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.set_pre_routing_handler([this](const httplib::Request& req,
                                    httplib::Response& res) {
+    if (draining_ && req.method == "POST") {
+      Error(res, 503, "the server is shutting down", "server_error");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (options_.api_key.empty() || !absl::StartsWith(req.path, "/v1/")) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
@@ -107,7 +136,8 @@ void HttpServer::Routes() {
     res.set_content("ok\n", "text/plain");
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(Dump({{"ready", true},
+    if (draining_) res.status = 503;
+    res.set_content(Dump({{"ready", !draining_},
                           {"waiting", queue_->waiting()},
                           {"max_queue", options_.max_queue}}),
                     "application/json");
@@ -168,6 +198,7 @@ void HttpServer::Routes() {
                          full ? "rate_limit_error" : "server_error");
           }
           std::shared_ptr<Completion> c = *std::move(started);
+          std::shared_ptr<void> in_flight = InFlight();
           static std::atomic<uint64_t> next_id{1};
           const std::string id =
               absl::StrCat(chat ? "chatcmpl-" : "cmpl-", Now(), "-", next_id++);
@@ -240,6 +271,7 @@ void HttpServer::Routes() {
           res.set_chunked_content_provider(
               "text/event-stream",
               [=](size_t, httplib::DataSink& sink) {
+                (void)in_flight;  // held until the stream is done
                 std::string out;
                 if (chat && *first) {
                   json choice = {
@@ -278,7 +310,7 @@ void HttpServer::Routes() {
                 if (done) sink.done();
                 return true;
               },
-              [c](bool) { c->Cancel(); });
+              [c, in_flight](bool) { c->Cancel(); });
         });
   }
 }

@@ -16,7 +16,10 @@
 #ifndef FLOTILLA_COORDINATOR_SERVE_HTTP_SERVER_H_
 #define FLOTILLA_COORDINATOR_SERVE_HTTP_SERVER_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -42,6 +45,7 @@ struct ServeOptions {
   ChatTemplate chat_template = ChatTemplate::kPlain;
   RequestLimits limits;
   size_t max_queue = 64;  // for /readyz (the queue enforces it)
+  size_t max_batch = 8;   // with max_queue, sizes the connection threads
   // A request still running after this ends with 504 (or an error event
   // when streaming); its sequence leaves the batch at the next step.
   absl::Duration request_timeout = absl::InfiniteDuration();
@@ -59,11 +63,18 @@ class HttpServer {
   // Binds and serves on a background thread. Errors name the address.
   absl::Status Start();
   int port() const { return port_; }
+  // Graceful drain: new completion requests get 503 (and /readyz turns
+  // 503) while the ones already accepted run to their end. Returns true
+  // when they all ended within `timeout`.
+  bool Drain(absl::Duration timeout);
   // Stops accepting connections and waits for the open ones.
   void Stop();
 
  private:
   void Routes();
+  // Held by each accepted completion until its response is written (the
+  // streaming callbacks keep a copy); Drain waits for none to be held.
+  std::shared_ptr<void> InFlight();
 
   LanguageModel* model_;
   const tokenizer::Tokenizer* tokenizer_;
@@ -72,6 +83,10 @@ class HttpServer {
   GenerationQueue* queue_;
   std::thread thread_;
   int port_ = 0;
+  std::atomic<bool> draining_{false};
+  std::mutex in_flight_mu_;
+  std::condition_variable in_flight_cv_;
+  int in_flight_ = 0;  // guarded by in_flight_mu_
 };
 
 }  // namespace flotilla::coordinator::serve
