@@ -6,6 +6,8 @@
 // the serving loop runs). Prints, per N, the median step time, aggregate
 // tokens/s, and the bytes read per step by source (trunk regions and vocab
 // chunks; routed experts) with the distinct experts computed per MoE layer.
+// The memory plan is the one `serve --max-batch <largest N>` would make:
+// every sequence's state charged for --max-context positions.
 // The I/O bound of N sequences over one is N * bytes(1) / bytes(N): the
 // speed-up a disk-bound run could reach at most.
 //
@@ -34,6 +36,8 @@ ABSL_FLAG(std::string, batches, "1,2,4,8", "batch sizes to run");
 ABSL_FLAG(int32_t, steps, 12, "decode steps per batch size");
 ABSL_FLAG(int32_t, prompt_tokens, 8, "prompt length of each sequence");
 ABSL_FLAG(uint32_t, seed, 1, "seed of the random prompts");
+ABSL_FLAG(int32_t, max_context, 1024,
+          "positions each sequence's state is charged for, as serve does");
 
 namespace flotilla {
 namespace {
@@ -43,6 +47,7 @@ int Run() {
   o.model_dir = absl::GetFlag(FLAGS_model);
   o.mem = absl::GetFlag(FLAGS_mem);
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.max_context = absl::GetFlag(FLAGS_max_context);
   if (const std::string w = absl::GetFlag(FLAGS_workers); !w.empty()) {
     o.workers = absl::StrSplit(w, ',');
   }
@@ -57,6 +62,9 @@ int Run() {
     }
     batches.push_back(n);
   }
+  // The plan charges the largest batch's states up front, as `serve
+  // --max-batch` does, so every batch size runs under the same plan.
+  o.sequences = *std::max_element(batches.begin(), batches.end());
   const int steps = absl::GetFlag(FLAGS_steps);
   const int prompt_tokens = absl::GetFlag(FLAGS_prompt_tokens);
   if (o.model_dir.empty() || steps < 1 || prompt_tokens < 1) {

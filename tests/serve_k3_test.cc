@@ -100,7 +100,14 @@ TEST(ServeK3Test, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
                          {"logprobs", 0},
                          {"stream", true}};
       auto r = c.Post("/v1/completions", body.dump(), "application/json");
-      if (!r || r->status != 200) return;
+      if (!r) {
+        finish[i] = "no response: " + httplib::to_string(r.error());
+        return;
+      }
+      if (r->status != 200) {
+        finish[i] = "status " + std::to_string(r->status) + ": " + r->body;
+        return;
+      }
       bool d = false;
       streamed[i] = StreamedIds(r->body, &d, &finish[i]);
       done[i] = d;

@@ -19,9 +19,10 @@ namespace flotilla::coordinator {
 class ModelSequence {
  public:
   virtual ~ModelSequence() = default;
-  virtual size_t bytes() const = 0;  // state held, for reports
+  virtual size_t bytes() const = 0;  // memory the state holds
   // An independent copy: continuing either never changes the other (a
   // conversation's next turn resumes from a copy of the last one's state).
+  // It holds no spare capacity, so a kept copy costs only its contents.
   virtual std::unique_ptr<ModelSequence> Clone() const = 0;
 };
 

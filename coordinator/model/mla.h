@@ -22,7 +22,8 @@ struct MlaCache {
   std::vector<float> k_rope;  // [positions][rope]
   size_t positions = 0;
 
-  size_t bytes() const { return (c_kv.size() + k_rope.size()) * 4; }
+  // Memory held (capacity: the cache grows by appending).
+  size_t bytes() const { return (c_kv.capacity() + k_rope.capacity()) * 4; }
 };
 
 // Runs `steps` new tokens (x: [steps][E], normalised input) attending to the

@@ -60,7 +60,7 @@ absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(
   }
   job.deadline = absl::Now() + spec.timeout;
   c->top_logprobs_ = spec.top_logprobs;
-  c->tokenizer_ = tokenizer;
+  c->tokenizer_ = spec.tokens_as_ids ? nullptr : tokenizer;
   c->previous_id_ = spec.prompt.empty() ? -1 : spec.prompt.back();
   // The job holds the completion alive until it ends, whoever else lets go.
   job.on_token = [c](int32_t id) { return c->OnToken(id); };

@@ -37,6 +37,7 @@ struct CompletionSpec {
   // >= 0: report each token's log-probability and this many most likely
   // alternatives (log-softmax of the raw logits, before temperature).
   int top_logprobs = -1;
+  bool tokens_as_ids = false;  // logprobs name tokens "token_id:N"
   absl::Duration timeout = absl::InfiniteDuration();
 };
 

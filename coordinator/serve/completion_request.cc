@@ -196,6 +196,10 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
       }
     } else if (key == "n") {
       FLOTILLA_RETURN_IF_ERROR(Integer(v, key, 1, 1).status());
+    } else if (key == "return_tokens_as_token_ids") {
+      if (!v.is_boolean())
+        return Bad(absl::StrCat(key, " must be true or false"));
+      r.tokens_as_ids = v.get<bool>();
     } else if (key == "logprobs" && chat) {
       if (!v.is_boolean()) return Bad("logprobs must be true or false");
       chat_logprobs = v.get<bool>();

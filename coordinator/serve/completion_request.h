@@ -36,6 +36,8 @@ struct CompletionRequest {
   // -1: no log-probabilities; else report them with this many alternatives
   // per token (chat: logprobs true + top_logprobs; completions: logprobs N).
   int top_logprobs = -1;
+  // vLLM's extension: logprobs name tokens "token_id:N" instead of text.
+  bool tokens_as_ids = false;
 };
 
 constexpr int kMaxTopLogprobs = 20;

@@ -204,7 +204,9 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
       r.result.state_bytes = r.sequence->bytes();
       // Kept for a later turn, or freed now, not after the batch.
       if (cache_ != nullptr) {
-        cache_->Put(std::move(r.fed), std::move(r.sequence));
+        // A copy holds no spare capacity (the caches grew by appending).
+        cache_->Put(std::move(r.fed), r.sequence->Clone());
+        r.sequence.reset();
       } else {
         r.sequence.reset();
       }

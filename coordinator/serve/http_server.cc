@@ -1,9 +1,11 @@
 #include "coordinator/serve/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -20,6 +22,8 @@ namespace flotilla::coordinator::serve {
 namespace {
 
 using json = nlohmann::json;
+
+constexpr int kListenBacklog = 512;
 
 int64_t Now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -66,6 +70,16 @@ HttpServer::HttpServer(LanguageModel* model,
 HttpServer::~HttpServer() { Stop(); }
 
 absl::Status HttpServer::Start() {
+  // Debian's libcpp-httplib listens with a backlog of 5, so a burst of
+  // clients connecting at once (16 in a test) overflowed the accept queue
+  // and got their connections reset. Remember the socket as it is made and
+  // listen on it again with room for a burst.
+  int listen_fd = -1;
+  server_->set_socket_options([&listen_fd](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listen_fd = sock;
+  });
   if (options_.port == 0) {
     port_ = server_->bind_to_any_port(options_.host);
   } else {
@@ -76,6 +90,10 @@ absl::Status HttpServer::Start() {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options_.host, ":", options_.port,
                      " (in use, or not an address of this machine)"));
+  }
+  if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0) {
+    return absl::InternalError(
+        absl::StrCat("listen(", kListenBacklog, ") failed: errno ", errno));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return absl::OkStatus();
@@ -189,6 +207,7 @@ void HttpServer::Routes() {
           spec.stop = req->stop;
           spec.stop_ids = req->stop_ids;
           spec.top_logprobs = req->top_logprobs;
+          spec.tokens_as_ids = req->tokens_as_ids;
           spec.timeout = options_.request_timeout;
           auto started = Completion::Start(queue_, tokenizer_, std::move(spec));
           if (!started.ok()) {

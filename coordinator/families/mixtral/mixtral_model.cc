@@ -24,8 +24,9 @@ void Rotate(float* x, const float* cos, const float* sin, size_t half) {
 
 size_t MixtralSequence::bytes() const {
   size_t total = 0;
-  for (const auto& k : keys) total += k.size() * sizeof(float);
-  for (const auto& v : values) total += v.size() * sizeof(float);
+  // Memory held: the caches grow by appending, so capacity, not size.
+  for (const auto& k : keys) total += k.capacity() * sizeof(float);
+  for (const auto& v : values) total += v.capacity() * sizeof(float);
   return total;
 }
 

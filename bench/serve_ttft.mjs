@@ -1,0 +1,113 @@
+// Time to first token of a conversation's second turn, with and without
+// prefix reuse, through `flotilla-coordinator serve`. Turn 1 is a prompt of
+// --first-tokens random token ids answered with --reply tokens; turn 2 sends
+// turn 1's prompt, its reply and --new-tokens more ids (what a chat client
+// sends for the next turn) as a streamed completion, and the time until
+// its first token arrives is measured. Each --repeats round uses fresh
+// prompts; the server runs once with --prefix-cache 0 and once with
+// --cache SIZE. Prints medians and the ratio.
+//
+//   node bench/serve_ttft.mjs --binary build/bin/flotilla-coordinator \
+//     --model DIR [--mem 1G] [--cache 256M] [--first-tokens 500]
+//     [--reply 16] [--new-tokens 20] [--repeats 3] [--vocab 32768]
+import { spawn } from "node:child_process";
+
+const args = Object.fromEntries(
+    process.argv.slice(2).reduce((acc, a, i, all) =>
+        a.startsWith("--") ? [...acc, [a.slice(2), all[i + 1]]] : acc, []));
+if (!args.binary || !args.model) {
+  console.error("usage: serve_ttft.mjs --binary BIN --model DIR [--mem SIZE] ...");
+  process.exit(2);
+}
+const firstTokens = Number(args["first-tokens"] || 500);
+const reply = Number(args.reply || 16);
+const newTokens = Number(args["new-tokens"] || 20);
+const repeats = Number(args.repeats || 3);
+const vocab = Number(args.vocab || 32768);
+let state = 7;
+const randomId = () => {
+  state = (state * 1664525 + 1013904223) >>> 0;
+  return 3 + (state % (vocab - 3));  // clear of the usual special ids
+};
+
+async function startServer(cache) {
+  const child = spawn(args.binary, [
+    "serve", "--model", args.model, "--http-port", "0", "--mem", args.mem || "1G",
+    "--max-batch", "1", "--max-context", String(firstTokens + reply + newTokens + 64),
+    "--prefix-cache", cache, "--threads", args.threads || "2",
+  ], { stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  const url = await new Promise((resolve, reject) => {
+    const onData = (d) => {
+      log += d;
+      const m = log.match(/serving .* on (http:\/\/[0-9.]+:[0-9]+)/);
+      if (m) resolve(m[1]);
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", (c) => reject(new Error(`server exited ${c}:\n${log}`)));
+  });
+  return { url, child };
+}
+
+// Streams a completion of `ids`; resolves to [seconds to the first token,
+// the generated ids] (ids read from logprobs, "token_id:N" or text).
+async function complete(url, ids, maxTokens) {
+  const t0 = performance.now();
+  const r = await fetch(url + "/v1/completions", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ prompt: ids, max_tokens: maxTokens, temperature: 0,
+                           logprobs: 0, return_tokens_as_token_ids: true,
+                           stream: true }),
+  });
+  if (r.status !== 200) throw new Error(`status ${r.status}: ${await r.text()}`);
+  let first = 0, buffer = "";
+  const out = [];
+  for await (const piece of r.body) {
+    buffer += Buffer.from(piece).toString();
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const data = buffer.slice(6, end);
+      buffer = buffer.slice(end + 2);
+      if (data === "[DONE]") continue;
+      const chunk = JSON.parse(data);
+      const lp = chunk.choices[0] && chunk.choices[0].logprobs;
+      if (lp && lp.tokens.length) {
+        if (!first) first = performance.now();
+        for (const t of lp.tokens) out.push(Number(t.slice(t.indexOf(":") + 1)));
+      }
+    }
+  }
+  return [(first - t0) / 1000, out];
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const results = {};
+const rounds = Array.from({ length: repeats }, () => ({
+  first: Array.from({ length: firstTokens }, randomId),
+  next: Array.from({ length: newTokens }, randomId),
+}));
+for (const cache of ["0", args.cache || "256M"]) {
+  const { url, child } = await startServer(cache);
+  const ttft = [], firstTtft = [], replies = [];
+  for (const round of rounds) {
+    const [t1, ids] = await complete(url, round.first, reply);
+    firstTtft.push(t1);
+    const turn2 = [...round.first, ...ids, ...round.next];
+    const [t2, ids2] = await complete(url, turn2, 4);
+    ttft.push(t2);
+    replies.push(ids2.join(","));
+  }
+  child.kill("SIGTERM");
+  await new Promise((resolve) => child.on("exit", resolve));
+  results[cache] = { turn1_ttft_s: firstTtft, turn2_ttft_s: ttft,
+                     turn2_median_s: median(ttft), replies };
+  console.log(`prefix cache ${cache}: turn 1 TTFT ${firstTtft.map((t) => t.toFixed(2)).join(" ")} s; ` +
+              `turn 2 TTFT ${ttft.map((t) => t.toFixed(2)).join(" ")} s (median ${median(ttft).toFixed(2)})`);
+}
+const [off, on] = Object.values(results);
+const same = off.replies.every((r, i) => r === on.replies[i]);
+console.log(`second-turn TTFT: ${off.turn2_median_s.toFixed(2)} s without reuse, ` +
+            `${on.turn2_median_s.toFixed(2)} s with (${(off.turn2_median_s / on.turn2_median_s).toFixed(1)}x); ` +
+            `replies identical: ${same}`);
+process.exit(same ? 0 : 1);
