@@ -78,7 +78,7 @@ int RunServe(const EngineOptions& eo) {
   so.limits.max_tokens = absl::GetFlag(FLAGS_max_completion_tokens);
   so.limits.max_context = eo.max_context;
   if (const int t = absl::GetFlag(FLAGS_request_timeout_s); t > 0) {
-    so.request_timeout = absl::Seconds(t);
+    so.limits.request_timeout = absl::Seconds(t);
   } else if (t < 0) {
     return Fail(2, "--request-timeout-s must be >= 0 (0 = no limit)");
   }
@@ -132,6 +132,12 @@ int RunServe(const EngineOptions& eo) {
   with_state.prefix_cache_bytes = prefix_cache;
   auto engine = OpenEngine(with_state);
   if (!engine.ok()) return Fail(1, engine.status().ToString());
+  // The budget as charged: the states of --max-batch sequences and the
+  // prefix cache included.
+  if ((*engine)->accountant != nullptr) {
+    std::printf("flotilla-coordinator: memory budget\n%s",
+                (*engine)->accountant->Report().c_str());
+  }
   // The context each sequence's state was charged for.
   if (const int trained = (*engine)->model->max_positions(); trained > 0) {
     so.limits.max_context = std::min(so.limits.max_context, trained);

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "coordinator/sampler.h"
 
 namespace flotilla::coordinator::serve {
@@ -50,6 +51,9 @@ struct RequestLimits {
   // Prompt plus max_tokens at most: the positions each sequence's state is
   // charged to the memory budget for (--max-context).
   int max_context = 8192;
+  // A request still running after this ends (HTTP 504, gRPC
+  // DEADLINE_EXCEEDED); its sequence leaves the batch at the next step.
+  absl::Duration request_timeout = absl::InfiniteDuration();
 };
 
 // Parses a JSON body. InvalidArgument naming the field for malformed JSON,

@@ -51,6 +51,12 @@ grpc::Status GenerationService::Generate(
     if (s.empty()) return Invalid("stop: an empty stop string");
   }
   spec.stop_ids.assign(r->stop_ids().begin(), r->stop_ids().end());
+  // The server's limit, or the client's own deadline when sooner.
+  spec.timeout = limits_.request_timeout;
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  if (deadline < absl::Now() + spec.timeout) {
+    spec.timeout = deadline - absl::Now();
+  }
   auto started = Completion::Start(queue_, tokenizer_, std::move(spec));
   if (!started.ok()) return transport::ToGrpcStatus(started.status());
   std::shared_ptr<Completion> c = *std::move(started);

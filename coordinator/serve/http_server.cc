@@ -208,7 +208,7 @@ void HttpServer::Routes() {
           spec.stop_ids = req->stop_ids;
           spec.top_logprobs = req->top_logprobs;
           spec.tokens_as_ids = req->tokens_as_ids;
-          spec.timeout = options_.request_timeout;
+          spec.timeout = options_.limits.request_timeout;
           auto started = Completion::Start(queue_, tokenizer_, std::move(spec));
           if (!started.ok()) {
             const bool full = absl::IsResourceExhausted(started.status());

@@ -46,9 +46,6 @@ struct ServeOptions {
   RequestLimits limits;
   size_t max_queue = 64;  // for /readyz (the queue enforces it)
   size_t max_batch = 8;   // with max_queue, sizes the connection threads
-  // A request still running after this ends with 504 (or an error event
-  // when streaming); its sequence leaves the batch at the next step.
-  absl::Duration request_timeout = absl::InfiniteDuration();
 };
 
 class HttpServer {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/engine.h"
+#include "coordinator/generate.h"
 #include "coordinator/serve/chat_template.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/grpc_generate.h"
@@ -117,8 +118,10 @@ TEST_F(ServeTest, StreamedChatEqualsTheWholeReply) {
   EXPECT_EQ(usage["completion_tokens"], 30);
 }
 
-// The content of a streamed chat reply (SSE body).
-std::string StreamedContent(const std::string& body, bool* done) {
+// The content of a streamed chat reply (SSE body) and its token ids (from
+// logprobs with return_tokens_as_token_ids).
+std::string StreamedContent(const std::string& body, bool* done,
+                            std::vector<int32_t>* ids) {
   std::string content;
   *done = false;
   size_t pos = 0;
@@ -133,15 +136,23 @@ std::string StreamedContent(const std::string& body, bool* done) {
     }
     const json chunk = json::parse(data, nullptr, false);
     if (!chunk.is_object() || chunk["choices"].empty()) continue;
-    const json& delta = chunk["choices"][0]["delta"];
-    if (delta.contains("content"))
-      content += delta["content"].get<std::string>();
+    const json& choice = chunk["choices"][0];
+    if (choice["delta"].contains("content"))
+      content += choice["delta"]["content"].get<std::string>();
+    if (!choice.contains("logprobs") || !choice["logprobs"].is_object()) {
+      continue;
+    }
+    for (const json& t : choice["logprobs"]["content"]) {
+      const std::string s = t["token"];
+      ids->push_back(std::stoi(s.substr(s.find(':') + 1)));
+    }
   }
   return content;
 }
 
 // 16 clients at once, each with its own prompt and a streamed greedy
-// reply: every reply is what that prompt gets alone.
+// reply: every reply's ids and text are what `Generate` gives that prompt
+// alone.
 TEST_F(ServeTest, SixteenConcurrentStreamsEachAsAlone) {
   StartServer();
   const std::vector<std::string> starts = {
@@ -152,37 +163,53 @@ TEST_F(ServeTest, SixteenConcurrentStreamsEachAsAlone) {
   for (int i = 0; i < 16; ++i) {
     prompts.push_back(starts[i % starts.size()] + (i < 8 ? "" : " and"));
   }
-  auto body_for = [](const std::string& prompt, bool stream) {
-    return json{{"messages", {{{"role", "user"}, {"content", prompt}}}},
-                {"max_tokens", 24},
-                {"stream", stream}}
-        .dump();
-  };
-  std::vector<std::string> alone;
+  constexpr int kTokens = 24;
+  std::vector<std::vector<int32_t>> alone_ids;
+  std::vector<std::string> alone_text;
   for (const std::string& p : prompts) {
-    auto [status, body] = Post("/v1/chat/completions", body_for(p, false));
-    ASSERT_EQ(status, 200) << body.dump();
-    alone.push_back(body["choices"][0]["message"]["content"]);
+    const std::vector<int32_t> prompt = tokenizer_->Encode(
+        RenderChat(ChatTemplate::kPlain, {ChatMessage{"user", p}}));
+    GenerateOptions g;
+    g.max_tokens = kTokens;
+    g.stop_ids = tokenizer_->StopIds();
+    auto r = Generate(*engine_->model, prompt, g, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<int32_t> all = prompt;
+    std::vector<int32_t> shown = r->generated_ids;
+    // A stop id ends the reply without being part of its text.
+    if (r->finish_reason == "stop") shown.pop_back();
+    all.insert(all.end(), shown.begin(), shown.end());
+    alone_ids.push_back(r->generated_ids);
+    alone_text.push_back(
+        tokenizer_->Decode(all)->substr(tokenizer_->Decode(prompt)->size()));
   }
   std::vector<std::string> streamed(prompts.size());
-  std::vector<bool> done(prompts.size(), false);
+  std::vector<std::vector<int32_t>> streamed_ids(prompts.size());
+  std::vector<int> done(prompts.size(), 0);
   std::vector<std::thread> clients;
   for (size_t i = 0; i < prompts.size(); ++i) {
     clients.emplace_back([&, i] {
       httplib::Client c("127.0.0.1", server_->port());
       c.set_read_timeout(120, 0);
-      auto r = c.Post("/v1/chat/completions", body_for(prompts[i], true),
-                      "application/json");
+      const json body = {
+          {"messages", {{{"role", "user"}, {"content", prompts[i]}}}},
+          {"max_tokens", kTokens},
+          {"temperature", 0},
+          {"logprobs", true},
+          {"return_tokens_as_token_ids", true},
+          {"stream", true}};
+      auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
       if (!r || r->status != 200) return;
       bool d = false;
-      streamed[i] = StreamedContent(r->body, &d);
+      streamed[i] = StreamedContent(r->body, &d, &streamed_ids[i]);
       done[i] = d;
     });
   }
   for (std::thread& t : clients) t.join();
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_TRUE(done[i]) << prompts[i];
-    EXPECT_EQ(streamed[i], alone[i]) << prompts[i];
+    EXPECT_EQ(streamed_ids[i], alone_ids[i]) << prompts[i];
+    EXPECT_EQ(streamed[i], alone_text[i]) << prompts[i];
   }
   // They really ran together: some step carried several sequences.
   EXPECT_GT(queue_->widest_step(), 1u);

@@ -47,7 +47,7 @@ class ServeTest : public ::testing::Test {
     so.limits.max_prompt_tokens = 64;
     so.limits.max_context = engine_->model->max_positions();  // 512
     so.max_queue = max_queue;
-    so.request_timeout = request_timeout_;
+    so.limits.request_timeout = request_timeout_;
     QueueOptions qo;
     qo.max_queue = max_queue;
     qo.max_batch = max_batch;
