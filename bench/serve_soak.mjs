@@ -13,8 +13,8 @@
 //     [--max-queue 8] [--max-batch 8] [--prefix-cache 64M] [--seed 1]
 // The prefix cache keeps ended requests' states up to its size by design,
 // so RSS first grows by about that much; it must then stay flat.
-import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { startServer } from "../tests/web/server.mjs";
 
 const args = Object.fromEntries(
     process.argv.slice(2).reduce((acc, a, i, all) =>
@@ -33,24 +33,12 @@ const random = () => {
 };
 const pick = (xs) => xs[Math.floor(random() * xs.length)];
 
-const server = spawn(args.binary, [
-  "serve", "--model", args.model, "--http-port", "0",
+const server = await startServer(args.binary, [
+  "--model", args.model,
   "--max-queue", args["max-queue"] || "8", "--max-batch", args["max-batch"] || "8",
   "--prefix-cache", args["prefix-cache"] || "64M",
-], { stdio: ["ignore", "pipe", "pipe"] });
-let log = "";
-const url = await new Promise((resolve, reject) => {
-  const onData = (d) => {
-    log += d;
-    const m = log.match(/serving .* on (http:\/\/[0-9.]+:[0-9]+)/);
-    if (m) resolve(m[1]);
-  };
-  server.stdout.on("data", onData);
-  server.stderr.on("data", onData);
-  server.on("exit", (c) => reject(new Error(`server exited ${c}:\n${log}`)));
-});
-let serverDied = false;
-server.on("exit", () => { serverDied = true; });
+]);
+const url = server.url;
 
 function rssMb() {
   const m = readFileSync(`/proc/${server.pid}/status`, "utf8").match(/VmRSS:\s+(\d+) kB/);
@@ -118,7 +106,7 @@ async function bad() {
 }
 
 async function client(id, until) {
-  while (Date.now() < until && !serverDied) {
+  while (Date.now() < until && !server.exited()) {
     const chat = random() < 0.5;
     const path = chat ? "/v1/chat/completions" : "/v1/completions";
     const prompt = pick(prompts);
@@ -148,13 +136,11 @@ async function client(id, until) {
 const started = Date.now();
 const samples = [];
 const sampler = setInterval(() => {
-  if (!serverDied) samples.push([(Date.now() - started) / 1000, rssMb()]);
+  if (!server.exited()) samples.push([(Date.now() - started) / 1000, rssMb()]);
 }, 1000);
 await Promise.all(Array.from({ length: clients }, (_, i) => client(i, started + seconds * 1000)));
 clearInterval(sampler);
-server.kill("SIGTERM");
-const code = await new Promise((resolve) =>
-    server.exitCode !== null ? resolve(server.exitCode) : server.on("exit", resolve));
+const code = await server.stop();
 
 const warm = samples.filter(([t]) => t >= Math.min(30, seconds / 10));
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };

@@ -10,7 +10,7 @@
 //   node bench/serve_ttft.mjs --binary build/bin/flotilla-coordinator \
 //     --model DIR [--mem 1G] [--cache 256M] [--first-tokens 500]
 //     [--reply 16] [--new-tokens 20] [--repeats 3] [--vocab 32768]
-import { spawn } from "node:child_process";
+import { startServer } from "../tests/web/server.mjs";
 
 const args = Object.fromEntries(
     process.argv.slice(2).reduce((acc, a, i, all) =>
@@ -30,24 +30,12 @@ const randomId = () => {
   return 3 + (state % (vocab - 3));  // clear of the usual special ids
 };
 
-async function startServer(cache) {
-  const child = spawn(args.binary, [
-    "serve", "--model", args.model, "--http-port", "0", "--mem", args.mem || "1G",
-    "--max-batch", "1", "--max-context", String(firstTokens + reply + newTokens + 64),
+function start(cache) {
+  return startServer(args.binary, [
+    "--model", args.model, "--mem", args.mem || "1G", "--max-batch", "1",
+    "--max-context", String(firstTokens + reply + newTokens + 64),
     "--prefix-cache", cache, "--threads", args.threads || "2",
-  ], { stdio: ["ignore", "pipe", "pipe"] });
-  let log = "";
-  const url = await new Promise((resolve, reject) => {
-    const onData = (d) => {
-      log += d;
-      const m = log.match(/serving .* on (http:\/\/[0-9.]+:[0-9]+)/);
-      if (m) resolve(m[1]);
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.on("exit", (c) => reject(new Error(`server exited ${c}:\n${log}`)));
-  });
-  return { url, child };
+  ], { timeoutMs: 600000 });
 }
 
 // Streams a completion of `ids`; resolves to [seconds to the first token,
@@ -88,7 +76,8 @@ const rounds = Array.from({ length: repeats }, () => ({
   next: Array.from({ length: newTokens }, randomId),
 }));
 for (const cache of ["0", args.cache || "256M"]) {
-  const { url, child } = await startServer(cache);
+  const server = await start(cache);
+  const url = server.url;
   const ttft = [], firstTtft = [], replies = [];
   for (const round of rounds) {
     const [t1, ids] = await complete(url, round.first, reply);
@@ -98,8 +87,7 @@ for (const cache of ["0", args.cache || "256M"]) {
     ttft.push(t2);
     replies.push(ids2.join(","));
   }
-  child.kill("SIGTERM");
-  await new Promise((resolve) => child.on("exit", resolve));
+  await server.stop();
   results[cache] = { turn1_ttft_s: firstTtft, turn2_ttft_s: ttft,
                      turn2_median_s: median(ttft), replies };
   console.log(`prefix cache ${cache}: turn 1 TTFT ${firstTtft.map((t) => t.toFixed(2)).join(" ")} s; ` +

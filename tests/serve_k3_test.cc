@@ -15,6 +15,7 @@
 #include "coordinator/generate.h"
 #include "coordinator/serve/generation_queue.h"
 #include "coordinator/serve/http_server.h"
+#include "coordinator/serve/serve_test_fixture.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/testing/fixture.h"
@@ -22,32 +23,18 @@
 namespace flotilla::coordinator::serve {
 namespace {
 
-using json = nlohmann::json;
-
 // The token ids of a streamed completion with logprobs (SSE body), and
 // whether it ended with [DONE].
 std::vector<int32_t> StreamedIds(const std::string& body, bool* done,
                                  std::string* finish) {
   std::vector<int32_t> ids;
-  *done = false;
-  size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    const size_t end = body.find("\n\n", pos);
-    if (end == std::string::npos) break;
-    const std::string data = body.substr(pos + 6, end - pos - 6);
-    pos = end + 2;
-    if (data == "[DONE]") {
-      *done = true;
-      break;
-    }
-    const json chunk = json::parse(data, nullptr, false);
+  for (const json& chunk : SseEvents(body, done)) {
     if (!chunk.is_object() || chunk["choices"].empty()) continue;
     const json& choice = chunk["choices"][0];
     if (!choice["finish_reason"].is_null()) *finish = choice["finish_reason"];
     if (!choice["logprobs"].is_object()) continue;
     for (const json& t : choice["logprobs"]["tokens"]) {
-      const std::string s = t.get<std::string>();
-      ids.push_back(std::stoi(s.substr(s.find(':') + 1)));
+      ids.push_back(TokenIdOf(t));
     }
   }
   return ids;

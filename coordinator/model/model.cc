@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/model/batched_step.h"
 #include "coordinator/model/decoder_layer.h"
 #include "coordinator/model/local_experts.h"
 #include "shared/base/status_macros.h"
@@ -102,14 +103,21 @@ SequenceState K3Model::NewSequence() const {
   return s;
 }
 
-absl::Status K3Model::Forward(ModelSequence* sequence,
-                              const std::vector<int32_t>& ids,
-                              bool all_positions, std::vector<float>* logits) {
+absl::StatusOr<SequenceState*> K3Model::CheckInput(
+    ModelSequence* sequence, const std::vector<int32_t>& ids) const {
   auto* state = dynamic_cast<SequenceState*>(sequence);
   if (state == nullptr) {
     return absl::InvalidArgumentError(
         "the sequence was not started by this Kimi K3 model");
   }
+  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, config_.vocab_size));
+  return state;
+}
+
+absl::Status K3Model::Forward(ModelSequence* sequence,
+                              const std::vector<int32_t>& ids,
+                              bool all_positions, std::vector<float>* logits) {
+  FLOTILLA_ASSIGN_OR_RETURN(SequenceState * state, CheckInput(sequence, ids));
   return Forward(state, ids, all_positions, logits);
 }
 
@@ -128,41 +136,17 @@ absl::Status K3Model::ForwardBatch(
     const std::vector<ModelSequence*>& sequences,
     const std::vector<std::vector<int32_t>>& ids,
     std::vector<std::vector<float>>* last_logits) {
-  if (sequences.size() != ids.size()) {
-    return absl::InvalidArgumentError("one id list per sequence");
-  }
-  std::vector<SequenceState*> states;
-  std::vector<const std::vector<int32_t>*> lists;
-  std::vector<size_t> rows;
-  size_t offset = 0;
-  for (size_t i = 0; i < sequences.size(); ++i) {
-    auto* state = dynamic_cast<SequenceState*>(sequences[i]);
-    if (state == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", i, " was not started by this Kimi K3 model"));
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (states[j] == state) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("sequence ", i, " appears twice in one step"));
-      }
-    }
-    FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids[i], config_.vocab_size));
-    states.push_back(state);
-    lists.push_back(&ids[i]);
-    offset += ids[i].size();
-    rows.push_back(offset - 1);
-  }
-  if (states.empty()) return absl::InvalidArgumentError("no sequences");
-  std::vector<float> logits;
-  FLOTILLA_RETURN_IF_ERROR(Step(states, lists, rows, &logits));
-  const size_t v = config_.vocab_size;
-  last_logits->resize(states.size());
-  for (size_t i = 0; i < states.size(); ++i) {
-    (*last_logits)[i].assign(logits.begin() + i * v,
-                             logits.begin() + (i + 1) * v);
-  }
-  return absl::OkStatus();
+  return RunBatchedStep<SequenceState>(
+      sequences, ids, config_.vocab_size,
+      [this](ModelSequence* s, const std::vector<int32_t>& i) {
+        return CheckInput(s, i);
+      },
+      [this](const std::vector<SequenceState*>& states,
+             const std::vector<const std::vector<int32_t>*>& lists,
+             const std::vector<size_t>& rows, std::vector<float>* logits) {
+        return Step(states, lists, rows, logits);
+      },
+      last_logits);
 }
 
 absl::Status K3Model::Step(const std::vector<SequenceState*>& states,

@@ -103,6 +103,9 @@ class K3Model : public LanguageModel {
 
  private:
   K3Model() = default;
+  // The sequence as a Kimi K3 one, after checking `ids`.
+  absl::StatusOr<SequenceState*> CheckInput(
+      ModelSequence* sequence, const std::vector<int32_t>& ids) const;
   // The forward pass over states[i] taking *ids[i] (checked ids), one
   // sequence after another; logits receives the head's output for the step
   // rows in `out_rows`, [out_rows.size()][vocab].

@@ -123,18 +123,7 @@ TEST_F(ServeTest, StreamedChatEqualsTheWholeReply) {
 std::string StreamedContent(const std::string& body, bool* done,
                             std::vector<int32_t>* ids) {
   std::string content;
-  *done = false;
-  size_t pos = 0;
-  while ((pos = body.find("data: ", pos)) != std::string::npos) {
-    const size_t end = body.find("\n\n", pos);
-    if (end == std::string::npos) break;
-    const std::string data = body.substr(pos + 6, end - pos - 6);
-    pos = end + 2;
-    if (data == "[DONE]") {
-      *done = true;
-      break;
-    }
-    const json chunk = json::parse(data, nullptr, false);
+  for (const json& chunk : SseEvents(body, done)) {
     if (!chunk.is_object() || chunk["choices"].empty()) continue;
     const json& choice = chunk["choices"][0];
     if (choice["delta"].contains("content"))
@@ -143,8 +132,7 @@ std::string StreamedContent(const std::string& body, bool* done,
       continue;
     }
     for (const json& t : choice["logprobs"]["content"]) {
-      const std::string s = t["token"];
-      ids->push_back(std::stoi(s.substr(s.find(':') + 1)));
+      ids->push_back(TokenIdOf(t["token"]));
     }
   }
   return content;

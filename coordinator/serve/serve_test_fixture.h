@@ -24,6 +24,31 @@ namespace flotilla::coordinator::serve {
 
 using json = nlohmann::json;
 
+// The JSON payloads of a server-sent event stream, in order; *done when it
+// ended with "data: [DONE]".
+inline std::vector<json> SseEvents(const std::string& body, bool* done) {
+  std::vector<json> events;
+  *done = false;
+  size_t pos = 0;
+  while ((pos = body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    const std::string data = body.substr(pos + 6, end - pos - 6);
+    pos = end + 2;
+    if (data == "[DONE]") {
+      *done = true;
+      break;
+    }
+    events.push_back(json::parse(data, nullptr, false));
+  }
+  return events;
+}
+
+// The id in a logprobs token named "token_id:N".
+inline int32_t TokenIdOf(const std::string& token) {
+  return std::stoi(token.substr(token.find(':') + 1));
+}
+
 inline std::string ModelDir() { return testutil::ModelPath("stories260k-moe"); }
 
 class ServeTest : public ::testing::Test {

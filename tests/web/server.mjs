@@ -1,5 +1,5 @@
 // Starts `flotilla-coordinator serve` on a free loopback port for the web
-// tests and stops it again. The server prints
+// tests and the serving benches (bench/serve_*.mjs), and stops it again. The server prints
 // "flotilla-coordinator: serving NAME (... chat template) on http://HOST:PORT"
 // once it accepts requests.
 import { spawn } from "node:child_process";
@@ -29,6 +29,8 @@ export async function startServer(binary, args, { timeoutMs = 120000 } = {}) {
   });
   return {
     url,
+    pid: child.pid,
+    exited: () => child.exitCode !== null || child.signalCode !== null,
     output: () => output,
     // SIGTERM: the server drains and exits 0.
     async stop() {

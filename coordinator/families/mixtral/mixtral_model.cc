@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/model/batched_step.h"
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"
 
@@ -182,30 +183,17 @@ absl::Status MixtralModel::ForwardBatch(
     const std::vector<ModelSequence*>& sequences,
     const std::vector<std::vector<int32_t>>& ids,
     std::vector<std::vector<float>>* last_logits) {
-  if (sequences.size() != ids.size()) {
-    return absl::InvalidArgumentError("one id list per sequence");
-  }
-  std::vector<MixtralSequence*> seqs;
-  std::vector<const std::vector<int32_t>*> lists;
-  std::vector<size_t> rows;
-  size_t offset = 0;
-  for (size_t i = 0; i < sequences.size(); ++i) {
-    FLOTILLA_ASSIGN_OR_RETURN(MixtralSequence * seq,
-                              CheckInput(sequences[i], ids[i]));
-    seqs.push_back(seq);
-    lists.push_back(&ids[i]);
-    offset += ids[i].size();
-    rows.push_back(offset - 1);
-  }
-  std::vector<float> logits;
-  FLOTILLA_RETURN_IF_ERROR(Step(seqs, lists, rows, &logits));
-  const size_t v = config_.vocab_size;
-  last_logits->resize(seqs.size());
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    (*last_logits)[i].assign(logits.begin() + i * v,
-                             logits.begin() + (i + 1) * v);
-  }
-  return absl::OkStatus();
+  return RunBatchedStep<MixtralSequence>(
+      sequences, ids, config_.vocab_size,
+      [this](ModelSequence* s, const std::vector<int32_t>& i) {
+        return CheckInput(s, i);
+      },
+      [this](const std::vector<MixtralSequence*>& seqs,
+             const std::vector<const std::vector<int32_t>*>& lists,
+             const std::vector<size_t>& rows, std::vector<float>* logits) {
+        return Step(seqs, lists, rows, logits);
+      },
+      last_logits);
 }
 
 absl::Status MixtralModel::Step(
