@@ -96,6 +96,11 @@ absl::Status HttpServer::Start() {
         absl::StrCat("listen(", kListenBacklog, ") failed: errno ", errno));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // httplib's stop() does nothing until the loop runs: wait for it, so a
+  // Stop() right after Start() cannot leave the loop running forever.
+  while (!server_->is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return absl::OkStatus();
 }
 

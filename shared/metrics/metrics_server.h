@@ -1,0 +1,50 @@
+// Prometheus metrics over HTTP: a prometheus-cpp Registry served in the text
+// exposition format at GET /metrics on its own port (--metrics-port), by
+// Debian's cpp-httplib (prometheus-cpp's own exposer reports a port in use
+// by throwing; this one returns a Status). Every component registers its
+// families in one Registry and hands it here.
+#ifndef FLOTILLA_SHARED_METRICS_METRICS_SERVER_H_
+#define FLOTILLA_SHARED_METRICS_METRICS_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "prometheus/registry.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace flotilla::metrics {
+
+class MetricsServer {
+ public:
+  // Listens on host:port (0: any free port). `registry` must outlive the
+  // server. Unavailable, naming the address, when it cannot listen.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const std::string& host, int port,
+      std::shared_ptr<prometheus::Registry> registry);
+  ~MetricsServer();
+
+  int port() const { return port_; }
+
+ private:
+  MetricsServer() = default;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// The registry's families in the text exposition format.
+std::string Scrape(const prometheus::Registry& registry);
+
+// flotilla_build_info{component, version} 1: which binary this is.
+void AddBuildInfo(prometheus::Registry& registry, const std::string& component);
+
+}  // namespace flotilla::metrics
+
+#endif  // FLOTILLA_SHARED_METRICS_METRICS_SERVER_H_
