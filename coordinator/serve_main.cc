@@ -15,9 +15,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "coordinator/engine.h"
+#include "coordinator/run_report.h"
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
+#include "coordinator/serve/serve_metrics.h"
 #include "shared/io/memory_budget.h"
+#include "shared/metrics/metrics_server.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/transport/transport.h"
 
@@ -46,6 +49,9 @@ ABSL_FLAG(int32_t, request_timeout_s, 600,
 ABSL_FLAG(int32_t, drain_timeout_s, 60,
           "serve: on SIGTERM or SIGINT, wait this long for accepted requests "
           "to finish before closing");
+ABSL_FLAG(int32_t, metrics_port, -1,
+          "serve: Prometheus metrics at http://HOST:PORT/metrics "
+          "(0 = any free port, -1 = off)");
 ABSL_FLAG(std::string, chat_template, "",
           "serve: kimi, chatml, llama2 or plain (default: recognised from "
           "the model's tokenizer_config.json, else plain)");
@@ -147,11 +153,41 @@ int RunServe(const EngineOptions& eo) {
   qo.max_batch = static_cast<size_t>(max_batch);
   qo.prefix_cache_bytes = prefix_cache;
   qo.prefill_chunk = static_cast<size_t>(eo.prefill_chunk);
+  // Prometheus metrics at /metrics on --metrics-port.
+  auto registry = std::make_shared<prometheus::Registry>();
+  metrics::AddBuildInfo(*registry, "coordinator");
+  serve::ServeMetrics serve_metrics(*registry);
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
+    if (port > 65535) return Fail(2, "--metrics-port must be in -1..65535");
+    if (const auto* budget = (*engine)->accountant.get()) {
+      serve_metrics.MemoryBudget(budget->budget());
+      for (const auto& [owner, bytes] : budget->owners()) {
+        serve_metrics.MemoryOwner(owner, bytes);
+      }
+    }
+    so.metrics = &serve_metrics;
+    const Engine* engine_ptr = engine->get();
+    // On the queue's thread, which owns the model: the engine's counters
+    // are read there, after each step.
+    qo.on_step = [&serve_metrics, engine_ptr](const serve::StepReport& r) {
+      serve_metrics.Step(r.sequences, r.rows, r.tokens, r.waiting, r.running);
+      if (r.prefix_hits > 0) {
+        serve_metrics.PrefixHit(r.reused_tokens);
+      }
+      serve_metrics.EngineCounters(SnapshotCounters(*engine_ptr), r.tokens);
+    };
+    auto started = metrics::MetricsServer::Start(so.host, port, registry);
+    if (!started.ok()) return Fail(1, started.status().ToString());
+    metrics_server = *std::move(started);
+    std::printf("flotilla-coordinator: metrics on http://%s:%d/metrics\n",
+                so.host.c_str(), metrics_server->port());
+  }
   serve::GenerationQueue queue((*engine)->model.get(), qo);
   serve::HttpServer server((*engine)->model.get(), tok.get(), &queue, so);
   if (absl::Status s = server.Start(); !s.ok()) return Fail(1, s.ToString());
   serve::GenerationService generation((*engine)->model.get(), tok.get(), &queue,
-                                      so.limits);
+                                      so.limits, so.metrics);
   std::unique_ptr<grpc::Server> grpc_server;
   if (const int grpc_port = absl::GetFlag(FLAGS_grpc_port); grpc_port >= 0) {
     transport::ServerOptions go;

@@ -42,8 +42,11 @@ absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
 
 absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(
     GenerationQueue* queue, const tokenizer::Tokenizer* tokenizer,
-    CompletionSpec spec) {
+    CompletionSpec spec, ServeMetrics* metrics) {
   auto c = std::shared_ptr<Completion>(new Completion());
+  c->metrics_ = metrics;
+  c->started_ = absl::Now();
+  c->first_token_ = c->last_token_ = absl::InfinitePast();
   c->prompt_tokens_ = spec.prompt.size();
   if (tokenizer != nullptr) {
     c->decoder_ = std::make_unique<tokenizer::StreamDecoder>(tokenizer);
@@ -130,6 +133,13 @@ bool Completion::OnToken(int32_t id) {
     if (auto p = decoder_->Next(id); p.ok()) piece = *std::move(p);
   }
   std::lock_guard<std::mutex> lock(mu_);
+  const absl::Time now = absl::Now();
+  if (first_token_ == absl::InfinitePast()) {
+    first_token_ = now;
+  } else if (metrics_ != nullptr) {
+    metrics_->InterToken(absl::ToDoubleSeconds(now - last_token_));
+  }
+  last_token_ = now;
   ++completion_tokens_;
   pending_.ids.push_back(id);
   if (top_logprobs_ >= 0) pending_.logprobs.push_back(std::move(lp));
@@ -181,6 +191,16 @@ std::string Completion::finish_reason() const {
 size_t Completion::completion_tokens() const {
   std::lock_guard<std::mutex> lock(mu_);
   return completion_tokens_;
+}
+
+double Completion::ttft_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_token_ == absl::InfinitePast()) return 0;
+  return absl::ToDoubleSeconds(first_token_ - started_);
+}
+
+double Completion::elapsed_seconds() const {
+  return absl::ToDoubleSeconds(absl::Now() - started_);
 }
 
 }  // namespace flotilla::coordinator::serve

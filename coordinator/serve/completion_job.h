@@ -22,6 +22,7 @@
 #include "coordinator/sampler.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/generation_queue.h"
+#include "coordinator/serve/serve_metrics.h"
 #include "coordinator/serve/stop_text.h"
 #include "shared/tokenizer/stream_decoder.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -75,9 +76,10 @@ struct CompletionPiece {
 class Completion {
  public:
   // Queues the job. ResourceExhausted when the queue is full.
+  // `metrics` (may be null) receives the time between tokens.
   static absl::StatusOr<std::shared_ptr<Completion>> Start(
       GenerationQueue* queue, const tokenizer::Tokenizer* tokenizer,
-      CompletionSpec spec);
+      CompletionSpec spec, ServeMetrics* metrics = nullptr);
 
   // Blocks until there is new output or the job ended; returns whether it
   // ended (then `piece` holds the last output, if any).
@@ -87,6 +89,9 @@ class Completion {
   std::string finish_reason() const;  // "stop" or "length"
   size_t prompt_tokens() const { return prompt_tokens_; }
   size_t completion_tokens() const;
+  // From Start to the first token (0 before it), and to now.
+  double ttft_seconds() const;
+  double elapsed_seconds() const;
 
   void Cancel() { cancelled_ = true; }
 
@@ -108,6 +113,9 @@ class Completion {
   std::unique_ptr<tokenizer::StreamDecoder> decoder_;  // null: no tokenizer
   std::unique_ptr<StopText> stop_;
   int top_logprobs_ = -1;
+  ServeMetrics* metrics_ = nullptr;
+  absl::Time started_;
+  absl::Time first_token_, last_token_;  // guarded by mu_ (InfinitePast: none)
   const tokenizer::Tokenizer* tokenizer_ = nullptr;
   int32_t previous_id_ = -1;  // the last id fed, for token texts
   // The last step's log-softmax (queue thread only, when logprobs are on).

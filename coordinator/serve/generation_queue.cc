@@ -25,7 +25,8 @@ GenerationQueue::GenerationQueue(LanguageModel* model,
     : model_(model),
       max_queue_(std::max<size_t>(1, options.max_queue)),
       max_batch_(std::max<size_t>(1, options.max_batch)),
-      prefill_chunk_(options.prefill_chunk) {
+      prefill_chunk_(options.prefill_chunk),
+      on_step_(options.on_step) {
   if (options.prefix_cache_bytes > 0) {
     cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes);
   }
@@ -124,6 +125,8 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
       std::lock_guard<std::mutex> lock(mu_);
       ++prefix_hits_;
       reused_tokens_ += reused;
+      ++pending_report_.prefix_hits;
+      pending_report_.reused_tokens += reused;
     }
     r->result.finish_reason = "length";
     running->push_back(std::move(r));
@@ -178,6 +181,10 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
     std::lock_guard<std::mutex> lock(mu_);
     widest_step_ = std::max(widest_step_, running->size());
   }
+  StepReport report = pending_report_;
+  pending_report_ = StepReport();
+  report.sequences = sequences.size();
+  for (const auto& list : ids) report.rows += list.size();
   std::vector<std::vector<float>> logits;
   const absl::Status s = model_->ForwardBatch(sequences, ids, &logits);
   if (!s.ok()) {
@@ -196,6 +203,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
       still.push_back(std::move((*running)[i]));
       continue;
     }
+    ++report.tokens;
     if (r.job.on_logits) r.job.on_logits(logits[i].data(), vocab);
     // Generate's own decision, so the request ends where Generate would.
     const bool done = AcceptToken(logits[i].data(), vocab, r.job.options,
@@ -217,6 +225,11 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
     }
   }
   *running = std::move(still);
+  if (on_step_) {
+    report.running = running->size();
+    report.waiting = waiting();
+    on_step_(report);
+  }
 }
 
 void GenerationQueue::Loop() {

@@ -46,6 +46,17 @@ struct GenerationJob {
   absl::Time deadline = absl::InfiniteFuture();
 };
 
+// What one step did, for metrics (on the queue's thread, after the step).
+struct StepReport {
+  size_t sequences = 0;      // in the forward pass
+  size_t rows = 0;           // prompt and decode tokens fed
+  size_t tokens = 0;         // tokens generated
+  size_t waiting = 0;        // jobs waiting after the step
+  size_t running = 0;        // jobs still running after it
+  size_t prefix_hits = 0;    // jobs admitted since the last report that
+  size_t reused_tokens = 0;  // resumed from a kept state, and tokens skipped
+};
+
 struct QueueOptions {
   size_t max_queue = 64;  // jobs that may wait (>= 1)
   size_t max_batch = 8;   // jobs stepped together (>= 1)
@@ -53,6 +64,7 @@ struct QueueOptions {
   // (PrefixCache) and later prompts that extend one resume from it.
   uint64_t prefix_cache_bytes = 0;
   size_t prefill_chunk = 256;  // prompt tokens per job per step (0: all)
+  std::function<void(const StepReport&)> on_step;  // may be empty
 };
 
 class GenerationQueue {
@@ -90,7 +102,9 @@ class GenerationQueue {
 
   LanguageModel* model_;
   const size_t max_queue_, max_batch_, prefill_chunk_;
-  size_t widest_step_ = 0;                        // guarded by mu_
+  const std::function<void(const StepReport&)> on_step_;
+  StepReport pending_report_;  // loop thread only: admissions since a step
+  size_t widest_step_ = 0;     // guarded by mu_
   uint64_t prefix_hits_ = 0, reused_tokens_ = 0;  // guarded by mu_
   uint64_t cancelled_ = 0;                        // guarded by mu_
   size_t running_ = 0;                            // guarded by mu_

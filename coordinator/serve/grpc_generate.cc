@@ -18,6 +18,47 @@ grpc::Status Invalid(const std::string& message) {
 grpc::Status GenerationService::Generate(
     grpc::ServerContext* context, const flotilla::v1::GenerateRequest* r,
     grpc::ServerWriter<flotilla::v1::GenerateResponse>* writer) {
+  const absl::Time start = absl::Now();
+  std::shared_ptr<Completion> c;
+  const grpc::Status status = Run(context, r, writer, &c);
+  if (metrics_ != nullptr) {
+    // The HTTP status the gRPC code corresponds to, so both APIs share
+    // one requests_total family.
+    int http = 500;
+    switch (status.error_code()) {
+      case grpc::StatusCode::OK:
+        http = 200;
+        break;
+      case grpc::StatusCode::INVALID_ARGUMENT:
+        http = 400;
+        break;
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        http = 429;
+        break;
+      case grpc::StatusCode::UNAVAILABLE:
+        http = 503;
+        break;
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        http = 504;
+        break;
+      case grpc::StatusCode::CANCELLED:
+        http = 499;
+        break;
+      default:
+        break;
+    }
+    metrics_->RequestDone("grpc", http, c ? c->prompt_tokens() : 0,
+                          c ? c->completion_tokens() : 0,
+                          c ? c->ttft_seconds() : 0,
+                          absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  return status;
+}
+
+grpc::Status GenerationService::Run(
+    grpc::ServerContext* context, const flotilla::v1::GenerateRequest* r,
+    grpc::ServerWriter<flotilla::v1::GenerateResponse>* writer,
+    std::shared_ptr<Completion>* completion) {
   CompletionSpec spec;
   if (r->prompt_ids_size() > 0) {
     spec.prompt.assign(r->prompt_ids().begin(), r->prompt_ids().end());
@@ -57,9 +98,11 @@ grpc::Status GenerationService::Generate(
   if (deadline < absl::Now() + spec.timeout) {
     spec.timeout = deadline - absl::Now();
   }
-  auto started = Completion::Start(queue_, tokenizer_, std::move(spec));
+  auto started =
+      Completion::Start(queue_, tokenizer_, std::move(spec), metrics_);
   if (!started.ok()) return transport::ToGrpcStatus(started.status());
   std::shared_ptr<Completion> c = *std::move(started);
+  *completion = c;
   CompletionPiece piece;
   for (bool done = false; !done;) {
     done = c->Take(&piece);

@@ -8,11 +8,14 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "coordinator/serve/chat_page.h"
 #include "coordinator/serve/completion_job.h"
 #include "coordinator/serve/logprobs_json.h"
@@ -24,6 +27,17 @@ namespace {
 using json = nlohmann::json;
 
 constexpr int kListenBacklog = 512;
+
+// The request a connection thread is on: httplib runs a request's
+// pre-routing handler, route handler, streamed body and logger on one
+// thread, so the logger finds here what the handler learned.
+struct RequestContext {
+  absl::Time start;
+  std::string api;  // "completions" or "chat"; empty: not a completion
+  std::string id;
+  std::shared_ptr<Completion> completion;
+};
+thread_local RequestContext tls_request;
 
 int64_t Now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -136,8 +150,38 @@ void HttpServer::Routes() {
   const size_t threads =
       std::min<size_t>(1024, options_.max_queue + options_.max_batch + 4);
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.set_logger([this](const httplib::Request&, const httplib::Response& res) {
+    RequestContext ctx = std::move(tls_request);
+    tls_request = RequestContext();
+    if (ctx.api.empty()) return;
+    const double total = absl::ToDoubleSeconds(absl::Now() - ctx.start);
+    const Completion* c = ctx.completion.get();
+    const size_t prompt = c ? c->prompt_tokens() : 0;
+    const size_t generated = c ? c->completion_tokens() : 0;
+    const double ttft = c ? c->ttft_seconds() : 0;
+    if (options_.metrics != nullptr) {
+      options_.metrics->RequestDone(ctx.api, res.status, prompt, generated,
+                                    ttft, total);
+    }
+    if (options_.access_log) {
+      std::fprintf(stderr,
+                   "flotilla-coordinator: request id=%s api=%s model=%s "
+                   "status=%d prompt_tokens=%zu completion_tokens=%zu "
+                   "ttft_s=%.3f total_s=%.3f\n",
+                   ctx.id.empty() ? "-" : ctx.id.c_str(), ctx.api.c_str(),
+                   options_.model_name.c_str(), res.status, prompt, generated,
+                   ttft, total);
+    }
+  });
   s.set_pre_routing_handler([this](const httplib::Request& req,
                                    httplib::Response& res) {
+    tls_request = RequestContext();
+    tls_request.start = absl::Now();
+    if (req.method == "POST" && absl::StartsWith(req.path, "/v1/")) {
+      tls_request.api = absl::EndsWith(req.path, "/chat/completions")
+                            ? "chat"
+                            : "completions";
+    }
     if (draining_ && req.method == "POST") {
       Error(res, 503, "the server is shutting down", "server_error");
       return httplib::Server::HandlerResponse::Handled;
@@ -214,7 +258,8 @@ void HttpServer::Routes() {
           spec.top_logprobs = req->top_logprobs;
           spec.tokens_as_ids = req->tokens_as_ids;
           spec.timeout = options_.limits.request_timeout;
-          auto started = Completion::Start(queue_, tokenizer_, std::move(spec));
+          auto started = Completion::Start(queue_, tokenizer_, std::move(spec),
+                                           options_.metrics);
           if (!started.ok()) {
             const bool full = absl::IsResourceExhausted(started.status());
             return Error(res, full ? 429 : 503,
@@ -227,6 +272,9 @@ void HttpServer::Routes() {
           const std::string id =
               absl::StrCat(chat ? "chatcmpl-" : "cmpl-", Now(), "-", next_id++);
           const std::string model_name = options_.model_name;
+          tls_request.id = id;
+          tls_request.completion = c;
+          res.set_header("X-Request-Id", id);
           const char* object =
               chat ? "chat.completion.chunk" : "text_completion";
           auto usage = [c] {

@@ -7,6 +7,8 @@
 //        stream_options.include_usage)
 //   GET  /v1/models, /healthz, /readyz
 //   GET  /                      the web chat page (chat_page.h)
+// Every completion response carries its id in X-Request-Id (the body's
+// "id"), and is counted in the metrics and the access log when it ends.
 // Errors are OpenAI-style bodies ({"error": {"message", "type", ...}}) with
 // 400 (bad request), 401 (API key), 404 (unknown model or route), 429
 // (queue full), 500 (the model failed).
@@ -29,6 +31,7 @@
 #include "coordinator/serve/chat_template.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/generation_queue.h"
+#include "coordinator/serve/serve_metrics.h"
 #include "shared/tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -46,6 +49,10 @@ struct ServeOptions {
   RequestLimits limits;
   size_t max_queue = 64;  // for /readyz (the queue enforces it)
   size_t max_batch = 8;   // with max_queue, sizes the connection threads
+  ServeMetrics* metrics = nullptr;  // may be null; must outlive the server
+  // One line per completion request on stderr: request id, API, model,
+  // status, prompt and completion tokens, time to first token, total time.
+  bool access_log = true;
 };
 
 class HttpServer {

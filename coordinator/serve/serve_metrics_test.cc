@@ -1,0 +1,105 @@
+// The serving metrics as Prometheus would scrape them, after real requests
+// through the HTTP server on the stories model with its experts streamed
+// from disk: request and token counts, time to first token, and the bytes
+// read, which must equal the engine's own counters (what --stats reports).
+#include "coordinator/serve/serve_metrics.h"
+
+#include <httplib.h>
+
+#include <string>
+
+#include "coordinator/engine.h"
+#include "coordinator/run_report.h"
+#include "coordinator/serve/generation_queue.h"
+#include "coordinator/serve/http_server.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "shared/metrics/metrics_server.h"
+#include "shared/testing/fixture.h"
+#include "shared/tokenizer/tokenizer.h"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+// The value of the sample `name{labels}` (exact text) in a scrape, or -1.
+double Sample(const std::string& scrape, const std::string& series) {
+  const size_t at = scrape.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(scrape.substr(at + series.size() + 2));
+}
+
+TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
+  EngineOptions eo;
+  eo.model_dir = testutil::ModelPath("stories260k-moe");
+  eo.mem = "4M";  // the experts (5.3 MB) are streamed from disk
+  eo.max_context = 128;
+  eo.sequences = 2;
+  auto engine = OpenEngine(eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto tok = tokenizer::Tokenizer::LoadDir(eo.model_dir);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+
+  prometheus::Registry registry;
+  ServeMetrics metrics(registry);
+  const Engine* e = engine->get();
+  QueueOptions qo;
+  qo.max_batch = 2;
+  qo.on_step = [&metrics, e](const StepReport& r) {
+    metrics.Step(r.sequences, r.rows, r.tokens, r.waiting, r.running);
+    metrics.EngineCounters(SnapshotCounters(*e), r.tokens);
+  };
+  GenerationQueue queue((*engine)->model.get(), qo);
+  ServeOptions so;
+  so.port = 0;
+  so.model_name = "stories260k-moe";
+  so.limits.max_context = 128;
+  so.metrics = &metrics;
+  so.access_log = false;
+  HttpServer server((*engine)->model.get(), tok->get(), &queue, so);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  auto ok = client.Post("/v1/completions",
+                        R"({"prompt": "Once upon a time", "max_tokens": 20})",
+                        "application/json");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  EXPECT_FALSE(ok->get_header_value("X-Request-Id").empty());
+  const auto body = nlohmann::json::parse(ok->body);
+  EXPECT_EQ(ok->get_header_value("X-Request-Id"), body["id"]);
+  auto bad =
+      client.Post("/v1/completions", R"({"prompt": 5})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  server.Stop();
+
+  const std::string scrape = metrics::Scrape(registry);
+  EXPECT_EQ(
+      Sample(
+          scrape,
+          R"(flotilla_serve_requests_total{api="completions",status="200"})"),
+      1);
+  EXPECT_EQ(
+      Sample(
+          scrape,
+          R"(flotilla_serve_requests_total{api="completions",status="400"})"),
+      1);
+  EXPECT_EQ(Sample(scrape, "flotilla_serve_generated_tokens_total"),
+            body["usage"]["completion_tokens"].get<double>());
+  EXPECT_EQ(Sample(scrape, "flotilla_serve_time_to_first_token_seconds_count"),
+            1);
+  // The bytes Prometheus sees are the engine's own counters.
+  const RunCounters now = SnapshotCounters(**engine);
+  ASSERT_GT(now.experts.bytes_read, 0u);
+  EXPECT_EQ(
+      Sample(scrape,
+             R"(flotilla_coordinator_read_bytes_total{source="experts"})"),
+      static_cast<double>(now.experts.bytes_read));
+  EXPECT_EQ(
+      Sample(
+          scrape,
+          R"(flotilla_coordinator_read_bytes_per_token_count{source="experts"})"),
+      Sample(scrape, "flotilla_serve_steps_total"));
+}
+
+}  // namespace
+}  // namespace flotilla::coordinator::serve
