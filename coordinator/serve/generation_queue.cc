@@ -112,6 +112,10 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
       s = absl::InvalidArgumentError("max_tokens must be >= 1");
     }
     if (!s.ok()) {
+      if (absl::IsCancelled(s)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++cancelled_;
+      }
       if (job.on_done) job.on_done(s);
       continue;
     }
@@ -140,7 +144,7 @@ absl::Status GenerationQueue::Interrupted(const GenerationJob& job) {
   }
   if (job.deadline != absl::InfiniteFuture() && absl::Now() > job.deadline) {
     return absl::DeadlineExceededError(
-        "the request ran past its time limit (--request-timeout)");
+        "the request ran past its time limit (--request-timeout-s)");
   }
   return absl::OkStatus();
 }
