@@ -9,8 +9,12 @@
 
 namespace flotilla::expert_worker {
 
-ExpertServiceImpl::ExpertServiceImpl(ExpertCompute* compute)
-    : compute_(compute), info_(MakeInfo(*compute)), queue_(kMaxQueuedCalls) {}
+ExpertServiceImpl::ExpertServiceImpl(ExpertCompute* compute,
+                                     WorkerMetrics* metrics)
+    : compute_(compute),
+      metrics_(metrics),
+      info_(MakeInfo(*compute)),
+      queue_(kMaxQueuedCalls) {}
 
 grpc::ServerUnaryReactor* ExpertServiceImpl::Compute(
     grpc::CallbackServerContext* context, const v1::ComputeRequest* request,
@@ -21,6 +25,7 @@ grpc::ServerUnaryReactor* ExpertServiceImpl::Compute(
   if (grpc::Status s =
           AdmitCompute(compute_, *request, RpcClock::now(), admitted.get());
       !s.ok()) {
+    if (metrics_ != nullptr) metrics_->ComputeDone(s.error_code(), nullptr);
     reactor->Finish(s);
     return reactor;
   }
@@ -29,14 +34,25 @@ grpc::ServerUnaryReactor* ExpertServiceImpl::Compute(
         if (context->IsCancelled()) {
           // The client gave up (deadline, retry on a replica): do not
           // spend the disk on an answer nobody reads.
+          if (metrics_ != nullptr) {
+            metrics_->ComputeDone(grpc::StatusCode::CANCELLED, nullptr);
+          }
           reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
                                        "cancelled before it ran"));
           return;
         }
-        reactor->Finish(
-            RunAdmittedCompute(compute_, *request, *admitted, response));
+        grpc::Status s =
+            RunAdmittedCompute(compute_, *request, *admitted, response);
+        if (metrics_ != nullptr) {
+          metrics_->ComputeDone(s.error_code(),
+                                s.ok() ? &response->stats() : nullptr);
+        }
+        reactor->Finish(s);
       });
   if (!queued) {
+    if (metrics_ != nullptr) {
+      metrics_->ComputeDone(grpc::StatusCode::RESOURCE_EXHAUSTED, nullptr);
+    }
     reactor->Finish(
         grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                      absl::StrCat("worker busy: ", kMaxQueuedCalls,
@@ -60,6 +76,7 @@ grpc::ServerUnaryReactor* ExpertServiceImpl::Prefetch(
       [this, reactor, response, layer, experts = std::move(experts)] {
         absl::StatusOr<uint32_t> n = compute_->Prefetch(layer, experts);
         response->set_experts_scheduled(n.ok() ? *n : 0);
+        if (metrics_ != nullptr) metrics_->PrefetchDone(n.ok() ? *n : 0);
         reactor->Finish(grpc::Status::OK);
       });
   if (!queued) {

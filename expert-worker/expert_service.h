@@ -12,12 +12,15 @@
 
 #include "expert-worker/compute_queue.h"
 #include "expert-worker/compute_rpc.h"
+#include "expert-worker/worker_metrics.h"
 
 namespace flotilla::expert_worker {
 
 class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
  public:
-  explicit ExpertServiceImpl(ExpertCompute* compute);
+  // `metrics` may be null; it must outlive the service.
+  explicit ExpertServiceImpl(ExpertCompute* compute,
+                             WorkerMetrics* metrics = nullptr);
 
   grpc::ServerUnaryReactor* Compute(grpc::CallbackServerContext* context,
                                     const v1::ComputeRequest* request,
@@ -35,6 +38,7 @@ class ExpertServiceImpl final : public v1::ExpertService::CallbackService {
 
  private:
   ExpertCompute* const compute_;
+  WorkerMetrics* const metrics_;
   const v1::InfoResponse info_;
   ComputeQueue queue_;
 };

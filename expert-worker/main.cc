@@ -52,6 +52,9 @@ ABSL_FLAG(int32_t, fetch_slots, 16,
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM certificate chain: serve TLS (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
+ABSL_FLAG(int32_t, metrics_port, -1,
+          "Prometheus metrics at http://HOST:PORT/metrics (0 = any free "
+          "port, -1 = off)");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA: require client certificates signed by it (mutual TLS)");
 
@@ -186,6 +189,10 @@ int main(int argc, char** argv) {
   serve.host = absl::GetFlag(FLAGS_host);
   serve.port = port;
   if (serve.host.empty()) return UsageError("host", "must not be empty");
+  serve.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (serve.metrics_port < -1 || serve.metrics_port > 65535) {
+    return UsageError("metrics-port", "must be in [0, 65535], or -1 for none");
+  }
   serve.tls.cert = absl::GetFlag(FLAGS_tls_cert);
   serve.tls.key = absl::GetFlag(FLAGS_tls_key);
   serve.tls.ca = absl::GetFlag(FLAGS_tls_ca);

@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "expert-worker/expert_service.h"
+#include "expert-worker/worker_metrics.h"
+#include "shared/metrics/metrics_server.h"
 #include "shared/transport/transport.h"
 
 namespace flotilla::expert_worker {
@@ -44,7 +46,22 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
 
   transport::KeepFreedMessageMemory();
   transport::DisableMutexDeadlockDetection();
-  ExpertServiceImpl service(compute);
+  auto registry = std::make_shared<prometheus::Registry>();
+  metrics::AddBuildInfo(*registry, "expert-worker");
+  WorkerMetrics worker_metrics(*registry);
+  worker_metrics.MemoryBudget(compute->accountant().budget());
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (options.metrics_port >= 0) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> started =
+        metrics::MetricsServer::Start(options.host, options.metrics_port,
+                                      registry);
+    if (!started.ok()) return started.status();
+    metrics_server = *std::move(started);
+    std::printf("flotilla-expert-worker: metrics on http://%s:%d/metrics\n",
+                options.host.c_str(), metrics_server->port());
+  }
+  ExpertServiceImpl service(
+      compute, metrics_server != nullptr ? &worker_metrics : nullptr);
   transport::ServerOptions server_options;
   server_options.host = options.host;
   server_options.port = options.port;

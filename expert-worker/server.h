@@ -44,6 +44,9 @@ struct ServeOptions {
   std::string host = "0.0.0.0";  // address to bind
   int port = 0;                  // 0 = any free port (printed at start)
   transport::TlsFiles tls;       // empty: plaintext; ca set: mutual TLS
+  // Prometheus metrics at http://host:PORT/metrics (0 = any free port,
+  // -1 = off); printed at start.
+  int metrics_port = -1;
 };
 
 // Blocks SIGINT and SIGTERM in the calling thread. Call it first in main,
