@@ -47,10 +47,10 @@ try {
     }).observe(document.getElementById("log"),
                { childList: true, subtree: true, characterData: true });
   });
-  // A slow link (16 KB/s, Chromium's network emulation) so the reply's
+  // A slow link (8 KB/s, Chromium's network emulation) so the reply's
   // events arrive over a few seconds, as from a big model, not in the one
   // read a 0.1 s local reply fits in: the page must show it growing.
-  await page.emulateNetworkConditions({ download: 16 * 1024, upload: 1 << 20, latency: 0 });
+  await page.emulateNetworkConditions({ download: 8 * 1024, upload: 1 << 20, latency: 0 });
   await page.click("#send");
   await page.waitForFunction(
       () => ["done", "error"].includes(document.getElementById("status").textContent),
