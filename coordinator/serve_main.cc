@@ -171,7 +171,7 @@ int RunServe(const EngineOptions& eo) {
     // On the queue's thread, which owns the model: the engine's counters
     // are read there, after each step.
     qo.on_step = [&serve_metrics, engine_ptr](const serve::StepReport& r) {
-      serve_metrics.Step(r.sequences, r.rows, r.tokens, r.waiting, r.running);
+      serve_metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
       if (r.prefix_hits > 0) {
         serve_metrics.PrefixHit(r.reused_tokens);
       }

@@ -188,7 +188,6 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   StepReport report = pending_report_;
   pending_report_ = StepReport();
   report.sequences = sequences.size();
-  for (const auto& list : ids) report.rows += list.size();
   std::vector<std::vector<float>> logits;
   const absl::Status s = model_->ForwardBatch(sequences, ids, &logits);
   if (!s.ok()) {

@@ -49,7 +49,6 @@ struct GenerationJob {
 // What one step did, for metrics (on the queue's thread, after the step).
 struct StepReport {
   size_t sequences = 0;      // in the forward pass
-  size_t rows = 0;           // prompt and decode tokens fed
   size_t tokens = 0;         // tokens generated
   size_t waiting = 0;        // jobs waiting after the step
   size_t running = 0;        // jobs still running after it

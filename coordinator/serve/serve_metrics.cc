@@ -131,9 +131,8 @@ void ServeMetrics::RequestDone(const std::string& api, int status,
 
 void ServeMetrics::InterToken(double seconds) { inter_token_.Observe(seconds); }
 
-void ServeMetrics::Step(size_t sequences, size_t rows, size_t tokens,
-                        size_t waiting, size_t running) {
-  (void)rows;
+void ServeMetrics::Step(size_t sequences, size_t tokens, size_t waiting,
+                        size_t running) {
   steps_.Increment();
   batch_size_.Observe(static_cast<double>(sequences));
   generated_tokens_.Increment(static_cast<double>(tokens));

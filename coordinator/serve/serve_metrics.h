@@ -36,10 +36,9 @@ class ServeMetrics {
                    double total_seconds);
   // Time between two tokens of one sequence.
   void InterToken(double seconds);
-  // One forward step of the queue: sequences in it, prompt and decode rows,
-  // tokens it produced, and the jobs waiting and running after it.
-  void Step(size_t sequences, size_t rows, size_t tokens, size_t waiting,
-            size_t running);
+  // One forward step of the queue: sequences in it, tokens it produced, and
+  // the jobs waiting and running after it.
+  void Step(size_t sequences, size_t tokens, size_t waiting, size_t running);
   void PrefixHit(size_t reused_tokens);
   // The engine's counters after a step (queue thread): the increase since
   // the last call is added to the totals, and per generated token to the

@@ -45,7 +45,7 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
   QueueOptions qo;
   qo.max_batch = 2;
   qo.on_step = [&metrics, e](const StepReport& r) {
-    metrics.Step(r.sequences, r.rows, r.tokens, r.waiting, r.running);
+    metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
     metrics.EngineCounters(SnapshotCounters(*e), r.tokens);
   };
   GenerationQueue queue((*engine)->model.get(), qo);
