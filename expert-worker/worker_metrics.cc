@@ -1,5 +1,7 @@
 #include "expert-worker/worker_metrics.h"
 
+#include "shared/metrics/metrics_server.h"
+
 namespace flotilla::expert_worker {
 namespace {
 
@@ -14,10 +16,7 @@ Histogram::BucketBoundaries CallBuckets() {
           0.05,   0.1,     0.25,   0.5,   1,      2.5,   10};
 }
 
-prometheus::Counter& Counter(prometheus::Registry& r, const std::string& name,
-                             const std::string& help) {
-  return BuildCounter().Name(name).Help(help).Register(r).Add({});
-}
+using metrics::AddCounter;
 
 }  // namespace
 
@@ -54,24 +53,25 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                                "thread")
                          .Register(r)
                          .Add({}, CallBuckets())),
-      read_bytes_(Counter(r, "flotilla_worker_read_bytes_total",
-                          "Expert bytes read from disk")),
-      read_seconds_(Counter(r, "flotilla_worker_read_seconds_total",
-                            "Wall time from a call's first read to its last")),
-      compute_seconds_(Counter(r,
-                               "flotilla_worker_expert_compute_seconds_total",
-                               "Thread-seconds in expert kernels")),
-      experts_computed_(Counter(r, "flotilla_worker_experts_computed_total",
-                                "Experts computed")),
-      cache_hits_(Counter(r, "flotilla_worker_expert_cache_hits_total",
-                          "Experts served from memory without a read")),
-      prefetch_hits_(Counter(r, "flotilla_worker_expert_prefetch_hits_total",
-                             "Experts whose read a Prefetch hint started")),
-      prefetch_calls_(Counter(r, "flotilla_worker_prefetch_calls_total",
-                              "Prefetch hints received")),
+      read_bytes_(AddCounter(r, "flotilla_worker_read_bytes_total",
+                             "Expert bytes read from disk")),
+      read_seconds_(
+          AddCounter(r, "flotilla_worker_read_seconds_total",
+                     "Wall time from a call's first read to its last")),
+      compute_seconds_(
+          AddCounter(r, "flotilla_worker_expert_compute_seconds_total",
+                     "Thread-seconds in expert kernels")),
+      experts_computed_(AddCounter(r, "flotilla_worker_experts_computed_total",
+                                   "Experts computed")),
+      cache_hits_(AddCounter(r, "flotilla_worker_expert_cache_hits_total",
+                             "Experts served from memory without a read")),
+      prefetch_hits_(AddCounter(r, "flotilla_worker_expert_prefetch_hits_total",
+                                "Experts whose read a Prefetch hint started")),
+      prefetch_calls_(AddCounter(r, "flotilla_worker_prefetch_calls_total",
+                                 "Prefetch hints received")),
       prefetch_scheduled_(
-          Counter(r, "flotilla_worker_prefetch_experts_scheduled_total",
-                  "Expert reads Prefetch hints started")),
+          AddCounter(r, "flotilla_worker_prefetch_experts_scheduled_total",
+                     "Expert reads Prefetch hints started")),
       budget_(prometheus::BuildGauge()
                   .Name("flotilla_worker_memory_budget_bytes")
                   .Help("The worker's memory budget (--mem)")

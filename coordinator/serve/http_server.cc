@@ -1,11 +1,9 @@
 #include "coordinator/serve/http_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -20,13 +18,13 @@
 #include "coordinator/serve/completion_job.h"
 #include "coordinator/serve/logprobs_json.h"
 #include "nlohmann/json.hpp"
+#include "shared/base/status_macros.h"
+#include "shared/http/listen.h"
 
 namespace flotilla::coordinator::serve {
 namespace {
 
 using json = nlohmann::json;
-
-constexpr int kListenBacklog = 512;
 
 // The request a connection thread is on: httplib runs a request's
 // pre-routing handler, route handler, streamed body and logger on one
@@ -84,37 +82,9 @@ HttpServer::HttpServer(LanguageModel* model,
 HttpServer::~HttpServer() { Stop(); }
 
 absl::Status HttpServer::Start() {
-  // Debian's libcpp-httplib listens with a backlog of 5, so a burst of
-  // clients connecting at once (16 in a test) overflowed the accept queue
-  // and got their connections reset. Remember the socket as it is made and
-  // listen on it again with room for a burst.
-  int listen_fd = -1;
-  server_->set_socket_options([&listen_fd](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd = sock;
-  });
-  if (options_.port == 0) {
-    port_ = server_->bind_to_any_port(options_.host);
-  } else {
-    port_ = server_->bind_to_port(options_.host, options_.port) ? options_.port
-                                                                : -1;
-  }
-  if (port_ < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options_.host, ":", options_.port,
-                     " (in use, or not an address of this machine)"));
-  }
-  if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0) {
-    return absl::InternalError(
-        absl::StrCat("listen(", kListenBacklog, ") failed: errno ", errno));
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // httplib's stop() does nothing until the loop runs: wait for it, so a
-  // Stop() right after Start() cannot leave the loop running forever.
-  while (!server_->is_running()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  FLOTILLA_ASSIGN_OR_RETURN(
+      port_, http::StartListening(server_.get(), options_.host, options_.port,
+                                  &thread_));
   return absl::OkStatus();
 }
 

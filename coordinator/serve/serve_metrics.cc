@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "shared/metrics/metrics_server.h"
+
 namespace flotilla::coordinator::serve {
 namespace {
 
@@ -24,11 +26,7 @@ Histogram::BucketBoundaries BytesBuckets() {
   return b;
 }
 
-prometheus::Counter& Counter(prometheus::Registry& r, const std::string& name,
-                             const std::string& help,
-                             const prometheus::Labels& labels = {}) {
-  return BuildCounter().Name(name).Help(help).Register(r).Add(labels);
-}
+using metrics::AddCounter;
 
 Histogram& Hist(prometheus::Registry& r, const std::string& name,
                 const std::string& help, Histogram::BucketBoundaries b,
@@ -44,10 +42,10 @@ ServeMetrics::ServeMetrics(prometheus::Registry& r)
                     .Name("flotilla_serve_requests_total")
                     .Help("Requests answered, by API and HTTP status")
                     .Register(r)),
-      prompt_tokens_(Counter(r, "flotilla_serve_prompt_tokens_total",
-                             "Prompt tokens of answered requests")),
-      generated_tokens_(Counter(r, "flotilla_serve_generated_tokens_total",
-                                "Tokens generated")),
+      prompt_tokens_(AddCounter(r, "flotilla_serve_prompt_tokens_total",
+                                "Prompt tokens of answered requests")),
+      generated_tokens_(AddCounter(r, "flotilla_serve_generated_tokens_total",
+                                   "Tokens generated")),
       ttft_(Hist(r, "flotilla_serve_time_to_first_token_seconds",
                  "From a request's arrival to its first token",
                  SecondsBuckets())),
@@ -60,7 +58,7 @@ ServeMetrics::ServeMetrics(prometheus::Registry& r)
       batch_size_(Hist(r, "flotilla_serve_batch_sequences",
                        "Sequences stepped together per forward pass",
                        {1, 2, 4, 8, 16, 32, 64, 128})),
-      steps_(Counter(r, "flotilla_serve_steps_total", "Forward steps run")),
+      steps_(AddCounter(r, "flotilla_serve_steps_total", "Forward steps run")),
       waiting_(BuildGauge()
                    .Name("flotilla_serve_queue_waiting")
                    .Help("Requests waiting for a batch slot")
@@ -71,16 +69,16 @@ ServeMetrics::ServeMetrics(prometheus::Registry& r)
                    .Help("Sequences in the batch")
                    .Register(r)
                    .Add({})),
-      prefix_hits_(Counter(r, "flotilla_serve_prefix_cache_hits_total",
-                           "Requests that resumed from a kept state")),
-      prefix_tokens_(Counter(r, "flotilla_serve_prefix_reused_tokens_total",
-                             "Prompt tokens not prefilled thanks to reuse")),
-      trunk_bytes_(Counter(r, "flotilla_coordinator_read_bytes_total",
-                           "Bytes read from disk, by source",
-                           {{"source", "trunk"}})),
-      expert_bytes_(Counter(r, "flotilla_coordinator_read_bytes_total",
-                            "Bytes read from disk, by source",
-                            {{"source", "experts"}})),
+      prefix_hits_(AddCounter(r, "flotilla_serve_prefix_cache_hits_total",
+                              "Requests that resumed from a kept state")),
+      prefix_tokens_(AddCounter(r, "flotilla_serve_prefix_reused_tokens_total",
+                                "Prompt tokens not prefilled thanks to reuse")),
+      trunk_bytes_(AddCounter(r, "flotilla_coordinator_read_bytes_total",
+                              "Bytes read from disk, by source",
+                              {{"source", "trunk"}})),
+      expert_bytes_(AddCounter(r, "flotilla_coordinator_read_bytes_total",
+                               "Bytes read from disk, by source",
+                               {{"source", "experts"}})),
       trunk_bytes_per_token_(
           Hist(r, "flotilla_coordinator_read_bytes_per_token",
                "Bytes read per generated token, by source (one observation "
@@ -91,25 +89,26 @@ ServeMetrics::ServeMetrics(prometheus::Registry& r)
                "Bytes read per generated token, by source (one observation "
                "per step: the step's reads over its tokens)",
                BytesBuckets(), {{"source", "experts"}})),
-      expert_reads_(Counter(r, "flotilla_coordinator_expert_reads_total",
-                            "Expert runs read from disk")),
-      experts_used_(Counter(r, "flotilla_coordinator_expert_activations_total",
-                            "Distinct experts computed, summed per layer")),
-      expert_cache_hits_(Counter(r,
-                                 "flotilla_coordinator_expert_cache_hits_total",
-                                 "Experts served from the resident cache")),
+      expert_reads_(AddCounter(r, "flotilla_coordinator_expert_reads_total",
+                               "Expert runs read from disk")),
+      experts_used_(AddCounter(r,
+                               "flotilla_coordinator_expert_activations_total",
+                               "Distinct experts computed, summed per layer")),
+      expert_cache_hits_(
+          AddCounter(r, "flotilla_coordinator_expert_cache_hits_total",
+                     "Experts served from the resident cache")),
       expert_prefetch_hits_(
-          Counter(r, "flotilla_coordinator_expert_prefetch_hits_total",
-                  "Experts served from a lookahead prefetch")),
-      trunk_wait_(Counter(r, "flotilla_coordinator_io_wait_seconds_total",
-                          "Forward pass blocked on reads, by source",
-                          {{"source", "trunk"}})),
-      expert_wait_(Counter(r, "flotilla_coordinator_io_wait_seconds_total",
-                           "Forward pass blocked on reads, by source",
-                           {{"source", "experts"}})),
+          AddCounter(r, "flotilla_coordinator_expert_prefetch_hits_total",
+                     "Experts served from a lookahead prefetch")),
+      trunk_wait_(AddCounter(r, "flotilla_coordinator_io_wait_seconds_total",
+                             "Forward pass blocked on reads, by source",
+                             {{"source", "trunk"}})),
+      expert_wait_(AddCounter(r, "flotilla_coordinator_io_wait_seconds_total",
+                              "Forward pass blocked on reads, by source",
+                              {{"source", "experts"}})),
       expert_compute_(
-          Counter(r, "flotilla_coordinator_expert_compute_seconds_total",
-                  "Time computing routed experts")),
+          AddCounter(r, "flotilla_coordinator_expert_compute_seconds_total",
+                     "Time computing routed experts")),
       memory_(BuildGauge()
                   .Name("flotilla_coordinator_memory_charged_bytes")
                   .Help("Memory charged to the budget, by owner")

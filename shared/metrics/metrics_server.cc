@@ -1,14 +1,13 @@
 #include "shared/metrics/metrics_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
 
-#include <chrono>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
+#include "shared/http/listen.h"
 
 namespace flotilla::metrics {
 
@@ -16,6 +15,17 @@ std::string Scrape(const prometheus::Registry& registry) {
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, registry.Collect());
   return out.str();
+}
+
+prometheus::Counter& AddCounter(prometheus::Registry& registry,
+                                const std::string& name,
+                                const std::string& help,
+                                const prometheus::Labels& labels) {
+  return prometheus::BuildCounter()
+      .Name(name)
+      .Help(help)
+      .Register(registry)
+      .Add(labels);
 }
 
 void AddBuildInfo(prometheus::Registry& registry,
@@ -35,31 +45,18 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   auto s = std::unique_ptr<MetricsServer>(new MetricsServer());
   s->registry_ = std::move(registry);
   s->server_ = std::make_unique<httplib::Server>();
-  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which let a
-  // second server share a port already in use instead of failing.
-  s->server_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
   prometheus::Registry* r = s->registry_.get();
   s->server_->Get(
       "/metrics", [r](const httplib::Request&, httplib::Response& res) {
         res.set_content(Scrape(*r), "text/plain; version=0.0.4; charset=utf-8");
       });
-  s->port_ = port == 0 ? s->server_->bind_to_any_port(host)
-                       : (s->server_->bind_to_port(host, port) ? port : -1);
-  if (s->port_ < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("metrics: cannot listen on ", host, ":", port,
-                     " (in use, or not an address of this machine)"));
+  absl::StatusOr<int> bound =
+      http::StartListening(s->server_.get(), host, port, &s->thread_);
+  if (!bound.ok()) {
+    return absl::Status(bound.status().code(),
+                        absl::StrCat("metrics: ", bound.status().message()));
   }
-  httplib::Server* server = s->server_.get();
-  s->thread_ = std::thread([server] { server->listen_after_bind(); });
-  // httplib's stop() does nothing until the loop runs; wait for it so a
-  // server stopped right away (a test, a failed start) does not hang.
-  while (!server->is_running()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  s->port_ = *bound;
   return s;
 }
 

@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "prometheus/counter.h"
+#include "prometheus/labels.h"
 #include "prometheus/registry.h"
 
 namespace httplib {
@@ -41,6 +43,12 @@ class MetricsServer {
 
 // The registry's families in the text exposition format.
 std::string Scrape(const prometheus::Registry& registry);
+
+// The counter `name{labels}` of `registry` (its family made on first use).
+prometheus::Counter& AddCounter(prometheus::Registry& registry,
+                                const std::string& name,
+                                const std::string& help,
+                                const prometheus::Labels& labels = {});
 
 // flotilla_build_info{component, version} 1: which binary this is.
 void AddBuildInfo(prometheus::Registry& registry, const std::string& component);
