@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "coordinator/engine.h"
+#include "coordinator/engine_metrics.h"
 #include "coordinator/generate.h"
 #include "coordinator/model/model.h"
 #include "coordinator/run_report.h"
@@ -31,6 +33,7 @@
 #include "shared/base/elapsed.h"
 #include "shared/base/read_file.h"
 #include "shared/io/memory_budget.h"
+#include "shared/metrics/metrics_server.h"
 #include "shared/tokenizer/stream_decoder.h"
 #include "shared/tokenizer/tokenizer.h"
 
@@ -101,6 +104,11 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(std::string, tls_cert, "",
           "PEM client certificate for mutual TLS (with --tls-key)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls-cert");
+ABSL_FLAG(double, metrics_linger_s, 0,
+          "generate: keep /metrics (--metrics-port) up this long after the "
+          "run, so that a last scrape sees its final counts");
+ABSL_DECLARE_FLAG(int32_t, metrics_port);
+ABSL_DECLARE_FLAG(std::string, host);
 
 namespace flotilla::coordinator {
 int RunServe(const EngineOptions& eo);
@@ -128,6 +136,7 @@ constexpr char kUsage[] =
     "           [--stats] [--pack DIR] [--expert-cache SIZE] [--ignore-eos]\n"
     "           [--expert-prefetch=true|false] [--expert-prefetch-extra N]\n"
     "           [--reader auto|uring|pread]\n"
+    "           [--metrics-port P [--host ADDR] [--metrics-linger-s S]]\n"
     "           [--workers H:P,...] [--rpc-deadline-ms MS]\n"
     "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"
     "       flotilla-coordinator serve --model DIR [--host ADDR] [--http-port "
@@ -332,7 +341,31 @@ int RunGenerate() {
       }
     }
   }
+  // --metrics-port: the engine's metrics while it generates, each token's
+  // step reported as it ends (the first one is the prefill).
+  auto registry = std::make_shared<prometheus::Registry>();
+  flotilla::metrics::AddBuildInfo(*registry, "coordinator");
+  flotilla::coordinator::EngineMetrics engine_metrics(*registry);
+  std::unique_ptr<flotilla::metrics::MetricsServer> metrics_server;
+  if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
+    if (port > 65535)
+      return Fail(kExitUsage, "--metrics-port must be in -1..65535");
+    engine_metrics.Memory(eng);
+    auto started = flotilla::metrics::MetricsServer::Start(
+        absl::GetFlag(FLAGS_host), port, registry);
+    if (!started.ok()) return Fail(kExitRuntime, started.status().ToString());
+    metrics_server = *std::move(started);
+    std::fprintf(stderr, "[flotilla] metrics on http://%s:%d/metrics\n",
+                 absl::GetFlag(FLAGS_host).c_str(), metrics_server->port());
+  }
+  auto step_start = std::chrono::steady_clock::now();
   auto on_token = [&](int32_t id) {
+    if (metrics_server != nullptr) {
+      engine_metrics.Step(flotilla::coordinator::SnapshotCounters(eng), 1,
+                          /*decode=*/!first_token,
+                          flotilla::base::SecondsSince(step_start));
+      step_start = std::chrono::steady_clock::now();
+    }
     if (first_token) {
       first_token = false;
       at_decode = flotilla::coordinator::SnapshotCounters(eng);
@@ -399,6 +432,13 @@ int RunGenerate() {
     if (absl::GetFlag(FLAGS_stats)) {
       std::fprintf(stderr, "[flotilla] stats per decoded token: %s\n",
                    stats.dump(1).c_str());
+    }
+  }
+  if (metrics_server != nullptr) {
+    const double linger = absl::GetFlag(FLAGS_metrics_linger_s);
+    if (linger > 0) {
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::duration<double>(linger));
     }
   }
   return 0;

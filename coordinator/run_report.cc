@@ -14,6 +14,7 @@ RunCounters SnapshotCounters(const Engine& engine) {
   RunCounters c;
   if (engine.trunk != nullptr) c.trunk = engine.trunk->stats();
   c.experts = engine.model->experts()->backend_stats();
+  c.routed_by_layer = engine.model->experts()->routed_by_layer();
   if (const auto* remote =
           dynamic_cast<const RemoteExperts*>(engine.model->experts())) {
     c.remote = true;

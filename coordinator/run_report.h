@@ -22,6 +22,7 @@ namespace flotilla::coordinator {
 struct RunCounters {
   TrunkStats trunk;
   ExpertBackendStats experts;
+  std::vector<uint64_t> routed_by_layer;  // ExpertBackend::routed_by_layer
   bool remote = false;  // experts on expert workers (--workers)
   RemoteStats remote_stats;
 };

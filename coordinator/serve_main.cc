@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "coordinator/engine.h"
+#include "coordinator/engine_metrics.h"
 #include "coordinator/run_report.h"
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
@@ -25,7 +26,8 @@
 #include "shared/transport/transport.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",
-          "serve: address to listen on (127.0.0.1 = this machine only)");
+          "serve: address to listen on (127.0.0.1 = this machine only); "
+          "generate: the address of --metrics-port");
 ABSL_FLAG(int32_t, http_port, 8080, "serve: HTTP port (0 = any free port)");
 ABSL_FLAG(int32_t, grpc_port, -1,
           "serve: also serve flotilla.v1.Generation over gRPC on this port "
@@ -50,8 +52,8 @@ ABSL_FLAG(int32_t, drain_timeout_s, 60,
           "serve: on SIGTERM or SIGINT, wait this long for accepted requests "
           "to finish before closing");
 ABSL_FLAG(int32_t, metrics_port, -1,
-          "serve: Prometheus metrics at http://HOST:PORT/metrics "
-          "(0 = any free port, -1 = off)");
+          "serve and generate: Prometheus metrics at "
+          "http://HOST:PORT/metrics (0 = any free port, -1 = off)");
 ABSL_FLAG(std::string, chat_template, "",
           "serve: kimi, chatml, llama2 or plain (default: recognised from "
           "the model's tokenizer_config.json, else plain)");
@@ -157,25 +159,23 @@ int RunServe(const EngineOptions& eo) {
   auto registry = std::make_shared<prometheus::Registry>();
   metrics::AddBuildInfo(*registry, "coordinator");
   serve::ServeMetrics serve_metrics(*registry);
+  EngineMetrics engine_metrics(*registry);
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
     if (port > 65535) return Fail(2, "--metrics-port must be in -1..65535");
-    if (const auto* budget = (*engine)->accountant.get()) {
-      serve_metrics.MemoryBudget(budget->budget());
-      for (const auto& [owner, bytes] : budget->owners()) {
-        serve_metrics.MemoryOwner(owner, bytes);
-      }
-    }
+    engine_metrics.Memory(**engine);
     so.metrics = &serve_metrics;
     const Engine* engine_ptr = engine->get();
     // On the queue's thread, which owns the model: the engine's counters
     // are read there, after each step.
-    qo.on_step = [&serve_metrics, engine_ptr](const serve::StepReport& r) {
+    qo.on_step = [&serve_metrics, &engine_metrics,
+                  engine_ptr](const serve::StepReport& r) {
       serve_metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
       if (r.prefix_hits > 0) {
         serve_metrics.PrefixHit(r.reused_tokens);
       }
-      serve_metrics.EngineCounters(SnapshotCounters(*engine_ptr), r.tokens);
+      engine_metrics.Step(SnapshotCounters(*engine_ptr), r.tokens,
+                          r.prompt_tokens == 0, r.seconds);
     };
     auto started = metrics::MetricsServer::Start(so.host, port, registry);
     if (!started.ok()) return Fail(1, started.status().ToString());

@@ -21,6 +21,7 @@
 #include "shared/base/status_macros.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/config.h"
+#include "shared/model/model_family.h"
 #include "shared/model/safetensors.h"
 #include "shared/model/safetensors_writer.h"
 #include "shared/placement/expert_split.h"
@@ -152,7 +153,7 @@ model::TensorFill PreadFill(int fd, uint64_t base, std::string file,
 
 // What every worker folder is cut from.
 struct Source {
-  model::K3Config config;
+  model::MoeSpec config;  // any family's routed experts
   std::string config_text;
   std::unique_ptr<model::SafetensorsCheckpoint> checkpoint;
   std::string fingerprint;
@@ -200,14 +201,14 @@ bool FolderDone(const std::string& folder, const Source& src,
 absl::Status PackWhole(const PackWorkersOptions& o, const Source& src,
                        model::SafetensorsWriter& writer, SourceFiles& files,
                        PackWorkersResult& result) {
-  const model::K3Config& config = src.config;
+  const model::MoeSpec& config = src.config;
   if (o.workers < 1 || o.workers > config.num_experts) {
     return absl::InvalidArgumentError(
         absl::StrCat("--workers ", o.workers, " must be in [1, ",
                      config.num_experts, "] (the experts per layer)"));
   }
   std::vector<int> moe_layers;
-  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
+  for (int layer = 0; layer < config.num_layers; ++layer) {
     if (!config.IsDenseLayer(layer)) moe_layers.push_back(layer);
   }
   FLOTILLA_ASSIGN_OR_RETURN(
@@ -261,8 +262,8 @@ absl::Status PackSplit(const PackWorkersOptions& o, const Source& src,
   }
   placement::ExpertSplit split;
   split.workers = o.workers;
-  split.intermediate = static_cast<uint64_t>(src.config.moe_intermediate_size);
-  split.latent = static_cast<uint64_t>(src.config.routed_expert_hidden_size);
+  split.intermediate = static_cast<uint64_t>(src.config.intermediate_size);
+  split.latent = static_cast<uint64_t>(src.config.hidden_size);
   split.source_fingerprint = src.fingerprint;
   if (absl::Status s = split.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(
@@ -348,7 +349,7 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   Source src;
   const std::string config_path = o.model_dir + "/config.json";
-  FLOTILLA_ASSIGN_OR_RETURN(src.config, model::LoadK3Config(config_path));
+  FLOTILLA_ASSIGN_OR_RETURN(src.config, model::LoadMoeSpec(config_path));
   FLOTILLA_ASSIGN_OR_RETURN(src.checkpoint,
                             model::SafetensorsCheckpoint::OpenDir(o.model_dir));
   FLOTILLA_ASSIGN_OR_RETURN(src.fingerprint, model::FingerprintCheckpoint(

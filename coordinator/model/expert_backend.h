@@ -39,6 +39,20 @@ class ExpertBackend {
     return ExpertBackendStats();
   }
 
+  // Token-to-expert routings per MoE layer so far (index: layer), which the
+  // forward pass records after each ComputeLayer whatever the backend: the
+  // per-layer activations on /metrics. Same thread as ComputeLayer.
+  void RecordRouted(int layer, size_t tasks) {
+    if (layer < 0) return;
+    if (routed_by_layer_.size() <= static_cast<size_t>(layer)) {
+      routed_by_layer_.resize(layer + 1, 0);
+    }
+    routed_by_layer_[layer] += tasks;
+  }
+  const std::vector<uint64_t>& routed_by_layer() const {
+    return routed_by_layer_;
+  }
+
   // Lookahead: experts `layer` will probably need, predicted before the
   // layer's attention runs (DESIGN: the disk idles during attention). The
   // backend may start reading them now; a hint only, it never changes
@@ -56,6 +70,9 @@ class ExpertBackend {
   virtual absl::Status ComputeLayer(int layer, const float* z, int rows,
                                     const std::vector<ExpertTask>& tasks,
                                     float* out) = 0;
+
+ private:
+  std::vector<uint64_t> routed_by_layer_;
 };
 
 }  // namespace flotilla::coordinator

@@ -73,6 +73,7 @@ absl::Status MoeForward(const MoeWeights& w, const model::K3Config& c,
   kernels::MatMul(w.down.view(), x, n, z.data(), pool);
   FLOTILLA_RETURN_IF_ERROR(
       experts->ComputeLayer(layer, z.data(), steps, tasks, u.data()));
+  experts->RecordRouted(layer, tasks.size());
   if (c.latent_moe_use_norm) {
     for (size_t t = 0; t < n; ++t) {
       kernels::RmsNorm(u.data() + t * lat, w.latent_norm.data(), lat,

@@ -101,6 +101,7 @@ void RemoteExperts::Impl::MarkDown(int w, const std::string& error) {
   WorkerConn& worker = workers[w];
   const RemoteClock::time_point now = RemoteClock::now();
   if (!worker.down) {
+    ++stats.workers[w].failovers;
     worker.down_since = now;
     std::fprintf(stderr, "flotilla-coordinator: expert %s is down: %s\n",
                  worker.Name().c_str(), error.c_str());
@@ -116,8 +117,11 @@ bool RemoteExperts::Impl::Usable(int w) {
   if (RemoteClock::now() < worker.retry_at) return false;
   // Fail-fast probe: a dead worker answers at once (connection refused), a
   // hung one within the deadline; either way the backoff starts again.
+  const RemoteClock::time_point probe = RemoteClock::now();
   const absl::StatusOr<v1::InfoResponse> info =
       transport->Info(w, options.rpc_deadline_ms);
+  stats.workers[w].info.Add(base::SecondsSince(probe));
+  if (!info.ok()) ++stats.workers[w].info_failed;
   absl::Status ok = base::WithContext(info.status(), "Info");
   if (ok.ok()) ok = CheckInfo(worker, *info);
   if (ok.ok() && (Ownership(*info) != Ownership(worker.info) ||
@@ -160,6 +164,7 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
     w.index = static_cast<int>(i);
     w.address = options.workers[i];
     impl->workers.push_back(std::move(w));
+    impl->stats.workers.emplace_back().address = options.workers[i];
   }
   // Ask every worker at once, giving workers still starting
   // connect_timeout_ms to come up.

@@ -74,6 +74,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/model/expert_backend.h"
+#include "shared/base/latency_counts.h"
 #include "shared/model/moe_spec.h"
 #include "shared/transport/tls_options.h"
 
@@ -103,6 +104,21 @@ struct RemoteExpertsOptions {
   // Hints in flight at most (a hung worker must not pile them up); more
   // are dropped and counted.
   int max_prefetch_in_flight = 64;
+};
+
+// One worker's RPCs since Connect, for /metrics (the labels are the
+// --workers addresses, a fixed set).
+struct WorkerRpcStats {
+  std::string address;
+  // Compute calls answered (OK or not), from send to answer; of them failed.
+  base::LatencyCounts compute;
+  uint64_t compute_failed = 0;
+  // Info probes of the worker after it was down; of them failed.
+  base::LatencyCounts info;
+  uint64_t info_failed = 0;
+  uint64_t prefetch_sent = 0;  // Prefetch hints sent to it
+  uint64_t failovers = 0;      // times it was marked down (experts re-dealt)
+  bool up = true;              // not marked down now
 };
 
 // Counters since Connect (for --stats and the benchmarks).
@@ -140,6 +156,7 @@ struct RemoteStats {
   uint64_t prefetch_dropped = 0;
   uint64_t prefetch_experts = 0;
   uint64_t prefetch_scheduled = 0;
+  std::vector<WorkerRpcStats> workers;  // in --workers order
   // layer_seconds - worker_seconds: building requests, (de)serialization,
   // transport, scheduling and the combine.
   double overhead_seconds() const { return layer_seconds - worker_seconds; }

@@ -103,6 +103,7 @@ absl::Status RemoteExperts::Impl::PrefetchLayer(
     request.set_step_id(step_id);
     request.mutable_experts()->Add(per_worker[w].begin(), per_worker[w].end());
     ++stats.prefetch_calls;
+    ++stats.workers[w].prefetch_sent;
     stats.prefetch_experts += per_worker[w].size();
     transport->SendPrefetch(w, request, options.prefetch_deadline_ms);
   }
@@ -114,6 +115,8 @@ RemoteStats RemoteExperts::Impl::Snapshot() {
   RemoteStats s = stats;
   s.prefetch_failed = hints.failed;
   s.prefetch_scheduled = hints.scheduled;
+  for (size_t w = 0; w < workers.size(); ++w)
+    s.workers[w].up = !workers[w].down;
   return s;
 }
 

@@ -202,9 +202,11 @@ absl::Status RemoteExperts::Impl::CollectRound(
           absl::StrCat("layer ", layer, ": expert ", workers[w].Name(),
                        " rejected the call: ", s.message()));
     }
+    stats.workers[w].compute.Add(Seconds(c.rpc.answered - c.rpc.sent));
     if (s.ok()) s = CheckLayerResponse(c, width, row_sums);
     if (!s.ok()) {
       ++stats.failed_calls;
+      ++stats.workers[w].compute_failed;
       (*failed)[w] = true;
       MarkDown(w, absl::StrCat(absl::StatusCodeToString(s.code()), ": ",
                                s.message()));

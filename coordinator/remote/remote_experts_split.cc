@@ -186,6 +186,7 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
                        " rejected the call: ", st.message()));
     }
     const size_t count = c->end - c->begin;
+    stats.workers[w].compute.Add(Seconds(c->rpc.answered - c->rpc.sent));
     if (st.ok() &&
         static_cast<size_t>(response.slice_outputs_size()) != count * width) {
       st = absl::DataLossError(
@@ -194,6 +195,7 @@ absl::Status RemoteExperts::Impl::RunSliceRound(
     }
     if (!st.ok()) {
       ++stats.failed_calls;
+      ++stats.workers[w].compute_failed;
       const std::string why =
           absl::StrCat(absl::StatusCodeToString(st.code()), ": ", st.message());
       MarkDown(w, why);

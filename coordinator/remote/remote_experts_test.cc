@@ -177,6 +177,22 @@ TEST_F(RemoteExpertsTest, AFailedWorkersExpertsGoToTheirReplicas) {
   EXPECT_EQ(st.failed_calls, 1u);
   EXPECT_GE(st.retried_calls, 1u);
   EXPECT_THAT((*remote)->Describe(), HasSubstr("down: UNAVAILABLE"));
+  // Per worker (for /metrics): worker 1's one failed call and failover.
+  ASSERT_EQ(st.workers.size(), 3u);
+  EXPECT_EQ(st.workers[1].compute.count(), 1u);
+  EXPECT_EQ(st.workers[1].compute_failed, 1u);
+  EXPECT_EQ(st.workers[1].failovers, 1u);
+  EXPECT_FALSE(st.workers[1].up);
+  uint64_t answered = 0;
+  for (const WorkerRpcStats& w : st.workers) {
+    answered += w.compute.count();
+    if (&w != &st.workers[1]) {
+      EXPECT_TRUE(w.up);
+      EXPECT_EQ(w.failovers, 0u);
+      EXPECT_EQ(w.compute_failed, 0u);
+    }
+  }
+  EXPECT_EQ(answered, st.calls);
   // The next layer does not try the down worker again (backoff).
   const int before = fleet_->calls(1);
   MakeStep(6, 4);

@@ -1,9 +1,11 @@
 #include "coordinator/serve/generation_queue.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shared/base/elapsed.h"
 
 namespace flotilla::coordinator::serve {
 
@@ -169,6 +171,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   if (running->empty()) return;
   std::vector<ModelSequence*> sequences;
   std::vector<std::vector<int32_t>> ids;
+  size_t prompt_fed = 0;
   for (const auto& r : *running) {
     sequences.push_back(r->sequence.get());
     if (!r->prompt_left.empty()) {
@@ -178,6 +181,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
       r->next.assign(r->prompt_left.begin(), r->prompt_left.begin() + take);
       r->prompt_left.erase(r->prompt_left.begin(),
                            r->prompt_left.begin() + take);
+      prompt_fed += take;
     }
     ids.push_back(std::move(r->next));
   }
@@ -188,8 +192,11 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   StepReport report = pending_report_;
   pending_report_ = StepReport();
   report.sequences = sequences.size();
+  report.prompt_tokens = prompt_fed;
   std::vector<std::vector<float>> logits;
+  const auto forward_start = std::chrono::steady_clock::now();
   const absl::Status s = model_->ForwardBatch(sequences, ids, &logits);
+  report.seconds = base::SecondsSince(forward_start);
   if (!s.ok()) {
     for (auto& r : *running) {
       if (r->job.on_done) r->job.on_done(s);

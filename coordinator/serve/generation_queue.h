@@ -50,6 +50,8 @@ struct GenerationJob {
 struct StepReport {
   size_t sequences = 0;      // in the forward pass
   size_t tokens = 0;         // tokens generated
+  size_t prompt_tokens = 0;  // prompt tokens fed (0: a pure decode step)
+  double seconds = 0;        // the forward pass's wall time
   size_t waiting = 0;        // jobs waiting after the step
   size_t running = 0;        // jobs still running after it
   size_t prefix_hits = 0;    // jobs admitted since the last report that

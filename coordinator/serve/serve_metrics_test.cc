@@ -9,6 +9,7 @@
 #include <string>
 
 #include "coordinator/engine.h"
+#include "coordinator/engine_metrics.h"
 #include "coordinator/run_report.h"
 #include "coordinator/serve/generation_queue.h"
 #include "coordinator/serve/http_server.h"
@@ -41,12 +42,15 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
 
   prometheus::Registry registry;
   ServeMetrics metrics(registry);
+  EngineMetrics engine_metrics(registry);
   const Engine* e = engine->get();
   QueueOptions qo;
   qo.max_batch = 2;
-  qo.on_step = [&metrics, e](const StepReport& r) {
+  qo.prefill_chunk = 0;  // the whole prompt in the first step
+  qo.on_step = [&metrics, &engine_metrics, e](const StepReport& r) {
     metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
-    metrics.EngineCounters(SnapshotCounters(*e), r.tokens);
+    engine_metrics.Step(SnapshotCounters(*e), r.tokens, r.prompt_tokens == 0,
+                        r.seconds);
   };
   GenerationQueue queue((*engine)->model.get(), qo);
   ServeOptions so;
@@ -90,15 +94,38 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
   // The bytes Prometheus sees are the engine's own counters.
   const RunCounters now = SnapshotCounters(**engine);
   ASSERT_GT(now.experts.bytes_read, 0u);
+  const double prefill = Sample(
+      scrape,
+      R"(flotilla_coordinator_read_bytes_total{phase="prefill",source="experts"})");
+  const double decode = Sample(
+      scrape,
+      R"(flotilla_coordinator_read_bytes_total{phase="decode",source="experts"})");
+  EXPECT_GT(prefill, 0);
+  EXPECT_GT(decode, 0);
+  EXPECT_EQ(prefill + decode, static_cast<double>(now.experts.bytes_read));
+  // One prefill step (the whole prompt, the first token), then one decode
+  // step per further token.
+  const double tokens = body["usage"]["completion_tokens"].get<double>();
   EXPECT_EQ(
-      Sample(scrape,
-             R"(flotilla_coordinator_read_bytes_total{source="experts"})"),
-      static_cast<double>(now.experts.bytes_read));
+      Sample(scrape, R"(flotilla_coordinator_steps_total{phase="prefill"})"),
+      1);
+  EXPECT_EQ(
+      Sample(scrape, R"(flotilla_coordinator_tokens_total{phase="decode"})"),
+      tokens - 1);
   EXPECT_EQ(
       Sample(
           scrape,
           R"(flotilla_coordinator_read_bytes_per_token_count{source="experts"})"),
       Sample(scrape, "flotilla_serve_steps_total"));
+  // Stories routes 2 of 8 experts per token in each of its 5 layers.
+  const auto prompt_tokens = body["usage"]["prompt_tokens"].get<double>();
+  for (int layer = 0; layer < 5; ++layer) {
+    EXPECT_EQ(
+        Sample(scrape, "flotilla_coordinator_expert_routed_total{layer=\"" +
+                           std::to_string(layer) + "\"}"),
+        2 * (prompt_tokens + tokens - 1))
+        << layer;
+  }
 }
 
 }  // namespace

@@ -213,25 +213,30 @@ absl::Status StreamingTrunk::LmHead(const float* x, size_t rows, float* logits,
   return lm_head_stream_->LmHead(x, rows, logits, pool);
 }
 
-uint64_t StreamingTrunk::VocabBytesRead() const {
-  uint64_t n = 0;
-  for (const auto* v : {embed_stream_.get(), lm_head_stream_.get()}) {
-    if (v != nullptr) n += v->bytes_read();
-  }
-  return n;
-}
-
 TrunkStats StreamingTrunk::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   TrunkStats s = stats_;
-  s.bytes_read += VocabBytesRead() - vocab_bytes_at_reset_;
+  if (embed_stream_ != nullptr) {
+    s.embedding_bytes_read =
+        embed_stream_->bytes_read() - embed_bytes_at_reset_;
+  }
+  if (lm_head_stream_ != nullptr) {
+    s.lm_head_bytes_read =
+        lm_head_stream_->bytes_read() - lm_head_bytes_at_reset_;
+  }
+  s.bytes_read += s.embedding_bytes_read + s.lm_head_bytes_read;
   return s;
 }
 
 void StreamingTrunk::ResetStats() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_ = TrunkStats();
-  vocab_bytes_at_reset_ = VocabBytesRead();
+  if (embed_stream_ != nullptr) {
+    embed_bytes_at_reset_ = embed_stream_->bytes_read();
+  }
+  if (lm_head_stream_ != nullptr) {
+    lm_head_bytes_at_reset_ = lm_head_stream_->bytes_read();
+  }
 }
 
 }  // namespace flotilla::coordinator

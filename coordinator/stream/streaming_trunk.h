@@ -14,6 +14,7 @@
 #ifndef FLOTILLA_COORDINATOR_STREAM_STREAMING_TRUNK_H_
 #define FLOTILLA_COORDINATOR_STREAM_STREAMING_TRUNK_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 
 #include "coordinator/model/trunk.h"
 #include "coordinator/stream/vocab_stream.h"
+#include "shared/base/latency_counts.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/batch_reader.h"
 #include "shared/io/file.h"
@@ -51,7 +53,12 @@ struct StreamingTrunkOptions {
 // Counters since the last ResetStats(), for --stats.
 struct TrunkStats {
   uint64_t bytes_read = 0;  // trunk regions + vocab chunks
+  // Of bytes_read, the streamed embedding rows and lm_head passes.
+  uint64_t embedding_bytes_read = 0;
+  uint64_t lm_head_bytes_read = 0;
   uint64_t regions_read = 0;
+  // Each ring region's read, from its submission to its completion.
+  base::LatencyCounts region_read_latency;
   double read_seconds = 0;    // reader thread busy reading
   double wait_seconds = 0;    // forward pass blocked on the ring
   double verify_seconds = 0;  // verifier thread checksumming ring regions
@@ -84,6 +91,7 @@ class StreamingTrunk : public TrunkProvider {
     uint64_t item = UINT64_MAX;  // stream position held (see ItemLayer)
     bool ready = false;          // the read finished (`status` says how)
     bool in_use = false;
+    std::chrono::steady_clock::time_point submitted;  // the read's start
     // Set (under mu_) by the verifier once it has checksummed and bound the
     // landed bytes; `status` and `weights` are then final. Between `ready`
     // and `checked` only the verifier touches `status` and `weights`.
@@ -103,7 +111,6 @@ class StreamingTrunk : public TrunkProvider {
                           uint8_t* dst);
   absl::Status VerifyRegion(const pack::PackRegion& r, const uint8_t* data,
                             const std::string& what) const;
-  uint64_t VocabBytesRead() const;
   void ReaderLoop();
   // Verifies and binds each landed slot in stream order (its own thread).
   void VerifierLoop();
@@ -125,7 +132,9 @@ class StreamingTrunk : public TrunkProvider {
   Matrix embed_, lm_head_;  // valid when pinned
   // Vocab regions that are not pinned (null when pinned).
   std::unique_ptr<VocabStream> embed_stream_, lm_head_stream_;
-  uint64_t vocab_bytes_at_reset_ = 0;  // guarded by mu_
+  // Vocab bytes read before the last ResetStats (embedding, lm_head).
+  uint64_t embed_bytes_at_reset_ = 0;    // guarded by mu_
+  uint64_t lm_head_bytes_at_reset_ = 0;  // guarded by mu_
 
   // Ring (guarded by mu_).
   int unpinned_ = 0;

@@ -38,6 +38,7 @@ void StreamingTrunk::ReaderLoop() {
       slot.item = next_read_;
       slot.ready = false;
       slot.checked = false;
+      slot.submitted = Clock::now();
       const pack::PackRegion* r = manifest_.FindLayer(ItemLayer(next_read_));
       batch.push_back(io::ReadRequest{&file_, r->offset, r->size,
                                       slot.buffer.data(), next_read_});
@@ -93,6 +94,7 @@ void StreamingTrunk::ReaderLoop() {
     stats_.bytes_read += r->size;
     stats_.regions_read += 1;
     stats_.read_seconds += busy;
+    stats_.region_read_latency.Add(base::Seconds(now - slot.submitted));
     cv_.notify_all();
   }
   lock.unlock();

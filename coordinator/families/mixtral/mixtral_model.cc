@@ -146,7 +146,10 @@ absl::Status MixtralModel::Moe(int layer, const MixtralLayerView& w,
           ExpertTask{static_cast<int32_t>(t), order[i], p[order[i]] / sum});
     }
   }
-  return experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out);
+  FLOTILLA_RETURN_IF_ERROR(
+      experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out));
+  experts_->RecordRouted(layer, tasks.size());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<MixtralSequence*> MixtralModel::CheckInput(
