@@ -21,6 +21,7 @@
 namespace flotilla::coordinator {
 
 class StreamingExperts;
+class MixtralTrunk;
 
 struct EngineOptions {
   std::string model_dir;
@@ -64,6 +65,9 @@ struct Engine {
   std::string pack_dir;
   StreamingTrunk* trunk = nullptr;      // owned by model; null in memory
   StreamingExperts* experts = nullptr;  // owned by model; null in memory
+  // Mixtral: the trunk (owned by model), whose streamed layers' reads count
+  // as the trunk's in --stats and /metrics.
+  const MixtralTrunk* mixtral_trunk = nullptr;
   std::unique_ptr<io::MemoryAccountant> accountant;
 };
 

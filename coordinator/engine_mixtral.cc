@@ -177,6 +177,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     experts = std::move(streaming);
   }
   std::shared_ptr<model::TensorSource> keep(std::move(source));
+  engine->mixtral_trunk = trunk.get();
   engine->model = MixtralModel::Create(c, std::move(trunk), std::move(pool),
                                        std::move(experts), keep);
   engine->plan.budget_bytes = budget.budget();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/families/mixtral/mixtral_trunk.h"
 #include "shared/io/memory_budget.h"
 #include "shared/kernels/kernels.h"
 
@@ -13,6 +14,11 @@ namespace flotilla::coordinator {
 RunCounters SnapshotCounters(const Engine& engine) {
   RunCounters c;
   if (engine.trunk != nullptr) c.trunk = engine.trunk->stats();
+  if (engine.mixtral_trunk != nullptr) {
+    const MixtralTrunkStats s = engine.mixtral_trunk->stats();
+    c.trunk.bytes_read = s.bytes_read;
+    c.trunk.regions_read = s.layers_read;
+  }
   c.experts = engine.model->experts()->backend_stats();
   c.routed_by_layer = engine.model->experts()->routed_by_layer();
   if (const auto* remote =

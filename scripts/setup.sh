@@ -7,7 +7,9 @@
 #   scripts/setup.sh            what building and the demo need
 #   scripts/setup.sh --tests    also Node.js, npm and Chromium for the web
 #                               tests (tests/web), each only when its command
-#                               is missing (a newer Node from elsewhere stays)
+#                               is missing (a newer Node from elsewhere stays),
+#                               Prometheus (tests/observe) and podman,
+#                               podman-compose and debootstrap (tests/deploy)
 set -euo pipefail
 
 # Keep in sync with the find_package/pkg_check_modules calls in
@@ -29,6 +31,10 @@ if [[ "${1:-}" == "--tests" ]]; then
   command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
   command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
   command -v chromium >/dev/null 2>&1 || PACKAGES+=(chromium)
+  # The Prometheus server of tests/observe, and what the compose test
+  # (tests/deploy) runs the stack with (../notes: podman needs runc here).
+  PACKAGES+=(prometheus podman podman-compose runc debootstrap netavark
+             aardvark-dns iptables fuse-overlayfs slirp4netns uidmap catatonit)
 fi
 
 # One dpkg-query for all packages (one per package takes seconds). Unknown

@@ -12,6 +12,8 @@
 #   FLOTILLA_CTEST_JOBS  parallel tests (default: 2)
 #   FLOTILLA_SKIP_WEB_TESTS  1 = do not install tests/web's npm packages (the
 #                        OpenAI-client and chat-page tests are then left out)
+#   FLOTILLA_SKIP_COMPOSE_TEST  1 = do not run tests/deploy/compose_test.sh
+#                        (the Docker Compose stack under podman)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,3 +67,9 @@ fi
 
 ctest --test-dir "${FLOTILLA_BUILD_DIR}" --output-on-failure --no-tests=error \
   -j"${FLOTILLA_CTEST_JOBS:-2}"
+
+# The Compose deployment for real (podman; skips, saying why, where podman
+# cannot run a container). Not a ctest: it builds the images (minutes).
+if [[ "${FLOTILLA_SKIP_COMPOSE_TEST:-0}" != "1" && "${SANITIZE}" != "1" ]]; then
+  "${ROOT}/tests/deploy/compose_test.sh"
+fi
