@@ -4,7 +4,7 @@
 # registry is reachable on the test machines), then
 #   podman-compose -f deploy/docker/docker-compose.yml up --build
 # brings up prepare, three expert workers, the coordinator and Prometheus
-# (Grafana's profile is left out: its image comes from a registry). A chat
+# (grafana.yml is left out: its image comes from a registry). A chat
 # completion must come back through the coordinator and Prometheus must
 # report all four targets up. Prints its wall time.
 #
