@@ -53,6 +53,24 @@ CONF
 export CONTAINERS_CONF="${D}/containers.conf"
 export CONTAINERS_STORAGE_CONF="${D}/storage.conf"
 
+# Can podman run a container here at all? A probe image of /bin/true and
+# the libraries it links answers without the network.
+probe="${D}/probe"
+rm -rf "${probe}"
+mkdir -p "${probe}/bin"
+cp /bin/true "${probe}/bin/true"
+for lib in $(ldd /bin/true | grep -o '/[^ ]*'); do
+  mkdir -p "${probe}$(dirname "${lib}")"
+  cp -L "${lib}" "${probe}${lib}"
+done
+if ! out=$(tar -C "${probe}" -c . | podman import - localhost/flotilla-probe:latest 2>&1 &&
+           podman run --rm localhost/flotilla-probe:latest /bin/true 2>&1); then
+  rm -rf "${probe}"
+  skip "podman cannot run a container here: ${out}"
+fi
+podman rmi -f localhost/flotilla-probe:latest >/dev/null 2>&1 || true
+rm -rf "${probe}"
+
 BASE=docker.io/library/debian:bookworm
 if ! podman image exists "${BASE}" 2>/dev/null; then
   echo "compose test: building ${BASE} with debootstrap"
@@ -64,9 +82,6 @@ if ! podman image exists "${BASE}" 2>/dev/null; then
   fi
   tar -C "${D}/rootfs" -c . | podman import - "${BASE}" >/dev/null
   rm -rf "${D}/rootfs"
-fi
-if ! out=$(podman run --rm "${BASE}" true 2>&1); then
-  skip "podman cannot run a container here: ${out}"
 fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
