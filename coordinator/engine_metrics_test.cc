@@ -12,12 +12,7 @@
 namespace flotilla::coordinator {
 namespace {
 
-// The value of the sample `series` (exact text) in a scrape, or -1.
-double Sample(const std::string& scrape, const std::string& series) {
-  const size_t at = scrape.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(scrape.substr(at + series.size() + 2));
-}
+using metrics::SampleValue;
 
 TEST(EngineMetricsTest, StepsAddTheIncreaseByPhaseAndSource) {
   prometheus::Registry registry;
@@ -46,7 +41,7 @@ TEST(EngineMetricsTest, StepsAddTheIncreaseByPhaseAndSource) {
 
   const std::string s = metrics::Scrape(registry);
   auto bytes = [&](const char* phase, const char* source) {
-    return Sample(
+    return SampleValue(
         s, std::string("flotilla_coordinator_read_bytes_total{phase=\"") +
                phase + "\",source=\"" + source + "\"}");
   };
@@ -58,26 +53,30 @@ TEST(EngineMetricsTest, StepsAddTheIncreaseByPhaseAndSource) {
   EXPECT_EQ(bytes("decode", "embedding"), 0);
   EXPECT_EQ(bytes("decode", "lm_head"), 600);
   EXPECT_EQ(bytes("decode", "experts"), 4000);
-  EXPECT_EQ(Sample(s, R"(flotilla_coordinator_tokens_total{phase="decode"})"),
-            2);
   EXPECT_EQ(
-      Sample(s,
-             R"(flotilla_coordinator_forward_seconds_total{phase="decode"})"),
+      SampleValue(s, R"(flotilla_coordinator_tokens_total{phase="decode"})"),
+      2);
+  EXPECT_EQ(
+      SampleValue(
+          s, R"(flotilla_coordinator_forward_seconds_total{phase="decode"})"),
       0.5);
-  EXPECT_EQ(Sample(s, R"(flotilla_coordinator_expert_routed_total{layer="1"})"),
-            12);
-  EXPECT_EQ(Sample(s, R"(flotilla_coordinator_expert_routed_total{layer="0"})"),
-            -1);
-  EXPECT_EQ(Sample(s, "flotilla_coordinator_trunk_read_seconds_count"), 2);
   EXPECT_EQ(
-      Sample(s,
-             R"(flotilla_coordinator_trunk_read_seconds_bucket{le="0.0005"})"),
+      SampleValue(s, R"(flotilla_coordinator_expert_routed_total{layer="1"})"),
+      12);
+  EXPECT_EQ(
+      SampleValue(s, R"(flotilla_coordinator_expert_routed_total{layer="0"})"),
+      -1);
+  EXPECT_EQ(SampleValue(s, "flotilla_coordinator_trunk_read_seconds_count"), 2);
+  EXPECT_EQ(
+      SampleValue(
+          s, R"(flotilla_coordinator_trunk_read_seconds_bucket{le="0.0005"})"),
       1);
+  EXPECT_EQ(SampleValue(
+                s, R"(flotilla_coordinator_trunk_read_seconds_bucket{le="1"})"),
+            1);
   EXPECT_EQ(
-      Sample(s, R"(flotilla_coordinator_trunk_read_seconds_bucket{le="1"})"),
-      1);
-  EXPECT_EQ(
-      Sample(s, R"(flotilla_coordinator_trunk_read_seconds_bucket{le="10"})"),
+      SampleValue(s,
+                  R"(flotilla_coordinator_trunk_read_seconds_bucket{le="10"})"),
       2);
 }
 
@@ -103,35 +102,35 @@ TEST(EngineMetricsTest, WorkersRpcsByWorkerAndMethod) {
 
   const std::string s = metrics::Scrape(registry);
   EXPECT_EQ(
-      Sample(
+      SampleValue(
           s,
           R"(flotilla_coordinator_rpc_duration_seconds_count{method="Compute",worker="w0:7001"})"),
       2);
   EXPECT_EQ(
-      Sample(
+      SampleValue(
           s,
           R"(flotilla_coordinator_rpc_duration_seconds_count{method="Compute",worker="w1:7001"})"),
       2);
   EXPECT_EQ(
-      Sample(
+      SampleValue(
           s,
           R"(flotilla_coordinator_rpc_failures_total{method="Compute",worker="w1:7001"})"),
       1);
   EXPECT_EQ(
-      Sample(
+      SampleValue(
           s,
           R"(flotilla_coordinator_rpc_failures_total{method="Compute",worker="w0:7001"})"),
       0);
-  EXPECT_EQ(Sample(s, "flotilla_coordinator_rpc_retries_total"), 1);
+  EXPECT_EQ(SampleValue(s, "flotilla_coordinator_rpc_retries_total"), 1);
   EXPECT_EQ(
-      Sample(
+      SampleValue(
           s,
           R"(flotilla_coordinator_worker_failovers_total{worker="w1:7001"})"),
       1);
-  EXPECT_EQ(Sample(s, R"(flotilla_coordinator_worker_up{worker="w0:7001"})"),
-            1);
-  EXPECT_EQ(Sample(s, R"(flotilla_coordinator_worker_up{worker="w1:7001"})"),
-            0);
+  EXPECT_EQ(
+      SampleValue(s, R"(flotilla_coordinator_worker_up{worker="w0:7001"})"), 1);
+  EXPECT_EQ(
+      SampleValue(s, R"(flotilla_coordinator_worker_up{worker="w1:7001"})"), 0);
 }
 
 }  // namespace

@@ -8,12 +8,7 @@
 namespace flotilla::expert_worker {
 namespace {
 
-// The value of the sample `series` (exact text) in a scrape, or -1.
-double Sample(const std::string& scrape, const std::string& series) {
-  const size_t at = scrape.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(scrape.substr(at + series.size() + 2));
-}
+using metrics::SampleValue;
 
 TEST(WorkerMetricsTest, CountsCallsByCodeAndWhatTheyRead) {
   prometheus::Registry registry;
@@ -31,20 +26,22 @@ TEST(WorkerMetricsTest, CountsCallsByCodeAndWhatTheyRead) {
   m.PrefetchDone(4);
   m.MemoryBudget(1 << 20);
   const std::string s = metrics::Scrape(registry);
-  EXPECT_EQ(Sample(s, R"(flotilla_worker_compute_calls_total{code="ok"})"), 2);
+  EXPECT_EQ(SampleValue(s, R"(flotilla_worker_compute_calls_total{code="ok"})"),
+            2);
   EXPECT_EQ(
-      Sample(
+      SampleValue(
           s,
           R"(flotilla_worker_compute_calls_total{code="resource_exhausted"})"),
       1);
-  EXPECT_EQ(Sample(s, "flotilla_worker_read_bytes_total"), 2000);
-  EXPECT_EQ(Sample(s, "flotilla_worker_experts_computed_total"), 6);
-  EXPECT_EQ(Sample(s, "flotilla_worker_expert_cache_hits_total"), 2);
-  EXPECT_EQ(Sample(s, "flotilla_worker_expert_prefetch_hits_total"), 4);
-  EXPECT_EQ(Sample(s, "flotilla_worker_expert_compute_seconds_total"), 1);
-  EXPECT_EQ(Sample(s, "flotilla_worker_compute_call_seconds_count"), 2);
-  EXPECT_EQ(Sample(s, "flotilla_worker_prefetch_experts_scheduled_total"), 4);
-  EXPECT_EQ(Sample(s, "flotilla_worker_memory_budget_bytes"), 1 << 20);
+  EXPECT_EQ(SampleValue(s, "flotilla_worker_read_bytes_total"), 2000);
+  EXPECT_EQ(SampleValue(s, "flotilla_worker_experts_computed_total"), 6);
+  EXPECT_EQ(SampleValue(s, "flotilla_worker_expert_cache_hits_total"), 2);
+  EXPECT_EQ(SampleValue(s, "flotilla_worker_expert_prefetch_hits_total"), 4);
+  EXPECT_EQ(SampleValue(s, "flotilla_worker_expert_compute_seconds_total"), 1);
+  EXPECT_EQ(SampleValue(s, "flotilla_worker_compute_call_seconds_count"), 2);
+  EXPECT_EQ(SampleValue(s, "flotilla_worker_prefetch_experts_scheduled_total"),
+            4);
+  EXPECT_EQ(SampleValue(s, "flotilla_worker_memory_budget_bytes"), 1 << 20);
   EXPECT_EQ(CodeLabel(14), "other");
 }
 

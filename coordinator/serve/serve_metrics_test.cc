@@ -22,12 +22,7 @@
 namespace flotilla::coordinator::serve {
 namespace {
 
-// The value of the sample `name{labels}` (exact text) in a scrape, or -1.
-double Sample(const std::string& scrape, const std::string& series) {
-  const size_t at = scrape.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(scrape.substr(at + series.size() + 2));
-}
+using metrics::SampleValue;
 
 TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
   EngineOptions eo;
@@ -78,26 +73,27 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
 
   const std::string scrape = metrics::Scrape(registry);
   EXPECT_EQ(
-      Sample(
+      SampleValue(
           scrape,
           R"(flotilla_serve_requests_total{api="completions",status="200"})"),
       1);
   EXPECT_EQ(
-      Sample(
+      SampleValue(
           scrape,
           R"(flotilla_serve_requests_total{api="completions",status="400"})"),
       1);
-  EXPECT_EQ(Sample(scrape, "flotilla_serve_generated_tokens_total"),
+  EXPECT_EQ(SampleValue(scrape, "flotilla_serve_generated_tokens_total"),
             body["usage"]["completion_tokens"].get<double>());
-  EXPECT_EQ(Sample(scrape, "flotilla_serve_time_to_first_token_seconds_count"),
-            1);
+  EXPECT_EQ(
+      SampleValue(scrape, "flotilla_serve_time_to_first_token_seconds_count"),
+      1);
   // The bytes Prometheus sees are the engine's own counters.
   const RunCounters now = SnapshotCounters(**engine);
   ASSERT_GT(now.experts.bytes_read, 0u);
-  const double prefill = Sample(
+  const double prefill = SampleValue(
       scrape,
       R"(flotilla_coordinator_read_bytes_total{phase="prefill",source="experts"})");
-  const double decode = Sample(
+  const double decode = SampleValue(
       scrape,
       R"(flotilla_coordinator_read_bytes_total{phase="decode",source="experts"})");
   EXPECT_GT(prefill, 0);
@@ -106,24 +102,24 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
   // One prefill step (the whole prompt, the first token), then one decode
   // step per further token.
   const double tokens = body["usage"]["completion_tokens"].get<double>();
+  EXPECT_EQ(SampleValue(scrape,
+                        R"(flotilla_coordinator_steps_total{phase="prefill"})"),
+            1);
+  EXPECT_EQ(SampleValue(scrape,
+                        R"(flotilla_coordinator_tokens_total{phase="decode"})"),
+            tokens - 1);
   EXPECT_EQ(
-      Sample(scrape, R"(flotilla_coordinator_steps_total{phase="prefill"})"),
-      1);
-  EXPECT_EQ(
-      Sample(scrape, R"(flotilla_coordinator_tokens_total{phase="decode"})"),
-      tokens - 1);
-  EXPECT_EQ(
-      Sample(
+      SampleValue(
           scrape,
           R"(flotilla_coordinator_read_bytes_per_token_count{source="experts"})"),
-      Sample(scrape, "flotilla_serve_steps_total"));
+      SampleValue(scrape, "flotilla_serve_steps_total"));
   // Stories routes 2 of 8 experts per token in each of its 5 layers.
   const auto prompt_tokens = body["usage"]["prompt_tokens"].get<double>();
   for (int layer = 0; layer < 5; ++layer) {
-    EXPECT_EQ(
-        Sample(scrape, "flotilla_coordinator_expert_routed_total{layer=\"" +
-                           std::to_string(layer) + "\"}"),
-        2 * (prompt_tokens + tokens - 1))
+    EXPECT_EQ(SampleValue(scrape,
+                          "flotilla_coordinator_expert_routed_total{layer=\"" +
+                              std::to_string(layer) + "\"}"),
+              2 * (prompt_tokens + tokens - 1))
         << layer;
   }
 }

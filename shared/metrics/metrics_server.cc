@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +64,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
 MetricsServer::~MetricsServer() {
   if (server_ != nullptr) server_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+double SampleValue(const std::string& scrape, const std::string& series) {
+  const size_t at = scrape.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::strtod(scrape.c_str() + at + series.size() + 2, nullptr);
 }
 
 }  // namespace flotilla::metrics

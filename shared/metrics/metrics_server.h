@@ -44,6 +44,11 @@ class MetricsServer {
 // The registry's families in the text exposition format.
 std::string Scrape(const prometheus::Registry& registry);
 
+// The value of the sample `series` (its exact text, e.g.
+// `name{a="1",b="2"}` with labels in the order Scrape prints them, sorted)
+// in a scrape, or -1 when it is absent. For tests and tools.
+double SampleValue(const std::string& scrape, const std::string& series);
+
 // The counter `name{labels}` of `registry` (its family made on first use).
 prometheus::Counter& AddCounter(prometheus::Registry& registry,
                                 const std::string& name,
