@@ -88,6 +88,12 @@ EngineMetrics::EngineMetrics(prometheus::Registry& r)
                                 "submission to completion")
                           .Register(r)
                           .Add({}, LatencyBuckets())),
+      expert_read_latency_(BuildHistogram()
+                               .Name("flotilla_coordinator_expert_read_seconds")
+                               .Help("Latency of each expert read this process "
+                                     "made, queued to completion")
+                               .Register(r)
+                               .Add({}, LatencyBuckets())),
       expert_reads_(AddCounter(r, "flotilla_coordinator_expert_reads_total",
                                "Expert runs read from disk")),
       experts_used_(AddCounter(r,
@@ -166,6 +172,7 @@ void EngineMetrics::Step(const RunCounters& now, size_t tokens, bool decode,
                   region_latency_);
   const ExpertBackendStats& x = now.experts;
   const ExpertBackendStats& x0 = last_.experts;
+  ObserveIncrease(x0.read_latency, x.read_latency, expert_read_latency_);
   expert_reads_.Increment(x.experts_read - x0.experts_read);
   experts_used_.Increment(x.experts_used - x0.experts_used);
   cache_hits_.Increment(x.cache_hits - x0.cache_hits);

@@ -58,6 +58,7 @@ class EngineMetrics {
   prometheus::Family<prometheus::Counter>& io_wait_;
   prometheus::Counter& trunk_read_busy_;
   prometheus::Histogram& region_latency_;
+  prometheus::Histogram& expert_read_latency_;
   prometheus::Counter& expert_reads_;
   prometheus::Counter& experts_used_;
   prometheus::Counter& cache_hits_;

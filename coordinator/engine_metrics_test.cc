@@ -24,6 +24,8 @@ TEST(EngineMetricsTest, StepsAddTheIncreaseByPhaseAndSource) {
   c.trunk.lm_head_bytes_read = 300;
   c.trunk.region_read_latency.Add(0.0003);
   c.experts.bytes_read = 5000;
+  c.experts.read_latency.Add(0.004);
+  c.experts.read_latency.Add(0.004);
   c.routed_by_layer = {0, 8, 8};  // layer 0 is dense
   metrics.Step(c, 1, /*decode=*/false, 0.5);
   // Two decode steps of one token each.
@@ -67,6 +69,16 @@ TEST(EngineMetricsTest, StepsAddTheIncreaseByPhaseAndSource) {
       SampleValue(s, R"(flotilla_coordinator_expert_routed_total{layer="0"})"),
       -1);
   EXPECT_EQ(SampleValue(s, "flotilla_coordinator_trunk_read_seconds_count"), 2);
+  EXPECT_EQ(SampleValue(s, "flotilla_coordinator_expert_read_seconds_count"),
+            2);
+  EXPECT_EQ(
+      SampleValue(
+          s, R"(flotilla_coordinator_expert_read_seconds_bucket{le="0.0025"})"),
+      0);
+  EXPECT_EQ(
+      SampleValue(
+          s, R"(flotilla_coordinator_expert_read_seconds_bucket{le="0.005"})"),
+      2);
   EXPECT_EQ(
       SampleValue(
           s, R"(flotilla_coordinator_trunk_read_seconds_bucket{le="0.0005"})"),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "shared/base/latency_counts.h"
 #include "shared/experts/expert_types.h"
 
 namespace flotilla::coordinator {
@@ -29,6 +30,9 @@ struct ExpertBackendStats {
   uint64_t prefetch_hits = 0;  // served from a lookahead prefetch
   double io_wait_seconds = 0;  // blocked waiting for expert bytes
   double compute_seconds = 0;  // computing experts
+  // Each expert read this process made, queued to reaped (local reads only;
+  // with expert workers their own metrics hold them).
+  base::LatencyCounts read_latency;
 };
 
 class ExpertBackend {

@@ -96,6 +96,7 @@ ExpertBackendStats StreamingExperts::backend_stats() const {
   s.prefetch_hits = f.prefetch_hits;
   s.io_wait_seconds = f.io_wait_seconds;
   s.compute_seconds = f.compute_seconds;
+  s.read_latency = f.read_latency;
   return s;
 }
 

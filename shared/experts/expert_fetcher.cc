@@ -166,6 +166,7 @@ void ExpertFetcher::QueueRead(int s, const ExpertKey& key,
   slot.last_use = ++tick_;  // a fresh prefetch is not the first to evict
   slot.verified = false;
   slot.read_status = absl::OkStatus();
+  slot.queued = std::chrono::steady_clock::now();
   where_[key.Packed()] = s;
   requests_.push_back(io::ReadRequest{&files_[loc->file], r.offset, r.length,
                                       slot.data, static_cast<uint64_t>(s)});

@@ -36,6 +36,7 @@
 #ifndef FLOTILLA_SHARED_EXPERTS_EXPERT_FETCHER_H_
 #define FLOTILLA_SHARED_EXPERTS_EXPERT_FETCHER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -45,6 +46,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shared/base/latency_counts.h"
 #include "shared/experts/expert_index.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/batch_reader.h"
@@ -93,6 +95,8 @@ struct FetchStats {
   uint64_t checksums_verified = 0;
   double fetch_seconds = 0;    // inside Fetch
   double io_wait_seconds = 0;  // blocked in BatchReader::WaitOne
+  // Each read, from being queued to its completion being reaped.
+  base::LatencyCounts read_latency;
   double compute_seconds = 0;  // inside on_ready
   double verify_seconds = 0;   // hashing runs
 
@@ -157,6 +161,7 @@ class ExpertFetcher {
     bool cached = false;       // resident cache entry (landed, verified)
     bool verified = false;     // checksum checked (or none to check)
     uint64_t last_use = 0;     // LRU tick
+    std::chrono::steady_clock::time_point queued;  // its read was queued
   };
 
   ExpertFetcher(const ExpertIndex* index, const FetcherOptions& options)

@@ -144,6 +144,7 @@ absl::Status ExpertFetcher::WaitAndDispatch(const ReadyFn& on_ready) {
   Slot& slot = slots_[s];
   slot.state = SlotState::kLanded;
   slot.read_status = std::move(c->status);
+  stats_.read_latency.Add(SecondsSince(slot.queued));
   if (slot.wanted) {
     --wanted_in_flight_;
     FLOTILLA_RETURN_IF_ERROR(Consume(s, on_ready));
