@@ -11,6 +11,9 @@ import OpenAI from "openai";
 import { check, startServer } from "./server.mjs";
 
 const [binary, modelDir] = process.argv.slice(2);
+// What a call threw, for the check's line (which error, which status).
+const got = (e) =>
+  ` (got ${e ? `${e.constructor.name} ${e.status ?? ""} ${e.message}` : "no error"})`;
 if (!binary || !modelDir) {
   console.error("usage: openai_client_test.mjs COORDINATOR_BINARY MODEL_DIR");
   process.exit(2);
@@ -75,7 +78,7 @@ try {
     error = e;
   }
   check(error instanceof OpenAI.BadRequestError && error.status === 400,
-        "max_tokens -5 is a BadRequestError (400)");
+        "max_tokens -5 is a BadRequestError (400)" + got(error));
   check(/max_tokens/.test(error.message), "its message names max_tokens: " + error.message);
 
   error = null;
@@ -86,7 +89,7 @@ try {
     error = e;
   }
   check(error instanceof OpenAI.AuthenticationError && error.status === 401,
-        "a wrong API key is an AuthenticationError (401)");
+        "a wrong API key is an AuthenticationError (401)" + got(error));
 
   error = null;
   try {
@@ -95,7 +98,7 @@ try {
     error = e;
   }
   check(error instanceof OpenAI.NotFoundError && error.status === 404,
-        "an unknown model is a NotFoundError (404)");
+        "an unknown model is a NotFoundError (404)" + got(error));
 } catch (e) {
   failed = true;
   console.error("FAILED: " + (e.stack || e));
