@@ -112,6 +112,21 @@ void HttpServer::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool HttpServer::Admit(const httplib::Request& req,
+                       httplib::Response& res) const {
+  if (draining_ && req.method == "POST") {
+    Error(res, 503, "the server is shutting down", "server_error");
+    return false;
+  }
+  if (!options_.api_key.empty() &&
+      req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
+    Error(res, 401, "a valid API key is required (Authorization: Bearer)",
+          "authentication_error");
+    return false;
+  }
+  return true;
+}
+
 void HttpServer::Routes() {
   httplib::Server& s = *server_;
   s.set_payload_max_length(options_.limits.max_prompt_bytes + (64 << 10));
@@ -143,29 +158,21 @@ void HttpServer::Routes() {
                    ttft, total);
     }
   });
-  s.set_pre_routing_handler([this](const httplib::Request& req,
-                                   httplib::Response& res) {
-    tls_request = RequestContext();
-    tls_request.start = absl::Now();
-    if (req.method == "POST" && absl::StartsWith(req.path, "/v1/")) {
-      tls_request.api = absl::EndsWith(req.path, "/chat/completions")
-                            ? "chat"
-                            : "completions";
-    }
-    if (draining_ && req.method == "POST") {
-      Error(res, 503, "the server is shutting down", "server_error");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (options_.api_key.empty() || !absl::StartsWith(req.path, "/v1/")) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    if (req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
-      Error(res, 401, "a valid API key is required (Authorization: Bearer)",
-            "authentication_error");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
+  s.set_pre_routing_handler(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        tls_request = RequestContext();
+        tls_request.start = absl::Now();
+        if (req.method == "POST" && absl::StartsWith(req.path, "/v1/")) {
+          tls_request.api = absl::EndsWith(req.path, "/chat/completions")
+                                ? "chat"
+                                : "completions";
+        }
+        // Refusals (401, 503) are answered by the handlers, not here: httplib
+        // calls this before it reads a POST's body, and a body left unread on
+        // a keep-alive connection is parsed as the next request (a client that
+        // reused the connection got "400 (no body)" for its next call).
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(ChatPageHtml(), "text/html; charset=utf-8");
   });
@@ -179,19 +186,22 @@ void HttpServer::Routes() {
                           {"max_queue", options_.max_queue}}),
                     "application/json");
   });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(Dump({{"object", "list"},
-                          {"data",
-                           {{{"id", options_.model_name},
-                             {"object", "model"},
-                             {"created", 0},
-                             {"owned_by", "flotilla"}}}}}),
-                    "application/json");
-  });
+  s.Get("/v1/models",
+        [this](const httplib::Request& http, httplib::Response& res) {
+          if (!Admit(http, res)) return;
+          res.set_content(Dump({{"object", "list"},
+                                {"data",
+                                 {{{"id", options_.model_name},
+                                   {"object", "model"},
+                                   {"created", 0},
+                                   {"owned_by", "flotilla"}}}}}),
+                          "application/json");
+        });
   for (const bool chat : {false, true}) {
     s.Post(
         chat ? "/v1/chat/completions" : "/v1/completions",
         [this, chat](const httplib::Request& http, httplib::Response& res) {
+          if (!Admit(http, res)) return;
           auto req = ParseCompletionRequest(http.body, chat, options_.limits);
           if (!req.ok())
             return Error(res, 400, std::string(req.status().message()));

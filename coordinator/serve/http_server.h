@@ -36,7 +36,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace flotilla::coordinator::serve {
 
@@ -76,6 +78,9 @@ class HttpServer {
 
  private:
   void Routes();
+  // Whether an API request may go on: false after answering 401 (a missing
+  // or wrong key with --api-key-file) or 503 (a POST while draining).
+  bool Admit(const httplib::Request& req, httplib::Response& res) const;
   // Held by each accepted completion until its response is written (the
   // streaming callbacks keep a copy); Drain waits for none to be held.
   std::shared_ptr<void> InFlight();

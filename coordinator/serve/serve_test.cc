@@ -301,6 +301,29 @@ TEST_F(ServeTest, ApiKey) {
   EXPECT_EQ(h->status, 200);
 }
 
+// A refused POST's body must be read before the answer: on a keep-alive
+// connection, unread bytes were parsed as the next request (which then got
+// "400 (no body)"; the OpenAI Node client hit it after a 401).
+TEST_F(ServeTest, ARefusedPostLeavesTheConnectionUsable) {
+  StartServer("s3cret");
+  httplib::Client client("127.0.0.1", server_->port());
+  client.set_keep_alive(true);
+  const std::string req =
+      R"({"prompt": "Once upon a time", "max_tokens": 2, "temperature": 0})";
+  for (int i = 0; i < 3; ++i) {
+    auto refused =
+        client.Post("/v1/completions", {{"Authorization", "Bearer nope"}}, req,
+                    "application/json");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 401);
+    auto ok =
+        client.Post("/v1/completions", {{"Authorization", "Bearer s3cret"}},
+                    req, "application/json");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200) << ok->body;
+  }
+}
+
 TEST_F(ServeTest, GrpcGenerateStreamsTheReference) {
   StartServer();
   RequestLimits limits;
