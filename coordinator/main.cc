@@ -241,6 +241,13 @@ int RunGenerate() {
   if (absl::GetFlag(FLAGS_max_tokens) < 0) {
     return Fail(kExitUsage, "--max-tokens must be >= 0");
   }
+  if (absl::GetFlag(FLAGS_metrics_linger_s) < 0) {
+    return Fail(kExitUsage, "--metrics-linger-s must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_metrics_port) < -1 ||
+      absl::GetFlag(FLAGS_metrics_port) > 65535) {
+    return Fail(kExitUsage, "--metrics-port must be in -1..65535");
+  }
   GenerateOptions options;
   options.max_tokens = absl::GetFlag(FLAGS_max_tokens);
   options.sampler.temperature =
@@ -348,8 +355,6 @@ int RunGenerate() {
   flotilla::coordinator::EngineMetrics engine_metrics(*registry);
   std::unique_ptr<flotilla::metrics::MetricsServer> metrics_server;
   if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
-    if (port > 65535)
-      return Fail(kExitUsage, "--metrics-port must be in -1..65535");
     engine_metrics.Memory(eng);
     auto started = flotilla::metrics::MetricsServer::Start(
         absl::GetFlag(FLAGS_host), port, registry);

@@ -218,6 +218,11 @@ TEST_F(CliTest, BadFlagsAndIds) {
                          " --ids 1 --workers 127.0.0.1:1 "
                          "--rpc-deadline-ms 0"),
                      {"--rpc-deadline-ms"});
+  ExpectCleanFailure(Run("generate" + model + " --ids 1 --metrics-port 70000"),
+                     {"--metrics-port"});
+  ExpectCleanFailure(Run("generate" + model +
+                         " --ids 1 --metrics-port 0 --metrics-linger-s -1"),
+                     {"--metrics-linger-s"});
   const RunResult help = Run("--help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("--dump-logits"), std::string::npos);
