@@ -3,42 +3,28 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
 #include "shared/model/file_reader.h"
 #include "shared/model/json_util.h"
 #include "shared/model/safetensors_header.h"
+#include "shared/model/safetensors_index.h"
 
 namespace flotilla::model {
 namespace {
 
 namespace fs = std::filesystem;
 using internal::ReadOnlyFile;
-using json = nlohmann::json;
 
 constexpr char kIndexName[] = "model.safetensors.index.json";
 constexpr char kSuffix[] = ".safetensors";
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
   return (fs::path(dir) / name).string();
-}
-
-// Shard names in an index are bare file names beside it; anything that
-// could reach outside the model directory is refused.
-bool IsPlainRelative(const std::string& name) {
-  if (name.empty()) return false;
-  fs::path p(name);
-  if (p.is_absolute()) return false;
-  for (const fs::path& part : p) {
-    if (part == "..") return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -69,32 +55,9 @@ absl::StatusOr<std::vector<std::string>> SafetensorsCheckpoint::AddShard(
 
 absl::Status SafetensorsCheckpoint::LoadIndex(const std::string& dir,
                                               const std::string& index) {
-  FLOTILLA_ASSIGN_OR_RETURN(std::string text, internal::ReadSmallFile(index));
-  FLOTILLA_ASSIGN_OR_RETURN(json root, internal::ParseJson(text, index));
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(index, ": ", why));
-  };
-  if (!root.is_object()) return bad("not a JSON object");
-  auto map_it = root.find("weight_map");
-  if (map_it == root.end() || !map_it->is_object()) {
-    return bad("missing weight_map object");
-  }
-  if (map_it->empty()) return bad("weight_map is empty");
   // shard file -> tensor names the index places there.
-  std::map<std::string, std::vector<std::string>> by_shard;
-  for (auto it = map_it->begin(); it != map_it->end(); ++it) {
-    if (!it->is_string()) {
-      return bad(absl::StrCat("weight_map entry for '", it.key(),
-                              "' is not a file name string"));
-    }
-    const std::string& shard = it->get_ref<const std::string&>();
-    if (!IsPlainRelative(shard)) {
-      return bad(absl::StrCat("weight_map entry for '", it.key(),
-                              "' names an unusable shard path '", shard, "'"));
-    }
-    by_shard[shard].push_back(it.key());
-  }
-  for (const auto& [shard, expected] : by_shard) {
+  FLOTILLA_ASSIGN_OR_RETURN(auto by_shard, internal::ReadIndexWeightMap(index));
+  for (auto& [shard, expected] : by_shard) {
     const std::string path = JoinPath(dir, shard);
     std::error_code ec;
     if (!fs::exists(path, ec)) {
@@ -107,9 +70,9 @@ absl::Status SafetensorsCheckpoint::LoadIndex(const std::string& dir,
           "'", more, "), but ", path, " does not exist"));
     }
     FLOTILLA_ASSIGN_OR_RETURN(std::vector<std::string> names, AddShard(path));
-    std::set<std::string> present(names.begin(), names.end());
+    std::sort(names.begin(), names.end());
     for (const std::string& name : expected) {
-      if (!present.count(name)) {
+      if (!std::binary_search(names.begin(), names.end(), name)) {
         auto elsewhere = tensors_.find(name);
         return absl::NotFoundError(absl::StrCat(
             index, " maps tensor '", name, "' to ", shard,
@@ -119,6 +82,8 @@ absl::Status SafetensorsCheckpoint::LoadIndex(const std::string& dir,
                 : absl::StrCat(" (it is in ", elsewhere->second.file, ")")));
       }
     }
+    // Checked: the names live on as the tensors' keys.
+    std::vector<std::string>().swap(expected);
   }
   return absl::OkStatus();
 }

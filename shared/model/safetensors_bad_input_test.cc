@@ -219,6 +219,38 @@ TEST_F(BadInputTest, BadIndexFiles) {
     ASSERT_FALSE(ckpt.ok());
     EXPECT_THAT(ckpt.status().message(), HasSubstr(index));
   }
+  // The index is read without a DOM (safetensors_index.h): each shape of
+  // bad weight_map still gets its own reason.
+  const std::pair<const char*, const char*> reasons[] = {
+      {R"({"weight_map": {"a": "s1.safetensors")", "invalid JSON"},
+      {R"("just a string")", "not a JSON object"},
+      {R"({"weight_map": []})", "missing weight_map object"},
+      {R"({"metadata": {"weight_map": {"a": "s1.safetensors"}}})",
+       "missing weight_map object"},
+      {R"({"weight_map": {}})", "weight_map is empty"},
+      {R"({"weight_map": {"a": {"file": "s1.safetensors"}}})",
+       "entry for 'a' is not a file name string"},
+      {R"({"weight_map": {"a": ["s1.safetensors"]}})",
+       "entry for 'a' is not a file name string"},
+      {R"({"weight_map": {"a": null}})",
+       "entry for 'a' is not a file name string"},
+      {R"({"weight_map": {"a": "../s1.safetensors"}})",
+       "unusable shard path '../s1.safetensors'"},
+  };
+  for (const auto& [text, reason] : reasons) {
+    SCOPED_TRACE(text);
+    WriteBytes("model.safetensors.index.json", text);
+    auto ckpt = SafetensorsCheckpoint::OpenDir(dir_);
+    ASSERT_FALSE(ckpt.ok());
+    EXPECT_EQ(ckpt.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(ckpt.status().message(),
+                AllOf(HasSubstr(index), HasSubstr(reason)));
+  }
+  // Other keys, before and after, are skipped.
+  WriteBytes("model.safetensors.index.json",
+             R"({"metadata": {"total_size": 64, "x": [1, {"y": null}]},
+                 "weight_map": {"a": "s1.safetensors"}, "z": true})");
+  EXPECT_TRUE(SafetensorsCheckpoint::OpenDir(dir_).ok());
 }
 
 TEST_F(BadInputTest, DuplicateNamesAcrossShardsWithoutIndex) {
