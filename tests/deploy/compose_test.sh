@@ -63,10 +63,16 @@ for lib in $(ldd /bin/true | grep -o '/[^ ]*'); do
   mkdir -p "${probe}$(dirname "${lib}")"
   cp -L "${lib}" "${probe}${lib}"
 done
-if ! out=$(tar -C "${probe}" -c . | podman import - localhost/flotilla-probe:latest 2>&1 &&
-           podman run --rm localhost/flotilla-probe:latest /bin/true 2>&1); then
+# The last lines of what a failed podman command printed (not its progress).
+last_lines() { tail -n 3 <<<"$1" | tr '\n' ' '; }
+if ! out=$(tar -C "${probe}" -c . | podman import - localhost/flotilla-probe:latest 2>&1); then
   rm -rf "${probe}"
-  skip "podman cannot run a container here: ${out}"
+  skip "podman cannot import an image here: $(last_lines "${out}")"
+fi
+if ! out=$(podman run --rm localhost/flotilla-probe:latest /bin/true 2>&1); then
+  podman rmi -f localhost/flotilla-probe:latest >/dev/null 2>&1 || true
+  rm -rf "${probe}"
+  skip "podman cannot run a container here: $(last_lines "${out}")"
 fi
 podman rmi -f localhost/flotilla-probe:latest >/dev/null 2>&1 || true
 rm -rf "${probe}"
