@@ -42,13 +42,13 @@ absl::StatusOr<std::vector<std::string>> SafetensorsCheckpoint::AddShard(
   std::vector<std::string> names;
   names.reserve(infos.size());
   for (TensorInfo& info : infos) {
-    auto [it, inserted] = tensors_.try_emplace(info.name, info);
-    if (!inserted) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", info.name, "' appears in both ",
-                       it->second.file, " and ", path));
-    }
     names.push_back(info.name);
+    auto [it, inserted] = tensors_.insert(std::move(info));
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", names.back(),
+                                                     "' appears in both ",
+                                                     it->file, " and ", path));
+    }
   }
   return names;
 }
@@ -79,7 +79,7 @@ absl::Status SafetensorsCheckpoint::LoadIndex(const std::string& dir,
             ", but that shard does not contain it",
             elsewhere == tensors_.end()
                 ? std::string()
-                : absl::StrCat(" (it is in ", elsewhere->second.file, ")")));
+                : absl::StrCat(" (it is in ", elsewhere->file, ")")));
       }
     }
     // Checked: the names live on as the tensors' keys.
@@ -138,13 +138,13 @@ SafetensorsCheckpoint::OpenDir(const std::string& dir) {
 
 const TensorInfo* SafetensorsCheckpoint::Find(absl::string_view name) const {
   auto it = tensors_.find(name);
-  return it == tensors_.end() ? nullptr : &it->second;
+  return it == tensors_.end() ? nullptr : &*it;
 }
 
 std::vector<std::string> SafetensorsCheckpoint::Names() const {
   std::vector<std::string> names;
   names.reserve(tensors_.size());
-  for (const auto& [name, info] : tensors_) names.push_back(name);
+  for (const TensorInfo& info : tensors_) names.push_back(info.name);
   return names;
 }
 
