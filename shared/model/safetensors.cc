@@ -10,7 +10,6 @@
 #include "absl/strings/str_join.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/file_reader.h"
-#include "shared/model/json_util.h"
 #include "shared/model/safetensors_header.h"
 #include "shared/model/safetensors_index.h"
 
