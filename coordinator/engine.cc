@@ -49,7 +49,7 @@ plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   in.prefill_chunk = o.prefill_chunk;
   in.expert_cache_bytes = o.expert_cache_bytes;
   in.disk_bytes_per_second = o.disk_gbps * 1e9;
-  in.process_baseline_bytes = io::CurrentRssBytes();
+  in.process_baseline_bytes = io::TrimmedRssBytes();
   in.max_pinned_layers = o.max_pinned_layers;
   in.stream_vocab = o.stream_vocab;
   in.vocab_chunk_bytes =

@@ -1,5 +1,7 @@
 #include "shared/io/memory_budget.h"
 
+#include <malloc.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -256,6 +258,11 @@ uint64_t PeakRssBytes() {
 
 uint64_t CurrentRssBytes() {
   return ReadKbField("/proc/self/status", "VmRSS").value_or(0);
+}
+
+uint64_t TrimmedRssBytes() {
+  malloc_trim(0);
+  return CurrentRssBytes();
 }
 
 namespace {

@@ -83,6 +83,12 @@ class MemoryAccountant {
 uint64_t PeakRssBytes();
 // Current resident set size (VmRSS), in bytes; 0 if unreadable.
 uint64_t CurrentRssBytes();
+// Hands the heap's free pages back to the kernel (glibc malloc_trim), then
+// returns CurrentRssBytes(): what the process really holds. Opening a
+// checkpoint parses hundreds of MB of metadata that is freed before the
+// plan is made, but the allocator would keep those pages resident and the
+// plan would charge them as the process baseline.
+uint64_t TrimmedRssBytes();
 
 // Decimal units with two decimals: "812 B", "1.27 GB", "3.40 MB", "12.00 kB".
 std::string FormatBytes(uint64_t bytes);
