@@ -14,7 +14,6 @@ namespace {
 
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
-using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
 // Bytes per token from 1 MB to 64 GB, by powers of 4.
@@ -49,11 +48,12 @@ prometheus::Family<T>& Fam(prometheus::Registry& r, const std::string& name,
   } else if constexpr (std::is_same_v<T, prometheus::Gauge>) {
     return BuildGauge().Name(name).Help(help).Register(r);
   } else {
-    return BuildHistogram().Name(name).Help(help).Register(r);
+    return prometheus::BuildHistogram().Name(name).Help(help).Register(r);
   }
 }
 
 using metrics::AddCounter;
+using metrics::AddHistogram;
 
 }  // namespace
 
@@ -82,18 +82,16 @@ EngineMetrics::EngineMetrics(prometheus::Registry& r)
           r, "flotilla_coordinator_trunk_read_busy_seconds_total",
           "Time the trunk reader had reads in flight (bytes over this: the "
           "achieved read bandwidth)")),
-      region_latency_(BuildHistogram()
-                          .Name("flotilla_coordinator_trunk_read_seconds")
-                          .Help("Latency of each streamed trunk region read, "
-                                "submission to completion")
-                          .Register(r)
-                          .Add({}, LatencyBuckets())),
-      expert_read_latency_(BuildHistogram()
-                               .Name("flotilla_coordinator_expert_read_seconds")
-                               .Help("Latency of each expert read this process "
-                                     "made, queued to completion")
-                               .Register(r)
-                               .Add({}, LatencyBuckets())),
+      region_latency_(
+          AddHistogram(r, "flotilla_coordinator_trunk_read_seconds",
+                       "Latency of each streamed trunk region read, "
+                       "submission to completion",
+                       LatencyBuckets())),
+      expert_read_latency_(
+          AddHistogram(r, "flotilla_coordinator_expert_read_seconds",
+                       "Latency of each expert read this process made, "
+                       "queued to completion",
+                       LatencyBuckets())),
       expert_reads_(AddCounter(r, "flotilla_coordinator_expert_reads_total",
                                "Expert runs read from disk")),
       experts_used_(AddCounter(r,

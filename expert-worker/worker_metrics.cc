@@ -6,7 +6,6 @@ namespace flotilla::expert_worker {
 namespace {
 
 using prometheus::BuildCounter;
-using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
 // 100 us to 10 s: a cached expert on loopback to a layer's worth of reads
@@ -17,6 +16,7 @@ Histogram::BucketBoundaries CallBuckets() {
 }
 
 using metrics::AddCounter;
+using metrics::AddHistogram;
 
 }  // namespace
 
@@ -42,17 +42,13 @@ WorkerMetrics::WorkerMetrics(prometheus::Registry& r)
                  .Name("flotilla_worker_compute_calls_total")
                  .Help("Compute calls ended, by gRPC code")
                  .Register(r)),
-      call_seconds_(BuildHistogram()
-                        .Name("flotilla_worker_compute_call_seconds")
-                        .Help("From a Compute call's arrival to its answer")
-                        .Register(r)
-                        .Add({}, CallBuckets())),
-      queue_seconds_(BuildHistogram()
-                         .Name("flotilla_worker_compute_queue_seconds")
-                         .Help("Time a Compute call waited for the compute "
-                               "thread")
-                         .Register(r)
-                         .Add({}, CallBuckets())),
+      call_seconds_(AddHistogram(r, "flotilla_worker_compute_call_seconds",
+                                 "From a Compute call's arrival to its answer",
+                                 CallBuckets())),
+      queue_seconds_(AddHistogram(r, "flotilla_worker_compute_queue_seconds",
+                                  "Time a Compute call waited for the compute "
+                                  "thread",
+                                  CallBuckets())),
       read_bytes_(AddCounter(r, "flotilla_worker_read_bytes_total",
                              "Expert bytes read from disk")),
       read_seconds_(

@@ -9,7 +9,6 @@ namespace {
 
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
-using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
 // Seconds from 5 ms to 10 minutes: a token on a small model in memory to a
@@ -20,13 +19,7 @@ Histogram::BucketBoundaries SecondsBuckets() {
 }
 
 using metrics::AddCounter;
-
-Histogram& Hist(prometheus::Registry& r, const std::string& name,
-                const std::string& help, Histogram::BucketBoundaries b,
-                const prometheus::Labels& labels = {}) {
-  return BuildHistogram().Name(name).Help(help).Register(r).Add(labels,
-                                                                std::move(b));
-}
+using metrics::AddHistogram;
 
 }  // namespace
 
@@ -39,18 +32,18 @@ ServeMetrics::ServeMetrics(prometheus::Registry& r)
                                 "Prompt tokens of answered requests")),
       generated_tokens_(AddCounter(r, "flotilla_serve_generated_tokens_total",
                                    "Tokens generated")),
-      ttft_(Hist(r, "flotilla_serve_time_to_first_token_seconds",
-                 "From a request's arrival to its first token",
-                 SecondsBuckets())),
-      request_seconds_(Hist(r, "flotilla_serve_request_duration_seconds",
-                            "From a request's arrival to its end",
-                            SecondsBuckets())),
-      inter_token_(Hist(r, "flotilla_serve_inter_token_latency_seconds",
-                        "Between two tokens of one sequence",
-                        SecondsBuckets())),
-      batch_size_(Hist(r, "flotilla_serve_batch_sequences",
-                       "Sequences stepped together per forward pass",
-                       {1, 2, 4, 8, 16, 32, 64, 128})),
+      ttft_(AddHistogram(r, "flotilla_serve_time_to_first_token_seconds",
+                         "From a request's arrival to its first token",
+                         SecondsBuckets())),
+      request_seconds_(AddHistogram(
+          r, "flotilla_serve_request_duration_seconds",
+          "From a request's arrival to its end", SecondsBuckets())),
+      inter_token_(AddHistogram(r, "flotilla_serve_inter_token_latency_seconds",
+                                "Between two tokens of one sequence",
+                                SecondsBuckets())),
+      batch_size_(AddHistogram(r, "flotilla_serve_batch_sequences",
+                               "Sequences stepped together per forward pass",
+                               {1, 2, 4, 8, 16, 32, 64, 128})),
       steps_(AddCounter(r, "flotilla_serve_steps_total", "Forward steps run")),
       waiting_(BuildGauge()
                    .Name("flotilla_serve_queue_waiting")

@@ -29,6 +29,18 @@ prometheus::Counter& AddCounter(prometheus::Registry& registry,
       .Add(labels);
 }
 
+prometheus::Histogram& AddHistogram(
+    prometheus::Registry& registry, const std::string& name,
+    const std::string& help,
+    const prometheus::Histogram::BucketBoundaries& buckets,
+    const prometheus::Labels& labels) {
+  return prometheus::BuildHistogram()
+      .Name(name)
+      .Help(help)
+      .Register(registry)
+      .Add(labels, buckets);
+}
+
 void AddBuildInfo(prometheus::Registry& registry,
                   const std::string& component) {
   prometheus::BuildGauge()

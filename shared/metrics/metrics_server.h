@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/counter.h"
+#include "prometheus/histogram.h"
 #include "prometheus/labels.h"
 #include "prometheus/registry.h"
 
@@ -54,6 +55,14 @@ prometheus::Counter& AddCounter(prometheus::Registry& registry,
                                 const std::string& name,
                                 const std::string& help,
                                 const prometheus::Labels& labels = {});
+
+// The histogram `name{labels}` with `buckets` (its family made on first
+// use).
+prometheus::Histogram& AddHistogram(
+    prometheus::Registry& registry, const std::string& name,
+    const std::string& help,
+    const prometheus::Histogram::BucketBoundaries& buckets,
+    const prometheus::Labels& labels = {});
 
 // flotilla_build_info{component, version} 1: which binary this is.
 void AddBuildInfo(prometheus::Registry& registry, const std::string& component);
