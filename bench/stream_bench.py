@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import statistics
+import struct
 import subprocess
 import sys
 
@@ -95,6 +96,17 @@ def measure_ceilings(run_bytes, shards, trunk_file):
     return c
 
 
+
+def read_expert_table(path):
+    """expert_table.bin (shared/pack/expert_table.h): a 24-byte header, then
+    88-byte records; only file, offset and length are needed here."""
+    data = open(path, "rb").read()
+    magic, record, _, count = struct.unpack_from("<8sIIQ", data, 0)
+    assert magic == b"FLOTXPT\x01" and record == 88, path
+    return [dict(zip(("layer", "expert", "file", "offset", "length"),
+                     struct.unpack_from("<iiI4xQQ", data, 24 + 88 * i)))
+            for i in range(count)]
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="/work/synth-bench")
@@ -112,11 +124,12 @@ def main():
         run([os.path.join(BIN, "flotilla-tool"), "pack", "--model",
              args.model, "--out", pack])
     manifest = json.load(open(os.path.join(pack, "manifest.json")))
+    experts = read_expert_table(os.path.join(pack, "expert_table.bin"))
     # fio's block size: the expert run, rounded up to 4 KiB as O_DIRECT reads
     # it.
-    run_bytes = -(-max(e["length"] for e in manifest["experts"]) // 4096) * 4096
+    run_bytes = -(-max(e["length"] for e in experts) // 4096) * 4096
     shards = sorted({os.path.join(args.model, manifest["expert_files"][e["file"]])
-                     for e in manifest["experts"]})
+                     for e in experts})
 
     # The disk's ceilings, in this session.
     drop_caches()

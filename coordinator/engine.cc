@@ -16,6 +16,7 @@
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
+#include "shared/pack/pack_source.h"
 #include "shared/pack/region_builder.h"
 
 namespace flotilla::coordinator {
@@ -216,17 +217,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   if (m.experts_in_model_dir) {
     // Experts are served in place by absolute offset: refuse a pack made
     // from another checkpoint than the one the model folder holds now.
-    FLOTILLA_ASSIGN_OR_RETURN(
-        auto source, model::SafetensorsCheckpoint::OpenDir(o.model_dir));
-    FLOTILLA_ASSIGN_OR_RETURN(
-        const std::string fingerprint,
-        model::FingerprintCheckpoint(o.model_dir, *source));
-    if (fingerprint != m.source_fingerprint) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the pack in ", engine->pack_dir, " was made from checkpoint ",
-          m.source_fingerprint, " but ", o.model_dir, " holds checkpoint ",
-          fingerprint, "; re-run flotilla-tool pack --model ", o.model_dir));
-    }
+    FLOTILLA_RETURN_IF_ERROR(
+        pack::CheckPackSource(m, o.model_dir, engine->pack_dir));
   }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
   FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,

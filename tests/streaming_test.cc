@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared/pack/pack_manifest.h"
 #include "shared/testing/fixture.h"
 #include "shared/testing/io_test_util.h"
 #include "shared/testing/process.h"
@@ -220,17 +221,19 @@ TEST_P(StreamingTest, FlippedTrunkByteIsCaughtNamingLayerFileOffset) {
 // Experts are served in place from the model's shards; a damaged byte in any
 // expert of layer 1 is caught before it is used.
 TEST_P(StreamingTest, FlippedExpertByteIsCaughtNamingLayerExpertFileOffset) {
-  const nlohmann::json m =
-      testutil::LoadJson(model_ + "/flotilla-pack/manifest.json");
-  ASSERT_TRUE(m["experts_in_model_dir"].get<bool>());
+  // The experts are in expert_table.bin (binary records), read with the
+  // pack library rather than as JSON.
+  absl::StatusOr<pack::PackManifest> m =
+      pack::LoadPackManifest(model_ + "/flotilla-pack");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(m->experts_in_model_dir);
   int flipped = 0;
   {
     std::fstream f(model_ + "/model.safetensors",
                    std::ios::in | std::ios::out | std::ios::binary);
-    for (const auto& e : m["experts"]) {
-      if (e["layer"] != 1) continue;
-      const uint64_t offset =
-          e["offset"].get<uint64_t>() + e["length"].get<uint64_t>() / 2;
+    for (const pack::PackExpert& e : m->experts) {
+      if (e.layer != 1) continue;
+      const uint64_t offset = e.offset + e.length / 2;
       f.seekg(offset);
       char c = 0;
       f.get(c);

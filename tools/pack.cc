@@ -209,8 +209,7 @@ absl::Status Packer::Finish() {
   for (const auto& s : state_.experts) expert_sums.push_back(*s);
   const pack::PackManifest m =
       plan_.ToManifest(region_sums, expert_sums, /*complete=*/true);
-  FLOTILLA_RETURN_IF_ERROR(WriteFileAtomically(dir_ + "/" + kManifestFile,
-                                               pack::PackManifestToJson(m)));
+  FLOTILLA_RETURN_IF_ERROR(WritePackManifest(dir_, m));
   FLOTILLA_RETURN_IF_ERROR(RemoveFile(dir_ + "/" + kStateFile));
   return SyncDir(dir_);
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
+#include "shared/pack/expert_table.h"
 
 namespace flotilla::tools {
 namespace {
@@ -141,6 +142,14 @@ absl::Status WriteFileAtomically(const std::string& path,
     return Errno(errno, absl::StrCat("cannot rename ", tmp, " to ", path));
   }
   return SyncDir(std::filesystem::path(path).parent_path().string());
+}
+
+absl::Status WritePackManifest(const std::string& dir,
+                               const pack::PackManifest& manifest) {
+  const pack::EncodedPackManifest files = pack::EncodePackManifest(manifest);
+  FLOTILLA_RETURN_IF_ERROR(WriteFileAtomically(
+      dir + "/" + pack::kExpertTableFile, files.expert_table));
+  return WriteFileAtomically(dir + "/manifest.json", files.json);
 }
 
 std::vector<RunBatch> MakeRunBatches(const std::vector<FileRun>& runs,

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/file.h"
+#include "shared/pack/pack_manifest.h"
 
 namespace flotilla::tools {
 
@@ -59,6 +60,10 @@ class OutFile {
 // file, never a torn one: write a temp file, fsync, rename, fsync the dir.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view data);
+// A pack's manifest: expert_table.bin, then manifest.json (whose recorded
+// table checksum ties the two), each written atomically.
+absl::Status WritePackManifest(const std::string& dir,
+                               const pack::PackManifest& manifest);
 // Whether `path` exists (false on any error).
 bool PathExists(const std::string& path);
 // Removes `path` if it exists.

@@ -57,6 +57,10 @@ absl::StatusOr<PackResult> PackMixtral(const PackOptions& options) {
   FLOTILLA_ASSIGN_OR_RETURN(
       m.source_fingerprint,
       model::FingerprintCheckpoint(options.model_dir, *ckpt));
+  m.source_shards = model::CheckpointShards(options.model_dir, *ckpt);
+  FLOTILLA_ASSIGN_OR_RETURN(
+      m.source_stamp,
+      model::CheckpointStamp(options.model_dir, m.source_shards));
   m.config_json = config_text;
   std::string trunk;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
@@ -115,8 +119,7 @@ absl::StatusOr<PackResult> PackMixtral(const PackOptions& options) {
   m.complete = true;
   FLOTILLA_RETURN_IF_ERROR(
       WriteFileAtomically(dir + "/" + m.trunk_file, trunk));
-  FLOTILLA_RETURN_IF_ERROR(
-      WriteFileAtomically(dir + "/manifest.json", pack::PackManifestToJson(m)));
+  FLOTILLA_RETURN_IF_ERROR(WritePackManifest(dir, m));
   result.pack_dir = dir;
   result.units_done = m.regions.size() + m.experts.size();
   result.bytes += trunk.size();

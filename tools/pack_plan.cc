@@ -6,13 +6,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "shared/model/tensor_names.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_tensors.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/checksum.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/json_util.h"
+#include "shared/model/tensor_names.h"
 #include "shared/pack/trunk_schema.h"
 
 namespace flotilla::tools {
@@ -60,7 +60,9 @@ absl::Status PlanExperts(const std::string& model_dir,
       FLOTILLA_ASSIGN_OR_RETURN(
           experts::ExpertTensors t,
           experts::CheckExpertTensors(
-              experts::FindExpertTensors(source, model::kK3TensorPrefix, layer, x), key));
+              experts::FindExpertTensors(source, model::kK3TensorPrefix, layer,
+                                         x),
+              key));
       FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, c.Moe(), key));
       const std::string format = experts::ExpertFormatName(t.format);
       if (plan->expert_format.empty()) plan->expert_format = format;
@@ -134,6 +136,9 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
       model::ParseK3Config(plan.config_text, model_dir + "/config.json"));
   FLOTILLA_ASSIGN_OR_RETURN(plan.fingerprint,
                             model::FingerprintCheckpoint(model_dir, source));
+  plan.source_shards = model::CheckpointShards(model_dir, source);
+  FLOTILLA_ASSIGN_OR_RETURN(
+      plan.source_stamp, model::CheckpointStamp(model_dir, plan.source_shards));
   const model::K3Config& c = plan.config;
   auto add = [&](const std::string& kind, int layer,
                  const std::vector<FieldSpec>& schema) -> absl::Status {
@@ -184,6 +189,8 @@ pack::PackManifest PackPlan::ToManifest(
     const std::vector<uint64_t>& expert_sums, bool complete) const {
   pack::PackManifest m;
   m.source_fingerprint = fingerprint;
+  m.source_shards = source_shards;
+  m.source_stamp = source_stamp;
   m.config_json = config_text;
   m.trunk_file = kTrunkFile;
   for (size_t i = 0; i < regions.size(); ++i) {
@@ -215,7 +222,8 @@ pack::PackManifest PackPlan::ToManifest(
 }
 
 std::string PackPlan::Id() const {
-  const std::string text = pack::PackManifestToJson(ToManifest({}, {}, false));
+  const std::string text =
+      pack::EncodePackManifest(ToManifest({}, {}, false)).json;
   return io::ChecksumHex(io::Checksum64(text.data(), text.size()));
 }
 

@@ -74,6 +74,8 @@ struct PackPlan {
   model::K3Config config;
   std::string config_text;  // config.json, verbatim
   std::string fingerprint;  // FingerprintCheckpoint of the model dir
+  std::vector<std::string> source_shards;  // model::CheckpointShards
+  std::string source_stamp;                // model::CheckpointStamp
   std::vector<PlannedRegion> regions;
   uint64_t trunk_bytes = 0;   // size of trunk.bin
   std::string expert_format;  // "mxfp4", "bf16" or "f32"

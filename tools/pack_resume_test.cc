@@ -24,7 +24,8 @@ using testing::ScratchDir;
 constexpr uint64_t kSmallBatch = 16 << 10;
 
 void ExpectSamePack(const std::string& a, const std::string& b) {
-  for (const char* f : {"trunk.bin", "manifest.json", "experts.bin"}) {
+  for (const char* f :
+       {"trunk.bin", "manifest.json", "expert_table.bin", "experts.bin"}) {
     ASSERT_EQ(std::filesystem::exists(a + "/" + f),
               std::filesystem::exists(b + "/" + f))
         << f;
@@ -89,7 +90,7 @@ TEST(PackVerify, NamesTheDamagedRegion) {
     SCOPED_TRACE(kind);
     const std::string copy = tmp / (std::string("copy_") + kind);
     std::filesystem::create_directories(copy);
-    for (const char* f : {"trunk.bin", "manifest.json"}) {
+    for (const char* f : {"trunk.bin", "manifest.json", "expert_table.bin"}) {
       std::filesystem::copy_file(tmp / "pack" + "/" + f, copy + "/" + f);
     }
     const pack::PackRegion* r =

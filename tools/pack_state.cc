@@ -96,7 +96,7 @@ std::string ManifestPlanId(pack::PackManifest m) {
   }
   for (auto& e : m.experts) e.checksum = 0;
   m.complete = false;
-  const std::string text = pack::PackManifestToJson(m);
+  const std::string text = pack::EncodePackManifest(m).json;
   return io::ChecksumHex(io::Checksum64(text.data(), text.size()));
 }
 
@@ -153,12 +153,15 @@ absl::StatusOr<PackStart> InspectPackDir(const std::string& dir,
   bool have_pack_record = false;
   if (PathExists(manifest_path)) {
     have_pack_record = true;
-    absl::StatusOr<std::string> text =
-        model::internal::ReadSmallFile(manifest_path);
-    absl::StatusOr<pack::PackManifest> m =
-        text.ok() ? pack::PackManifestFromJson(*text, manifest_path)
-                  : absl::StatusOr<pack::PackManifest>(text.status());
-    if (!m.ok()) {
+    absl::StatusOr<pack::PackManifest> m = pack::ReadPackManifest(dir);
+    if (!m.ok() && absl::IsFailedPrecondition(m.status())) {
+      // Our own pack of an older format version: redo it, as for an older
+      // layout below.
+      if (log != nullptr) {
+        std::fprintf(log, "pack: %s is of an older format version; repacking\n",
+                     manifest_path.c_str());
+      }
+    } else if (!m.ok()) {
       if (!force) return Refuse(std::string(m.status().message()));
     } else if (m->source_fingerprint != plan.fingerprint) {
       if (!force) {

@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/model/file_reader.h"
 #include "shared/model/json_util.h"
 
 namespace flotilla::model {
@@ -51,6 +53,36 @@ std::string RelativeName(const std::string& model_dir,
   return rel.string();
 }
 
+std::string Hex(uint64_t v) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016" PRIx64, v);
+  return std::string(hex);
+}
+
+// Hashes a shard's size and its header bytes (the u64 length and the JSON).
+absl::Status HashShardHeader(const std::string& path, Hasher* h) {
+  FLOTILLA_ASSIGN_OR_RETURN(internal::ReadOnlyFile file,
+                            internal::ReadOnlyFile::Open(path));
+  uint8_t len[8];
+  if (file.size() < sizeof(len)) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": ", file.size(), " bytes is not a safetensors file"));
+  }
+  FLOTILLA_RETURN_IF_ERROR(file.ReadAt(0, len, sizeof(len), "header length"));
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
+  if (n > file.size() - sizeof(len)) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": header of ", n, " bytes runs past the file's ", file.size()));
+  }
+  std::string header(n, '\0');
+  FLOTILLA_RETURN_IF_ERROR(
+      file.ReadAt(sizeof(len), header.data(), header.size(), "header"));
+  h->U64(file.size());
+  h->Str(header);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> FingerprintCheckpoint(const std::string& model_dir,
@@ -83,9 +115,56 @@ absl::StatusOr<std::string> FingerprintCheckpoint(const std::string& model_dir,
     h.Str(name);
     h.U64(static_cast<uint64_t>(st.st_size));
   }
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016" PRIx64, h.Digest());
-  return std::string(hex);
+  return Hex(h.Digest());
+}
+
+std::vector<std::string> CheckpointShards(const std::string& model_dir,
+                                          const TensorSource& source) {
+  std::set<std::string> files;
+  for (const std::string& name : source.Names()) {
+    if (const TensorInfo* t = source.Find(name)) files.insert(t->file);
+  }
+  std::set<std::string> shards;
+  for (const std::string& f : files) shards.insert(RelativeName(model_dir, f));
+  return {shards.begin(), shards.end()};
+}
+
+absl::StatusOr<std::string> CheckpointStamp(
+    const std::string& model_dir, const std::vector<std::string>& shards) {
+  namespace fs = std::filesystem;
+  FLOTILLA_ASSIGN_OR_RETURN(
+      std::string config, internal::ReadSmallFile(model_dir + "/config.json"));
+  Hasher h;
+  h.Str("flotilla-checkpoint-stamp-v1\n");
+  h.Str(config);
+  const std::string index = model_dir + "/model.safetensors.index.json";
+  std::error_code ec;
+  if (fs::exists(index, ec)) {
+    FLOTILLA_ASSIGN_OR_RETURN(std::string text, internal::ReadSmallFile(index));
+    h.Str("index");
+    h.Str(text);
+  } else {
+    // Without an index the checkpoint is every *.safetensors file here.
+    std::set<std::string> listed;
+    for (fs::directory_iterator it(model_dir, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.size() > 12 && name.ends_with(".safetensors")) {
+        listed.insert(name);
+      }
+    }
+    if (ec) {
+      return absl::UnavailableError(
+          absl::StrCat(model_dir, ": cannot list directory: ", ec.message()));
+    }
+    h.Str("listing");
+    for (const std::string& name : listed) h.Str(name);
+  }
+  for (const std::string& shard : shards) {
+    h.Str(shard);
+    FLOTILLA_RETURN_IF_ERROR(HashShardHeader(model_dir + "/" + shard, &h));
+  }
+  return Hex(h.Digest());
 }
 
 }  // namespace flotilla::model

@@ -11,8 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
+#include "shared/io/checksum.h"
 #include "shared/model/json_util.h"
 #include "shared/model/model_family.h"
+#include "shared/pack/expert_table.h"
 #include "shared/pack/pack_manifest_reader.h"
 
 namespace flotilla::pack {
@@ -47,16 +49,6 @@ json RegionToJson(const PackRegion& r) {
           {"layout", std::move(layout)},
           {"chunk_rows", r.chunk_rows},
           {"chunk_checksums", std::move(chunks)}};
-}
-
-json ExpertToJson(const PackExpert& e) {
-  return {{"layer", e.layer},
-          {"expert", e.expert},
-          {"file", e.file},
-          {"offset", e.offset},
-          {"length", e.length},
-          {"checksum", Hex64(e.checksum)},
-          {"tensor_offsets", e.tensor_offsets}};
 }
 
 // chunk_rows / chunk_checksums: only vocab regions carry them, one checksum
@@ -147,46 +139,8 @@ void ParseRegion(Reader& rd, const json& j, const std::string& where,
   ParseChunks(rd, j, where, r);
 }
 
-void ParseExpert(Reader& rd, const json& j, const std::string& where,
-                 PackExpert* e) {
-  if (!rd.Object(j, where,
-                 {"layer", "expert", "file", "offset", "length", "checksum",
-                  "tensor_offsets"})) {
-    return;
-  }
-  e->layer = rd.Int(j, where, "layer");
-  e->expert = rd.Int(j, where, "expert");
-  e->file = rd.Int(j, where, "file");
-  e->offset = rd.U64(j, where, "offset");
-  e->length = rd.U64(j, where, "length");
-  e->checksum = rd.Checksum(j, where, "checksum");
-  if (!rd.ok()) return;
-  if (e->length == 0 || e->offset > UINT64_MAX - e->length) {
-    return rd.Fail(where, "length must be > 0 and offset + length must fit");
-  }
-  const json& t = *j.find("tensor_offsets");
-  if (!t.is_array() || t.size() != e->tensor_offsets.size()) {
-    return rd.Fail(Reader::Path(where, "tensor_offsets"),
-                   "expected an array of 6 integers");
-  }
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (!t[i].is_number_unsigned()) {
-      return rd.Fail(Reader::Path(where, "tensor_offsets"),
-                     "expected non-negative integers");
-    }
-    e->tensor_offsets[i] = t[i].get<uint64_t>();
-    if (e->tensor_offsets[i] >= e->length && e->tensor_offsets[i] != 0) {
-      return rd.Fail(
-          Reader::Path(where, "tensor_offsets"),
-          absl::StrCat("offset ", e->tensor_offsets[i],
-                       " is outside the run of ", e->length, " bytes"));
-    }
-  }
-}
-
-// Cross-field checks: regions and experts against the config and each
-// other.
-void CheckConsistency(Reader& rd, const PackManifest& m, const MoeSpec& c) {
+// Cross-field checks: regions against the config and each other.
+void CheckRegions(Reader& rd, const PackManifest& m, const MoeSpec& c) {
   std::set<std::pair<std::string, int>> seen;
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (size_t i = 0; i < m.regions.size() && rd.ok(); ++i) {
@@ -219,10 +173,16 @@ void CheckConsistency(Reader& rd, const PackManifest& m, const MoeSpec& c) {
                                   want, " regions); found ", m.regions.size()));
     }
   }
+}
+
+// Experts against the config, the expert files and each other; `rd` names
+// the expert table.
+void CheckExperts(Reader& rd, const PackManifest& m, const MoeSpec& c) {
   std::vector<std::tuple<int, uint64_t, uint64_t>> runs;
   for (size_t i = 0; i < m.experts.size() && rd.ok(); ++i) {
     const PackExpert& e = m.experts[i];
-    const std::string where = absl::StrCat("experts[", i, "]");
+    const std::string where = absl::StrCat("record ", i, " (layer ", e.layer,
+                                           ", expert ", e.expert, ")");
     if (e.layer < 0 || e.layer >= c.num_layers || c.IsDenseLayer(e.layer)) {
       return rd.Fail(where,
                      absl::StrCat("layer ", e.layer, " is not an MoE layer"));
@@ -289,66 +249,81 @@ const PackExpert* PackManifest::FindExpert(int layer, int expert) const {
   return &*it;
 }
 
-std::string PackManifestToJson(const PackManifest& m) {
-  // One region / expert per line: a K3 manifest lists 82,432 experts, and a
-  // line each keeps the file greppable without pretty-printing every field.
-  std::string out = "{\n";
+EncodedPackManifest EncodePackManifest(const PackManifest& m) {
+  EncodedPackManifest out;
+  out.expert_table = EncodeExpertTable(m.experts);
+  // One region per line keeps the file greppable without pretty-printing
+  // every field.
+  std::string& text = out.json;
+  text = "{\n";
   auto field = [&](const char* key, const json& value) {
-    absl::StrAppend(&out, " ", Dump(json(key)), ": ", Dump(value), ",\n");
+    absl::StrAppend(&text, " ", Dump(json(key)), ": ", Dump(value), ",\n");
   };
   field("version", m.version);
   field("complete", m.complete);
   field("source_fingerprint", m.source_fingerprint);
+  field("source_stamp", m.source_stamp);
+  field("source_shards", m.source_shards);
   field("trunk_file", m.trunk_file);
   field("expert_format", m.expert_format);
   field("experts_in_model_dir", m.experts_in_model_dir);
   field("expert_files", m.expert_files);
+  field("expert_count", m.experts.size());
+  field(
+      "expert_table_checksum",
+      Hex64(io::Checksum64(out.expert_table.data(), out.expert_table.size())));
   field("config_json", m.config_json);
-  auto list = [&](const char* key, size_t n, auto&& item, bool last) {
-    absl::StrAppend(&out, " \"", key, "\": [");
-    for (size_t i = 0; i < n; ++i) {
-      absl::StrAppend(&out, i ? ",\n  " : "\n  ", Dump(item(i)));
-    }
-    absl::StrAppend(&out, n ? "\n ]" : "]", last ? "\n" : ",\n");
-  };
-  list(
-      "regions", m.regions.size(),
-      [&](size_t i) { return RegionToJson(m.regions[i]); }, false);
-  list(
-      "experts", m.experts.size(),
-      [&](size_t i) { return ExpertToJson(m.experts[i]); }, true);
-  out += "}\n";
+  absl::StrAppend(&text, " \"regions\": [");
+  for (size_t i = 0; i < m.regions.size(); ++i) {
+    absl::StrAppend(&text, i ? ",\n  " : "\n  ",
+                    Dump(RegionToJson(m.regions[i])));
+  }
+  absl::StrAppend(&text, m.regions.empty() ? "]\n" : "\n ]\n");
+  text += "}\n";
   return out;
 }
 
-absl::StatusOr<PackManifest> PackManifestFromJson(absl::string_view text,
-                                                  absl::string_view source) {
+absl::StatusOr<PackManifest> DecodePackManifest(absl::string_view text,
+                                                absl::string_view table,
+                                                absl::string_view dir) {
+  const std::string source = absl::StrCat(dir, "/manifest.json");
+  const std::string table_source = absl::StrCat(dir, "/", kExpertTableFile);
   FLOTILLA_ASSIGN_OR_RETURN(json j, model::internal::ParseJson(text, source));
-  Reader rd{std::string(source)};
+  Reader rd{source};
   PackManifest m;
-  if (!rd.Object(j, "",
-                 {"version", "complete", "source_fingerprint", "trunk_file",
-                  "expert_format", "experts_in_model_dir", "expert_files",
-                  "config_json", "regions", "experts"})) {
-    return rd.status();
+  // The version first: a manifest of another version has other fields, and
+  // "re-run pack" is the useful answer, not "unknown field".
+  if (j.is_object() && j.contains("version")) {
+    m.version = rd.Int(j, "", "version");
+    if (rd.ok() && m.version != kPackFormatVersion) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("pack manifest ", source, " has format version ",
+                       m.version, "; this build reads version ",
+                       kPackFormatVersion, " (re-run flotilla-tool pack)"));
+    }
   }
-  m.version = rd.Int(j, "", "version");
-  if (rd.ok() && m.version != kPackFormatVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("pack manifest ", source, " has format version ",
-                     m.version, "; this build reads version ",
-                     kPackFormatVersion, " (re-run flotilla-tool pack)"));
+  if (!rd.Object(j, "",
+                 {"version", "complete", "source_fingerprint", "source_stamp",
+                  "source_shards", "trunk_file", "expert_format",
+                  "experts_in_model_dir", "expert_files", "expert_count",
+                  "expert_table_checksum", "config_json", "regions"})) {
+    return rd.status();
   }
   m.complete = rd.Bool(j, "", "complete");
   m.source_fingerprint = rd.String(j, "", "source_fingerprint");
+  m.source_stamp = rd.String(j, "", "source_stamp");
   m.trunk_file = rd.String(j, "", "trunk_file");
   m.expert_format = rd.String(j, "", "expert_format");
   m.experts_in_model_dir = rd.Bool(j, "", "experts_in_model_dir");
   m.config_json = rd.String(j, "", "config_json");
+  const uint64_t expert_count = rd.U64(j, "", "expert_count");
+  const uint64_t table_checksum = rd.Checksum(j, "", "expert_table_checksum");
   if (!rd.ok()) return rd.status();
   uint64_t unused;
   if (!ParseHex64(m.source_fingerprint, &unused)) {
     rd.Fail("source_fingerprint", "expected 16 lower-case hex digits");
+  } else if (!ParseHex64(m.source_stamp, &unused)) {
+    rd.Fail("source_stamp", "expected 16 lower-case hex digits");
   } else if (!IsSafeRelativePath(m.trunk_file)) {
     rd.Fail("trunk_file", "expected a relative path inside the pack dir");
   } else if (m.expert_format != "mxfp4" && m.expert_format != "bf16" &&
@@ -356,51 +331,80 @@ absl::StatusOr<PackManifest> PackManifestFromJson(absl::string_view text,
     rd.Fail("expert_format",
             absl::StrCat("unknown format \"", m.expert_format, "\""));
   }
-  const json& files = j["expert_files"];
-  if (rd.ok() && !files.is_array())
-    rd.Fail("expert_files", "expected an array");
-  for (size_t i = 0; rd.ok() && i < files.size(); ++i) {
-    if (!files[i].is_string() ||
-        !IsSafeRelativePath(files[i].get<std::string>())) {
-      rd.Fail(absl::StrCat("expert_files[", i, "]"),
-              "expected a relative path without '..'");
-    } else {
-      m.expert_files.push_back(files[i].get<std::string>());
+  for (const char* key : {"expert_files", "source_shards"}) {
+    const json& files = j[key];
+    if (rd.ok() && !files.is_array()) rd.Fail(key, "expected an array");
+    auto& out = key[0] == 'e' ? m.expert_files : m.source_shards;
+    for (size_t i = 0; rd.ok() && i < files.size(); ++i) {
+      if (!files[i].is_string() ||
+          !IsSafeRelativePath(files[i].get<std::string>())) {
+        rd.Fail(absl::StrCat(key, "[", i, "]"),
+                "expected a relative path without '..'");
+      } else {
+        out.push_back(files[i].get<std::string>());
+      }
     }
   }
-  for (const char* key : {"regions", "experts"}) {
-    if (rd.ok() && !j[key].is_array()) rd.Fail(key, "expected an array");
-  }
+  if (rd.ok() && !j["regions"].is_array())
+    rd.Fail("regions", "expected an array");
   for (size_t i = 0; rd.ok() && i < j["regions"].size(); ++i) {
     ParseRegion(rd, j["regions"][i], absl::StrCat("regions[", i, "]"),
                 &m.regions.emplace_back());
-  }
-  const json& experts = j["experts"];
-  if (rd.ok()) m.experts.reserve(experts.size());
-  for (size_t i = 0; rd.ok() && i < experts.size(); ++i) {
-    ParseExpert(rd, experts[i], absl::StrCat("experts[", i, "]"),
-                &m.experts.emplace_back());
   }
   if (!rd.ok()) return rd.status();
   // Whichever family the config is (model_type), its expert grid.
   absl::StatusOr<MoeSpec> config = model::ParseMoeSpec(
       m.config_json, absl::StrCat(source, " (config_json)"));
   if (!config.ok()) return config.status();
-  CheckConsistency(rd, m, *config);
+  CheckRegions(rd, m, *config);
   if (!rd.ok()) return rd.status();
+
+  const uint64_t got = io::Checksum64(table.data(), table.size());
+  if (got != table_checksum) {
+    return absl::DataLossError(absl::StrCat(
+        "expert table ", table_source, " has XXH3-64 ", Hex64(got), " but ",
+        source, " records ", Hex64(table_checksum),
+        " (a torn write or another pack's table; re-run flotilla-tool pack)"));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(m.experts, DecodeExpertTable(table, table_source));
+  if (m.experts.size() != expert_count) {
+    return absl::DataLossError(
+        absl::StrCat("expert table ", table_source, " holds ", m.experts.size(),
+                     " experts but ", source, " records ", expert_count));
+  }
+  Reader table_rd{table_source};
+  CheckExperts(table_rd, m, *config);
+  if (!table_rd.ok()) return table_rd.status();
   return m;
 }
 
+absl::StatusOr<PackManifest> ReadPackManifest(const std::string& pack_dir) {
+  FLOTILLA_ASSIGN_OR_RETURN(std::string text, model::internal::ReadSmallFile(
+                                                  pack_dir + "/manifest.json"));
+  // A manifest of an older version has no table; say so before looking.
+  std::string table;
+  const std::string table_path = pack_dir + "/" + kExpertTableFile;
+  if (absl::StatusOr<std::string> t =
+          model::internal::ReadSmallFile(table_path);
+      t.ok()) {
+    table = *std::move(t);
+  } else {
+    absl::StatusOr<PackManifest> m = DecodePackManifest(text, "", pack_dir);
+    if (!m.ok() && absl::IsFailedPrecondition(m.status())) return m.status();
+    return t.status();
+  }
+  return DecodePackManifest(text, table, pack_dir);
+}
+
 absl::StatusOr<PackManifest> LoadPackManifest(const std::string& pack_dir) {
-  const std::string path = pack_dir + "/manifest.json";
-  FLOTILLA_ASSIGN_OR_RETURN(std::string text,
-                            model::internal::ReadSmallFile(path));
-  FLOTILLA_ASSIGN_OR_RETURN(PackManifest m, PackManifestFromJson(text, path));
+  FLOTILLA_ASSIGN_OR_RETURN(PackManifest m, ReadPackManifest(pack_dir));
   // An interrupted pack leaves unwritten regions; serving from it would
   // compute on zeros.
   if (!m.complete) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " describes an unfinished pack; re-run flotilla-tool pack"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(pack_dir,
+                     "/manifest.json describes an unfinished pack; re-run "
+                     "flotilla-tool pack"));
   }
   return m;
 }

@@ -1,8 +1,9 @@
 // The manifest of a packed model (`flotilla-tool pack`): where every trunk
 // region and every routed expert lives on disk, with a checksum for each, and
-// the fingerprint of the source checkpoint. Written as manifest.json in the
-// pack directory; read by the coordinator (trunk streaming, local experts)
-// and by expert workers.
+// the fingerprint of the source checkpoint. Written as manifest.json (all but
+// the experts) and expert_table.bin (the experts as fixed-size records, see
+// expert_table.h) in the pack directory; read by the coordinator (trunk
+// streaming, local experts) and by expert workers.
 //
 // Files referenced by relative path: trunk files are relative to the pack
 // directory; expert files are relative to the model directory when
@@ -22,7 +23,9 @@
 
 namespace flotilla::pack {
 
-inline constexpr int kPackFormatVersion = 1;
+// 2: experts moved from manifest.json to expert_table.bin; source_shards
+// and source_stamp added.
+inline constexpr int kPackFormatVersion = 2;
 
 // One trunk region: a layer's non-expert tensors ("layer"), the embedding
 // ("embed"), the lm_head ("lm_head") or the model-level vectors ("globals").
@@ -63,7 +66,13 @@ struct PackExpert {
 struct PackManifest {
   int version = kPackFormatVersion;
   std::string source_fingerprint;  // hex, see FingerprintCheckpoint
-  std::string config_json;         // the config file's text, verbatim
+  // The source checkpoint's shard files (relative to the model dir) and
+  // their model::CheckpointStamp: while the stamp still matches, the
+  // fingerprint above still holds, so opening need not parse the
+  // checkpoint's ~58 MB index and headers again.
+  std::vector<std::string> source_shards;
+  std::string source_stamp;  // hex
+  std::string config_json;   // the config file's text, verbatim
   std::string trunk_file = "trunk.bin";
   std::vector<PackRegion> regions;
   // "mxfp4" (U8 packed + scale), "bf16" or "f32" (dense experts).
@@ -79,10 +88,22 @@ struct PackManifest {
   const PackExpert* FindExpert(int layer, int expert) const;
 };
 
-std::string PackManifestToJson(const PackManifest& manifest);
-// Errors name `source` (a path) and what is wrong.
-absl::StatusOr<PackManifest> PackManifestFromJson(absl::string_view json,
-                                                  absl::string_view source);
+// The two files of a manifest: manifest.json's text and expert_table.bin's
+// bytes. The JSON records the table's record count and XXH3-64.
+struct EncodedPackManifest {
+  std::string json;
+  std::string expert_table;
+};
+EncodedPackManifest EncodePackManifest(const PackManifest& manifest);
+
+// Errors name the file (`dir`/manifest.json or `dir`/expert_table.bin) and
+// what is wrong; a manifest of another format version says to re-run pack.
+absl::StatusOr<PackManifest> DecodePackManifest(absl::string_view json,
+                                                absl::string_view expert_table,
+                                                absl::string_view dir);
+// Reads both files from `pack_dir`, complete or not.
+absl::StatusOr<PackManifest> ReadPackManifest(const std::string& pack_dir);
+// ReadPackManifest, refusing an unfinished pack.
 absl::StatusOr<PackManifest> LoadPackManifest(const std::string& pack_dir);
 
 }  // namespace flotilla::pack

@@ -10,7 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared/io/checksum.h"
 #include "shared/model/json_util.h"
+#include "shared/pack/expert_table.h"
 
 namespace flotilla::pack {
 namespace {
@@ -34,6 +36,8 @@ RegionLayout Layout(uint64_t size) {
 PackManifest Sample() {
   PackManifest m;
   m.source_fingerprint = "0123456789abcdef";
+  m.source_stamp = "00112233445566ff";
+  m.source_shards = {"model.safetensors"};
   m.config_json = *model::internal::ReadSmallFile(kConfigPath);
   m.complete = true;
   uint64_t offset = 0;
@@ -68,16 +72,20 @@ PackManifest Sample() {
   return m;
 }
 
-absl::StatusOr<PackManifest> Reparse(const json& j) {
-  return PackManifestFromJson(j.dump(), "test/manifest.json");
+absl::StatusOr<PackManifest> Decode(const EncodedPackManifest& f) {
+  return DecodePackManifest(f.json, f.expert_table, "test");
 }
 
 TEST(PackManifest, RoundTripsExactly) {
   const PackManifest m = Sample();
-  const std::string text = PackManifestToJson(m);
-  absl::StatusOr<PackManifest> back = PackManifestFromJson(text, "t");
+  const EncodedPackManifest files = EncodePackManifest(m);
+  EXPECT_EQ(files.expert_table.size(),
+            kExpertTableHeaderBytes + 96 * kExpertRecordBytes);
+  absl::StatusOr<PackManifest> back = Decode(files);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->source_fingerprint, m.source_fingerprint);
+  EXPECT_EQ(back->source_stamp, m.source_stamp);
+  EXPECT_EQ(back->source_shards, m.source_shards);
   EXPECT_EQ(back->config_json, m.config_json);
   EXPECT_EQ(back->trunk_file, "trunk.bin");
   EXPECT_EQ(back->expert_format, "mxfp4");
@@ -95,12 +103,18 @@ TEST(PackManifest, RoundTripsExactly) {
   }
   ASSERT_EQ(back->experts.size(), m.experts.size());
   for (size_t i = 0; i < m.experts.size(); ++i) {
+    EXPECT_EQ(back->experts[i].layer, m.experts[i].layer);
+    EXPECT_EQ(back->experts[i].expert, m.experts[i].expert);
+    EXPECT_EQ(back->experts[i].file, m.experts[i].file);
     EXPECT_EQ(back->experts[i].offset, m.experts[i].offset);
+    EXPECT_EQ(back->experts[i].length, m.experts[i].length);
     EXPECT_EQ(back->experts[i].checksum, m.experts[i].checksum);
     EXPECT_EQ(back->experts[i].tensor_offsets, m.experts[i].tensor_offsets);
   }
   // Serialising again gives the same bytes (pack relies on it for resume).
-  EXPECT_EQ(PackManifestToJson(*back), text);
+  const EncodedPackManifest again = EncodePackManifest(*back);
+  EXPECT_EQ(again.json, files.json);
+  EXPECT_EQ(again.expert_table, files.expert_table);
 }
 
 TEST(PackManifest, FindsRegionsAndExperts) {
@@ -124,96 +138,168 @@ TEST(PackManifest, FindsRegionsAndExperts) {
   EXPECT_EQ(m.FindExpert(13, 0), nullptr);
 }
 
+// A fault in one of the two files; `file` is the one the error must name.
 struct BadCase {
   const char* name;
-  std::function<void(json&)> mutate;
+  std::function<void(json&, std::vector<PackExpert>&)> mutate;
   const char* message;
+  const char* file = "test/manifest.json";
 };
 
+constexpr char kTable[] = "test/expert_table.bin";
+
 TEST(PackManifest, RejectsMalformed) {
-  const json good = json::parse(PackManifestToJson(Sample()));
+  const PackManifest sample = Sample();
+  const json good = json::parse(EncodePackManifest(sample).json);
+  using E = std::vector<PackExpert>;
   const BadCase cases[] = {
-      {"missing field", [](json& j) { j.erase("regions"); }, "regions"},
-      {"unknown field", [](json& j) { j["extra"] = 1; }, "unknown field"},
-      {"version", [](json& j) { j["version"] = 2; }, "version 2"},
-      {"version type", [](json& j) { j["version"] = "1"; }, "version"},
-      {"complete type", [](json& j) { j["complete"] = 1; }, "boolean"},
-      {"fingerprint", [](json& j) { j["source_fingerprint"] = "xyz"; },
+      {"missing field", [](json& j, E&) { j.erase("regions"); }, "regions"},
+      {"unknown field", [](json& j, E&) { j["extra"] = 1; }, "unknown field"},
+      {"version", [](json& j, E&) { j["version"] = 1; }, "version 1"},
+      {"version type", [](json& j, E&) { j["version"] = "1"; }, "version"},
+      {"complete type", [](json& j, E&) { j["complete"] = 1; }, "boolean"},
+      {"fingerprint", [](json& j, E&) { j["source_fingerprint"] = "xyz"; },
        "source_fingerprint"},
-      {"trunk escapes", [](json& j) { j["trunk_file"] = "../t.bin"; },
+      {"stamp", [](json& j, E&) { j["source_stamp"] = ""; }, "source_stamp"},
+      {"shard escapes", [](json& j, E&) { j["source_shards"][0] = "../x"; },
+       "source_shards[0]"},
+      {"trunk escapes", [](json& j, E&) { j["trunk_file"] = "../t.bin"; },
        "trunk_file"},
-      {"format", [](json& j) { j["expert_format"] = "fp8"; }, "fp8"},
-      {"expert file", [](json& j) { j["expert_files"][0] = "/abs"; },
+      {"format", [](json& j, E&) { j["expert_format"] = "fp8"; }, "fp8"},
+      {"expert file", [](json& j, E&) { j["expert_files"][0] = "/abs"; },
        "expert_files[0]"},
-      {"bad config", [](json& j) { j["config_json"] = "{}"; }, "config_json"},
-      {"region offset type", [](json& j) { j["regions"][2]["offset"] = "0"; },
+      {"bad config", [](json& j, E&) { j["config_json"] = "{}"; },
+       "config_json"},
+      {"region offset type",
+       [](json& j, E&) { j["regions"][2]["offset"] = "0"; },
        "regions[2].offset"},
-      {"negative offset", [](json& j) { j["regions"][2]["offset"] = -4096; },
+      {"negative offset",
+       [](json& j, E&) { j["regions"][2]["offset"] = -4096; },
        "regions[2].offset"},
-      {"unaligned offset", [](json& j) { j["regions"][2]["offset"] = 4097; },
+      {"unaligned offset",
+       [](json& j, E&) { j["regions"][2]["offset"] = 4097; },
        "multiples of 4096"},
-      {"zero size", [](json& j) { j["regions"][0]["size"] = 0; }, "regions[0]"},
-      {"layout size", [](json& j) { j["regions"][1]["layout"]["size"] = 4096; },
+      {"zero size", [](json& j, E&) { j["regions"][0]["size"] = 0; },
+       "regions[0]"},
+      {"layout size",
+       [](json& j, E&) { j["regions"][1]["layout"]["size"] = 4096; },
        "regions[1].layout"},
-      {"layout type", [](json& j) { j["regions"][1]["layout"] = "{}"; },
+      {"layout type", [](json& j, E&) { j["regions"][1]["layout"] = "{}"; },
        "regions[1].layout"},
-      {"kind", [](json& j) { j["regions"][0]["kind"] = "vision"; }, "vision"},
-      {"layer of embed", [](json& j) { j["regions"][13]["layer"] = 0; },
+      {"kind", [](json& j, E&) { j["regions"][0]["kind"] = "vision"; },
+       "vision"},
+      {"layer of embed", [](json& j, E&) { j["regions"][13]["layer"] = 0; },
        "regions[13].layer"},
-      {"layer past config", [](json& j) { j["regions"][12]["layer"] = 13; },
+      {"layer past config", [](json& j, E&) { j["regions"][12]["layer"] = 13; },
        "layer 13"},
-      {"duplicate layer", [](json& j) { j["regions"][1]["layer"] = 0; },
+      {"duplicate layer", [](json& j, E&) { j["regions"][1]["layer"] = 0; },
        "duplicate region"},
-      {"overlap", [](json& j) { j["regions"][1]["offset"] = 4096; }, "overlap"},
-      {"incomplete set", [](json& j) { j["regions"].erase(15); },
+      {"overlap", [](json& j, E&) { j["regions"][1]["offset"] = 4096; },
+       "overlap"},
+      {"incomplete set", [](json& j, E&) { j["regions"].erase(15); },
        "complete pack"},
-      {"checksum", [](json& j) { j["regions"][0]["checksum"] = "12"; },
+      {"checksum", [](json& j, E&) { j["regions"][0]["checksum"] = "12"; },
        "regions[0].checksum"},
       {"checksum case",
-       [](json& j) { j["regions"][0]["checksum"] = "FEDCBA9876543210"; },
+       [](json& j, E&) { j["regions"][0]["checksum"] = "FEDCBA9876543210"; },
        "hex"},
-      {"expert unsorted",
-       [](json& j) { std::swap(j["experts"][0], j["experts"][1]); }, "sorted"},
-      {"expert duplicate", [](json& j) { j["experts"][1]["expert"] = 0; },
-       "sorted"},
-      {"expert file index", [](json& j) { j["experts"][3]["file"] = 1; },
-       "file index 1"},
-      {"expert dense layer", [](json& j) { j["experts"][0]["layer"] = 0; },
-       "not an MoE layer"},
-      {"expert index", [](json& j) { j["experts"][7]["expert"] = 8; },
-       "expert 8"},
-      {"expert zero length", [](json& j) { j["experts"][0]["length"] = 0; },
-       "length"},
-      {"tensor offset",
-       [](json& j) { j["experts"][0]["tensor_offsets"][5] = 6528; },
-       "outside the run"},
-      {"tensor offsets count",
-       [](json& j) { j["experts"][0]["tensor_offsets"].erase(5); },
-       "6 integers"},
+      {"table checksum", [](json& j, E&) { j["expert_table_checksum"] = "12"; },
+       "expert_table_checksum"},
+      {"expert count", [](json& j, E&) { j["expert_count"] = 95; },
+       "records 95", kTable},
+      {"expert unsorted", [](json&, E& e) { std::swap(e[0], e[1]); }, "sorted",
+       kTable},
+      {"expert duplicate", [](json&, E& e) { e[1].expert = 0; }, "sorted",
+       kTable},
+      {"expert file index", [](json&, E& e) { e[3].file = 1; }, "file index 1",
+       kTable},
+      {"expert dense layer", [](json&, E& e) { e[0].layer = 0; },
+       "not an MoE layer", kTable},
+      {"expert index", [](json&, E& e) { e[7].expert = 8; }, "expert 8",
+       kTable},
+      {"expert negative", [](json&, E& e) { e[7].expert = -1; }, "out of range",
+       kTable},
+      {"expert zero length", [](json&, E& e) { e[0].length = 0; }, "length",
+       kTable},
+      {"tensor offset", [](json&, E& e) { e[0].tensor_offsets[5] = 6528; },
+       "outside the run", kTable},
       {"expert overlap",
-       [](json& j) { j["experts"][1]["offset"] = 1000 + 8 * 6528 + 10; },
-       "overlap"},
-      {"packed unaligned", [](json& j) { j["experts_in_model_dir"] = false; },
-       "4096-aligned"},
-      {"expert int type", [](json& j) { j["experts"][0]["layer"] = 1.5; },
-       "experts[0].layer"},
+       [](json&, E& e) { e[1].offset = 1000 + 8 * 6528 + 10; }, "overlap",
+       kTable},
+      {"packed unaligned",
+       [](json& j, E&) { j["experts_in_model_dir"] = false; }, "4096-aligned",
+       kTable},
   };
   for (const BadCase& c : cases) {
+    // The table is re-encoded and its checksum recorded, so each case
+    // reaches the check it is about.
     json j = good;
-    c.mutate(j);
-    absl::StatusOr<PackManifest> m = Reparse(j);
+    std::vector<PackExpert> experts = sample.experts;
+    c.mutate(j, experts);
+    PackManifest table_only;
+    table_only.experts = experts;
+    EncodedPackManifest f;
+    f.expert_table = EncodePackManifest(table_only).expert_table;
+    if (j["expert_table_checksum"] == good["expert_table_checksum"]) {
+      j["expert_table_checksum"] = io::ChecksumHex(
+          io::Checksum64(f.expert_table.data(), f.expert_table.size()));
+    }
+    f.json = j.dump();
+    absl::StatusOr<PackManifest> m = Decode(f);
     EXPECT_FALSE(m.ok()) << c.name;
     if (!m.ok()) {
       EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.message))
           << c.name;
-      EXPECT_THAT(std::string(m.status().message()),
-                  HasSubstr("test/manifest.json"))
+      EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.file))
           << c.name;
     }
   }
-  EXPECT_FALSE(PackManifestFromJson("{not json", "x").ok());
-  EXPECT_FALSE(PackManifestFromJson("[]", "x").ok());
-  EXPECT_FALSE(PackManifestFromJson("", "x").ok());
+  EXPECT_FALSE(DecodePackManifest("{not json", "", "x").ok());
+  EXPECT_FALSE(DecodePackManifest("[]", "", "x").ok());
+  EXPECT_FALSE(DecodePackManifest("", "", "x").ok());
+}
+
+// Faults in expert_table.bin's bytes: each is refused naming the file,
+// with the manifest's checksum made to match so the decoder itself is
+// what catches it (and once without, for a table from another pack).
+TEST(PackManifest, RejectsDamagedExpertTables) {
+  const EncodedPackManifest good = EncodePackManifest(Sample());
+  struct TableCase {
+    const char* name;
+    std::function<void(std::string&)> mutate;
+    const char* message;
+  };
+  const TableCase cases[] = {
+      {"empty", [](std::string& t) { t.clear(); }, "not an expert table"},
+      {"magic", [](std::string& t) { t[0] = 'X'; }, "not an expert table"},
+      {"record size", [](std::string& t) { t[8] = 80; }, "records of 80"},
+      {"truncated", [](std::string& t) { t.resize(t.size() - 10); },
+       "header says 96 records"},
+      {"trailing", [](std::string& t) { t += std::string(88, '\0'); },
+       "header says 96 records"},
+      {"layer high bit",
+       [](std::string& t) { t[kExpertTableHeaderBytes + 3] = '\x80'; },
+       "out of range"},
+  };
+  for (const TableCase& c : cases) {
+    EncodedPackManifest f = good;
+    c.mutate(f.expert_table);
+    json j = json::parse(f.json);
+    j["expert_table_checksum"] = io::ChecksumHex(
+        io::Checksum64(f.expert_table.data(), f.expert_table.size()));
+    f.json = j.dump();
+    absl::StatusOr<PackManifest> m = Decode(f);
+    ASSERT_FALSE(m.ok()) << c.name;
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.message))
+        << c.name;
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr(kTable)) << c.name;
+  }
+  EncodedPackManifest swapped = good;
+  swapped.expert_table[kExpertTableHeaderBytes + 40] ^= 1;
+  absl::StatusOr<PackManifest> m = Decode(swapped);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("XXH3-64"));
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr(kTable));
 }
 
 TEST(PackManifest, LoadRefusesIncompletePacks) {
@@ -222,21 +308,48 @@ TEST(PackManifest, LoadRefusesIncompletePacks) {
   std::filesystem::create_directories(dir);
   PackManifest m = Sample();
   auto write = [&](const PackManifest& pm) {
-    FILE* f = std::fopen((dir + "/manifest.json").c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    const std::string text = PackManifestToJson(pm);
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
+    const EncodedPackManifest files = EncodePackManifest(pm);
+    for (const auto& [name, bytes] :
+         {std::pair{"/manifest.json", &files.json},
+          std::pair{"/expert_table.bin", &files.expert_table}}) {
+      FILE* f = std::fopen((dir + name).c_str(), "wb");
+      ASSERT_NE(f, nullptr);
+      std::fwrite(bytes->data(), 1, bytes->size(), f);
+      std::fclose(f);
+    }
   };
   write(m);
   absl::StatusOr<PackManifest> loaded = LoadPackManifest(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_EQ(loaded->regions.size(), 16u);
+  EXPECT_EQ(loaded->experts.size(), 96u);
   m.complete = false;
   write(m);
+  EXPECT_TRUE(ReadPackManifest(dir).ok());
   loaded = LoadPackManifest(dir);
   ASSERT_FALSE(loaded.ok());
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("unfinished"));
+  // A manifest without its table, and one of the previous format version.
+  m.complete = true;
+  write(m);
+  std::filesystem::remove(dir + "/expert_table.bin");
+  loaded = LoadPackManifest(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(std::string(loaded.status().message()),
+              HasSubstr("expert_table.bin"));
+  {
+    json old = json::parse(EncodePackManifest(m).json);
+    old["version"] = 1;
+    old["experts"] = json::array();
+    FILE* f = std::fopen((dir + "/manifest.json").c_str(), "wb");
+    const std::string text = old.dump();
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  loaded = LoadPackManifest(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(std::string(loaded.status().message()),
+              HasSubstr("re-run flotilla-tool pack"));
   std::filesystem::remove_all(dir);
   loaded = LoadPackManifest(dir);
   ASSERT_FALSE(loaded.ok());
