@@ -9,24 +9,50 @@
 #include "shared/base/status_macros.h"
 #include "shared/experts/combine.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/pack_manifest.h"
 
 namespace flotilla::expert_worker {
 
 using experts::ExpertKey;
 
+namespace {
+
+// The experts this worker may serve, located. From the pack's expert table
+// when the plan found a fresh pack (only the owned experts are kept: a
+// quarter of the full K3's 83,000 records for 1 of 4 workers), else from
+// the safetensors headers. No config demand on the latter: a `pack
+// --workers` folder holds only this worker's share. Shapes and coverage of
+// what we serve are checked by the caller.
+absl::StatusOr<experts::ExpertIndex> OwnIndex(const ShardPlan& plan) {
+  if (!plan.pack_dir.empty() && !plan.split) {
+    FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m,
+                              pack::LoadPackManifest(plan.pack_dir));
+    std::vector<pack::PackExpert> owned;
+    for (const pack::PackExpert& e : m.experts) {
+      auto it = plan.owned_experts.find(e.layer);
+      if (it != plan.owned_experts.end() &&
+          std::binary_search(it->second.begin(), it->second.end(),
+                             static_cast<uint32_t>(e.expert))) {
+        owned.push_back(e);
+      }
+    }
+    m.experts = std::move(owned);
+    return experts::ExpertIndex::FromPackManifest(
+        m, plan.config, plan.model_dir, plan.pack_dir,
+        /*require_every_expert=*/false);
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(
+      auto ckpt, model::SafetensorsCheckpoint::OpenDir(plan.model_dir));
+  return experts::ExpertIndex::FromTensorSource(*ckpt, {});
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
     const ShardPlan& plan, const ComputeOptions& options) {
   auto self = std::unique_ptr<ExpertCompute>(new ExpertCompute(plan, options));
   const model::MoeSpec& c = plan.config;
-  FLOTILLA_ASSIGN_OR_RETURN(
-      auto ckpt, model::SafetensorsCheckpoint::OpenDir(plan.model_dir));
-  // No config: a `pack --workers` folder holds only this worker's share, so
-  // the index must not demand every expert. Shapes and coverage of what we
-  // serve are checked below instead.
-  experts::ExpertIndexOptions index_options;
-  FLOTILLA_ASSIGN_OR_RETURN(
-      experts::ExpertIndex index,
-      experts::ExpertIndex::FromTensorSource(*ckpt, index_options));
+  FLOTILLA_ASSIGN_OR_RETURN(experts::ExpertIndex index, OwnIndex(plan));
   const uint64_t lat = c.hidden_size;
   const uint64_t inter = c.intermediate_size;
   // What the folder must hold: whole experts, or this worker's row slice.

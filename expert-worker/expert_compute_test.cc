@@ -3,8 +3,12 @@
 // with InvalidArgument before any work.
 #include "expert-worker/expert_compute.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <random>
@@ -24,15 +28,19 @@ using ::testing::HasSubstr;
 const std::string kCkptA = std::string(FLOTILLA_TEST_DATA_DIR) + "/k3/ckpt_A";
 constexpr int kLatent = 64;
 
-std::unique_ptr<ExpertCompute> MakeCompute(int k, int n) {
+std::unique_ptr<ExpertCompute> MakeCompute(int k, int n,
+                                           const std::string& dir = kCkptA,
+                                           std::string* pack_dir = nullptr) {
   PlanOptions o;
-  o.model_dir = kCkptA;
+  o.model_dir = dir;
   o.shard = ShardSpec{k, n};
   o.shard_given = true;
   o.memory_budget_bytes = uint64_t{1} << 30;
   o.compute_threads = 2;
   auto plan = BuildShardPlan(o);
   EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return nullptr;
+  if (pack_dir != nullptr) *pack_dir = plan->pack_dir;
   ComputeOptions co;
   co.fetch_slots = 3;  // fewer than the experts: slots get recycled
   auto compute = ExpertCompute::Create(*plan, co);
@@ -91,9 +99,7 @@ std::vector<float> Local(const Step& s, int layer) {
   return out;
 }
 
-TEST(ExpertComputeTest, OutputsCombineBitwiseToLocalExperts) {
-  auto compute = MakeCompute(0, 1);
-  ASSERT_NE(compute, nullptr);
+void ExpectBitwiseLocal(ExpertCompute* compute) {
   for (int layer : {1, 6, 12}) {
     const Step s = RandomStep(5, 100 + layer);
     const std::vector<float> want = Local(s, layer);
@@ -130,6 +136,49 @@ TEST(ExpertComputeTest, OutputsCombineBitwiseToLocalExperts) {
       ASSERT_EQ(static_cast<float>(sums[i]), want[i]) << layer << " " << i;
     }
   }
+}
+
+TEST(ExpertComputeTest, OutputsCombineBitwiseToLocalExperts) {
+  std::string pack_dir;
+  auto compute = MakeCompute(0, 1, kCkptA, &pack_dir);
+  ASSERT_NE(compute, nullptr);
+  EXPECT_EQ(pack_dir, "");  // no pack: the headers were parsed
+  ExpectBitwiseLocal(compute.get());
+}
+
+// A model folder with a fresh pack: the worker takes the fingerprint and
+// its experts' locations from the pack's expert table (no header parse)
+// and computes the same bits.
+TEST(ExpertComputeTest, FromAPackOfTheFolderComputesTheSameBits) {
+  namespace fs = std::filesystem;
+  const std::string dir = ::testing::TempDir() + "/expert_compute_pack_" +
+                          std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f :
+       {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
+    fs::copy_file(kCkptA + "/" + f, dir + "/" + f);
+  }
+  const std::string pack = std::string(FLOTILLA_BIN_DIR) +
+                           "/flotilla-tool pack --model " + dir +
+                           " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(pack.c_str()), 0) << pack;
+  std::string pack_dir;
+  auto compute = MakeCompute(0, 1, dir, &pack_dir);
+  ASSERT_NE(compute, nullptr);
+  EXPECT_EQ(pack_dir, dir + "/flotilla-pack");
+  ExpectBitwiseLocal(compute.get());
+  // Worker 1 of 2 indexes only its own experts; the others are refused.
+  auto half = MakeCompute(1, 2, dir, &pack_dir);
+  ASSERT_NE(half, nullptr);
+  int served = 0;
+  for (int e = 0; e < 8; ++e) {
+    Step one = RandomStep(1, 7);
+    one.tasks = {{0, e, 1.0f}};
+    served += half->Validate(CallFor(one, 1, true)).ok();
+  }
+  EXPECT_EQ(served, 4);  // 8 experts over 2 workers, one replica each
+  fs::remove_all(dir);
 }
 
 TEST(ExpertComputeTest, MalformedCallsAreInvalidArgument) {

@@ -19,6 +19,8 @@
 #include "shared/model/model_family.h"
 #include "shared/model/moe_spec.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/pack_manifest.h"
+#include "shared/pack/pack_source.h"
 #include "shared/placement/placement.h"
 
 namespace flotilla::expert_worker {
@@ -214,11 +216,25 @@ absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
   }
 
   // The one fingerprint function (shared/model) that pack and the
-  // coordinator use too, so all three agree on what "same checkpoint" is.
-  FLOTILLA_ASSIGN_OR_RETURN(auto ckpt,
-                            model::SafetensorsCheckpoint::OpenDir(o.model_dir));
-  FLOTILLA_ASSIGN_OR_RETURN(const std::string own,
-                            model::FingerprintCheckpoint(o.model_dir, *ckpt));
+  // coordinator use too, so all three agree on what "same checkpoint" is;
+  // a fresh pack of this folder has it recorded, without a parse of the
+  // checkpoint's headers (~250 MB and seconds at full K3 scale).
+  std::string own;
+  const std::string pack_dir = o.model_dir + "/flotilla-pack";
+  if (fs::exists(pack_dir + "/manifest.json")) {
+    absl::StatusOr<pack::PackManifest> m = pack::LoadPackManifest(pack_dir);
+    if (m.ok() && m->experts_in_model_dir &&
+        pack::CheckPackSource(*m, o.model_dir, pack_dir).ok()) {
+      own = m->source_fingerprint;
+      plan.pack_dir = pack_dir;
+    }
+  }
+  if (own.empty()) {
+    FLOTILLA_ASSIGN_OR_RETURN(
+        auto ckpt, model::SafetensorsCheckpoint::OpenDir(o.model_dir));
+    FLOTILLA_ASSIGN_OR_RETURN(own,
+                              model::FingerprintCheckpoint(o.model_dir, *ckpt));
+  }
   plan.model_fingerprint = own;
   if (!p.source_fingerprint().empty()) {
     std::error_code ec;

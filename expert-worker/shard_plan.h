@@ -71,6 +71,11 @@ struct ShardPlan {
   // model::FingerprintCheckpoint of the source checkpoint: of model_dir, or
   // for a `pack --workers` folder the one its placement.json records.
   std::string model_fingerprint;
+  // model_dir/flotilla-pack when it holds a complete pack of this very
+  // checkpoint (pack::CheckPackSource) serving experts in place: the worker
+  // then locates its experts from the pack's expert table instead of
+  // parsing every safetensors header. Empty otherwise.
+  std::string pack_dir;
   uint64_t memory_budget_bytes = 0;  // --mem
   int compute_threads = 1;           // --threads, resolved; >= 1
 };

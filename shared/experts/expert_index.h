@@ -64,9 +64,12 @@ class ExpertIndex {
   // `config` (the manifest does not record them); every expert of every MoE
   // layer must be listed, and each run's tensors must fit inside it.
   // Checksums are taken from the manifest.
+  // With require_every_expert false the manifest may list any subset (an
+  // expert worker keeps only the experts it owns).
   static absl::StatusOr<ExpertIndex> FromPackManifest(
       const pack::PackManifest& manifest, const model::MoeSpec& config,
-      const std::string& model_dir, const std::string& pack_dir);
+      const std::string& model_dir, const std::string& pack_dir,
+      bool require_every_expert = true);
 
   // Null when (layer, expert) is not in the index.
   const ExpertLocation* Find(const ExpertKey& key) const;

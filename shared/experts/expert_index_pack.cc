@@ -30,7 +30,8 @@ absl::StatusOr<ExpertFormat> ParseFormat(const std::string& text,
 
 absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
     const pack::PackManifest& manifest, const model::MoeSpec& config,
-    const std::string& model_dir, const std::string& pack_dir) {
+    const std::string& model_dir, const std::string& pack_dir,
+    bool require_every_expert) {
   const std::string source = JoinPath(pack_dir, "manifest.json");
   if (!manifest.complete) {
     return absl::FailedPreconditionError(
@@ -92,7 +93,8 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
                     JoinPath(dir, manifest.expert_files[e.file]), loc, format,
                     shapes, what));
   }
-  return builder.Finish(&config, /*only_layer=*/-1, source);
+  return builder.Finish(require_every_expert ? &config : nullptr,
+                        /*only_layer=*/-1, source);
 }
 
 }  // namespace flotilla::experts
