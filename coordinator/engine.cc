@@ -11,6 +11,7 @@
 #include "coordinator/stream/streaming_experts.h"
 #include "coordinator/stream/vocab_stream.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_index.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/checkpoint_fingerprint.h"
@@ -39,8 +40,18 @@ uint64_t ExpertSlotBytesFromConfig(const model::K3Config& c) {
   return io::AlignUp(run) + io::kDirectIoAlignment;
 }
 
+// What the open model keeps to find its weights: the expert index when the
+// experts are read here (none with expert workers: they index their own).
+uint64_t MetadataBytes(const model::K3Config& c, const EngineOptions& o,
+                       int expert_files) {
+  if (!o.workers.empty()) return 0;
+  return experts::ExpertIndex::MemoryBytesFor(c.num_hidden_layers,
+                                              c.num_experts, expert_files);
+}
+
+// `baseline`: the process's trimmed RSS before any metadata was read.
 plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
-                            uint64_t budget) {
+                            uint64_t budget, uint64_t baseline) {
   plan::PlanInputs in;
   in.config = c;
   in.budget_bytes = budget;
@@ -50,7 +61,7 @@ plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   in.prefill_chunk = o.prefill_chunk;
   in.expert_cache_bytes = o.expert_cache_bytes;
   in.disk_bytes_per_second = o.disk_gbps * 1e9;
-  in.process_baseline_bytes = io::TrimmedRssBytes();
+  in.process_baseline_bytes = baseline;
   in.max_pinned_layers = o.max_pinned_layers;
   in.stream_vocab = o.stream_vocab;
   in.vocab_chunk_bytes =
@@ -63,8 +74,11 @@ plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
 }
 
 plan::PlanInputs InputsFromConfig(const model::K3Config& c,
-                                  const EngineOptions& o, uint64_t budget) {
-  plan::PlanInputs in = BaseInputs(c, o, budget);
+                                  const EngineOptions& o, uint64_t budget,
+                                  uint64_t baseline) {
+  plan::PlanInputs in = BaseInputs(c, o, budget, baseline);
+  // As released: one shard per layer and one more (what synth writes).
+  in.metadata_bytes = MetadataBytes(c, o, c.num_hidden_layers + 1);
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     in.layer_region_bytes.push_back(pack::PlanLayerLayout(c, layer).size);
   }
@@ -77,8 +91,11 @@ plan::PlanInputs InputsFromConfig(const model::K3Config& c,
 absl::StatusOr<plan::PlanInputs> InputsFromManifest(const pack::PackManifest& m,
                                                     const model::K3Config& c,
                                                     const EngineOptions& o,
-                                                    uint64_t budget) {
-  plan::PlanInputs in = BaseInputs(c, o, budget);
+                                                    uint64_t budget,
+                                                    uint64_t baseline) {
+  plan::PlanInputs in = BaseInputs(c, o, budget, baseline);
+  in.metadata_bytes =
+      MetadataBytes(c, o, static_cast<int>(m.expert_files.size()));
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const pack::PackRegion* r = m.FindLayer(layer);
     if (r == nullptr) {
@@ -130,6 +147,7 @@ std::string ConfigPath(const EngineOptions& o) {
 }
 
 absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o) {
+  const uint64_t baseline = io::TrimmedRssBytes();
   FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
   if (Exists(ConfigPath(o))) {
     FLOTILLA_ASSIGN_OR_RETURN(model::ModelFamily family,
@@ -146,14 +164,15 @@ absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o) {
                               pack::LoadPackManifest(pack));
     FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
     FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,
-                              InputsFromManifest(m, c, o, budget));
+                              InputsFromManifest(m, c, o, budget, baseline));
     return plan::MakeMemoryPlan(in);
   }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
-  return plan::MakeMemoryPlan(InputsFromConfig(c, o, budget));
+  return plan::MakeMemoryPlan(InputsFromConfig(c, o, budget, baseline));
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
+  const uint64_t baseline = io::TrimmedRssBytes();
   FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
   auto engine = std::make_unique<Engine>();
   engine->accountant = std::make_unique<io::MemoryAccountant>(budget);
@@ -171,7 +190,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   if (engine->pack_dir.empty()) {
     // No pack: the whole trunk is built in RAM, which only works when it fits.
     FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
-    plan::PlanInputs in = InputsFromConfig(c, o, UINT64_MAX / 4);
+    plan::PlanInputs in = InputsFromConfig(c, o, UINT64_MAX / 4, baseline);
     FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
     engine->plan.budget_bytes = budget;
     uint64_t trunk = 2 * in.vocab_region_bytes + in.globals_bytes;
@@ -222,13 +241,44 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
   FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,
-                            InputsFromManifest(m, c, o, budget));
+                            InputsFromManifest(m, c, o, budget, baseline));
   FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
   for (const auto& [owner, bytes] : engine->plan.charges) {
     FLOTILLA_RETURN_IF_ERROR(engine->accountant->Charge(owner, bytes));
   }
   FLOTILLA_ASSIGN_OR_RETURN(io::ReaderKind reader,
                             io::ParseReaderKind(o.reader));
+  // The expert backend first: building its index is the one moment the
+  // manifest's expert table and the index coexist, and doing it before the
+  // trunk's buffers are filled keeps that off the peak. Then the table goes.
+  std::unique_ptr<kernels::ThreadPool> pool;
+  std::unique_ptr<ExpertBackend> experts;
+  if (!o.workers.empty()) {
+    // Routed experts on the workers: this machine needs only the pack.
+    FLOTILLA_ASSIGN_OR_RETURN(experts,
+                              ConnectWorkers(c.Moe(), o, m.source_fingerprint));
+  } else {
+    pool = std::make_unique<kernels::ThreadPool>(o.threads);
+    // Expert memory is already charged by the plan above (read buffers and
+    // cache), so the backend is not given the accountant.
+    StreamingExpertsOptions eo;
+    eo.slots = engine->plan.expert_slots;
+    eo.cache_bytes = static_cast<uint64_t>(engine->plan.expert_cache_slots) *
+                     engine->plan.expert_slot_bytes;
+    eo.queue_depth = o.queue_depth;
+    eo.reader = reader;
+    eo.reader_factory = o.reader_factory;
+    eo.verify_checksums = o.verify_checksums;
+    eo.lookahead = o.expert_prefetch;
+    FLOTILLA_ASSIGN_OR_RETURN(
+        auto streaming,
+        StreamingExperts::Create(o.model_dir, c.Moe(), &m, engine->pack_dir,
+                                 pool.get(), eo));
+    engine->experts = streaming.get();
+    experts = std::move(streaming);
+  }
+  std::vector<pack::PackExpert>().swap(m.experts);
+
   StreamingTrunkOptions to;
   to.pack_dir = engine->pack_dir;
   to.pinned_layers = engine->plan.pinned_layers;
@@ -248,38 +298,12 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   FLOTILLA_ASSIGN_OR_RETURN(auto trunk, StreamingTrunk::Open(m, c, to));
   engine->trunk = trunk.get();
   engine->streaming = true;
-
-  if (!o.workers.empty()) {
-    // Routed experts on the workers: this machine needs only the pack.
-    FLOTILLA_ASSIGN_OR_RETURN(auto experts,
-                              ConnectWorkers(c.Moe(), o, m.source_fingerprint));
-    auto k3 =
-        K3Model::FromParts(c, std::make_unique<kernels::ThreadPool>(o.threads),
-                           std::move(trunk), std::move(experts), nullptr);
-    k3->set_expert_lookahead(o.expert_prefetch, o.expert_prefetch_extra);
-    engine->model = std::move(k3);
-    return engine;
-  }
-  auto pool = std::make_unique<kernels::ThreadPool>(o.threads);
-  // Expert memory is already charged by the plan above (read buffers and
-  // cache), so the backend is not given the accountant.
-  StreamingExpertsOptions eo;
-  eo.slots = engine->plan.expert_slots;
-  eo.cache_bytes = static_cast<uint64_t>(engine->plan.expert_cache_slots) *
-                   engine->plan.expert_slot_bytes;
-  eo.queue_depth = o.queue_depth;
-  eo.reader = reader;
-  eo.reader_factory = o.reader_factory;
-  eo.verify_checksums = o.verify_checksums;
-  eo.lookahead = o.expert_prefetch;
-  FLOTILLA_ASSIGN_OR_RETURN(
-      auto experts, StreamingExperts::Create(o.model_dir, c.Moe(), &m,
-                                             engine->pack_dir, pool.get(), eo));
-  engine->experts = experts.get();
+  if (pool == nullptr) pool = std::make_unique<kernels::ThreadPool>(o.threads);
   auto k3 = K3Model::FromParts(c, std::move(pool), std::move(trunk),
                                std::move(experts), nullptr);
   k3->set_expert_lookahead(o.expert_prefetch, o.expert_prefetch_extra);
   engine->model = std::move(k3);
+  engine->rss_after_open_bytes = io::TrimmedRssBytes();
   return engine;
 }
 

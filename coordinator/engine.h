@@ -69,6 +69,9 @@ struct Engine {
   // as the trunk's in --stats and /metrics.
   const MixtralTrunk* mixtral_trunk = nullptr;
   std::unique_ptr<io::MemoryAccountant> accountant;
+  // Trimmed RSS once a streaming model is open (0 otherwise): what
+  // plan.open_bytes() predicts.
+  uint64_t rss_after_open_bytes = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(

@@ -119,6 +119,8 @@ nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
       {"peak_rss_bytes", io::PeakRssBytes()},
       {"budget_bytes", engine.plan.budget_bytes},
       {"planned_bytes", engine.plan.total_bytes},
+      {"rss_after_open_bytes", engine.rss_after_open_bytes},
+      {"planned_open_bytes", engine.plan.open_bytes()},
       {"pinned_layers", engine.plan.pinned_layers},
       {"direct_io", engine.trunk != nullptr && engine.trunk->direct_io()},
   };

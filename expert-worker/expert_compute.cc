@@ -18,27 +18,15 @@ using experts::ExpertKey;
 namespace {
 
 // The experts this worker may serve, located. From the pack's expert table
-// when the plan found a fresh pack (only the owned experts are kept: a
+// when the plan found a fresh pack (the plan kept only the owned experts: a
 // quarter of the full K3's 83,000 records for 1 of 4 workers), else from
 // the safetensors headers. No config demand on the latter: a `pack
 // --workers` folder holds only this worker's share. Shapes and coverage of
 // what we serve are checked by the caller.
 absl::StatusOr<experts::ExpertIndex> OwnIndex(const ShardPlan& plan) {
-  if (!plan.pack_dir.empty() && !plan.split) {
-    FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m,
-                              pack::LoadPackManifest(plan.pack_dir));
-    std::vector<pack::PackExpert> owned;
-    for (const pack::PackExpert& e : m.experts) {
-      auto it = plan.owned_experts.find(e.layer);
-      if (it != plan.owned_experts.end() &&
-          std::binary_search(it->second.begin(), it->second.end(),
-                             static_cast<uint32_t>(e.expert))) {
-        owned.push_back(e);
-      }
-    }
-    m.experts = std::move(owned);
+  if (plan.pack_manifest != nullptr && !plan.split) {
     return experts::ExpertIndex::FromPackManifest(
-        m, plan.config, plan.model_dir, plan.pack_dir,
+        *plan.pack_manifest, plan.config, plan.model_dir, plan.pack_dir,
         /*require_every_expert=*/false);
   }
   FLOTILLA_ASSIGN_OR_RETURN(

@@ -153,8 +153,14 @@ class ExpertCompute {
   std::string StatsLine() const;
 
  private:
+  // Keeps the plan without its pack manifest: the index built from it is
+  // all that is needed once open.
   ExpertCompute(const ShardPlan& plan, const ComputeOptions& options)
-      : plan_(plan), options_(options) {}
+      : plan_(WithoutManifest(plan)), options_(options) {}
+  static ShardPlan WithoutManifest(ShardPlan plan) {
+    plan.pack_manifest.reset();
+    return plan;
+  }
   bool Owns(int64_t layer, int64_t expert) const;
   // Frees this object's and the engine's scratch when a call grew it past
   // kKeptScratchBytes (the charge for it ended with the call).

@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
                  std::string(s.message()).c_str());
     return kExitRuntime;
   }
-  const absl::StatusOr<ew::ShardPlan> plan = ew::BuildShardPlan(options);
+  absl::StatusOr<ew::ShardPlan> plan = ew::BuildShardPlan(options);
   if (plan.status().code() == absl::StatusCode::kOutOfRange) {
     return UsageError(!options.split_file.empty()      ? "split"
                       : options.placement_file.empty() ? "shard"
@@ -259,6 +259,7 @@ int main(int argc, char** argv) {
                  std::string(compute.status().message()).c_str());
     return kExitRuntime;
   }
+  plan->pack_manifest.reset();  // indexed by the compute; not needed again
   const absl::Status status = ew::ServeUntilSignal(compute->get(), serve);
   if (!status.ok()) {
     std::fprintf(stderr, "%s: %s\n", kProgram,

@@ -227,6 +227,15 @@ absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
         pack::CheckPackSource(*m, o.model_dir, pack_dir).ok()) {
       own = m->source_fingerprint;
       plan.pack_dir = pack_dir;
+      std::erase_if(m->experts, [&](const pack::PackExpert& e) {
+        auto it = plan.owned_experts.find(e.layer);
+        return it == plan.owned_experts.end() ||
+               !std::binary_search(it->second.begin(), it->second.end(),
+                                   static_cast<uint32_t>(e.expert));
+      });
+      m->experts.shrink_to_fit();
+      plan.pack_manifest =
+          std::make_shared<const pack::PackManifest>(*std::move(m));
     }
   }
   if (own.empty()) {

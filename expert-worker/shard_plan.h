@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "shared/model/moe_spec.h"
+#include "shared/pack/pack_manifest.h"
 #include "shared/placement/expert_split.h"
 
 namespace flotilla::expert_worker {
@@ -76,6 +78,10 @@ struct ShardPlan {
   // then locates its experts from the pack's expert table instead of
   // parsing every safetensors header. Empty otherwise.
   std::string pack_dir;
+  // That pack's manifest, with its expert table cut down to the owned
+  // experts (read once, here; ExpertCompute indexes them). Null without
+  // pack_dir.
+  std::shared_ptr<const pack::PackManifest> pack_manifest;
   uint64_t memory_budget_bytes = 0;  // --mem
   int compute_threads = 1;           // --threads, resolved; >= 1
 };

@@ -211,6 +211,22 @@ uint64_t ExpertIndex::SlotBytesFor(uint64_t run_bytes) {
   return io::AlignUp(run_bytes) + io::kDirectIoAlignment;
 }
 
+uint64_t ExpertIndex::memory_bytes() const {
+  uint64_t bytes = locations_.capacity() * sizeof(ExpertLocation) +
+                   files_.capacity() * sizeof(std::string);
+  for (const std::string& f : files_) bytes += f.capacity() + 1;
+  return bytes;
+}
+
+uint64_t ExpertIndex::MemoryBytesFor(int num_layers, int num_experts,
+                                     int num_files) {
+  return static_cast<uint64_t>(std::max(0, num_layers)) *
+             static_cast<uint64_t>(std::max(0, num_experts)) *
+             sizeof(ExpertLocation) +
+         static_cast<uint64_t>(std::max(0, num_files)) *
+             (sizeof(std::string) + 64);
+}
+
 absl::Status ExpertIndex::SetChecksum(const ExpertKey& key, uint64_t checksum) {
   FLOTILLA_RETURN_IF_ERROR(Get(key).status());
   ExpertLocation& loc =

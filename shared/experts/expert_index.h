@@ -103,6 +103,14 @@ class ExpertIndex {
   // wherever it starts: AlignUp(run_bytes) + 4 KiB.
   static uint64_t SlotBytesFor(uint64_t run_bytes);
 
+  // Heap bytes the index keeps: one ExpertLocation per (layer, expert) of
+  // the grid, present or not, plus the file names. MemoryBytesFor is the
+  // same figure before an index exists (the memory plan), for a grid of
+  // `num_layers` x `num_experts` and file names of ~64 bytes.
+  uint64_t memory_bytes() const;
+  static uint64_t MemoryBytesFor(int num_layers, int num_experts,
+                                 int num_files);
+
   // Records (or overrides) the checksum of one expert's run.
   absl::Status SetChecksum(const ExpertKey& key, uint64_t checksum);
 

@@ -56,6 +56,17 @@ uint64_t WorkspaceBytes(const model::K3Config& c, int tokens) {
   return per_token * 4 * static_cast<uint64_t>(tokens);
 }
 
+uint64_t MemoryPlan::open_bytes() const {
+  uint64_t total = 0;
+  for (const auto& [owner, bytes] : charges) {
+    if (owner != "sequence_state" && owner != "workspace" &&
+        owner != "serve.prefix_cache") {
+      total += bytes;
+    }
+  }
+  return total;
+}
+
 double MemoryPlan::predicted_io_seconds_per_token() const {
   return disk_bytes_per_second > 0
              ? static_cast<double>(read_bytes_per_token()) /
@@ -83,6 +94,7 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
       in.expert_slots > 0 ? in.expert_slots : c.num_experts_per_token;
   std::vector<std::pair<std::string, uint64_t>> fixed = {
       {"process.baseline", in.process_baseline_bytes},
+      {"metadata", in.metadata_bytes},
       {"sequence_state", static_cast<uint64_t>(std::max(1, in.sequences)) *
                              SequenceStateBytes(c, in.max_context)},
       {"workspace", WorkspaceBytes(c, in.prefill_chunk)},

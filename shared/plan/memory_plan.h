@@ -44,6 +44,10 @@ struct PlanInputs {
   // Resident bytes of the process before any model memory (code, libraries,
   // allocator): charged so the plan bounds the real peak RSS.
   uint64_t process_baseline_bytes = 0;
+  // What the open model keeps to find its weights (the expert index, the
+  // pack's region table), measured before the plan takes the baseline:
+  // ~7 MB for K3's 93 x 896 experts.
+  uint64_t metadata_bytes = 0;
   int max_pinned_layers = -1;          // cap on the pinned prefix (-1 = none)
   bool stream_vocab = false;           // never pin the embedding and lm_head
   double disk_bytes_per_second = 3e9;  // for the prediction
@@ -69,6 +73,11 @@ struct MemoryPlan {
   uint64_t embed_read_bytes = 0;
   uint64_t expert_read_bytes = 0;
   double disk_bytes_per_second = 0;
+
+  // The charges that are resident once the model is open: all but the
+  // sequence state, the workspace and the prefix cache, which fill as
+  // requests run. The measured RSS after open should match it.
+  uint64_t open_bytes() const;
 
   uint64_t read_bytes_per_token() const {
     return trunk_read_bytes + lm_head_read_bytes + embed_read_bytes +

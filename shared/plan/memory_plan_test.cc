@@ -177,6 +177,25 @@ TEST_F(MemoryPlanTest, MaxPinnedLayersCapsThePrefix) {
   EXPECT_EQ(p->trunk_read_bytes, unpinned);
 }
 
+TEST_F(MemoryPlanTest, MetadataIsChargedAndResidentAtOpen) {
+  in_.budget_bytes = 1ull << 40;
+  in_.process_baseline_bytes = 3 * kMiB;
+  auto without = MakeMemoryPlan(in_);
+  ASSERT_TRUE(without.ok()) << without.status();
+  in_.metadata_bytes = 5 * kMiB;
+  auto with = MakeMemoryPlan(in_);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->total_bytes, without->total_bytes + 5 * kMiB);
+  EXPECT_EQ(with->open_bytes(), without->open_bytes() + 5 * kMiB);
+  // Open bytes: everything but the state, workspace and prefix cache.
+  uint64_t lazy = 0;
+  for (const auto& [owner, bytes] : with->charges) {
+    if (owner == "sequence_state" || owner == "workspace") lazy += bytes;
+  }
+  EXPECT_GT(lazy, 0u);
+  EXPECT_EQ(with->open_bytes(), with->total_bytes - lazy);
+}
+
 TEST_F(MemoryPlanTest, BudgetBelowTheMinimumNamesItsParts) {
   in_.budget_bytes = 1 * kMiB;
   auto p = MakeMemoryPlan(in_);
