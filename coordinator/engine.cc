@@ -146,7 +146,8 @@ std::string ConfigPath(const EngineOptions& o) {
   return o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
 }
 
-absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o) {
+absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o,
+                                            model::K3Config* config) {
   const uint64_t baseline = io::TrimmedRssBytes();
   FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
   if (Exists(ConfigPath(o))) {
@@ -165,9 +166,11 @@ absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o) {
     FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
     FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,
                               InputsFromManifest(m, c, o, budget, baseline));
+    if (config != nullptr) *config = c;
     return plan::MakeMemoryPlan(in);
   }
   FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
+  if (config != nullptr) *config = c;
   return plan::MakeMemoryPlan(InputsFromConfig(c, o, budget, baseline));
 }
 

@@ -80,7 +80,9 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(
 // The plan for `options` without loading weights: region sizes come from
 // the pack manifest when there is one, else from the config alone (BF16
 // trunk, MXFP4 experts, as released).
-absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& options);
+// `config`, when given, receives the model's config.
+absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& options,
+                                            model::K3Config* config = nullptr);
 
 }  // namespace flotilla::coordinator
 

@@ -28,6 +28,7 @@
 #include "coordinator/engine_metrics.h"
 #include "coordinator/generate.h"
 #include "coordinator/model/model.h"
+#include "coordinator/plan_report.h"
 #include "coordinator/run_report.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/elapsed.h"
@@ -85,7 +86,15 @@ ABSL_FLAG(int32_t, max_context, 4096,
 ABSL_FLAG(int32_t, prefill_chunk, 256,
           "prompt tokens per forward pass (0 = whole prompt)");
 ABSL_FLAG(double, disk_gbps, 3.0,
-          "disk read bandwidth (GB/s) used for --plan predictions");
+          "disk read bandwidth (GB/s) for trunk reads in --plan predictions "
+          "(flotilla-tool doctor measures it)");
+ABSL_FLAG(double, expert_disk_gbps, 0,
+          "disk bandwidth (GB/s) of expert-sized reads for --plan "
+          "predictions (0 = --disk-gbps)");
+ABSL_FLAG(double, single_read_gbps, 0,
+          "disk bandwidth (GB/s) of one expert read alone (QD1, after a "
+          "wrong prefetch guess) for --plan predictions (0 = "
+          "--expert-disk-gbps)");
 ABSL_FLAG(int32_t, max_pinned_layers, -1,
           "pin at most this many trunk layers (-1 = as many as the budget "
           "allows)");
@@ -268,13 +277,18 @@ int RunGenerate() {
   }
   options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
   if (absl::GetFlag(FLAGS_plan)) {
-    auto plan = flotilla::coordinator::PlanEngine(eo);
-    if (!plan.ok()) return Fail(kExitRuntime, plan.status().ToString());
-    if (absl::GetFlag(FLAGS_json)) {
-      std::printf("%s\n", plan->ToJson().c_str());
-    } else {
-      std::fputs(plan->ToString().c_str(), stdout);
+    double expert_gbps = absl::GetFlag(FLAGS_expert_disk_gbps);
+    double single_gbps = absl::GetFlag(FLAGS_single_read_gbps);
+    if (expert_gbps < 0 || single_gbps < 0) {
+      return Fail(kExitUsage,
+                  "--expert-disk-gbps and --single-read-gbps must be >= 0");
     }
+    if (expert_gbps == 0) expert_gbps = eo.disk_gbps;
+    if (single_gbps == 0) single_gbps = expert_gbps;
+    auto report = flotilla::coordinator::PlanReport(
+        eo, expert_gbps, single_gbps, absl::GetFlag(FLAGS_json));
+    if (!report.ok()) return Fail(kExitRuntime, report.status().ToString());
+    std::fputs(report->c_str(), stdout);
     return 0;
   }
 

@@ -6,12 +6,15 @@
 #include <filesystem>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
+#include "shared/kernels/kernels.h"
+#include "shared/plan/compute_probe.h"
 
 namespace flotilla::tools {
 namespace {
@@ -130,18 +133,23 @@ const Prediction* Best(const std::vector<Prediction>& preds, uint64_t usable) {
 }
 
 void PrintPredictions(const std::vector<Prediction>& preds, uint64_t usable,
-                      double large, double expert, uint64_t expert_read,
-                      FILE* out) {
+                      double large, double expert, double single,
+                      uint64_t expert_read, const plan::ComputeRates& rates,
+                      int positions, FILE* out) {
+  absl::FPrintF(out, "\nCompute (%s)\n  %s\n",
+                kernels::SimdLevelName(kernels::ActiveSimdLevel()),
+                rates.ToString());
   absl::FPrintF(out,
-                "\nPrediction per token (I/O lower bound: trunk at %s = %s "
+                "\nPrediction per token (compute at those rates, attention "
+                "over %d positions, overlapped with reads: trunk at %s = %s "
                 "reads x QD%d, experts at %s = %s reads x QD%d)\n",
-                Gbps(large), io::FormatBytesBinary(kLargeReadBytes),
-                kTrunkQueueDepth, Gbps(expert),
+                positions, Gbps(large), io::FormatBytesBinary(kTrunkReadBytes),
+                kTrunkReadQueueDepth, Gbps(expert),
                 io::FormatBytesBinary(io::AlignUp(expert_read)),
                 kExpertQueueDepth);
-  absl::FPrintF(out, "  %-12s %10s %8s %8s %12s %12s %9s %8s\n", "preset",
-                "budget", "pinned", "lm_head", "trunk read", "expert read",
-                "s/token", "tok/s");
+  absl::FPrintF(out, "  %-12s %10s %8s %8s %12s %12s %8s %8s %9s %8s\n",
+                "preset", "budget", "pinned", "lm_head", "trunk read",
+                "expert read", "compute", "disk", "s/token", "tok/s");
   for (const Prediction& p : preds) {
     const std::string budget = io::FormatBytesBinary(p.budget_bytes);
     if (!p.plan.ok()) {
@@ -150,15 +158,22 @@ void PrintPredictions(const std::vector<Prediction>& preds, uint64_t usable,
       continue;
     }
     const plan::MemoryPlan& m = *p.plan;
-    absl::FPrintF(out, "  %-12s %10s %8s %8s %12s %12s %9.2f %8.3f%s\n",
-                  p.preset, budget,
-                  absl::StrCat(m.pinned_layers, "/", m.num_layers),
-                  m.lm_head_pinned ? "pinned" : "stream",
-                  io::FormatBytes(p.large_read_bytes),
-                  io::FormatBytes(p.expert_read_bytes), p.seconds_per_token,
-                  p.seconds_per_token > 0 ? 1 / p.seconds_per_token : 0.0,
-                  p.budget_bytes > usable ? "  (exceeds free RAM)" : "");
+    absl::FPrintF(
+        out, "  %-12s %10s %8s %8s %12s %12s %8.3f %8.3f %9.3f %8.3f%s\n",
+        p.preset, budget, absl::StrCat(m.pinned_layers, "/", m.num_layers),
+        m.lm_head_pinned ? "pinned" : "stream",
+        io::FormatBytes(p.large_read_bytes),
+        io::FormatBytes(p.expert_read_bytes), p.time.compute_s(),
+        p.time.disk_s(), p.seconds_per_token,
+        p.seconds_per_token > 0 ? 1 / p.seconds_per_token : 0.0,
+        p.budget_bytes > usable ? "  (exceeds free RAM)" : "");
   }
+  absl::FPrintF(out,
+                "  (reads after a wrong prefetch guess at %s, one at a time; "
+                "generate --plan predicts with the same figures given "
+                "--disk-gbps %.2f --expert-disk-gbps %.2f --single-read-gbps "
+                "%.2f)\n",
+                Gbps(single), large, expert, single);
   const Prediction* best = Best(preds, usable);
   if (best == nullptr) {
     absl::FPrintF(out,
@@ -166,7 +181,7 @@ void PrintPredictions(const std::vector<Prediction>& preds, uint64_t usable,
                   "for this model (see the minimum above).\n");
   } else {
     absl::FPrintF(out,
-                  "\nRecommendation: --mem %s (%s): %.2f s/token predicted, "
+                  "\nRecommendation: --mem %s (%s): %.3f s/token predicted, "
                   "%d of %d trunk layers pinned.\n",
                   best->preset, io::FormatBytesBinary(best->budget_bytes),
                   best->seconds_per_token, best->plan->pinned_layers,
@@ -189,10 +204,11 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   if (!o.model_dir.empty()) {
     FLOTILLA_ASSIGN_OR_RETURN(sizes, LoadModelSizes(o.model_dir));
   }
-  // Expert-sized reads at QD 1, 8 and 32 (the prediction uses QD32);
-  // 64 MiB reads at QD 1, 4 (the prediction's trunk figure) and 32 when the
-  // 2 GiB of buffers that takes fit comfortably (and the files hold 4 GiB,
-  // see MeasureDisk).
+  // Expert-sized reads at QD 1, 8 and 32 (the prediction uses QD32, and
+  // QD1 for a lone read after a wrong guess); 64 MiB reads at QD 1, 4 and
+  // 32 (the disk's ceiling) when the 2 GiB of buffers that takes fit
+  // comfortably (and the files hold 4 GiB, see MeasureDisk); 4 MiB reads at
+  // QD2, the engine's trunk pattern and the prediction's trunk figure.
   std::vector<uint64_t> expert_sizes = {kK3ExpertRun, kBenchExpertRun};
   if (sizes) expert_sizes = {sizes->expert_run_bytes};
   std::vector<DiskProbeSpec> specs;
@@ -202,14 +218,16 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   DiskProbeSpec large{kLargeReadBytes, {1, kTrunkQueueDepth}};
   if (32 * kLargeReadBytes <= avail / 4) large.queue_depths.push_back(32);
   specs.push_back(large);
+  specs.push_back({kTrunkReadBytes, {kTrunkReadQueueDepth}});
   // The same reads into 2 MiB pages, at the depths the prediction uses: the
   // engine's read buffers are huge-page backed where THP allows
   // (io::AlignedBuffer), and on a virtio disk that is much faster (fewer,
   // larger requests), so the prediction uses these figures.
   for (uint64_t size : expert_sizes) {
-    specs.push_back({size, {kExpertQueueDepth}, /*huge_pages=*/true});
+    specs.push_back({size, {1, kExpertQueueDepth}, /*huge_pages=*/true});
   }
-  specs.push_back({kLargeReadBytes, {kTrunkQueueDepth}, /*huge_pages=*/true});
+  specs.push_back(
+      {kTrunkReadBytes, {kTrunkReadQueueDepth}, /*huge_pages=*/true});
   std::string dir = o.path;
   if (dir.empty()) dir = o.model_dir.empty() ? "." : o.model_dir;
   std::vector<std::string> probe_files;
@@ -245,26 +263,47 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   PrintModel(o.model_dir, *sizes, out);
   const double small_expert =
       disk.RandomGbPerS(sizes->expert_run_bytes, kExpertQueueDepth);
-  const double small_large = disk.LargeGbPerS();
+  const double small_large = disk.TrunkGbPerS();
   double expert_gbps = disk.RandomGbPerS(
       sizes->expert_run_bytes, kExpertQueueDepth, /*huge_pages=*/true);
-  double large_gbps = disk.LargeGbPerS(/*huge_pages=*/true);
+  double large_gbps = disk.TrunkGbPerS(/*huge_pages=*/true);
   if (expert_gbps <= 0 || large_gbps <= 0) {  // not measured: 4 KiB figures
     expert_gbps = small_expert;
     large_gbps = small_large;
   }
-  const std::vector<Prediction> preds =
-      PredictPresets(*sizes, usable, o.max_context, large_gbps, expert_gbps);
+  ComputeModel compute;
+  compute.positions = o.positions;
+  for (const std::string& b : o.budgets) {
+    FLOTILLA_ASSIGN_OR_RETURN(uint64_t bytes, io::ResolveBudget(b));
+    compute.budgets.push_back({b, bytes});
+  }
+  const int threads =
+      o.threads > 0
+          ? o.threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  absl::FPrintF(stderr, "doctor: timing the kernels on %d threads\n", threads);
+  FLOTILLA_ASSIGN_OR_RETURN(
+      compute.rates,
+      plan::MeasureComputeRates(sizes->config, threads, o.compute_seconds));
+  const double small_single = disk.RandomGbPerS(sizes->expert_run_bytes, 1);
+  compute.single_read_gbps =
+      disk.RandomGbPerS(sizes->expert_run_bytes, 1, /*huge_pages=*/true);
+  if (compute.single_read_gbps <= 0) compute.single_read_gbps = small_single;
+  const std::vector<Prediction> preds = PredictPresets(
+      *sizes, usable, o.max_context, large_gbps, expert_gbps, compute);
   PrintPredictions(preds, usable, large_gbps, expert_gbps,
-                   sizes->expert_run_bytes, out);
-  const std::vector<Prediction> small_preds =
-      PredictPresets(*sizes, usable, o.max_context, small_large, small_expert);
+                   compute.single_read_gbps, sizes->expert_run_bytes,
+                   compute.rates, o.positions, out);
+  ComputeModel small_compute = compute;
+  small_compute.single_read_gbps = small_single;
+  const std::vector<Prediction> small_preds = PredictPresets(
+      *sizes, usable, o.max_context, small_large, small_expert, small_compute);
   const Prediction* small_best = Best(small_preds, usable);
   if (small_best != nullptr && small_large > 0 && small_expert > 0) {
     absl::FPrintF(out,
                   "Where transparent huge pages are off the engine reads into "
                   "4 KiB pages (trunk at %s, experts at %s): --mem %s would "
-                  "take %.2f s/token.\n",
+                  "take %.3f s/token.\n",
                   Gbps(small_large), Gbps(small_expert), small_best->preset,
                   small_best->seconds_per_token);
   }

@@ -2,22 +2,24 @@
 // large-read bandwidth with O_DIRECT) and predicts, for a model, what each
 // memory preset would pin and how many seconds a decoded token would take.
 //
-// Prediction: bytes read per token come from the lead's memory planner
+// Prediction: bytes read per token come from the memory planner
 // (shared/plan/memory_plan.h: unpinned trunk layers, the lm_head when not
 // pinned, embedding rows, and top_k x MoE layers x expert run). Trunk and
-// vocab bytes are charged at the bandwidth of 64 MiB random reads at QD4
-// (the engine streams whole regions in 8 MiB pieces, 16 in flight); expert
-// bytes at the bandwidth of expert-sized random reads at QD32 (the engine
-// issues a step's expert reads together, up to --queue-depth 32). The
-// result is an I/O lower bound: compute overlaps with it. The disk figures
-// come from io::ProbeRandomReads, which agrees with fio (see
-// docs/streaming.md).
+// vocab bytes are charged at the bandwidth of 4 MiB random reads at QD2
+// (how the engine streams them); expert bytes
+// at the bandwidth of expert-sized random reads at QD32 (the engine issues
+// a step's expert reads together, up to --queue-depth 32). The disk
+// figures come from io::ProbeRandomReads, which agrees with fio (see
+// docs/streaming.md). Compute comes from this machine's kernel rates
+// (shared/plan/compute_probe.h), and plan::PredictTokenTime overlaps the
+// two as the engine does.
 #ifndef FLOTILLA_TOOLS_DOCTOR_H_
 #define FLOTILLA_TOOLS_DOCTOR_H_
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +27,7 @@
 #include "shared/io/disk_probe.h"
 #include "shared/model/config.h"
 #include "shared/plan/memory_plan.h"
+#include "shared/plan/token_time.h"
 
 namespace flotilla::tools {
 
@@ -36,6 +39,14 @@ struct DoctorOptions {
   // Scratch file size when no model shard is large enough to probe.
   uint64_t scratch_bytes = uint64_t{3} << 30;
   int max_context = 4096;  // positions the plan reserves state for
+  // Compute: the engine's thread count (0 = all hardware threads, as
+  // generate), the cached positions attention is predicted at, and the
+  // timed seconds per kernel probe.
+  int threads = 0;
+  int positions = 256;
+  double compute_seconds = 0.3;
+  // Budgets predicted besides the presets (--mem 1G,2G).
+  std::vector<std::string> budgets;
 };
 
 // What a model needs, from its pack manifest, its checkpoint headers, or
@@ -59,7 +70,11 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir);
 
 // Reads doctor measures and the figures the prediction uses.
 inline constexpr uint64_t kLargeReadBytes = uint64_t{64} << 20;
-inline constexpr int kTrunkQueueDepth = 4;    // 64 MiB reads for the trunk
+inline constexpr int kTrunkQueueDepth = 4;  // the disk's large-read ceiling
+// How the engine streams trunk regions (coordinator/engine.cc): 4 MiB
+// pieces, two in flight. What trunk and vocab bytes are charged at.
+inline constexpr uint64_t kTrunkReadBytes = uint64_t{4} << 20;
+inline constexpr int kTrunkReadQueueDepth = 2;
 inline constexpr int kExpertQueueDepth = 32;  // expert-sized reads
 
 struct DiskProbeSpec {
@@ -79,10 +94,13 @@ struct DiskMeasurements {
   // from below, into 4 KiB or 2 MiB pages (0 when not measured).
   double RandomGbPerS(uint64_t read_size, int qd,
                       bool huge_pages = false) const;
-  // 64 MiB reads at kTrunkQueueDepth: what trunk and vocab bytes are
-  // charged at.
+  // 64 MiB reads at kTrunkQueueDepth: the disk's large-read ceiling.
   double LargeGbPerS(bool huge_pages = false) const {
     return RandomGbPerS(kLargeReadBytes, kTrunkQueueDepth, huge_pages);
+  }
+  // The engine's trunk reads: what trunk and vocab bytes are charged at.
+  double TrunkGbPerS(bool huge_pages = false) const {
+    return RandomGbPerS(kTrunkReadBytes, kTrunkReadQueueDepth, huge_pages);
   }
 };
 
@@ -102,14 +120,27 @@ struct Prediction {
   // Per token: trunk + lm_head + embedding bytes, and expert run bytes.
   uint64_t large_read_bytes = 0;
   uint64_t expert_read_bytes = 0;
-  double seconds_per_token = 0;  // I/O lower bound
+  plan::TokenTime time;          // compute and reads, overlapped
+  double seconds_per_token = 0;  // time.seconds
 };
 
-// One prediction per preset (and "auto" = `auto_budget`), using
-// `large_gbps` for trunk/vocab bytes and `expert_gbps` for expert bytes.
+// What else the predictions use: this machine's kernel rates (all zero:
+// an I/O-only bound), attention's cached positions, and budgets to predict
+// besides the presets, as (label, bytes).
+struct ComputeModel {
+  plan::ComputeRates rates;
+  double single_read_gbps = 0;  // one expert read alone (0: expert_gbps)
+  int positions = 256;
+  std::vector<std::pair<std::string, uint64_t>> budgets;
+};
+
+// One prediction per preset, per extra budget and for "auto" =
+// `auto_budget`, reading trunk/vocab bytes at `large_gbps` and expert bytes
+// at `expert_gbps` (plan::PredictTokenTime).
 std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
                                        uint64_t auto_budget, int max_context,
-                                       double large_gbps, double expert_gbps);
+                                       double large_gbps, double expert_gbps,
+                                       const ComputeModel& compute = {});
 
 // The whole check, printing a report on `out`.
 absl::Status RunDoctorChecks(const DoctorOptions& options, FILE* out);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "shared/io/memory_budget.h"
 #include "tools/commands.h"
 #include "tools/doctor.h"
@@ -15,13 +16,17 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: flotilla-tool doctor [--model DIR] [--path DIR]\n"
-    "           [--disk-seconds S] [--scratch-size SIZE] [--max-context N]\n\n"
+    "           [--disk-seconds S] [--scratch-size SIZE] [--max-context N]\n"
+    "           [--mem SIZE,...] [--threads N] [--positions N]\n\n"
     "Measures RAM and the disk (O_DIRECT random reads, as fio measures them:\n"
     "expert-sized reads at queue depths 1, 8, 32; 64 MiB reads at 1, 4, 32),\n"
-    "then recommends a memory budget and predicts seconds per token for the\n"
-    "model (experts at the QD32 figure, trunk at 64 MiB x QD4, read into\n"
-    "2 MiB pages like the engine's buffers; also at 4 KiB pages, what the\n"
-    "engine gets where transparent huge pages are off). The disk is\n"
+    "and with --model times the engine's kernels on this machine (bf16 and\n"
+    "MXFP4 matvecs, the KDA step, MLA attention, checksums), then\n"
+    "recommends a memory budget and predicts seconds per token for each\n"
+    "preset and --mem budget: compute at those rates overlapped with the\n"
+    "plan's reads (experts at the QD32 figure, trunk at 64 MiB x QD4, read\n"
+    "into 2 MiB pages like the engine's buffers; also at 4 KiB pages, what\n"
+    "the engine gets where transparent huge pages are off). The disk is\n"
     "measured on a scratch file of random data in --path (default: the model\n"
     "dir, else the current dir), removed afterwards, or read-only on the\n"
     "model's shards when they total 2 GiB or more.\n";
@@ -37,6 +42,8 @@ int RunDoctor(int argc, char** argv) {
   DoctorOptions options;
   std::string seconds = "3", scratch = "3G";
   int64_t max_context = options.max_context;
+  int64_t threads = 0, positions = options.positions;
+  std::string budgets;
   FlagParser flags(kUsage);
   flags.String("model", &options.model_dir,
                "model dir to plan for (config.json, shards or a pack)");
@@ -46,6 +53,13 @@ int RunDoctor(int argc, char** argv) {
   flags.String("scratch-size", &scratch, "scratch file size (default 3G)");
   flags.Int("max-context", &max_context,
             "positions of KV/state to reserve (default 4096)");
+  flags.String("mem", &budgets,
+               "budgets to predict besides the presets, comma-separated "
+               "(e.g. 1G,2G,4G)");
+  flags.Int("threads", &threads,
+            "compute threads, as generate --threads (default 0 = all)");
+  flags.Int("positions", &positions,
+            "cached positions attention is predicted at (default 256)");
   if (std::optional<int> code = flags.ParseOrExitCode(argc, argv, "doctor")) {
     return *code;
   }
@@ -65,6 +79,22 @@ int RunDoctor(int argc, char** argv) {
     return Fail(kExitUsage, "--max-context must be in 1..16777216");
   }
   options.max_context = static_cast<int>(max_context);
+  if (threads < 0 || threads > 1024) {
+    return Fail(kExitUsage, "--threads must be in 0..1024");
+  }
+  options.threads = static_cast<int>(threads);
+  if (positions < 1 || positions > max_context) {
+    return Fail(kExitUsage, "--positions must be in 1..--max-context");
+  }
+  options.positions = static_cast<int>(positions);
+  for (absl::string_view b : absl::StrSplit(budgets, ',', absl::SkipEmpty())) {
+    absl::StatusOr<uint64_t> v = io::ResolveBudget(std::string(b));
+    if (!v.ok()) {
+      return Fail(kExitUsage,
+                  absl::StrCat("--mem ", b, ": ", v.status().message()));
+    }
+    options.budgets.push_back(std::string(b));
+  }
   if (absl::Status s = RunDoctorChecks(options, stdout); !s.ok()) {
     return Fail(kExitFailure, std::string(s.message()));
   }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_index.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/json_util.h"
@@ -111,13 +112,22 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
 
 std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
                                        uint64_t auto_budget, int max_context,
-                                       double large_gbps, double expert_gbps) {
+                                       double large_gbps, double expert_gbps,
+                                       const ComputeModel& compute) {
   std::vector<std::pair<std::string, uint64_t>> budgets;
   for (const char* p : kPresets) {
     absl::StatusOr<uint64_t> b = io::ResolveBudget(p);
     if (b.ok()) budgets.push_back({p, *b});
   }
+  budgets.insert(budgets.end(), compute.budgets.begin(), compute.budgets.end());
   budgets.push_back({"auto", auto_budget});
+  const uint64_t baseline = io::TrimmedRssBytes();
+  plan::TokenTimeOptions time;
+  time.rates = compute.rates;
+  time.positions = compute.positions;
+  time.trunk_read_bytes_per_s = large_gbps * 1e9;
+  time.expert_read_bytes_per_s = expert_gbps * 1e9;
+  time.single_read_bytes_per_s = compute.single_read_gbps * 1e9;
   std::vector<Prediction> out;
   for (const auto& [name, budget] : budgets) {
     plan::PlanInputs in;
@@ -134,6 +144,17 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
     in.expert_run_bytes =
         io::AlignUp(sizes.expert_run_bytes) + io::kDirectIoAlignment;
     in.max_context = max_context;
+    // What generate charges before the weights: its process (about what
+    // this one holds, trimmed) and the expert index (engine.cc), so the
+    // pinned prefix matches the engine's.
+    in.process_baseline_bytes = baseline;
+    // A streamed lm_head's two pass buffers, 16 MiB each by default
+    // (coordinator/stream/vocab_stream.h, lm_head_pass_bytes).
+    in.lm_head_stream_bytes =
+        2 * std::min<uint64_t>(sizes.vocab_region_bytes, uint64_t{16} << 20);
+    in.metadata_bytes = experts::ExpertIndex::MemoryBytesFor(
+        sizes.config.num_hidden_layers, sizes.config.num_experts,
+        std::max<int>(1, static_cast<int>(sizes.shards.size())));
     in.disk_bytes_per_second = large_gbps * 1e9;
     Prediction p{name, budget, plan::MakeMemoryPlan(in)};
     if (p.plan.ok()) {
@@ -145,9 +166,11 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
                             sizes.expert_run_bytes;
       p.large_read_bytes = plan.trunk_read_bytes + plan.lm_head_read_bytes +
                            plan.embed_read_bytes;
-      p.seconds_per_token =
-          (large_gbps > 0 ? p.large_read_bytes / (large_gbps * 1e9) : 0) +
-          (expert_gbps > 0 ? p.expert_read_bytes / (expert_gbps * 1e9) : 0);
+      // Reads at the run length too.
+      plan::MemoryPlan read = plan;
+      read.expert_read_bytes = p.expert_read_bytes;
+      p.time = plan::PredictTokenTime(sizes.config, read, time);
+      p.seconds_per_token = p.time.seconds;
     }
     out.push_back(std::move(p));
   }

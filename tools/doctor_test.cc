@@ -139,7 +139,7 @@ TEST(DoctorCli, ReportsAndCleansUp) {
   EXPECT_THAT(out, HasSubstr("MemAvailable"));
   EXPECT_THAT(out, HasSubstr("QD32"));
   EXPECT_THAT(out, HasSubstr("64.00 MiB"));
-  EXPECT_THAT(out, HasSubstr("x QD4, experts at"));
+  EXPECT_THAT(out, HasSubstr("4.00 MiB reads x QD2, experts at"));
   EXPECT_THAT(out, HasSubstr("reads x QD32)"));
   EXPECT_THAT(out, HasSubstr("2M pages"));
   EXPECT_THAT(out, HasSubstr("Where transparent huge pages are off"));

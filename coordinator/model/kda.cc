@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "shared/kernels/kernels.h"
+#include "shared/kernels/recurrent.h"
 
 namespace flotilla::coordinator {
 
@@ -59,42 +60,6 @@ void L2NormalizeHeads(float* x, int heads, int head_dim) {
   }
 }
 
-void KdaRecurrentStep(float* state, const float* q, const float* k,
-                      const float* v, const float* alpha, const float* beta,
-                      int heads, int head_dim, float* out) {
-  const int dd = head_dim;
-  std::vector<double> acc(dd);
-  std::vector<float> delta(dd);
-  for (int h = 0; h < heads; ++h) {
-    float* s = state + static_cast<size_t>(h) * dd * dd;
-    const float* qh = q + h * dd;
-    const float* kh = k + h * dd;
-    const float* vh = v + h * dd;
-    const float* ah = alpha + h * dd;
-    // Decay rows (key channels).
-    for (int i = 0; i < dd; ++i) {
-      for (int j = 0; j < dd; ++j) s[i * dd + j] *= ah[i];
-    }
-    // u = S^T k, then the delta-rule write.
-    std::fill(acc.begin(), acc.end(), 0.0);
-    for (int i = 0; i < dd; ++i) {
-      for (int j = 0; j < dd; ++j) acc[j] += double{s[i * dd + j]} * kh[i];
-    }
-    for (int j = 0; j < dd; ++j) {
-      delta[j] = beta[h] * (vh[j] - static_cast<float>(acc[j]));
-    }
-    for (int i = 0; i < dd; ++i) {
-      for (int j = 0; j < dd; ++j) s[i * dd + j] += kh[i] * delta[j];
-    }
-    // Read the updated state.
-    std::fill(acc.begin(), acc.end(), 0.0);
-    for (int i = 0; i < dd; ++i) {
-      for (int j = 0; j < dd; ++j) acc[j] += double{s[i * dd + j]} * qh[i];
-    }
-    for (int j = 0; j < dd; ++j) out[h * dd + j] = static_cast<float>(acc[j]);
-  }
-}
-
 void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
                 int steps, KdaState* state, float* out,
                 kernels::ThreadPool* pool) {
@@ -130,7 +95,7 @@ void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
     for (int i = 0; i < h; ++i) bt[i] = kernels::Sigmoid(bt[i]);
     KdaDecay(z.data() + t * p, w.a_log.data(), w.dt_bias.data(),
              c.gate_lower_bound, h, d, decay.data(), alpha.data());
-    KdaRecurrentStep(state->s.data(), qt, kt, v.data() + t * p, alpha.data(),
+    kernels::KdaRecurrentStep(state->s.data(), qt, kt, v.data() + t * p, alpha.data(),
                      bt, h, d, o.data());
     // Head-wise RMSNorm with the shared o_norm weight, then the gate.
     float* yt = y.data() + t * p;

@@ -37,11 +37,8 @@ void KdaDecay(const float* z, const float* a_log, const float* dt_bias,
 // Per-head L2 normalisation x / sqrt(sum x^2 + 1e-6), in place.
 void L2NormalizeHeads(float* x, int heads, int head_dim);
 
-// One recurrence step for every head (q already scaled by D^-0.5):
-// S <- diag(alpha) S; u = S^T k; S <- S + k (beta (v - u))^T; o = S^T q.
-void KdaRecurrentStep(float* state, const float* q, const float* k,
-                      const float* v, const float* alpha, const float* beta,
-                      int heads, int head_dim, float* out);
+// The recurrence step itself is kernels::KdaRecurrentStep
+// (shared/kernels/recurrent.h), where doctor can time it too.
 
 // Whole KDA block over `steps` tokens. x: [steps][E] (already normalised by
 // input_layernorm). out: [steps][E]. Carries `state`.

@@ -7,6 +7,7 @@
 #include "coordinator/model/kda.h"
 #include "coordinator/model/local_experts.h"
 #include "coordinator/model/mla.h"
+#include "shared/kernels/recurrent.h"
 #include "coordinator/model/moe.h"
 #include "coordinator/model/region_binding.h"
 #include "gtest/gtest.h"
@@ -124,7 +125,7 @@ void CheckRecurrence(const std::string& name) {
   const int p = heads * dim;
   std::vector<float> state(heads * dim * dim, 0.0f), out(steps * p);
   for (int t = 0; t < steps; ++t) {
-    KdaRecurrentStep(state.data(), q.data() + t * p, k.data() + t * p,
+    kernels::KdaRecurrentStep(state.data(), q.data() + t * p, k.data() + t * p,
                      v.data() + t * p, alpha.data() + t * p,
                      beta.data() + t * heads, heads, dim, out.data() + t * p);
   }

@@ -187,6 +187,8 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
   }
   plan.total_bytes = used;
   plan.trunk_read_bytes = unpinned_total;
+  plan.lm_head_bytes = in.vocab_region_bytes;
+  for (uint64_t b : in.layer_region_bytes) plan.trunk_layer_bytes += b;
   plan.lm_head_read_bytes = plan.lm_head_pinned ? 0 : in.vocab_region_bytes;
   plan.embed_read_bytes = plan.embed_pinned ? 0 : in.vocab_chunk_bytes;
   plan.expert_read_bytes = static_cast<uint64_t>(moe_layers) *

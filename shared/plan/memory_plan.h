@@ -67,6 +67,10 @@ struct MemoryPlan {
   // (owner, bytes) in the order they are charged.
   std::vector<std::pair<std::string, uint64_t>> charges;
   uint64_t total_bytes = 0;
+  // Weights every decoded token computes with: all layer regions and the
+  // lm_head (whether pinned or streamed).
+  uint64_t trunk_layer_bytes = 0;
+  uint64_t lm_head_bytes = 0;
   // Per decoded token, uncached.
   uint64_t trunk_read_bytes = 0;
   uint64_t lm_head_read_bytes = 0;

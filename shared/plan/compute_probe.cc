@@ -1,0 +1,220 @@
+#include "shared/plan/compute_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "shared/io/checksum.h"
+#include "shared/kernels/kernels.h"
+#include "shared/kernels/recurrent.h"
+#include "shared/kernels/thread_pool.h"
+#include "shared/pack/region_builder.h"
+#include "shared/pack/region_layout.h"
+
+namespace flotilla::plan {
+namespace {
+
+// Weights the matvec probes cycle through: several times any last-level
+// cache, so every call reads its weights from RAM as decode does.
+constexpr uint64_t kMatvecScratch = uint64_t{128} << 20;
+constexpr uint64_t kMxfp4Scratch = uint64_t{96} << 20;
+constexpr uint64_t kChecksumBytes = uint64_t{64} << 20;
+constexpr int kMlaPositions = 1024;
+
+// Calls fn(i) for i = 0, 1, ... until `seconds` have passed (at least 3
+// calls, after one untimed call) and returns calls per second.
+double CallsPerSecond(double seconds, const std::function<void(int)>& fn) {
+  using Clock = std::chrono::steady_clock;
+  fn(0);
+  const auto start = Clock::now();
+  int calls = 0;
+  double elapsed = 0;
+  while (calls < 3 || elapsed < seconds) {
+    fn(++calls);
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return calls / elapsed;
+}
+
+// Seconds per byte of one-token matvecs of a [rows][cols] matrix of
+// `dtype`, timed on a slice of at most 32 MB per matrix over copies that
+// total 128 MB (so the weights come from RAM, as in decode).
+double SecondsPerByte(model::DType dtype, size_t rows, size_t cols,
+                      kernels::ThreadPool* pool, double seconds) {
+  const size_t el = dtype == model::DType::kBF16 ? 2 : 4;
+  rows = std::clamp<size_t>((32u << 20) / (el * cols), 1, rows);
+  const size_t n = rows * cols;
+  const int copies =
+      static_cast<int>(std::max<uint64_t>(2, kMatvecScratch / (el * n)));
+  std::vector<uint16_t> w(n * copies * (el / 2));
+  for (size_t i = 0; i < w.size(); ++i) {
+    // Small finite values in either reading (bf16, or f32 halves).
+    w[i] = static_cast<uint16_t>(0x3c00 + (i * 2654435761u >> 26));
+  }
+  std::vector<float> x(cols, 0.01f), y(rows);
+  const double calls = CallsPerSecond(seconds, [&](int i) {
+    kernels::DenseMatrix m{dtype == model::DType::kBF16
+                               ? kernels::DenseType::kBF16
+                               : kernels::DenseType::kF32,
+                           w.data() + (i % copies) * n * (el / 2), rows, cols};
+    kernels::MatMul(m, x.data(), 1, y.data(), pool);
+  });
+  return 1.0 / (calls * static_cast<double>(el * n));
+}
+
+// Every trunk matrix a decoded token multiplies (each layer's 2-D fields as
+// the pack lays them out, and the lm_head), timed shape by shape: the rate
+// of small projections is half that of large ones (per-call hand-out to the
+// pool), so one shape would misjudge a real layer.
+// Also returns, in `overlap`, the share of that time spent before a MoE
+// layer waits for its routed experts: the attention projections, the router
+// and latent_down (moe.cc computes latent_up and the shared experts after
+// the routed ones), which is what the experts' guessed reads hide behind.
+using Shape = std::tuple<model::DType, size_t, size_t>;
+
+double TrunkMatvecRate(const model::K3Config& c, kernels::ThreadPool* pool,
+                       double seconds, double* overlap) {
+  std::map<Shape, uint64_t> uses, before_experts;
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    bool before = !c.IsDenseLayer(layer);
+    for (const pack::RegionField& f : pack::PlanLayerLayout(c, layer).fields) {
+      if (f.name == "latent_up" || f.name == "shared_gate") before = false;
+      if (f.shape.size() == 2 && f.shape[0] > 0 && f.shape[1] > 0) {
+        const Shape shape{f.dtype, static_cast<size_t>(f.shape[0]),
+                          static_cast<size_t>(f.shape[1])};
+        ++uses[shape];
+        if (before) ++before_experts[shape];
+      }
+    }
+  }
+  ++uses[{model::DType::kBF16, static_cast<size_t>(std::max(1, c.vocab_size)),
+          static_cast<size_t>(std::max(1, c.hidden_size))}];
+  const double each = std::max(0.02, seconds / uses.size());
+  double bytes = 0, time = 0, time_before = 0;
+  for (const auto& [shape, count] : uses) {
+    const auto& [dtype, rows, cols] = shape;
+    const double per_use = static_cast<double>(rows) * cols *
+                           (dtype == model::DType::kBF16 ? 2 : 4) *
+                           SecondsPerByte(dtype, rows, cols, pool, each);
+    bytes += static_cast<double>(count) * rows * cols *
+             (dtype == model::DType::kBF16 ? 2 : 4);
+    time += count * per_use;
+    auto it = before_experts.find(shape);
+    if (it != before_experts.end()) time_before += it->second * per_use;
+  }
+  *overlap = time > 0 ? time_before / time : 0;
+  return time > 0 ? bytes / time : 0;
+}
+
+double Mxfp4Rate(const model::K3Config& c, kernels::ThreadPool* pool,
+                 double seconds) {
+  // One expert as the executor applies it: w1 and w3 (I x L), then w2
+  // (L x I), each one call on the pool.
+  const size_t inter = std::max<size_t>(32, c.moe_intermediate_size / 32 * 32);
+  const size_t lat =
+      std::max<size_t>(32, c.routed_expert_hidden_size / 32 * 32);
+  const size_t packed = inter * lat / 2, scales = inter * lat / 32;
+  const size_t run = 3 * (packed + scales);
+  const int copies =
+      static_cast<int>(std::max<uint64_t>(2, kMxfp4Scratch / run));
+  std::vector<uint8_t> p(3 * packed * copies), s(3 * scales * copies);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i * 97);
+  for (size_t i = 0; i < s.size(); ++i) {
+    s[i] = static_cast<uint8_t>(118 + i % 7);
+  }
+  std::vector<float> x(std::max(inter, lat), 0.01f), y(std::max(inter, lat));
+  const double calls = CallsPerSecond(seconds, [&](int i) {
+    for (size_t w = 0; w < 3; ++w) {
+      const size_t at = static_cast<size_t>(i % copies) * 3 + w;
+      kernels::Mxfp4Matrix m{p.data() + at * packed, s.data() + at * scales,
+                             w < 2 ? inter : lat, w < 2 ? lat : inter};
+      kernels::MatMulMxfp4(m, x.data(), 1, y.data(), pool);
+    }
+  });
+  return calls * static_cast<double>(run);
+}
+
+double KdaRate(const model::K3Config& c, double seconds) {
+  const int heads = std::max(1, c.kda_num_heads);
+  const int d = std::max(1, c.kda_head_dim);
+  const size_t p = static_cast<size_t>(heads) * d;
+  std::vector<float> state(p * d, 0.0f), q(p, 0.02f), k(p, 0.03f), v(p, 0.5f),
+      alpha(p, 0.97f), beta(heads, 0.5f), out(p);
+  const double calls = CallsPerSecond(seconds, [&](int) {
+    kernels::KdaRecurrentStep(state.data(), q.data(), k.data(), v.data(),
+                              alpha.data(), beta.data(), heads, d, out.data());
+  });
+  return calls * heads;
+}
+
+// The per-position work of one head in the MLA decode loop (mla.cc): a
+// latent and a rope dot product per position, a softmax, then the weighted
+// sum of the latent rows in double.
+double MlaRate(const model::K3Config& c, double seconds) {
+  const size_t kvl = std::max(1, c.kv_lora_rank);
+  const size_t rope = std::max(1, c.qk_rope_head_dim);
+  std::vector<float> ckv(kMlaPositions * kvl, 0.01f),
+      krope(kMlaPositions * rope, 0.01f), q(kvl + rope, 0.02f),
+      scores(kMlaPositions);
+  std::vector<double> acc(kvl);
+  volatile double sink = 0;
+  const double calls = CallsPerSecond(seconds, [&](int) {
+    for (size_t s = 0; s < kMlaPositions; ++s) {
+      scores[s] = static_cast<float>(
+          kernels::DotF32(q.data(), ckv.data() + s * kvl, kvl) +
+          kernels::DotF32(q.data() + kvl, krope.data() + s * rope, rope));
+    }
+    kernels::Softmax(scores.data(), kMlaPositions);
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (size_t s = 0; s < kMlaPositions; ++s) {
+      const float* row = ckv.data() + s * kvl;
+      const double w = scores[s];
+      for (size_t j = 0; j < kvl; ++j) acc[j] += w * row[j];
+    }
+    sink = sink + acc[0];
+  });
+  return calls * kMlaPositions;
+}
+
+double ChecksumRate(double seconds) {
+  std::vector<uint8_t> bytes(kChecksumBytes);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i);
+  volatile uint64_t sink = 0;
+  const double calls = CallsPerSecond(seconds, [&](int) {
+    sink = sink ^ io::Checksum64(bytes.data(), bytes.size());
+  });
+  return calls * static_cast<double>(kChecksumBytes);
+}
+
+}  // namespace
+
+absl::StatusOr<ComputeRates> MeasureComputeRates(const model::K3Config& c,
+                                                 int threads,
+                                                 double seconds_per_probe) {
+  if (threads < 1 || threads > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compute probe: threads must be in [1, 1024], got ", threads));
+  }
+  if (!(seconds_per_probe > 0 && seconds_per_probe <= 60)) {
+    return absl::InvalidArgumentError(
+        "compute probe: seconds per probe must be in (0, 60]");
+  }
+  kernels::ThreadPool pool(threads);
+  ComputeRates r;
+  r.threads = threads;
+  r.bf16_bytes_per_s = TrunkMatvecRate(c, &pool, 2 * seconds_per_probe,
+                                       &r.expert_overlap_fraction);
+  r.mxfp4_bytes_per_s = Mxfp4Rate(c, &pool, seconds_per_probe);
+  r.kda_head_steps_per_s = KdaRate(c, seconds_per_probe);
+  r.mla_head_positions_per_s = MlaRate(c, seconds_per_probe);
+  r.checksum_bytes_per_s = ChecksumRate(seconds_per_probe);
+  return r;
+}
+
+}  // namespace flotilla::plan

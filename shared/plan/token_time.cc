@@ -1,0 +1,81 @@
+#include "shared/plan/token_time.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace flotilla::plan {
+namespace {
+
+double Over(double amount, double rate) { return rate > 0 ? amount / rate : 0; }
+
+}  // namespace
+
+std::string ComputeRates::ToString() const {
+  return absl::StrFormat(
+      "bf16 matvec %.2f GB/s, MXFP4 expert %.2f GB/s (%d threads); KDA "
+      "step %.0f heads/s, MLA %.1f M head-positions/s, checksum %.2f GB/s "
+      "(1 thread)",
+      bf16_bytes_per_s / 1e9, mxfp4_bytes_per_s / 1e9, threads,
+      kda_head_steps_per_s, mla_head_positions_per_s / 1e6,
+      checksum_bytes_per_s / 1e9);
+}
+
+std::string TokenTime::ToString() const {
+  return absl::StrFormat(
+      "%.3f s/token (compute %.3f s: bf16 %.3f + experts %.3f + attention "
+      "%.3f + checksums %.3f; disk %.3f s: trunk %.3f + experts %.3f, of "
+      "which %.3f after a wrong guess)",
+      seconds, compute_s(), bf16_s, mxfp4_s, attention_s, verify_s, disk_s(),
+      trunk_read_s, expert_read_s, miss_read_s);
+}
+
+TokenTime PredictTokenTime(const model::K3Config& c, const MemoryPlan& plan,
+                           const TokenTimeOptions& o) {
+  const ComputeRates& r = o.rates;
+  TokenTime t;
+  t.trunk_read_s =
+      Over(static_cast<double>(plan.trunk_read_bytes + plan.lm_head_read_bytes +
+                               plan.embed_read_bytes),
+           o.trunk_read_bytes_per_s);
+  t.bf16_s =
+      Over(static_cast<double>(plan.trunk_layer_bytes + plan.lm_head_bytes),
+           r.bf16_bytes_per_s);
+  double kda_steps = 0, mla_positions = 0;
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (c.IsMlaLayer(layer)) {
+      mla_positions +=
+          static_cast<double>(c.num_attention_heads) * std::max(1, o.positions);
+    } else {
+      kda_steps += c.kda_num_heads;
+    }
+  }
+  t.attention_s =
+      Over(kda_steps, r.kda_head_steps_per_s) +
+      Over(mla_positions, r.mla_head_positions_per_s * std::max(1, r.threads));
+  double verified = 0;
+  if (o.verify_checksums) {
+    verified =
+        static_cast<double>(plan.trunk_read_bytes + plan.lm_head_read_bytes);
+  }
+  double hit_read_s = 0;
+  if (o.local_experts) {
+    const double routed = static_cast<double>(plan.expert_read_bytes);
+    const double miss = std::clamp(o.prefetch_miss_fraction, 0.0, 1.0);
+    t.expert_read_s = Over(routed * (1 + miss), o.expert_read_bytes_per_s);
+    hit_read_s = Over(routed * (1 - miss), o.expert_read_bytes_per_s);
+    t.miss_read_s = Over(routed * miss, o.single_read_bytes_per_s > 0
+                                            ? o.single_read_bytes_per_s
+                                            : o.expert_read_bytes_per_s);
+    t.mxfp4_s = Over(routed, r.mxfp4_bytes_per_s);
+    if (o.verify_checksums) verified += routed * (1 + miss);
+  }
+  t.verify_s = Over(verified, r.checksum_bytes_per_s);
+  // See the header: guessed reads overlap the layer's dense compute only,
+  // reads after a wrong guess nothing.
+  const double exposed = std::max(0.0, hit_read_s - t.bf16_s) + t.miss_read_s;
+  t.seconds = std::max(t.disk_s(), t.compute_s() + exposed);
+  return t;
+}
+
+}  // namespace flotilla::plan
