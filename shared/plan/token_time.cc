@@ -58,12 +58,13 @@ TokenTime PredictTokenTime(const model::K3Config& c, const MemoryPlan& plan,
     verified =
         static_cast<double>(plan.trunk_read_bytes + plan.lm_head_read_bytes);
   }
-  double hit_read_s = 0;
+  double guessed_read_s = 0;
   if (o.local_experts) {
     const double routed = static_cast<double>(plan.expert_read_bytes);
     const double miss = std::clamp(o.prefetch_miss_fraction, 0.0, 1.0);
     t.expert_read_s = Over(routed * (1 + miss), o.expert_read_bytes_per_s);
-    hit_read_s = Over(routed * (1 - miss), o.expert_read_bytes_per_s);
+    // top_k guesses per layer, right or wrong, read together.
+    guessed_read_s = Over(routed, o.expert_read_bytes_per_s);
     t.miss_read_s = Over(routed * miss, o.single_read_bytes_per_s > 0
                                             ? o.single_read_bytes_per_s
                                             : o.expert_read_bytes_per_s);
@@ -71,9 +72,12 @@ TokenTime PredictTokenTime(const model::K3Config& c, const MemoryPlan& plan,
     if (o.verify_checksums) verified += routed * (1 + miss);
   }
   t.verify_s = Over(verified, r.checksum_bytes_per_s);
-  // See the header: guessed reads overlap the layer's dense compute only,
-  // reads after a wrong guess nothing.
-  const double exposed = std::max(0.0, hit_read_s - t.bf16_s) + t.miss_read_s;
+  // See the header: guessed reads overlap the layer's dense compute before
+  // its routed experts are needed, reads after a wrong guess nothing.
+  const double overlap =
+      t.bf16_s * std::clamp(r.expert_overlap_fraction, 0.0, 1.0);
+  const double exposed =
+      std::max(0.0, guessed_read_s - overlap) + t.miss_read_s;
   t.seconds = std::max(t.disk_s(), t.compute_s() + exposed);
   return t;
 }

@@ -1,0 +1,95 @@
+// PredictTokenTime's arithmetic on hand-made plans and rates, and the
+// compute probe on ckpt_A's config (rates measured, positive).
+#include "shared/plan/token_time.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "shared/model/config.h"
+#include "shared/plan/compute_probe.h"
+
+namespace flotilla::plan {
+namespace {
+
+model::K3Config CkptA() {
+  auto c = model::LoadK3Config(std::string(FLOTILLA_TEST_DATA_DIR) +
+                               "/k3/ckpt_A/config.json");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+TokenTimeOptions Options() {
+  TokenTimeOptions o;
+  o.rates.threads = 2;
+  o.rates.bf16_bytes_per_s = 10e9;
+  o.rates.mxfp4_bytes_per_s = 4e9;
+  o.rates.checksum_bytes_per_s = 0;  // no checksum term
+  o.rates.kda_head_steps_per_s = 1e5;
+  o.rates.mla_head_positions_per_s = 1e7;
+  o.rates.expert_overlap_fraction = 0.5;
+  o.trunk_read_bytes_per_s = 2e9;
+  o.expert_read_bytes_per_s = 2e9;
+  o.single_read_bytes_per_s = 1e9;
+  o.prefetch_miss_fraction = 0.1;
+  return o;
+}
+
+TEST(TokenTimeTest, ResidentTrunkIsComputeBoundWithExposedReads) {
+  MemoryPlan p;
+  p.trunk_layer_bytes = 2'000'000'000;  // 0.2 s of bf16 at 10 GB/s
+  p.expert_read_bytes = 400'000'000;    // 0.1 s of MXFP4 at 4 GB/s
+  const TokenTime t = PredictTokenTime(CkptA(), p, Options());
+  EXPECT_DOUBLE_EQ(t.trunk_read_s, 0);
+  EXPECT_DOUBLE_EQ(t.bf16_s, 0.2);
+  EXPECT_DOUBLE_EQ(t.mxfp4_s, 0.1);
+  // Routed runs plus the 10% wrong guesses, at 2 GB/s.
+  EXPECT_DOUBLE_EQ(t.expert_read_s, 0.44e9 / 2e9);
+  EXPECT_DOUBLE_EQ(t.miss_read_s, 0.04e9 / 1e9);
+  // The guesses (top_k per layer: 0.2 s) hide behind half the bf16 time
+  // (0.1 s): 0.1 s exposed, plus the misses' 0.04 s read alone.
+  EXPECT_NEAR(t.seconds, t.compute_s() + 0.1 + 0.04, 1e-12);
+  EXPECT_GT(t.attention_s, 0);  // ckpt_A has KDA and MLA layers
+}
+
+TEST(TokenTimeTest, StreamedTrunkIsDiskBound) {
+  MemoryPlan p;
+  p.trunk_layer_bytes = 2'000'000'000;
+  p.trunk_read_bytes = 1'500'000'000;  // 0.75 s at 2 GB/s
+  p.lm_head_read_bytes = 100'000'000;
+  p.expert_read_bytes = 400'000'000;
+  const TokenTime t = PredictTokenTime(CkptA(), p, Options());
+  EXPECT_DOUBLE_EQ(t.trunk_read_s, 0.8);
+  EXPECT_DOUBLE_EQ(t.seconds, t.disk_s());
+  EXPECT_GT(t.disk_s(), t.compute_s());
+  EXPECT_NE(t.ToString().find("s/token"), std::string::npos);
+}
+
+TEST(TokenTimeTest, RemoteExpertsAreNotCharged) {
+  MemoryPlan p;
+  p.trunk_layer_bytes = 1'000'000'000;
+  p.expert_read_bytes = 400'000'000;
+  TokenTimeOptions o = Options();
+  o.local_experts = false;
+  const TokenTime t = PredictTokenTime(CkptA(), p, o);
+  EXPECT_DOUBLE_EQ(t.mxfp4_s, 0);
+  EXPECT_DOUBLE_EQ(t.expert_read_s, 0);
+  EXPECT_DOUBLE_EQ(t.seconds, t.compute_s());
+}
+
+TEST(ComputeProbeTest, MeasuresEveryRate) {
+  auto r = MeasureComputeRates(CkptA(), 2, 0.02);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->threads, 2);
+  EXPECT_GT(r->bf16_bytes_per_s, 1e8);
+  EXPECT_GT(r->mxfp4_bytes_per_s, 1e7);
+  EXPECT_GT(r->kda_head_steps_per_s, 0);
+  EXPECT_GT(r->mla_head_positions_per_s, 0);
+  EXPECT_GT(r->checksum_bytes_per_s, 1e8);
+  EXPECT_GT(r->expert_overlap_fraction, 0);
+  EXPECT_LT(r->expert_overlap_fraction, 1);
+  EXPECT_FALSE(MeasureComputeRates(CkptA(), 0, 0.02).ok());
+  EXPECT_FALSE(MeasureComputeRates(CkptA(), 2, 0).ok());
+}
+
+}  // namespace
+}  // namespace flotilla::plan
