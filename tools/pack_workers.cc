@@ -355,12 +355,10 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
   FLOTILLA_ASSIGN_OR_RETURN(src.fingerprint, model::FingerprintCheckpoint(
                                                  o.model_dir, *src.checkpoint));
   src.config_text = ReadText(config_path);
-  for (const std::string& name : src.checkpoint->Names()) {
+  src.checkpoint->ForEachTensor([&](const model::TensorInfo& t) {
     int layer = 0, expert = 0;
-    if (ParseExpertName(name, &layer, &expert)) {
-      src.tensors.push_back(src.checkpoint->Find(name));
-    }
-  }
+    if (ParseExpertName(t.name, &layer, &expert)) src.tensors.push_back(&t);
+  });
   if (src.tensors.empty()) {
     return absl::NotFoundError(
         absl::StrCat(o.model_dir, " has no routed-expert tensors"));

@@ -121,14 +121,14 @@ absl::Status BindRun(const ExpertKey& key,
 absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
     const model::TensorSource& source, const ExpertIndexOptions& options) {
   std::map<ExpertKey, FoundExpertTensors> groups;
-  for (const std::string& name : source.Names()) {
+  source.ForEachTensor([&](const model::TensorInfo& t) {
     ParsedName p;
-    if (!ParseExpertName(name, &p)) continue;
-    if (options.only_layer >= 0 && p.key.layer != options.only_layer) continue;
+    if (!ParseExpertName(t.name, &p)) return;
+    if (options.only_layer >= 0 && p.key.layer != options.only_layer) return;
     FoundExpertTensors& g = groups[p.key];
     g.prefix = p.prefix;
-    g.t[p.which][p.part] = source.Find(name);
-  }
+    g.t[p.which][p.part] = &t;
+  });
   IndexBuilder builder;
   std::string source_name;
   size_t noncontiguous = 0;

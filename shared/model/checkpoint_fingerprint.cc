@@ -112,19 +112,23 @@ absl::StatusOr<std::string> FingerprintCheckpoint(const std::string& model_dir,
   h.Str("flotilla-checkpoint-fingerprint-v1\n");
   h.Str(config);
   std::map<std::string, std::string> shards;  // relative name -> path
-  for (const std::string& name : source.Names()) {
-    const TensorInfo* t = source.Find(name);
-    if (t == nullptr) continue;
-    const std::string shard = RelativeName(model_dir, t->file);
-    shards.emplace(shard, t->file);
-    h.Str(name);
-    h.Str(DTypeName(t->dtype));
-    h.U64(t->shape.size());
-    for (int64_t d : t->shape) h.U64(static_cast<uint64_t>(d));
-    h.U64(t->nbytes);
-    h.Str(shard);
-    h.U64(t->offset);
-  }
+  // Shards in tensor order repeat: their relative names are worked out
+  // once per file.
+  std::map<std::string, std::string, std::less<>> relative;  // path -> name
+  source.ForEachTensor([&](const TensorInfo& t) {
+    auto it = relative.find(t.file);
+    if (it == relative.end()) {
+      it = relative.emplace(t.file, RelativeName(model_dir, t.file)).first;
+      shards.emplace(it->second, t.file);
+    }
+    h.Str(t.name);
+    h.Str(DTypeName(t.dtype));
+    h.U64(t.shape.size());
+    for (int64_t d : t.shape) h.U64(static_cast<uint64_t>(d));
+    h.U64(t.nbytes);
+    h.Str(it->second);
+    h.U64(t.offset);
+  });
   for (const auto& [name, path] : shards) {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
@@ -140,9 +144,7 @@ absl::StatusOr<std::string> FingerprintCheckpoint(const std::string& model_dir,
 std::vector<std::string> CheckpointShards(const std::string& model_dir,
                                           const TensorSource& source) {
   std::set<std::string> files;
-  for (const std::string& name : source.Names()) {
-    if (const TensorInfo* t = source.Find(name)) files.insert(t->file);
-  }
+  source.ForEachTensor([&](const TensorInfo& t) { files.insert(t.file); });
   std::set<std::string> shards;
   for (const std::string& f : files) shards.insert(RelativeName(model_dir, f));
   return {shards.begin(), shards.end()};

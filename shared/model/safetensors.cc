@@ -140,6 +140,11 @@ const TensorInfo* SafetensorsCheckpoint::Find(absl::string_view name) const {
   return it == tensors_.end() ? nullptr : &*it;
 }
 
+void SafetensorsCheckpoint::ForEachTensor(
+    const std::function<void(const TensorInfo&)>& fn) const {
+  for (const TensorInfo& t : tensors_) fn(t);
+}
+
 std::vector<std::string> SafetensorsCheckpoint::Names() const {
   std::vector<std::string> names;
   names.reserve(tensors_.size());

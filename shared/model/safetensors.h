@@ -33,6 +33,8 @@ class SafetensorsCheckpoint : public TensorSource {
 
   const TensorInfo* Find(absl::string_view name) const override;
   std::vector<std::string> Names() const override;
+  void ForEachTensor(
+      const std::function<void(const TensorInfo&)>& fn) const override;
   absl::Status ReadRaw(const TensorInfo& info, void* dst) const override;
 
  private:

@@ -9,6 +9,13 @@
 
 namespace flotilla::model {
 
+void TensorSource::ForEachTensor(
+    const std::function<void(const TensorInfo&)>& fn) const {
+  for (const std::string& name : Names()) {
+    if (const TensorInfo* t = Find(name)) fn(*t);
+  }
+}
+
 const char* DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kF32:
