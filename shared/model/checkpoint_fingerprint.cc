@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -78,8 +79,13 @@ absl::Status HashWholeFile(const std::string& path, Hasher* h) {
   return absl::OkStatus();
 }
 
-// Hashes a shard's size and its header bytes (the u64 length and the JSON).
-absl::Status HashShardHeader(const std::string& path, Hasher* h) {
+// A shard's size and its header bytes (the u64 length and the JSON).
+struct ShardHeader {
+  uint64_t file_size = 0;
+  std::string header;
+};
+
+absl::StatusOr<ShardHeader> ReadShardHeader(const std::string& path) {
   FLOTILLA_ASSIGN_OR_RETURN(internal::ReadOnlyFile file,
                             internal::ReadOnlyFile::Open(path));
   uint8_t len[8];
@@ -94,11 +100,42 @@ absl::Status HashShardHeader(const std::string& path, Hasher* h) {
     return absl::DataLossError(absl::StrCat(
         path, ": header of ", n, " bytes runs past the file's ", file.size()));
   }
-  std::string header(n, '\0');
+  ShardHeader out;
+  out.file_size = file.size();
+  out.header.resize(n);
   FLOTILLA_RETURN_IF_ERROR(
-      file.ReadAt(sizeof(len), header.data(), header.size(), "header"));
-  h->U64(file.size());
-  h->Str(header);
+      file.ReadAt(sizeof(len), out.header.data(), n, "header"));
+  return out;
+}
+
+// Hashes every shard's header in order, reading kHeaderWindow of them at a
+// time in parallel: on a cold disk each header is two small random reads
+// (~2.4 ms each on the 2-vCPU VM), 94 of them one after another were 0.23 s
+// of a 0.6 s open; a window bounds the bytes held (a real K3 header is
+// ~0.75 MB).
+constexpr size_t kHeaderWindow = 16;
+
+absl::Status HashShardHeaders(const std::string& model_dir,
+                              const std::vector<std::string>& shards,
+                              Hasher* h) {
+  for (size_t start = 0; start < shards.size(); start += kHeaderWindow) {
+    const size_t n = std::min(kHeaderWindow, shards.size() - start);
+    std::vector<absl::StatusOr<ShardHeader>> got(n, ShardHeader{});
+    std::vector<std::thread> readers;
+    readers.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      readers.emplace_back([&, i] {
+        got[i] = ReadShardHeader(model_dir + "/" + shards[start + i]);
+      });
+    }
+    for (std::thread& t : readers) t.join();
+    for (size_t i = 0; i < n; ++i) {
+      if (!got[i].ok()) return got[i].status();
+      h->Str(shards[start + i]);
+      h->U64(got[i]->file_size);
+      h->Str(got[i]->header);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -180,10 +217,7 @@ absl::StatusOr<std::string> CheckpointStamp(
     h.Str("listing");
     for (const std::string& name : listed) h.Str(name);
   }
-  for (const std::string& shard : shards) {
-    h.Str(shard);
-    FLOTILLA_RETURN_IF_ERROR(HashShardHeader(model_dir + "/" + shard, &h));
-  }
+  FLOTILLA_RETURN_IF_ERROR(HashShardHeaders(model_dir, shards, &h));
   return Hex(h.Digest());
 }
 
