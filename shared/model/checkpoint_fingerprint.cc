@@ -1,6 +1,8 @@
 #include "shared/model/checkpoint_fingerprint.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <filesystem>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -108,33 +109,30 @@ absl::StatusOr<ShardHeader> ReadShardHeader(const std::string& path) {
   return out;
 }
 
-// Hashes every shard's header in order, reading kHeaderWindow of them at a
-// time in parallel: on a cold disk each header is two small random reads
-// (~2.4 ms each on the 2-vCPU VM), 94 of them one after another were 0.23 s
-// of a 0.6 s open; a window bounds the bytes held (a real K3 header is
-// ~0.75 MB).
-constexpr size_t kHeaderWindow = 16;
+// Hashes every shard's header in order. On a cold disk each header is two
+// small random reads (~2.4 ms each on the 2-vCPU VM): 94 of them one after
+// another were 0.23 s of a 0.6 s open. So the kernel is first asked to read
+// every header's first kHeaderAhead bytes at once (POSIX_FADV_WILLNEED
+// queues them without waiting), then they are read in order from the page
+// cache. (Reader threads did the same but left their malloc arenas behind:
+// +24 MB RSS after open.)
+constexpr off_t kHeaderAhead = 1 << 20;
 
 absl::Status HashShardHeaders(const std::string& model_dir,
                               const std::vector<std::string>& shards,
                               Hasher* h) {
-  for (size_t start = 0; start < shards.size(); start += kHeaderWindow) {
-    const size_t n = std::min(kHeaderWindow, shards.size() - start);
-    std::vector<absl::StatusOr<ShardHeader>> got(n, ShardHeader{});
-    std::vector<std::thread> readers;
-    readers.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      readers.emplace_back([&, i] {
-        got[i] = ReadShardHeader(model_dir + "/" + shards[start + i]);
-      });
-    }
-    for (std::thread& t : readers) t.join();
-    for (size_t i = 0; i < n; ++i) {
-      if (!got[i].ok()) return got[i].status();
-      h->Str(shards[start + i]);
-      h->U64(got[i]->file_size);
-      h->Str(got[i]->header);
-    }
+  for (const std::string& shard : shards) {
+    const int fd = ::open((model_dir + "/" + shard).c_str(), O_RDONLY);
+    if (fd < 0) continue;  // the read below reports it
+    ::posix_fadvise(fd, 0, kHeaderAhead, POSIX_FADV_WILLNEED);
+    ::close(fd);
+  }
+  for (const std::string& shard : shards) {
+    FLOTILLA_ASSIGN_OR_RETURN(ShardHeader got,
+                              ReadShardHeader(model_dir + "/" + shard));
+    h->Str(shard);
+    h->U64(got.file_size);
+    h->Str(got.header);
   }
   return absl::OkStatus();
 }
