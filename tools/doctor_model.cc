@@ -148,10 +148,10 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
     // this one holds, trimmed) and the expert index (engine.cc), so the
     // pinned prefix matches the engine's.
     in.process_baseline_bytes = baseline;
-    // A streamed lm_head's two pass buffers, 16 MiB each by default
-    // (coordinator/stream/vocab_stream.h, lm_head_pass_bytes).
-    in.lm_head_stream_bytes =
-        2 * std::min<uint64_t>(sizes.vocab_region_bytes, uint64_t{16} << 20);
+    // A streamed lm_head's two pass buffers, as generate charges them.
+    in.lm_head_stream_bytes = plan::LmHeadPassBufferBytes(
+        sizes.config.vocab_size, row_bytes, pack::kVocabChunkRows,
+        plan::kLmHeadPassBytes);
     in.metadata_bytes = experts::ExpertIndex::MemoryBytesFor(
         sizes.config.num_hidden_layers, sizes.config.num_experts,
         std::max<int>(1, static_cast<int>(sizes.shards.size())));

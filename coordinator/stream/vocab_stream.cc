@@ -7,22 +7,19 @@
 #include "coordinator/model/weights.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
+#include "shared/plan/memory_plan.h"
 
 namespace flotilla::coordinator {
 namespace {
 
-// Rows per lm_head pass: whole checksum chunks, at most the vocabulary.
 uint64_t PassRows(uint64_t vocab, uint64_t row_bytes, uint64_t chunk_rows,
                   const VocabStreamOptions& o) {
-  const uint64_t want = std::max<uint64_t>(
-      chunk_rows, o.lm_head_pass_bytes / row_bytes / chunk_rows * chunk_rows);
-  return std::min(want, (vocab + chunk_rows - 1) / chunk_rows * chunk_rows);
+  return plan::LmHeadPassRows(vocab, row_bytes, chunk_rows,
+                              o.lm_head_pass_bytes);
 }
 
-// A buffer that holds `rows` rows read with O_DIRECT from any file offset:
-// the aligned range starts up to 4 KiB before the first row.
 uint64_t SpanBytes(uint64_t rows, uint64_t row_bytes) {
-  return io::AlignUp(rows * row_bytes) + io::kDirectIoAlignment;
+  return plan::RowSpanBytes(rows, row_bytes);
 }
 
 }  // namespace
@@ -30,8 +27,8 @@ uint64_t SpanBytes(uint64_t rows, uint64_t row_bytes) {
 uint64_t LmHeadStreamBufferBytes(uint64_t vocab, uint64_t row_bytes,
                                  uint64_t chunk_rows,
                                  const VocabStreamOptions& options) {
-  return 2 *
-         SpanBytes(PassRows(vocab, row_bytes, chunk_rows, options), row_bytes);
+  return plan::LmHeadPassBufferBytes(vocab, row_bytes, chunk_rows,
+                                     options.lm_head_pass_bytes);
 }
 
 absl::StatusOr<std::unique_ptr<VocabStream>> VocabStream::Create(

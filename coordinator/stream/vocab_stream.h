@@ -27,11 +27,12 @@
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 #include "shared/pack/pack_manifest.h"
+#include "shared/plan/memory_plan.h"
 
 namespace flotilla::coordinator {
 
 struct VocabStreamOptions {
-  uint64_t lm_head_pass_bytes = 16ull << 20;  // rounded to whole chunks
+  uint64_t lm_head_pass_bytes = plan::kLmHeadPassBytes;  // whole chunks
   bool verify_checksums = true;
   io::ReaderKind reader = io::ReaderKind::kAuto;
   io::ReaderFactory reader_factory;  // empty: io::CreateBatchReader

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "shared/io/aligned_buffer.h"
 
 namespace flotilla::plan {
 namespace {
@@ -54,6 +55,24 @@ uint64_t WorkspaceBytes(const model::K3Config& c, int tokens) {
   const uint64_t per_token = (blocks + 5) * e + 9 * p + 2 * mla_q + ffn +
                              experts + c.num_experts + c.vocab_size;
   return per_token * 4 * static_cast<uint64_t>(tokens);
+}
+
+uint64_t LmHeadPassRows(uint64_t vocab, uint64_t row_bytes, uint64_t chunk_rows,
+                        uint64_t pass_bytes) {
+  const uint64_t want = std::max<uint64_t>(
+      chunk_rows, pass_bytes / row_bytes / chunk_rows * chunk_rows);
+  return std::min(want, (vocab + chunk_rows - 1) / chunk_rows * chunk_rows);
+}
+
+uint64_t RowSpanBytes(uint64_t rows, uint64_t row_bytes) {
+  return io::AlignUp(rows * row_bytes) + io::kDirectIoAlignment;
+}
+
+uint64_t LmHeadPassBufferBytes(uint64_t vocab, uint64_t row_bytes,
+                               uint64_t chunk_rows, uint64_t pass_bytes) {
+  return 2 *
+         RowSpanBytes(LmHeadPassRows(vocab, row_bytes, chunk_rows, pass_bytes),
+                      row_bytes);
 }
 
 uint64_t MemoryPlan::open_bytes() const {

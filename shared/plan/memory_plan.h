@@ -98,6 +98,20 @@ struct MemoryPlan {
 // the smallest working set does not fit.
 absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& inputs);
 
+// A streamed lm_head (coordinator/stream/vocab_stream.h) reads it in passes
+// of whole checksum chunks (`chunk_rows` rows), about `pass_bytes` each and
+// at most the vocabulary, into two buffers that each hold a pass read with
+// O_DIRECT from any offset. Here so the coordinator and doctor charge the
+// same bytes.
+inline constexpr uint64_t kLmHeadPassBytes = uint64_t{16} << 20;
+uint64_t LmHeadPassRows(uint64_t vocab, uint64_t row_bytes, uint64_t chunk_rows,
+                        uint64_t pass_bytes);
+// `rows` rows read with O_DIRECT from any file offset: the aligned range
+// starts up to 4 KiB before the first row.
+uint64_t RowSpanBytes(uint64_t rows, uint64_t row_bytes);
+uint64_t LmHeadPassBufferBytes(uint64_t vocab, uint64_t row_bytes,
+                               uint64_t chunk_rows, uint64_t pass_bytes);
+
 // Sequence state bytes for `positions` (KDA state + MLA latent cache).
 uint64_t SequenceStateBytes(const model::K3Config& config, int positions);
 // Working buffers of one forward pass over `tokens` tokens.
