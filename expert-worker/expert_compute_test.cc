@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "shared/experts/in_memory_experts.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/pack_manifest.h"
 
 namespace flotilla::expert_worker {
 namespace {
@@ -178,6 +180,65 @@ TEST(ExpertComputeTest, FromAPackOfTheFolderComputesTheSameBits) {
     served += half->Validate(CallFor(one, 1, true)).ok();
   }
   EXPECT_EQ(served, 4);  // 8 experts over 2 workers, one replica each
+  fs::remove_all(dir);
+}
+
+// With a pack, every expert the worker reads is checked against the
+// expert table's checksum, as the coordinator checks its own reads: one
+// flipped byte in the shard fails the call that needs that expert, naming
+// layer, expert, file and offset, and only that one.
+TEST(ExpertComputeTest, AFlippedByteInAnExpertFailsItsCall) {
+  namespace fs = std::filesystem;
+  const std::string dir = ::testing::TempDir() + "/expert_compute_flip_" +
+                          std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f :
+       {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
+    fs::copy_file(kCkptA + "/" + f, dir + "/" + f);
+  }
+  const std::string pack = std::string(FLOTILLA_BIN_DIR) +
+                           "/flotilla-tool pack --model " + dir +
+                           " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(pack.c_str()), 0) << pack;
+  auto m = pack::LoadPackManifest(dir + "/flotilla-pack");
+  ASSERT_TRUE(m.ok()) << m.status();
+  uint64_t offset = 0;
+  for (const pack::PackExpert& e : m->experts) {
+    if (e.layer == 6 && e.expert == 3) offset = e.offset + e.length / 2;
+  }
+  ASSERT_GT(offset, 0u);
+  {  // Data bytes only: the shard's header, hence the pack, stays fresh.
+    std::FILE* f = std::fopen((dir + "/model.safetensors").c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fseek(f, static_cast<long>(offset), SEEK_SET), 0);
+    const int byte = std::fgetc(f);
+    ASSERT_EQ(std::fseek(f, static_cast<long>(offset), SEEK_SET), 0);
+    std::fputc(byte ^ 0x10, f);
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+  std::string pack_dir;
+  auto compute = MakeCompute(0, 1, dir, &pack_dir);
+  ASSERT_NE(compute, nullptr);
+  ASSERT_EQ(pack_dir, dir + "/flotilla-pack");
+  auto run = [&](int expert) {
+    Step one = RandomStep(1, 11);
+    one.tasks = {{0, expert, 1.0f}};
+    const ComputeCall call = CallFor(one, 6, /*expert_outputs=*/true);
+    auto shape = compute->Validate(call);
+    EXPECT_TRUE(shape.ok()) << shape.status();
+    std::vector<float> outputs(shape.ok() ? shape->output_floats : 0);
+    ComputeCallStats stats;
+    return shape.ok()
+               ? compute->Run(call, *shape, outputs.data(), nullptr, &stats)
+               : shape.status();
+  };
+  const absl::Status bad = run(3);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss) << bad;
+  EXPECT_THAT(bad.message(), HasSubstr("layer 6 expert 3"));
+  EXPECT_THAT(bad.message(), HasSubstr("model.safetensors at offset"));
+  EXPECT_THAT(bad.message(), HasSubstr("checksum mismatch"));
+  EXPECT_TRUE(run(2).ok());  // its neighbours are intact
   fs::remove_all(dir);
 }
 
