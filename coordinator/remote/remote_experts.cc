@@ -16,6 +16,9 @@
 namespace flotilla::coordinator {
 namespace {
 
+// The first, brief round of Info at connect (see ConnectWith).
+constexpr int kQuickConnectMs = 1000;
+
 // The owned-experts map as sorted (layer, expert) pairs, for comparing a
 // restarted worker's Info with the one it had at connect.
 std::set<std::pair<uint32_t, uint32_t>> Ownership(const v1::InfoResponse& i) {
@@ -166,29 +169,143 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
     impl->workers.push_back(std::move(w));
     impl->stats.workers.emplace_back().address = options.workers[i];
   }
-  // Ask every worker at once, giving workers still starting
+  // Ask every worker at once. First briefly: when the ones that answer
+  // hold every expert (a worker is down, the others have its replicas),
+  // start without waiting for the rest; they are probed again later
+  // (ProbeAbsent). Otherwise give workers still starting
   // connect_timeout_ms to come up.
+  const int quick_ms = std::min(options.connect_timeout_ms, kQuickConnectMs);
   std::vector<absl::StatusOr<v1::InfoResponse>> infos =
-      impl->transport->InfoAll(options.connect_timeout_ms);
+      impl->transport->InfoAll(quick_ms);
+  int waited_ms = quick_ms;
+  if (!impl->AnswersCover(infos) && quick_ms < options.connect_timeout_ms) {
+    infos = impl->transport->InfoAll(options.connect_timeout_ms);
+    waited_ms = options.connect_timeout_ms;
+  }
+  const bool covered = impl->AnswersCover(infos);
   for (size_t i = 0; i < impl->workers.size(); ++i) {
     WorkerConn& w = impl->workers[i];
-    if (i >= infos.size() || !infos[i].ok()) {
-      const absl::Status why = i < infos.size()
-                                   ? infos[i].status()
-                                   : absl::InternalError("no Info answer");
-      return base::WithContext(
-          why, absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
-                            options.connect_timeout_ms, " ms)"));
+    if (i < infos.size() && infos[i].ok()) {
+      w.info = *std::move(infos[i]);
+      continue;
     }
-    w.info = *std::move(infos[i]);
+    const absl::Status why = i < infos.size()
+                                 ? infos[i].status()
+                                 : absl::InternalError("no Info answer");
+    const absl::Status named = base::WithContext(
+        why, absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
+                          waited_ms, " ms)"));
+    if (!covered) {
+      return absl::Status(
+          named.code(),
+          absl::StrCat(named.message(), "; ", impl->MissingWithout(infos)));
+    }
+    std::fprintf(stderr,
+                 "flotilla-coordinator: %s; starting without it (the other "
+                 "workers hold every expert), probing it again\n",
+                 std::string(named.message()).c_str());
+    w.has_info = false;
+    w.down = true;
+    w.down_since = RemoteClock::now();
+    w.retry_at =
+        w.down_since + std::chrono::milliseconds(options.retry_backoff_ms);
+    w.last_error = std::string(why.message());
   }
   FLOTILLA_RETURN_IF_ERROR(impl->CheckFleet());
   return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
 }
 
+bool RemoteExperts::Impl::AnswersCover(
+    const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const {
+  return MissingWithout(infos).empty();
+}
+
+std::string RemoteExperts::Impl::MissingWithout(
+    const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const {
+  // A split fleet needs every slice: any absent worker leaves a gap.
+  std::vector<std::vector<bool>> held(config.num_layers);
+  for (int layer = 0; layer < config.num_layers; ++layer) {
+    if (!config.IsDenseLayer(layer))
+      held[layer].assign(config.num_experts, false);
+  }
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (!infos[i].ok()) continue;
+    if (infos[i]->has_split()) {
+      for (const auto& r : infos) {
+        if (!r.ok()) return "a split fleet needs every one of its workers";
+      }
+    }
+    for (const auto& [layer, list] : infos[i]->owned_experts()) {
+      if (layer >= held.size()) continue;  // CheckInfo names it
+      for (uint32_t e : list.experts()) {
+        if (e < held[layer].size()) held[layer][e] = true;
+      }
+    }
+  }
+  if (infos.size() < workers.size()) return "some workers gave no answer";
+  size_t pairs = 0;
+  std::vector<std::string> ranges;
+  for (int layer = 0; layer < config.num_layers; ++layer) {
+    std::vector<int> experts;
+    for (size_t e = 0; e < held[layer].size(); ++e) {
+      if (!held[layer][e]) experts.push_back(static_cast<int>(e));
+    }
+    pairs += experts.size();
+    if (!experts.empty() && ranges.size() < 4) {
+      ranges.push_back(absl::StrCat("layer ", layer, " experts ",
+                                    absl::StrJoin(experts, ",")));
+    }
+  }
+  if (pairs == 0) return "";
+  return absl::StrCat(
+      "without it ", pairs, " (layer, expert) pairs have no live worker (",
+      absl::StrJoin(ranges, "; "), ranges.size() < 4 ? "" : "; ...", ")");
+}
+
+void RemoteExperts::Impl::ProbeAbsent() {
+  for (WorkerConn& w : workers) {
+    if (w.has_info || RemoteClock::now() < w.retry_at) continue;
+    const RemoteClock::time_point probe = RemoteClock::now();
+    const absl::StatusOr<v1::InfoResponse> info =
+        transport->Info(w.index, options.rpc_deadline_ms);
+    stats.workers[w.index].info.Add(base::SecondsSince(probe));
+    absl::Status ok = base::WithContext(info.status(), "Info");
+    if (!info.ok()) ++stats.workers[w.index].info_failed;
+    if (ok.ok()) ok = CheckInfo(w, *info);
+    if (ok.ok() && info->has_split()) {
+      ok = absl::FailedPreconditionError(
+          "answers as a split worker, but the fleet is not split");
+    }
+    if (!ok.ok()) {
+      w.retry_at = RemoteClock::now() +
+                   std::chrono::milliseconds(options.retry_backoff_ms);
+      w.last_error = std::string(ok.message());
+      continue;
+    }
+    w.info = *info;
+    w.has_info = true;
+    w.down = false;
+    w.last_error.clear();
+    max_message_bytes =
+        std::min<uint64_t>(max_message_bytes, w.info.max_request_bytes() > 0
+                                                  ? w.info.max_request_bytes()
+                                                  : uint64_t{4} << 20);
+    for (const auto& [layer, list] : w.info.owned_experts()) {
+      for (uint32_t e : list.experts()) {
+        std::vector<int>& h = holders[layer][e];
+        h.insert(std::upper_bound(h.begin(), h.end(), w.index), w.index);
+      }
+    }
+    std::fprintf(stderr,
+                 "flotilla-coordinator: expert %s joined after %.1f s\n",
+                 w.Name().c_str(), base::SecondsSince(w.down_since));
+  }
+}
+
 absl::Status RemoteExperts::Impl::CheckFleet() {
   max_message_bytes = UINT64_MAX;
   for (const WorkerConn& w : workers) {
+    if (!w.has_info) continue;
     FLOTILLA_RETURN_IF_ERROR(CheckInfo(w, w.info));
     max_message_bytes =
         std::min<uint64_t>(max_message_bytes, w.info.max_request_bytes() > 0
@@ -205,6 +322,7 @@ absl::Status RemoteExperts::Impl::CheckFleet() {
     }
   }
   for (const WorkerConn& w : workers) {
+    if (!w.has_info) continue;
     for (const auto& [layer, list] : w.info.owned_experts()) {
       for (uint32_t e : list.experts()) holders[layer][e].push_back(w.index);
     }

@@ -21,6 +21,9 @@ struct WorkerConn {
   int index = 0;          // position in RemoteExpertsOptions::workers
   std::string address;    // host:port
   v1::InfoResponse info;  // from Connect (shard, ownership, limits)
+  // False for a worker that did not answer at connect while the others
+  // held every expert: it holds nothing until a probe gets its Info.
+  bool has_info = true;
   // Health, touched only by the forward-pass thread.
   bool down = false;
   RemoteClock::time_point down_since;
@@ -99,6 +102,15 @@ struct RemoteExperts::Impl {
   // (naming both), shape, and that owned experts are real MoE pairs.
   absl::Status CheckInfo(const WorkerConn& worker,
                          const v1::InfoResponse& info) const;
+  // Probes the workers that never answered (has_info false) whose backoff
+  // has passed; one that answers and passes CheckInfo joins the holders.
+  void ProbeAbsent();
+  // Whether the workers that answered (`infos`, ok entries) hold every
+  // expert; else what is missing, for the error.
+  bool AnswersCover(
+      const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const;
+  std::string MissingWithout(
+      const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const;
   // Whether `w` may be used now. A down worker whose backoff has passed is
   // probed (Info, fail-fast, deadline) and must show the same fingerprint
   // and ownership as at connect to come back.

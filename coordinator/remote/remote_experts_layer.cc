@@ -249,6 +249,7 @@ absl::Status RemoteExperts::Impl::ComputeLayer(
     }
   }
   if (is_split) return ComputeSplitLayer(layer, z, rows, tasks, out);
+  ProbeAbsent();
   const uint64_t step_id = step++;
   const int num_workers = static_cast<int>(workers.size());
 

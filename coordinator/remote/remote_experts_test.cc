@@ -5,12 +5,14 @@
 // tests/distributed_*_test.cc's.
 #include "coordinator/remote/remote_experts.h"
 
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -25,6 +27,7 @@ namespace {
 using ::testing::AllOf;
 using testing::FakeFleet;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ToyExpert;
 using testing::WorkerBehaviour;
 
@@ -289,6 +292,60 @@ TEST_F(RemoteExpertsTest, HintsGoWhereTheLayersCallWillGo) {
   EXPECT_EQ((*remote)->remote_stats().prefetch_scheduled, 2u);
 }
 
+// Membership: a worker down before the coordinator starts is left out when
+// the others hold every expert, and joins once it answers.
+TEST_F(RemoteExpertsTest, StartsWithoutADownWorkerWhoseExpertsHaveReplicas) {
+  auto fleet = Fleet(3, 2);
+  fleet->SetBehaviour(1, WorkerBehaviour::kDown);
+  RemoteExpertsOptions o;
+  o.retry_backoff_ms = 1;
+  auto remote = Connect(std::move(fleet), o);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_THAT((*remote)->Describe(),
+              HasSubstr("(fake-1:1): shard 0/0, replicas 0, 0 experts, down"));
+  MakeStep(6, 21);
+  absl::Status s;
+  EXPECT_EQ(Compute(**remote, &s), Reference());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(fleet_->calls(1), 0);
+  EXPECT_GT(fleet_->calls(0) + fleet_->calls(2), 0);
+
+  // Still down: probed and left out again, the step still completes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(Compute(**remote, &s), Reference());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(fleet_->calls(1), 0);
+
+  // Back: the next step's probe takes it in and it gets calls.
+  fleet_->SetBehaviour(1, WorkerBehaviour::kAnswer);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (uint32_t seed = 30; seed < 36; ++seed) {
+    MakeStep(6, seed);
+    EXPECT_EQ(Compute(**remote, &s), Reference());
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_GT(fleet_->calls(1), 0);
+  EXPECT_THAT((*remote)->Describe(), Not(HasSubstr("down")));
+}
+
+TEST_F(RemoteExpertsTest, AnAbsentWorkerWithAForeignFingerprintStaysOut) {
+  auto fleet = Fleet(3, 2);
+  fleet->SetBehaviour(2, WorkerBehaviour::kDown);
+  fleet->SetFingerprint(2, "fedcba9876543210");
+  RemoteExpertsOptions o;
+  o.retry_backoff_ms = 1;
+  auto remote = Connect(std::move(fleet), o);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  fleet_->SetBehaviour(2, WorkerBehaviour::kAnswer);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  MakeStep(6, 40);
+  absl::Status s;
+  EXPECT_EQ(Compute(**remote, &s), Reference());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(fleet_->calls(2), 0);
+  EXPECT_THAT((*remote)->Describe(), HasSubstr("fedcba9876543210"));
+}
+
 TEST_F(RemoteExpertsTest, ConnectRefusesAForeignFingerprintAndGaps) {
   {
     auto fleet = Fleet(2, 1);
@@ -316,6 +373,10 @@ TEST_F(RemoteExpertsTest, ConnectRefusesAForeignFingerprintAndGaps) {
     EXPECT_THAT(std::string(remote.status().message()),
                 AllOf(HasSubstr("cannot reach expert worker 0"),
                       HasSubstr("Connection refused")));
+    // With one replica nobody else holds its experts: named.
+    EXPECT_THAT(std::string(remote.status().message()),
+                AllOf(HasSubstr("(layer, expert) pairs have no live worker"),
+                      HasSubstr("layer 1 experts 1,3,5,7")));
   }
 }
 
