@@ -148,13 +148,10 @@ TEST(ExpertComputeTest, OutputsCombineBitwiseToLocalExperts) {
   ExpectBitwiseLocal(compute.get());
 }
 
-// A model folder with a fresh pack: the worker takes the fingerprint and
-// its experts' locations from the pack's expert table (no header parse)
-// and computes the same bits.
-TEST(ExpertComputeTest, FromAPackOfTheFolderComputesTheSameBits) {
+// A copy of ckpt_A in a fresh folder `dir`, packed by the real
+// flotilla-tool (experts served in place, so the shard keeps them).
+void PackedCopyOfCkptA(const std::string& dir) {
   namespace fs = std::filesystem;
-  const std::string dir = ::testing::TempDir() + "/expert_compute_pack_" +
-                          std::to_string(::getpid());
   fs::remove_all(dir);
   fs::create_directories(dir);
   for (const char* f :
@@ -165,6 +162,16 @@ TEST(ExpertComputeTest, FromAPackOfTheFolderComputesTheSameBits) {
                            "/flotilla-tool pack --model " + dir +
                            " >/dev/null 2>&1";
   ASSERT_EQ(std::system(pack.c_str()), 0) << pack;
+}
+
+// A model folder with a fresh pack: the worker takes the fingerprint and
+// its experts' locations from the pack's expert table (no header parse)
+// and computes the same bits.
+TEST(ExpertComputeTest, FromAPackOfTheFolderComputesTheSameBits) {
+  namespace fs = std::filesystem;
+  const std::string dir = ::testing::TempDir() + "/expert_compute_pack_" +
+                          std::to_string(::getpid());
+  ASSERT_NO_FATAL_FAILURE(PackedCopyOfCkptA(dir));
   std::string pack_dir;
   auto compute = MakeCompute(0, 1, dir, &pack_dir);
   ASSERT_NE(compute, nullptr);
@@ -191,16 +198,7 @@ TEST(ExpertComputeTest, AFlippedByteInAnExpertFailsItsCall) {
   namespace fs = std::filesystem;
   const std::string dir = ::testing::TempDir() + "/expert_compute_flip_" +
                           std::to_string(::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  for (const char* f :
-       {"config.json", "model.safetensors", "model.safetensors.index.json"}) {
-    fs::copy_file(kCkptA + "/" + f, dir + "/" + f);
-  }
-  const std::string pack = std::string(FLOTILLA_BIN_DIR) +
-                           "/flotilla-tool pack --model " + dir +
-                           " >/dev/null 2>&1";
-  ASSERT_EQ(std::system(pack.c_str()), 0) << pack;
+  ASSERT_NO_FATAL_FAILURE(PackedCopyOfCkptA(dir));
   auto m = pack::LoadPackManifest(dir + "/flotilla-pack");
   ASSERT_TRUE(m.ok()) << m.status();
   uint64_t offset = 0;
