@@ -4,6 +4,8 @@
 // the library the CLI uses):
 //  * R = 2: kill -9 of a worker mid-generation -> same ids; a hung worker
 //    (SIGSTOP) -> its calls time out and go to the replica -> same ids.
+//  * R = 2: a worker killed before the coordinator starts -> it starts on
+//    the other two, same ids; the worker restarted -> it is used again.
 //  * R = 1: after kill -9 the request fails within its deadline naming the
 //    missing worker and experts; the coordinator keeps serving requests
 //    (errors, no crash) and serves correctly again once the worker is back.
@@ -63,6 +65,50 @@ TEST_F(FailoverTest, KillNineWithTwoReplicasKeepsTheIds) {
   auto again = GenerateWith(**model, kPrompt, kTokens);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->ids, want->ids);
+}
+
+TEST_F(FailoverTest, KilledBeforeStartWithTwoReplicasThenRestarted) {
+  TempDir dir;
+  auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto fleet = StartFleet(CkptA(), 3, 2, dir.path());
+  ASSERT_TRUE(fleet.ok()) << fleet.status();
+  const int victim_port = (*fleet)[1]->port();
+  (*fleet)[1]->Signal(SIGKILL);
+  coordinator::RemoteExpertsOptions options;
+  options.workers = Addresses(*fleet);
+  options.rpc_deadline_ms = 5000;
+  options.retry_backoff_ms = 100;
+  const Clock::time_point start = Clock::now();
+  auto model = OpenRemoteModel(CkptA(), options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  // The quick Info round, not the 30 s connect timeout.
+  EXPECT_LT(SecondsSince(start), 10.0);
+  auto got = GenerateWith(**model, kPrompt, kTokens);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->ids, want->ids);
+  EXPECT_TRUE(got->logits == want->logits);
+  auto* remote = dynamic_cast<coordinator::RemoteExperts*>((*model)->experts());
+  ASSERT_NE(remote, nullptr);
+  EXPECT_EQ(remote->remote_stats().workers[1].compute.count(), 0u);
+  EXPECT_FALSE(remote->remote_stats().workers[1].up);
+
+  // Restarted on its address: a later request's probe takes it back.
+  std::vector<std::string> flags = {"--model=" + CkptA(), "--shard=1/3",
+                                    "--replicas=2",       "--threads=1",
+                                    "--mem=256M",         "--fetch-slots=4"};
+  auto back =
+      WorkerProcess::Start(flags, dir.path() + "/restarted.log", victim_port);
+  ASSERT_TRUE(back.ok()) << back.status();
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    auto again = GenerateWith(**model, kPrompt, kTokens);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->ids, want->ids);
+    if (remote->remote_stats().workers[1].compute.count() > 0) break;
+  }
+  EXPECT_GT(remote->remote_stats().workers[1].compute.count(), 0u);
+  EXPECT_TRUE(remote->remote_stats().workers[1].up);
 }
 
 TEST_F(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
