@@ -80,6 +80,36 @@ TEST(FingerprintTest, FleetMissingExpertsIsRefused) {
               HasSubstr("do not hold every expert"));
 }
 
+// Two synth checkpoints of one layout, seeds 1 and 2: the fingerprint's
+// data samples tell them apart (metadata alone did not), so a worker on
+// the other one is refused.
+TEST(FingerprintTest, AnotherSeedOfTheSameLayoutIsRefused) {
+  TempDir dir;
+  const std::string one = dir.path() + "/seed1", two = dir.path() + "/seed2";
+  ASSERT_TRUE(Synth(one, 1).ok());
+  ASSERT_TRUE(Synth(two, 2).ok());
+  const std::string mine = FingerprintOf(one);
+  const std::string theirs = FingerprintOf(two);
+  ASSERT_NE(mine, theirs);
+  auto good = WorkerProcess::Start(
+      {"--model=" + one, "--shard=0/2", "--threads=1", "--mem=256M"},
+      dir.path() + "/good.log");
+  ASSERT_TRUE(good.ok()) << good.status();
+  auto bad = WorkerProcess::Start(
+      {"--model=" + two, "--shard=1/2", "--threads=1", "--mem=256M"},
+      dir.path() + "/bad.log");
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  coordinator::RemoteExpertsOptions options;
+  options.workers = {(*good)->address(), (*bad)->address()};
+  auto model = OpenRemoteModel(one, options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string message(model.status().message());
+  EXPECT_THAT(message, HasSubstr((*bad)->address()));
+  EXPECT_THAT(message, HasSubstr(mine));
+  EXPECT_THAT(message, HasSubstr(theirs));
+}
+
 TEST(FingerprintTest, UnreachableWorkerIsNamed) {
   coordinator::RemoteExpertsOptions options;
   options.workers = {"127.0.0.1:1"};  // nothing listens on port 1

@@ -24,8 +24,9 @@
 namespace flotilla::pack {
 
 // 2: experts moved from manifest.json to expert_table.bin; source_shards
-// and source_stamp added.
-inline constexpr int kPackFormatVersion = 2;
+// and source_stamp added. 3: source_fingerprint and source_stamp (v2)
+// include samples of the tensor data (model/checkpoint_fingerprint.h).
+inline constexpr int kPackFormatVersion = 3;
 
 // One trunk region: a layer's non-expert tensors ("layer"), the embedding
 // ("embed"), the lm_head ("lm_head") or the model-level vectors ("globals").

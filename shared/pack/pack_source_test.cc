@@ -107,5 +107,28 @@ TEST_F(PackSourceTest, AChangedHeaderChangesTheStamp) {
   EXPECT_FALSE(CheckPackSource(m_, dir_, "P").ok());
 }
 
+// Same layout, other weights (what two synth seeds or a fine-tune are):
+// the data samples make it another checkpoint, for the fingerprint and for
+// the stamp alike. The last data byte is the last sample's.
+TEST_F(PackSourceTest, OtherWeightsInTheSameLayoutAreAnotherCheckpoint) {
+  const std::string shard = dir_ + "/model.safetensors";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    const char last = static_cast<char>(f.get());
+    f.seekp(-1, std::ios::end);
+    f.put(static_cast<char>(last ^ 0x01));
+  }
+  EXPECT_NE(*model::CheckpointStamp(dir_, m_.source_shards), m_.source_stamp);
+  auto source = model::SafetensorsCheckpoint::OpenDir(dir_);
+  ASSERT_TRUE(source.ok()) << source.status();
+  const std::string other = *model::FingerprintCheckpoint(dir_, **source);
+  EXPECT_NE(other, m_.source_fingerprint);
+  const absl::Status s = CheckPackSource(m_, dir_, "P");
+  ASSERT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(m_.source_fingerprint));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(other));
+}
+
 }  // namespace
 }  // namespace flotilla::pack
