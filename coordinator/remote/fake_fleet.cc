@@ -67,6 +67,11 @@ void FakeFleet::Answer(ComputeCall* call) {
     case WorkerBehaviour::kReject:
       call->status = absl::InvalidArgumentError("row_width 63 != 64");
       return;
+    case WorkerBehaviour::kCorrupt:
+      call->status = absl::DataLossError(
+          absl::StrCat("checksum mismatch for layer ", q.layer(),
+                       " expert 0 in /shard/model.safetensors at offset 4096"));
+      return;
     default:
       break;
   }

@@ -23,6 +23,7 @@ enum class WorkerBehaviour {
   kDown,         // UNAVAILABLE (connection refused)
   kReject,       // INVALID_ARGUMENT
   kShortAnswer,  // OK, but one float short
+  kCorrupt,      // DATA_LOSS, as a worker whose checksum check failed
 };
 
 // The toy expert: y[j] = (e + 1) * x[j] + layer.

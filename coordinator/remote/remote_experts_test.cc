@@ -328,6 +328,23 @@ TEST_F(RemoteExpertsTest, StartsWithoutADownWorkerWhoseExpertsHaveReplicas) {
   EXPECT_THAT((*remote)->Describe(), Not(HasSubstr("down")));
 }
 
+// A worker whose own checksum check fails answers DATA_LOSS: with a
+// replica the layer completes from it, and the worker's error is kept.
+TEST_F(RemoteExpertsTest, ADataLossAnswerIsCompletedByAReplica) {
+  auto remote = Connect(Fleet(3, 2));
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  fleet_->SetBehaviour(0, WorkerBehaviour::kCorrupt);
+  MakeStep(8, 50);
+  absl::Status s;
+  EXPECT_EQ(Compute(**remote, &s), Reference());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_GE((*remote)->remote_stats().failed_calls, 1u);
+  EXPECT_GE((*remote)->remote_stats().workers[0].compute_failed, 1u);
+  EXPECT_THAT((*remote)->Describe(),
+              AllOf(HasSubstr("fake-0:1"), HasSubstr("DATA_LOSS"),
+                    HasSubstr("checksum mismatch")));
+}
+
 TEST_F(RemoteExpertsTest, AnAbsentWorkerWithAForeignFingerprintStaysOut) {
   auto fleet = Fleet(3, 2);
   fleet->SetBehaviour(2, WorkerBehaviour::kDown);
