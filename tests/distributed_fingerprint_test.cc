@@ -1,6 +1,7 @@
 // A worker serving another checkpoint is refused at connect with a message
 // naming both fingerprints, in the library and in the CLI; so is a fleet
 // that does not hold every expert.
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,41 @@ std::string FingerprintOf(const std::string& dir) {
   return fp.ok() ? *fp : "";
 }
 
+// A worker on `mine` (shard 0/2) and one on `other` (1/2): opening `mine`
+// through them is refused, naming the foreign worker and both
+// fingerprints. The workers stay up in `fleet` for the caller.
+struct MixedFleet {
+  std::unique_ptr<WorkerProcess> good, bad;
+};
+
+void ExpectForeignWorkerRefused(const std::string& mine,
+                                const std::string& other,
+                                const std::string& logs, MixedFleet* fleet) {
+  const std::string fp_mine = FingerprintOf(mine);
+  const std::string fp_theirs = FingerprintOf(other);
+  ASSERT_NE(fp_mine, fp_theirs);
+  auto good = WorkerProcess::Start(
+      {"--model=" + mine, "--shard=0/2", "--threads=1", "--mem=256M"},
+      logs + "/good.log");
+  ASSERT_TRUE(good.ok()) << good.status();
+  auto bad = WorkerProcess::Start(
+      {"--model=" + other, "--shard=1/2", "--threads=1", "--mem=256M"},
+      logs + "/bad.log");
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  fleet->good = *std::move(good);
+  fleet->bad = *std::move(bad);
+  coordinator::RemoteExpertsOptions options;
+  options.workers = {fleet->good->address(), fleet->bad->address()};
+  auto model = OpenRemoteModel(mine, options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
+  const std::string message(model.status().message());
+  EXPECT_THAT(message, HasSubstr(fleet->bad->address()));
+  EXPECT_THAT(message, HasSubstr(fp_mine));
+  EXPECT_THAT(message, HasSubstr(fp_theirs));
+  EXPECT_THAT(message, HasSubstr("refusing"));
+}
+
 TEST(FingerprintTest, WorkerOnAnotherCheckpointIsRefused) {
   TempDir dir;
   // Same shapes as ckpt_A (k3-tiny), other weights: only the fingerprint
@@ -34,25 +70,11 @@ TEST(FingerprintTest, WorkerOnAnotherCheckpointIsRefused) {
   const std::string theirs = FingerprintOf(other);
   ASSERT_NE(mine, theirs);
 
-  auto good = WorkerProcess::Start(
-      {"--model=" + CkptA(), "--shard=0/2", "--threads=1", "--mem=256M"},
-      dir.path() + "/good.log");
-  ASSERT_TRUE(good.ok()) << good.status();
-  auto bad = WorkerProcess::Start(
-      {"--model=" + other, "--shard=1/2", "--threads=1", "--mem=256M"},
-      dir.path() + "/bad.log");
-  ASSERT_TRUE(bad.ok()) << bad.status();
-
+  MixedFleet fleet;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectForeignWorkerRefused(CkptA(), other, dir.path(), &fleet));
   coordinator::RemoteExpertsOptions options;
-  options.workers = {(*good)->address(), (*bad)->address()};
-  auto model = OpenRemoteModel(CkptA(), options);
-  ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
-  const std::string message(model.status().message());
-  EXPECT_THAT(message, HasSubstr((*bad)->address()));
-  EXPECT_THAT(message, HasSubstr(mine));
-  EXPECT_THAT(message, HasSubstr(theirs));
-  EXPECT_THAT(message, HasSubstr("refusing"));
+  options.workers = {fleet.good->address(), fleet.bad->address()};
 
   std::string out;
   const int code = RunCommand(
@@ -88,26 +110,9 @@ TEST(FingerprintTest, AnotherSeedOfTheSameLayoutIsRefused) {
   const std::string one = dir.path() + "/seed1", two = dir.path() + "/seed2";
   ASSERT_TRUE(Synth(one, 1).ok());
   ASSERT_TRUE(Synth(two, 2).ok());
-  const std::string mine = FingerprintOf(one);
-  const std::string theirs = FingerprintOf(two);
-  ASSERT_NE(mine, theirs);
-  auto good = WorkerProcess::Start(
-      {"--model=" + one, "--shard=0/2", "--threads=1", "--mem=256M"},
-      dir.path() + "/good.log");
-  ASSERT_TRUE(good.ok()) << good.status();
-  auto bad = WorkerProcess::Start(
-      {"--model=" + two, "--shard=1/2", "--threads=1", "--mem=256M"},
-      dir.path() + "/bad.log");
-  ASSERT_TRUE(bad.ok()) << bad.status();
-  coordinator::RemoteExpertsOptions options;
-  options.workers = {(*good)->address(), (*bad)->address()};
-  auto model = OpenRemoteModel(one, options);
-  ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().code(), absl::StatusCode::kFailedPrecondition);
-  const std::string message(model.status().message());
-  EXPECT_THAT(message, HasSubstr((*bad)->address()));
-  EXPECT_THAT(message, HasSubstr(mine));
-  EXPECT_THAT(message, HasSubstr(theirs));
+  MixedFleet fleet;
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectForeignWorkerRefused(one, two, dir.path(), &fleet));
 }
 
 TEST(FingerprintTest, UnreachableWorkerIsNamed) {
