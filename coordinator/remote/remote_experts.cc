@@ -182,7 +182,8 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
     infos = impl->transport->InfoAll(options.connect_timeout_ms);
     waited_ms = options.connect_timeout_ms;
   }
-  const bool covered = impl->AnswersCover(infos);
+  // Before the answers are moved into the workers below.
+  const std::string missing = impl->MissingWithout(infos);
   for (size_t i = 0; i < impl->workers.size(); ++i) {
     WorkerConn& w = impl->workers[i];
     if (i < infos.size() && infos[i].ok()) {
@@ -195,10 +196,9 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
     const absl::Status named = base::WithContext(
         why, absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
                           waited_ms, " ms)"));
-    if (!covered) {
-      return absl::Status(
-          named.code(),
-          absl::StrCat(named.message(), "; ", impl->MissingWithout(infos)));
+    if (!missing.empty()) {
+      return absl::Status(named.code(),
+                          absl::StrCat(named.message(), "; ", missing));
     }
     std::fprintf(stderr,
                  "flotilla-coordinator: %s; starting without it (the other "

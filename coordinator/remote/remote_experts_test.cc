@@ -395,6 +395,16 @@ TEST_F(RemoteExpertsTest, ConnectRefusesAForeignFingerprintAndGaps) {
                 AllOf(HasSubstr("(layer, expert) pairs have no live worker"),
                       HasSubstr("layer 1 experts 1,3,5,7")));
   }
+  {
+    // The same for the last worker, after the others' answers were taken.
+    auto fleet = Fleet(2, 1);
+    fleet->SetBehaviour(1, WorkerBehaviour::kDown);
+    auto remote = Connect(std::move(fleet));
+    EXPECT_EQ(remote.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(remote.status().message()),
+                AllOf(HasSubstr("cannot reach expert worker 1"),
+                      HasSubstr("layer 1 experts 0,2,4,6;")));
+  }
 }
 
 }  // namespace
