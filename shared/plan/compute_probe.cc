@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "shared/base/elapsed.h"
 #include "shared/io/checksum.h"
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/recurrent.h"
@@ -30,14 +31,13 @@ constexpr int kMlaPositions = 1024;
 // Calls fn(i) for i = 0, 1, ... until `seconds` have passed (at least 3
 // calls, after one untimed call) and returns calls per second.
 double CallsPerSecond(double seconds, const std::function<void(int)>& fn) {
-  using Clock = std::chrono::steady_clock;
   fn(0);
-  const auto start = Clock::now();
+  const auto start = std::chrono::steady_clock::now();
   int calls = 0;
   double elapsed = 0;
   while (calls < 3 || elapsed < seconds) {
     fn(++calls);
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    elapsed = base::SecondsSince(start);
   }
   return calls / elapsed;
 }
