@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "coordinator/engine.h"
 #include "coordinator/engine_metrics.h"
+#include "coordinator/remote/remote_experts.h"
 #include "coordinator/run_report.h"
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
@@ -184,6 +185,11 @@ int RunServe(const EngineOptions& eo) {
                 so.host.c_str(), metrics_server->port());
   }
   serve::GenerationQueue queue((*engine)->model.get(), qo);
+  // Expert workers: /readyz turns 503 while some expert has no live worker.
+  if (const auto* remote =
+          dynamic_cast<const RemoteExperts*>((*engine)->model->experts())) {
+    so.missing_experts = [remote] { return remote->MissingExperts(); };
+  }
   serve::HttpServer server((*engine)->model.get(), tok.get(), &queue, so);
   if (absl::Status s = server.Start(); !s.ok()) return Fail(1, s.ToString());
   serve::GenerationService generation((*engine)->model.get(), tok.get(), &queue,

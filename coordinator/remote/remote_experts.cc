@@ -212,6 +212,7 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
     w.last_error = std::string(why.message());
   }
   FLOTILLA_RETURN_IF_ERROR(impl->CheckFleet());
+  impl->UpdateMissing();
   return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
 }
 
@@ -357,7 +358,45 @@ RemoteExperts::~RemoteExperts() = default;
 absl::Status RemoteExperts::ComputeLayer(int layer, const float* z, int rows,
                                          const std::vector<ExpertTask>& tasks,
                                          float* out) {
-  return impl_->ComputeLayer(layer, z, rows, tasks, out);
+  absl::Status s = impl_->ComputeLayer(layer, z, rows, tasks, out);
+  impl_->UpdateMissing();
+  return s;
+}
+
+std::string RemoteExperts::MissingExperts() const {
+  std::lock_guard<std::mutex> lock(impl_->missing_mu);
+  return impl_->missing;
+}
+
+void RemoteExperts::Impl::UpdateMissing() {
+  std::vector<bool> down(workers.size());
+  for (size_t w = 0; w < workers.size(); ++w) down[w] = workers[w].down;
+  if (down == missing_for_down) return;
+  missing_for_down = down;
+  size_t pairs = 0;
+  std::vector<std::string> ranges;
+  for (size_t layer = 0; layer < holders.size(); ++layer) {
+    std::vector<int> experts;
+    for (size_t e = 0; e < holders[layer].size(); ++e) {
+      const std::vector<int>& h = holders[layer][e];
+      if (std::none_of(h.begin(), h.end(), [&](int w) { return !down[w]; })) {
+        experts.push_back(static_cast<int>(e));
+      }
+    }
+    pairs += experts.size();
+    if (!experts.empty() && ranges.size() < 4) {
+      ranges.push_back(absl::StrCat("layer ", layer, " experts ",
+                                    absl::StrJoin(experts, ",")));
+    }
+  }
+  std::string text;
+  if (pairs > 0) {
+    text = absl::StrCat(pairs, " (layer, expert) pairs have no live worker (",
+                        absl::StrJoin(ranges, "; "),
+                        ranges.size() < 4 ? "" : "; ...", ")");
+  }
+  std::lock_guard<std::mutex> lock(missing_mu);
+  missing = std::move(text);
 }
 
 absl::Status RemoteExperts::PrefetchLayer(int layer,

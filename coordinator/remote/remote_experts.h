@@ -192,6 +192,11 @@ class RemoteExperts : public ExpertBackend {
   RemoteStats remote_stats() const;
   // One line per worker: address, shard, owned experts, state.
   std::string Describe() const;
+  // Empty while every routed expert has a worker not marked down; else
+  // "N (layer, expert) pairs have no live worker (layer L experts a,b;
+  // ...)". As of the last layer computed (workers are probed when layers
+  // run). Thread-safe: serve's /readyz reads it from the HTTP threads.
+  std::string MissingExperts() const;
 
  private:
   struct Impl;

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,12 @@ struct RemoteExperts::Impl {
   // Probes the workers that never answered (has_info false) whose backoff
   // has passed; one that answers and passes CheckInfo joins the holders.
   void ProbeAbsent();
+  // Recomputes `missing` when the set of down workers changed since the
+  // last call (cheap otherwise: one pass over the workers).
+  void UpdateMissing();
+  std::vector<bool> missing_for_down;  // the down set `missing` is for
+  mutable std::mutex missing_mu;
+  std::string missing;  // guarded by missing_mu
   // Whether the workers that answered (`infos`, ok entries) hold every
   // expert; else what is missing, for the error.
   bool AnswersCover(

@@ -328,6 +328,29 @@ TEST_F(RemoteExpertsTest, StartsWithoutADownWorkerWhoseExpertsHaveReplicas) {
   EXPECT_THAT((*remote)->Describe(), Not(HasSubstr("down")));
 }
 
+// What /readyz reports: the ranges with no live worker, cleared when the
+// worker is back.
+TEST_F(RemoteExpertsTest, MissingExpertsFollowTheDownWorkers) {
+  RemoteExpertsOptions o;
+  o.retry_backoff_ms = 1;
+  auto remote = Connect(Fleet(2, 1), o);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_EQ((*remote)->MissingExperts(), "");
+  fleet_->SetBehaviour(0, WorkerBehaviour::kDown);
+  MakeStep(4, 60);
+  absl::Status s;
+  Compute(**remote, &s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT((*remote)->MissingExperts(),
+              AllOf(HasSubstr("48 (layer, expert) pairs have no live worker"),
+                    HasSubstr("layer 1 experts 1,3,5,7")));
+  fleet_->SetBehaviour(0, WorkerBehaviour::kAnswer);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(Compute(**remote, &s), Reference());
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ((*remote)->MissingExperts(), "");
+}
+
 // A worker whose own checksum check fails answers DATA_LOSS: with a
 // replica the layer completes from it, and the worker's error is kept.
 TEST_F(RemoteExpertsTest, ADataLossAnswerIsCompletedByAReplica) {

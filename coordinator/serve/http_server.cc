@@ -180,11 +180,15 @@ void HttpServer::Routes() {
     res.set_content("ok\n", "text/plain");
   });
   s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining_) res.status = 503;
-    res.set_content(Dump({{"ready", !draining_},
-                          {"waiting", queue_->waiting()},
-                          {"max_queue", options_.max_queue}}),
-                    "application/json");
+    const std::string missing =
+        options_.missing_experts ? options_.missing_experts() : "";
+    const bool ready = !draining_ && missing.empty();
+    if (!ready) res.status = 503;
+    json body = {{"ready", ready},
+                 {"waiting", queue_->waiting()},
+                 {"max_queue", options_.max_queue}};
+    if (!missing.empty()) body["missing_experts"] = missing;
+    res.set_content(Dump(body), "application/json");
   });
   s.Get("/v1/models",
         [this](const httplib::Request& http, httplib::Response& res) {

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +56,10 @@ struct ServeOptions {
   // One line per completion request on stderr: request id, API, model,
   // status, prompt and completion tokens, time to first token, total time.
   bool access_log = true;
+  // With expert workers: the (layer, expert) ranges no live worker holds
+  // (RemoteExperts::MissingExperts; empty: all held). While not empty
+  // /readyz answers 503 naming them. Unset: no expert workers.
+  std::function<std::string()> missing_experts;
 };
 
 class HttpServer {

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,6 +176,39 @@ TEST_F(ServeTest, DrainLetsAcceptedRequestsFinish) {
   auto ready = client_->Get("/readyz");
   ASSERT_TRUE(ready);
   EXPECT_EQ(ready->status, 503);
+}
+
+// With expert workers, /readyz is 503 while some expert has no live
+// worker, naming the ranges (from RemoteExperts::MissingExperts).
+TEST_F(ServeTest, ReadyzNamesExpertsWithoutALiveWorker) {
+  auto missing = std::make_shared<std::string>();
+  auto mu = std::make_shared<std::mutex>();
+  missing_experts_ = [missing, mu] {
+    std::lock_guard<std::mutex> lock(*mu);
+    return *missing;
+  };
+  StartServer();
+  auto ready = client_->Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    *missing =
+        "4 (layer, expert) pairs have no live worker (layer 1 experts 1,3)";
+  }
+  ready = client_->Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  const json body = json::parse(ready->body);
+  EXPECT_FALSE(body["ready"].get<bool>());
+  EXPECT_EQ(body["missing_experts"], *missing);
+  {
+    std::lock_guard<std::mutex> lock(*mu);
+    missing->clear();
+  }
+  ready = client_->Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200);
 }
 
 }  // namespace

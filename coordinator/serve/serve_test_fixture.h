@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -73,6 +74,7 @@ class ServeTest : public ::testing::Test {
     so.limits.max_context = engine_->model->max_positions();  // 512
     so.max_queue = max_queue;
     so.limits.request_timeout = request_timeout_;
+    so.missing_experts = missing_experts_;
     QueueOptions qo;
     qo.max_queue = max_queue;
     qo.max_batch = max_batch;
@@ -109,6 +111,7 @@ class ServeTest : public ::testing::Test {
 
   size_t prefill_chunk_ = 256;
   absl::Duration request_timeout_ = absl::InfiniteDuration();
+  std::function<std::string()> missing_experts_;  // ServeOptions' hook
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
   std::unique_ptr<GenerationQueue> queue_;
