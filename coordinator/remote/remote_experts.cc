@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -216,141 +217,6 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
   return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
 }
 
-bool RemoteExperts::Impl::AnswersCover(
-    const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const {
-  return MissingWithout(infos).empty();
-}
-
-std::string RemoteExperts::Impl::MissingWithout(
-    const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const {
-  // A split fleet needs every slice: any absent worker leaves a gap.
-  std::vector<std::vector<bool>> held(config.num_layers);
-  for (int layer = 0; layer < config.num_layers; ++layer) {
-    if (!config.IsDenseLayer(layer))
-      held[layer].assign(config.num_experts, false);
-  }
-  for (size_t i = 0; i < infos.size(); ++i) {
-    if (!infos[i].ok()) continue;
-    if (infos[i]->has_split()) {
-      for (const auto& r : infos) {
-        if (!r.ok()) return "a split fleet needs every one of its workers";
-      }
-    }
-    for (const auto& [layer, list] : infos[i]->owned_experts()) {
-      if (layer >= held.size()) continue;  // CheckInfo names it
-      for (uint32_t e : list.experts()) {
-        if (e < held[layer].size()) held[layer][e] = true;
-      }
-    }
-  }
-  if (infos.size() < workers.size()) return "some workers gave no answer";
-  size_t pairs = 0;
-  std::vector<std::string> ranges;
-  for (int layer = 0; layer < config.num_layers; ++layer) {
-    std::vector<int> experts;
-    for (size_t e = 0; e < held[layer].size(); ++e) {
-      if (!held[layer][e]) experts.push_back(static_cast<int>(e));
-    }
-    pairs += experts.size();
-    if (!experts.empty() && ranges.size() < 4) {
-      ranges.push_back(absl::StrCat("layer ", layer, " experts ",
-                                    absl::StrJoin(experts, ",")));
-    }
-  }
-  if (pairs == 0) return "";
-  return absl::StrCat(
-      "without it ", pairs, " (layer, expert) pairs have no live worker (",
-      absl::StrJoin(ranges, "; "), ranges.size() < 4 ? "" : "; ...", ")");
-}
-
-void RemoteExperts::Impl::ProbeAbsent() {
-  for (WorkerConn& w : workers) {
-    if (w.has_info || RemoteClock::now() < w.retry_at) continue;
-    const RemoteClock::time_point probe = RemoteClock::now();
-    const absl::StatusOr<v1::InfoResponse> info =
-        transport->Info(w.index, options.rpc_deadline_ms);
-    stats.workers[w.index].info.Add(base::SecondsSince(probe));
-    absl::Status ok = base::WithContext(info.status(), "Info");
-    if (!info.ok()) ++stats.workers[w.index].info_failed;
-    if (ok.ok()) ok = CheckInfo(w, *info);
-    if (ok.ok() && info->has_split()) {
-      ok = absl::FailedPreconditionError(
-          "answers as a split worker, but the fleet is not split");
-    }
-    if (!ok.ok()) {
-      w.retry_at = RemoteClock::now() +
-                   std::chrono::milliseconds(options.retry_backoff_ms);
-      w.last_error = std::string(ok.message());
-      continue;
-    }
-    w.info = *info;
-    w.has_info = true;
-    w.down = false;
-    w.last_error.clear();
-    max_message_bytes =
-        std::min<uint64_t>(max_message_bytes, w.info.max_request_bytes() > 0
-                                                  ? w.info.max_request_bytes()
-                                                  : uint64_t{4} << 20);
-    for (const auto& [layer, list] : w.info.owned_experts()) {
-      for (uint32_t e : list.experts()) {
-        std::vector<int>& h = holders[layer][e];
-        h.insert(std::upper_bound(h.begin(), h.end(), w.index), w.index);
-      }
-    }
-    std::fprintf(stderr,
-                 "flotilla-coordinator: expert %s joined after %.1f s\n",
-                 w.Name().c_str(), base::SecondsSince(w.down_since));
-  }
-}
-
-absl::Status RemoteExperts::Impl::CheckFleet() {
-  max_message_bytes = UINT64_MAX;
-  for (const WorkerConn& w : workers) {
-    if (!w.has_info) continue;
-    FLOTILLA_RETURN_IF_ERROR(CheckInfo(w, w.info));
-    max_message_bytes =
-        std::min<uint64_t>(max_message_bytes, w.info.max_request_bytes() > 0
-                                                  ? w.info.max_request_bytes()
-                                                  : uint64_t{4} << 20);
-  }
-  FLOTILLA_RETURN_IF_ERROR(CheckSplitFleet());
-  holders.assign(config.num_layers, {});
-  hinted.assign(config.num_layers, {});
-  for (int layer = 0; layer < config.num_layers; ++layer) {
-    if (!config.IsDenseLayer(layer)) {
-      holders[layer].assign(config.num_experts, {});
-      hinted[layer].assign(config.num_experts, -1);
-    }
-  }
-  for (const WorkerConn& w : workers) {
-    if (!w.has_info) continue;
-    for (const auto& [layer, list] : w.info.owned_experts()) {
-      for (uint32_t e : list.experts()) holders[layer][e].push_back(w.index);
-    }
-  }
-  std::vector<std::string> missing;
-  size_t missing_pairs = 0;
-  for (int layer = 0; layer < config.num_layers; ++layer) {
-    std::vector<int> experts;
-    for (size_t e = 0; e < holders[layer].size(); ++e) {
-      if (holders[layer][e].empty()) experts.push_back(e);
-    }
-    missing_pairs += experts.size();
-    if (!experts.empty() && missing.size() < 4) {
-      missing.push_back(absl::StrCat("layer ", layer, " experts ",
-                                     absl::StrJoin(experts, ",")));
-    }
-  }
-  if (missing_pairs > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the expert workers together do not hold every expert: ", missing_pairs,
-        " (layer, expert) pairs have no worker (", absl::StrJoin(missing, "; "),
-        missing.size() < 4 ? "" : "; ...",
-        "); start the missing shards or fix --workers"));
-  }
-  return absl::OkStatus();
-}
-
 RemoteExperts::RemoteExperts(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
 RemoteExperts::~RemoteExperts() = default;
@@ -361,42 +227,6 @@ absl::Status RemoteExperts::ComputeLayer(int layer, const float* z, int rows,
   absl::Status s = impl_->ComputeLayer(layer, z, rows, tasks, out);
   impl_->UpdateMissing();
   return s;
-}
-
-std::string RemoteExperts::MissingExperts() const {
-  std::lock_guard<std::mutex> lock(impl_->missing_mu);
-  return impl_->missing;
-}
-
-void RemoteExperts::Impl::UpdateMissing() {
-  std::vector<bool> down(workers.size());
-  for (size_t w = 0; w < workers.size(); ++w) down[w] = workers[w].down;
-  if (down == missing_for_down) return;
-  missing_for_down = down;
-  size_t pairs = 0;
-  std::vector<std::string> ranges;
-  for (size_t layer = 0; layer < holders.size(); ++layer) {
-    std::vector<int> experts;
-    for (size_t e = 0; e < holders[layer].size(); ++e) {
-      const std::vector<int>& h = holders[layer][e];
-      if (std::none_of(h.begin(), h.end(), [&](int w) { return !down[w]; })) {
-        experts.push_back(static_cast<int>(e));
-      }
-    }
-    pairs += experts.size();
-    if (!experts.empty() && ranges.size() < 4) {
-      ranges.push_back(absl::StrCat("layer ", layer, " experts ",
-                                    absl::StrJoin(experts, ",")));
-    }
-  }
-  std::string text;
-  if (pairs > 0) {
-    text = absl::StrCat(pairs, " (layer, expert) pairs have no live worker (",
-                        absl::StrJoin(ranges, "; "),
-                        ranges.size() < 4 ? "" : "; ...", ")");
-  }
-  std::lock_guard<std::mutex> lock(missing_mu);
-  missing = std::move(text);
 }
 
 absl::Status RemoteExperts::PrefetchLayer(int layer,
