@@ -18,6 +18,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "shared/base/open_file.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/config.h"
@@ -99,11 +100,7 @@ class SourceFiles {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = fds_.find(path);
     if (it != fds_.end()) return it->second;
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return absl::NotFoundError(
-          absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-    }
+    FLOTILLA_ASSIGN_OR_RETURN(const int fd, base::OpenForRead(path));
     fds_[path] = fd;
     return fd;
   }

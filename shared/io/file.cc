@@ -50,7 +50,7 @@ absl::StatusOr<File> File::Open(const std::string& path, bool direct) {
   int fd = -1;
   bool is_direct = false;
   if (direct) {
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_DIRECT);
     // EINVAL means the filesystem does not do O_DIRECT (tmpfs, some
     // overlays): fall back to buffered reads rather than failing, and let
     // the caller report direct() == false.
@@ -61,7 +61,8 @@ absl::StatusOr<File> File::Open(const std::string& path, bool direct) {
     }
   }
   if (fd < 0) {
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO must not block the open; cleared below.
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return ErrnoError(errno, absl::StrCat("open ", path));
   }
   struct stat st;
@@ -74,6 +75,9 @@ absl::StatusOr<File> File::Open(const std::string& path, bool direct) {
     close(fd);
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a regular file or block device"));
+  }
+  if (const int flags = fcntl(fd, F_GETFL); flags >= 0) {
+    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (S_ISBLK(st.st_mode)) {

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "shared/base/open_file.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/file_reader.h"
 #include "shared/model/json_util.h"
@@ -140,13 +141,13 @@ std::vector<std::pair<uint64_t, uint64_t>> SampleRanges(const ShardHeader& s) {
 absl::Status HashSamples(const std::vector<std::string>& paths,
                          const std::vector<ShardHeader>& shards, Hasher* h) {
   for (size_t i = 0; i < paths.size(); ++i) {
-    const int fd = ::open(paths[i].c_str(), O_RDONLY);
-    if (fd < 0) continue;  // the read below reports it
+    const absl::StatusOr<int> fd = base::OpenForRead(paths[i]);
+    if (!fd.ok()) continue;  // the read below reports it
     for (const auto& [at, n] : SampleRanges(shards[i])) {
-      ::posix_fadvise(fd, static_cast<off_t>(at), static_cast<off_t>(n),
+      ::posix_fadvise(*fd, static_cast<off_t>(at), static_cast<off_t>(n),
                       POSIX_FADV_WILLNEED);
     }
-    ::close(fd);
+    ::close(*fd);
   }
   std::string buf(kSampleBytes, '\0');
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -173,10 +174,10 @@ absl::Status HashShardHeaders(const std::string& model_dir,
                               const std::vector<std::string>& shards,
                               Hasher* h) {
   for (const std::string& shard : shards) {
-    const int fd = ::open((model_dir + "/" + shard).c_str(), O_RDONLY);
-    if (fd < 0) continue;  // the read below reports it
-    ::posix_fadvise(fd, 0, kHeaderAhead, POSIX_FADV_WILLNEED);
-    ::close(fd);
+    const absl::StatusOr<int> fd = base::OpenForRead(model_dir + "/" + shard);
+    if (!fd.ok()) continue;  // the read below reports it
+    ::posix_fadvise(*fd, 0, kHeaderAhead, POSIX_FADV_WILLNEED);
+    ::close(*fd);
   }
   std::vector<std::string> paths;
   std::vector<ShardHeader> layouts;

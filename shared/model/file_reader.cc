@@ -25,7 +25,9 @@ absl::Status ErrnoError(int err, absl::string_view message) {
 absl::StatusOr<ReadOnlyFile> ReadOnlyFile::Open(const std::string& path) {
   int fd;
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO named like a shard must not block the open
+    // (shared/base/open_file.h); cleared below once it is a regular file.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot open ", path));
   ReadOnlyFile file(fd, path, 0);  // owns fd from here on
@@ -34,9 +36,11 @@ absl::StatusOr<ReadOnlyFile> ReadOnlyFile::Open(const std::string& path) {
     return ErrnoError(errno, absl::StrCat("cannot stat ", path));
   }
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a regular file", S_ISFIFO(st.st_mode) ? " (a FIFO)" : ""));
   }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   file.size_ = static_cast<uint64_t>(st.st_size);
   return file;
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "shared/base/open_file.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::model {
@@ -230,11 +231,7 @@ std::vector<std::string> FlatF32Source::Names() const {
 }
 
 absl::Status FlatF32Source::ReadRaw(const TensorInfo& info, void* dst) const {
-  const int fd = ::open(info.file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot open ", info.file, ": ", std::strerror(errno)));
-  }
+  FLOTILLA_ASSIGN_OR_RETURN(const int fd, base::OpenForRead(info.file));
   uint64_t done = 0;
   char* out = static_cast<char*>(dst);
   while (done < info.nbytes) {

@@ -2,6 +2,7 @@
 // each must give a non-OK status whose message names the file (and the
 // tensor where there is one), never a crash or a huge allocation.
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -93,6 +94,35 @@ std::string Entry(const std::string& name, const std::string& dtype,
 
 std::string Header(std::initializer_list<std::string> entries) {
   return absl::StrCat("{", absl::StrJoin(entries, ","), "}");
+}
+
+// A FIFO named like a shard, an index or config.json would block open(2)
+// until a writer appears; it is refused at once instead, named as a FIFO.
+TEST_F(BadInputTest, AFifoIsRefusedWithoutBlocking) {
+  const std::string fifo = Path("model.safetensors");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  written_.push_back(fifo);
+  ExpectFileError(fifo, {fifo, "not a regular file (a FIFO)"});
+  // Found through the directory listing too.
+  auto dir = SafetensorsCheckpoint::OpenDir(dir_);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_THAT(dir.status().message(), HasSubstr("a FIFO"));
+  // As the index.
+  WriteGoodShard("real.safetensors");
+  const std::string index = Path("model.safetensors.index.json");
+  ASSERT_EQ(mkfifo(index.c_str(), 0600), 0);
+  written_.push_back(index);
+  dir = SafetensorsCheckpoint::OpenDir(dir_);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_THAT(dir.status().message(),
+              AllOf(HasSubstr(index), HasSubstr("a FIFO")));
+  // As config.json.
+  const std::string config = Path("config.json");
+  ASSERT_EQ(mkfifo(config.c_str(), 0600), 0);
+  written_.push_back(config);
+  auto c = LoadK3Config(config);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("a FIFO"));
 }
 
 TEST_F(BadInputTest, TruncatedShardNamesFileAndTensor) {

@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "shared/base/open_file.h"
+#include "shared/base/status_macros.h"
 
 namespace flotilla::tokenizer {
 namespace {
@@ -51,14 +53,8 @@ bool ParseId(absl::string_view s, int32_t* out) {
 }  // namespace
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string msg = absl::StrCat(path, ": ", std::strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(msg);
-    if (err == EACCES) return absl::PermissionDeniedError(msg);
-    return absl::UnavailableError(msg);
-  }
+  // Not a FIFO or device: those would block or never end.
+  FLOTILLA_ASSIGN_OR_RETURN(const int fd, base::OpenForRead(path));
   std::string out;
   struct stat st;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) out.reserve(st.st_size);
