@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared/model/json_util.h"
 
 namespace flotilla::model {
 namespace {
@@ -104,6 +105,30 @@ TEST(K3ConfigTest, FlatAndNestedFormsParseIdentically) {
     ASSERT_TRUE(nested.ok()) << nested.status();
     ExpectSameConfig(*flat, *nested);
   }
+}
+
+// Hostile JSON: a repeated key (the last one used to win) and nesting deep
+// enough to crash the recursive printing of an error message are refused
+// before any field is read.
+TEST(K3ConfigTest, DuplicateKeysAndDeepNestingAreRefused) {
+  auto text = model::internal::ReadSmallFile(kK3 + "ckpt_A/config.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  ASSERT_TRUE(ParseK3Config(*text, "config.json").ok());
+  std::string twice = *text;
+  twice.insert(twice.find('{') + 1, "\"hidden_size\": 7, ");
+  auto dup = ParseK3Config(twice, "config.json");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(std::string(dup.status().message()),
+              AllOf(HasSubstr("config.json"),
+                    HasSubstr("duplicate key \"hidden_size\"")));
+  std::string deep = *text;
+  deep.insert(deep.find('{') + 1,
+              "\"x\": " + std::string(100000, '[') +
+                  std::string(100000, ']') + ", ");
+  auto nested = ParseK3Config(deep, "config.json");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_THAT(std::string(nested.status().message()),
+              HasSubstr("nested deeper than 64 levels"));
 }
 
 TEST(K3ConfigTest, ReconstructedRealConfig) {

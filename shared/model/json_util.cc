@@ -6,7 +6,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -45,12 +48,62 @@ class ErrorRecorder : public nlohmann::json_sax<json> {
   std::string message_;
 };
 
+// A SAX pass that refuses what the DOM parser would take quietly: nesting
+// deeper than kMaxJsonDepth, and a key repeated within one object.
+class JsonGuard : public ErrorRecorder {
+ public:
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return Deeper();
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override { return Deeper(); }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!keys_.empty() && !keys_.back().insert(k).second) {
+      problem_ = absl::StrCat("duplicate key \"", k.substr(0, 80),
+                              "\" in one object");
+      return false;
+    }
+    return true;
+  }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  bool Deeper() {
+    if (++depth_ > kMaxJsonDepth) {
+      problem_ = absl::StrCat("nested deeper than ", kMaxJsonDepth, " levels");
+      return false;
+    }
+    return true;
+  }
+  int depth_ = 0;
+  std::vector<std::unordered_set<std::string>> keys_;
+  std::string problem_;
+};
+
 }  // namespace
 
 absl::StatusOr<json> ParseJson(absl::string_view text,
                                absl::string_view source) {
   const char* begin = text.data();
   const char* end = text.data() + text.size();
+  {
+    JsonGuard guard;
+    json::sax_parse(begin, end, &guard, json::input_format_t::json,
+                    /*strict=*/true);
+    if (!guard.problem().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": refused JSON: ", guard.problem()));
+    }
+  }
   json parsed = json::parse(begin, end, nullptr,
                             /*allow_exceptions=*/false);
   if (!parsed.is_discarded()) return parsed;

@@ -13,7 +13,11 @@
 namespace flotilla::model::internal {
 
 // Parses `text`; on failure returns InvalidArgument naming `source` and the
-// parser's position and reason.
+// parser's position and reason. Untrusted text is refused, before a DOM is
+// built, when it nests deeper than kMaxJsonDepth (a deep value crashed the
+// recursive printing of error messages) or when an object repeats a key
+// (the last one silently won).
+inline constexpr int kMaxJsonDepth = 64;
 absl::StatusOr<nlohmann::json> ParseJson(absl::string_view text,
                                          absl::string_view source);
 

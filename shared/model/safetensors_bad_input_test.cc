@@ -173,6 +173,13 @@ TEST_F(BadInputTest, GarbageHeaderJson) {
   ExpectFileError(path, {path, "invalid JSON"});
   const std::string arr = WriteShard("arr.safetensors", "[1,2]", "");
   ExpectFileError(arr, {arr, "not an object"});
+  // One tensor name twice: refused, not the last one taken.
+  const std::string twice = WriteShard(
+      "twice.safetensors",
+      Header({Entry("a", "F32", "[2]", "[0,8]"),
+              Entry("a", "F32", "[2]", "[8,16]")}),
+      std::string(16, 0));
+  ExpectFileError(twice, {twice, "duplicate key \"a\""});
 }
 
 TEST_F(BadInputTest, MalformedEntries) {
