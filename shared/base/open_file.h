@@ -32,17 +32,15 @@ inline absl::StatusOr<int> OpenForRead(const std::string& path, int flags = 0,
   if (fd < 0) {
     const int err = errno;
     return absl::Status(
-        err == ENOENT   ? absl::StatusCode::kNotFound
-        : err == EACCES ? absl::StatusCode::kPermissionDenied
-        : err == EINVAL ? absl::StatusCode::kInvalidArgument
-                        : absl::StatusCode::kUnavailable,
+        absl::ErrnoToStatusCode(err),
         absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
   }
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return absl::UnavailableError(
+    return absl::Status(
+        absl::ErrnoToStatusCode(err),
         absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
   }
   if (!S_ISREG(st.st_mode) && !(allow_block_device && S_ISBLK(st.st_mode))) {

@@ -11,6 +11,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shared/base/open_file.h"
+#include "shared/base/status_macros.h"
 
 namespace flotilla::model::internal {
 namespace {
@@ -23,24 +25,13 @@ absl::Status ErrnoError(int err, absl::string_view message) {
 }  // namespace
 
 absl::StatusOr<ReadOnlyFile> ReadOnlyFile::Open(const std::string& path) {
-  int fd;
-  do {
-    // O_NONBLOCK: a FIFO named like a shard must not block the open
-    // (shared/base/open_file.h); cleared below once it is a regular file.
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot open ", path));
+  // Regular files only, and no blocking on a FIFO (shared/base/open_file.h).
+  FLOTILLA_ASSIGN_OR_RETURN(const int fd, base::OpenForRead(path));
   ReadOnlyFile file(fd, path, 0);  // owns fd from here on
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     return ErrnoError(errno, absl::StrCat("cannot stat ", path));
   }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a regular file", S_ISFIFO(st.st_mode) ? " (a FIFO)" : ""));
-  }
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   file.size_ = static_cast<uint64_t>(st.st_size);
   return file;
 }
