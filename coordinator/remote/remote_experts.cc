@@ -115,19 +115,27 @@ void RemoteExperts::Impl::MarkDown(int w, const std::string& error) {
   worker.last_error = error;
 }
 
+absl::StatusOr<v1::InfoResponse> RemoteExperts::Impl::ProbeInfo(int w) {
+  const RemoteClock::time_point probe = RemoteClock::now();
+  absl::StatusOr<v1::InfoResponse> info =
+      transport->Info(w, options.rpc_deadline_ms);
+  stats.workers[w].info.Add(base::SecondsSince(probe));
+  if (!info.ok()) {
+    ++stats.workers[w].info_failed;
+    return base::WithContext(info.status(), "Info");
+  }
+  FLOTILLA_RETURN_IF_ERROR(CheckInfo(workers[w], *info));
+  return info;
+}
+
 bool RemoteExperts::Impl::Usable(int w) {
   WorkerConn& worker = workers[w];
   if (!worker.down) return true;
   if (RemoteClock::now() < worker.retry_at) return false;
   // Fail-fast probe: a dead worker answers at once (connection refused), a
   // hung one within the deadline; either way the backoff starts again.
-  const RemoteClock::time_point probe = RemoteClock::now();
-  const absl::StatusOr<v1::InfoResponse> info =
-      transport->Info(w, options.rpc_deadline_ms);
-  stats.workers[w].info.Add(base::SecondsSince(probe));
-  if (!info.ok()) ++stats.workers[w].info_failed;
-  absl::Status ok = base::WithContext(info.status(), "Info");
-  if (ok.ok()) ok = CheckInfo(worker, *info);
+  const absl::StatusOr<v1::InfoResponse> info = ProbeInfo(w);
+  absl::Status ok = info.status();
   if (ok.ok() && (Ownership(*info) != Ownership(worker.info) ||
                   info->has_split() != worker.info.has_split() ||
                   info->split().SerializeAsString() !=

@@ -118,6 +118,9 @@ struct RemoteExperts::Impl {
       const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const;
   std::string MissingWithout(
       const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const;
+  // Info from worker w, fail-fast within the RPC deadline, counted in its
+  // stats and checked with CheckInfo: the probe of a down or absent worker.
+  absl::StatusOr<v1::InfoResponse> ProbeInfo(int w);
   // Whether `w` may be used now. A down worker whose backoff has passed is
   // probed (Info, fail-fast, deadline) and must show the same fingerprint
   // and ownership as at connect to come back.

@@ -19,20 +19,18 @@ namespace flotilla::coordinator {
 namespace {
 
 // "N (layer, expert) pairs have no <what> (layer L experts a,b; ...)" over
-// the pairs for which lacks(layer, expert) holds, the first 4 layers
-// named; "" when there are none. holders[layer] sizes each layer (empty
-// for dense layers).
-std::string DescribeGaps(
-    const std::vector<std::vector<std::vector<int>>>& holders,
-    const std::function<bool(int, int)>& lacks, const char* what) {
+// the routed experts for which lacks(layer, expert) holds, the first 4
+// layers named; "" when there are none.
+std::string DescribeGaps(const model::MoeSpec& config,
+                         const std::function<bool(int, int)>& lacks,
+                         const char* what) {
   size_t pairs = 0;
   std::vector<std::string> ranges;
-  for (size_t layer = 0; layer < holders.size(); ++layer) {
+  for (int layer = 0; layer < config.num_layers; ++layer) {
+    if (config.IsDenseLayer(layer)) continue;
     std::vector<int> experts;
-    for (size_t e = 0; e < holders[layer].size(); ++e) {
-      if (lacks(static_cast<int>(layer), static_cast<int>(e))) {
-        experts.push_back(static_cast<int>(e));
-      }
+    for (int e = 0; e < config.num_experts; ++e) {
+      if (lacks(layer, e)) experts.push_back(e);
     }
     pairs += experts.size();
     if (!experts.empty() && ranges.size() < 4) {
@@ -46,6 +44,12 @@ std::string DescribeGaps(
                       ranges.size() < 4 ? "" : "; ...", ")");
 }
 
+// A worker's request size limit (4 MiB, gRPC's default, when it names none).
+uint64_t MaxRequestBytes(const v1::InfoResponse& info) {
+  return info.max_request_bytes() > 0 ? info.max_request_bytes()
+                                      : uint64_t{4} << 20;
+}
+
 }  // namespace
 
 absl::Status RemoteExperts::Impl::CheckFleet() {
@@ -53,10 +57,7 @@ absl::Status RemoteExperts::Impl::CheckFleet() {
   for (const WorkerConn& w : workers) {
     if (!w.has_info) continue;
     FLOTILLA_RETURN_IF_ERROR(CheckInfo(w, w.info));
-    max_message_bytes =
-        std::min<uint64_t>(max_message_bytes, w.info.max_request_bytes() > 0
-                                                  ? w.info.max_request_bytes()
-                                                  : uint64_t{4} << 20);
+    max_message_bytes = std::min(max_message_bytes, MaxRequestBytes(w.info));
   }
   FLOTILLA_RETURN_IF_ERROR(CheckSplitFleet());
   holders.assign(config.num_layers, {});
@@ -74,7 +75,7 @@ absl::Status RemoteExperts::Impl::CheckFleet() {
     }
   }
   const std::string gaps = DescribeGaps(
-      holders, [&](int l, int e) { return holders[l][e].empty(); }, "worker");
+      config, [&](int l, int e) { return holders[l][e].empty(); }, "worker");
   if (!gaps.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the expert workers together do not hold every expert: ", gaps,
@@ -111,26 +112,16 @@ std::string RemoteExperts::Impl::MissingWithout(
     }
   }
   if (infos.size() < workers.size()) return "some workers gave no answer";
-  // Sized like holders (filled by CheckFleet later).
-  std::vector<std::vector<std::vector<int>>> shape(config.num_layers);
-  for (int layer = 0; layer < config.num_layers; ++layer) {
-    shape[layer].resize(held[layer].size());
-  }
   const std::string gaps = DescribeGaps(
-      shape, [&](int l, int e) { return !held[l][e]; }, "live worker");
+      config, [&](int l, int e) { return !held[l][e]; }, "live worker");
   return gaps.empty() ? "" : absl::StrCat("without it ", gaps);
 }
 
 void RemoteExperts::Impl::ProbeAbsent() {
   for (WorkerConn& w : workers) {
     if (w.has_info || RemoteClock::now() < w.retry_at) continue;
-    const RemoteClock::time_point probe = RemoteClock::now();
-    const absl::StatusOr<v1::InfoResponse> info =
-        transport->Info(w.index, options.rpc_deadline_ms);
-    stats.workers[w.index].info.Add(base::SecondsSince(probe));
-    absl::Status ok = base::WithContext(info.status(), "Info");
-    if (!info.ok()) ++stats.workers[w.index].info_failed;
-    if (ok.ok()) ok = CheckInfo(w, *info);
+    const absl::StatusOr<v1::InfoResponse> info = ProbeInfo(w.index);
+    absl::Status ok = info.status();
     if (ok.ok() && info->has_split()) {
       ok = absl::FailedPreconditionError(
           "answers as a split worker, but the fleet is not split");
@@ -145,10 +136,7 @@ void RemoteExperts::Impl::ProbeAbsent() {
     w.has_info = true;
     w.down = false;
     w.last_error.clear();
-    max_message_bytes =
-        std::min<uint64_t>(max_message_bytes, w.info.max_request_bytes() > 0
-                                                  ? w.info.max_request_bytes()
-                                                  : uint64_t{4} << 20);
+    max_message_bytes = std::min(max_message_bytes, MaxRequestBytes(w.info));
     for (const auto& [layer, list] : w.info.owned_experts()) {
       for (uint32_t e : list.experts()) {
         std::vector<int>& h = holders[layer][e];
@@ -172,7 +160,7 @@ void RemoteExperts::Impl::UpdateMissing() {
   if (down == missing_for_down) return;
   missing_for_down = down;
   std::string text = DescribeGaps(
-      holders,
+      config,
       [&](int l, int e) {
         const std::vector<int>& h = holders[l][e];
         return std::none_of(h.begin(), h.end(),

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/remote/fake_fleet.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -405,28 +406,22 @@ TEST_F(RemoteExpertsTest, ConnectRefusesAForeignFingerprintAndGaps) {
     EXPECT_THAT(std::string(remote.status().message()),
                 HasSubstr("layer 3 experts 4"));
   }
-  {
+  // One worker of two down at connect, R = 1: its experts are named (for
+  // the last worker too, after the others' answers were taken).
+  for (const auto& [down, experts] :
+       {std::pair<int, std::string>{0, "layer 1 experts 1,3,5,7;"},
+        std::pair<int, std::string>{1, "layer 1 experts 0,2,4,6;"}}) {
+    SCOPED_TRACE(down);
     auto fleet = Fleet(2, 1);
-    fleet->SetBehaviour(0, WorkerBehaviour::kDown);
+    fleet->SetBehaviour(down, WorkerBehaviour::kDown);
     auto remote = Connect(std::move(fleet));
     EXPECT_EQ(remote.status().code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(std::string(remote.status().message()),
-                AllOf(HasSubstr("cannot reach expert worker 0"),
-                      HasSubstr("Connection refused")));
-    // With one replica nobody else holds its experts: named.
-    EXPECT_THAT(std::string(remote.status().message()),
-                AllOf(HasSubstr("(layer, expert) pairs have no live worker"),
-                      HasSubstr("layer 1 experts 1,3,5,7")));
-  }
-  {
-    // The same for the last worker, after the others' answers were taken.
-    auto fleet = Fleet(2, 1);
-    fleet->SetBehaviour(1, WorkerBehaviour::kDown);
-    auto remote = Connect(std::move(fleet));
-    EXPECT_EQ(remote.status().code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(std::string(remote.status().message()),
-                AllOf(HasSubstr("cannot reach expert worker 1"),
-                      HasSubstr("layer 1 experts 0,2,4,6;")));
+    EXPECT_THAT(
+        std::string(remote.status().message()),
+        AllOf(HasSubstr(absl::StrCat("cannot reach expert worker ", down)),
+              HasSubstr("Connection refused"),
+              HasSubstr("(layer, expert) pairs have no live worker"),
+              HasSubstr(experts)));
   }
 }
 
