@@ -136,6 +136,8 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
   RemoteExpertsOptions ro;
   ro.workers = o.workers;
   ro.rpc_deadline_ms = o.rpc_deadline_ms;
+  ro.connect_timeout_ms = o.connect_timeout_ms;
+  ro.health_interval_ms = o.worker_health_interval_ms;
   ro.tls = o.worker_tls;
   ro.expected_fingerprint = fingerprint;
   FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(moe, ro));

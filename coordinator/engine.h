@@ -49,7 +49,12 @@ struct EngineOptions {
   // this process. With workers, routed experts go to RemoteExperts
   // (remote_experts.h) and this process needs no expert bytes.
   std::vector<std::string> workers;
-  int rpc_deadline_ms = 10000;     // deadline of every expert-worker call
+  int rpc_deadline_ms = 10000;  // deadline of every expert-worker call
+  // Wait this long for workers still starting (0: a worker that does not
+  // answer at once is down; see RemoteExpertsOptions::connect_timeout_ms).
+  int connect_timeout_ms = 0;
+  // > 0: probe the workers this often while idle (serve's /readyz).
+  int worker_health_interval_ms = 0;
   transport::TlsFiles worker_tls;  // CA, and cert + key for mutual TLS
   double disk_gbps = 3.0;          // for predictions in the plan
   int max_pinned_layers = -1;      // cap on pinned trunk layers (-1 = no cap)

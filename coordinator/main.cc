@@ -108,6 +108,11 @@ ABSL_FLAG(std::string, workers, "",
 ABSL_FLAG(int32_t, rpc_deadline_ms, 10000,
           "deadline of every expert-worker call; a call past it is retried "
           "on a replica");
+ABSL_FLAG(int32_t, connect_timeout_ms, 0,
+          "at start, wait up to this long for expert workers that do not "
+          "answer yet (still starting); 0 = a worker that refuses or is "
+          "unknown is down at once (started without if the others hold "
+          "its experts, else an error within a second)");
 ABSL_FLAG(std::string, tls_ca, "",
           "PEM CA that signed the workers' certificates: talk TLS to them");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -147,6 +152,7 @@ constexpr char kUsage[] =
     "           [--reader auto|uring|pread]\n"
     "           [--metrics-port P [--host ADDR] [--metrics-linger-s S]]\n"
     "           [--workers H:P,...] [--rpc-deadline-ms MS]\n"
+    "           [--connect-timeout-ms MS]\n"
     "           [--tls-ca F [--tls-cert F --tls-key F]]\n\n"
     "       flotilla-coordinator serve --model DIR [--host ADDR] [--http-port "
     "P]\n"
@@ -213,11 +219,15 @@ int EngineOptionsFromFlags(flotilla::coordinator::EngineOptions* out) {
     eo.workers.emplace_back(trimmed.data(), trimmed.size());
   }
   eo.rpc_deadline_ms = absl::GetFlag(FLAGS_rpc_deadline_ms);
+  eo.connect_timeout_ms = absl::GetFlag(FLAGS_connect_timeout_ms);
   eo.worker_tls.ca = absl::GetFlag(FLAGS_tls_ca);
   eo.worker_tls.cert = absl::GetFlag(FLAGS_tls_cert);
   eo.worker_tls.key = absl::GetFlag(FLAGS_tls_key);
   if (eo.rpc_deadline_ms < 1) {
     return Fail(kExitUsage, "--rpc-deadline-ms must be >= 1");
+  }
+  if (eo.connect_timeout_ms < 0) {
+    return Fail(kExitUsage, "--connect-timeout-ms must be >= 0");
   }
   if (eo.worker_tls.cert.empty() != eo.worker_tls.key.empty()) {
     return Fail(kExitUsage, "--tls-cert and --tls-key go together");

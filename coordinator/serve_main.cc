@@ -21,11 +21,17 @@
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
 #include "coordinator/serve/serve_metrics.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server.h"
 #include "shared/io/memory_budget.h"
 #include "shared/metrics/metrics_server.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/transport/transport.h"
 
+ABSL_FLAG(int32_t, worker_health_interval_ms, 1000,
+          "with --workers: probe the expert workers this often while idle, "
+          "so /readyz and the gRPC health service follow the fleet (0 = "
+          "only as requests run)");
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "serve: address to listen on (127.0.0.1 = this machine only); "
           "generate: the address of --metrics-port");
@@ -139,6 +145,11 @@ int RunServe(const EngineOptions& eo) {
   EngineOptions with_state = eo;
   with_state.sequences = max_batch;
   with_state.prefix_cache_bytes = prefix_cache;
+  with_state.worker_health_interval_ms =
+      absl::GetFlag(FLAGS_worker_health_interval_ms);
+  if (with_state.worker_health_interval_ms < 0) {
+    return Fail(2, "--worker-health-interval-ms must be >= 0");
+  }
   auto engine = OpenEngine(with_state);
   if (!engine.ok()) return Fail(1, engine.status().ToString());
   // The budget as charged: the states of --max-batch sequences and the
@@ -215,7 +226,17 @@ int RunServe(const EngineOptions& eo) {
       so.model_name.c_str(), serve::ChatTemplateName(so.chat_template),
       so.host.c_str(), server.port());
   std::fflush(stdout);
-  while (!g_stop) pause();
+  // The gRPC health service says NOT_SERVING while some expert has no live
+  // worker, as /readyz does (checked a few times a second).
+  grpc::HealthCheckServiceInterface* health =
+      grpc_server != nullptr ? grpc_server->GetHealthCheckService() : nullptr;
+  while (!g_stop) {
+    if (health != nullptr && so.missing_experts) {
+      health->SetServingStatus(so.missing_experts().empty());
+    }
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  if (health != nullptr) health->Shutdown();
   // Graceful drain: refuse new requests, let the accepted ones finish
   // (up to --drain-timeout-s), then close.
   const absl::Duration drain =

@@ -11,9 +11,13 @@ FakeFleet::FakeFleet(const model::MoeSpec& config, std::string fingerprint,
     : config_(config),
       fingerprints_(owned.size(), fingerprint),
       owned_(std::move(owned)),
-      behaviour_(owned_.size(), WorkerBehaviour::kAnswer),
+      behaviour_(new std::atomic<WorkerBehaviour>[owned_.size()]),
       requests_(owned_.size()),
-      hints_(owned_.size()) {}
+      hints_(owned_.size()) {
+  for (size_t w = 0; w < owned_.size(); ++w) {
+    behaviour_[w] = WorkerBehaviour::kAnswer;
+  }
+}
 
 absl::StatusOr<v1::InfoResponse> FakeFleet::Info(int w, int /*deadline_ms*/) {
   if (behaviour_[w] == WorkerBehaviour::kDown) {
@@ -35,7 +39,7 @@ absl::StatusOr<v1::InfoResponse> FakeFleet::Info(int w, int /*deadline_ms*/) {
 }
 
 std::vector<absl::StatusOr<v1::InfoResponse>> FakeFleet::InfoAll(
-    int deadline_ms) {
+    int deadline_ms, bool /*wait_for_ready*/) {
   std::vector<absl::StatusOr<v1::InfoResponse>> out;
   for (size_t w = 0; w < owned_.size(); ++w) {
     out.push_back(Info(static_cast<int>(w), deadline_ms));

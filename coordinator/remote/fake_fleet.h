@@ -6,7 +6,9 @@
 #ifndef FLOTILLA_COORDINATOR_REMOTE_FAKE_FLEET_H_
 #define FLOTILLA_COORDINATOR_REMOTE_FAKE_FLEET_H_
 
+#include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -52,7 +54,7 @@ class FakeFleet final : public WorkerTransport {
   int calls(int w) const { return static_cast<int>(requests_[w].size()); }
 
   std::vector<absl::StatusOr<v1::InfoResponse>> InfoAll(
-      int deadline_ms) override;
+      int deadline_ms, bool wait_for_ready) override;
   absl::StatusOr<v1::InfoResponse> Info(int w, int deadline_ms) override;
   void StartCompute(ComputeCall* call, int deadline_ms) override;
   void AwaitComputes() override;
@@ -66,7 +68,8 @@ class FakeFleet final : public WorkerTransport {
   model::MoeSpec config_;
   std::vector<std::string> fingerprints_;
   std::vector<std::set<std::pair<int, int>>> owned_;
-  std::vector<WorkerBehaviour> behaviour_;
+  // Atomic: the health thread's Info reads it beside the test's writes.
+  std::unique_ptr<std::atomic<WorkerBehaviour>[]> behaviour_;
   uint64_t max_request_bytes_ = 64 << 20;
   std::vector<ComputeCall*> started_;
   std::vector<std::vector<v1::ComputeRequest>> requests_;

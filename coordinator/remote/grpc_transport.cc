@@ -63,12 +63,12 @@ class GrpcTransport final : public WorkerTransport {
   }
 
   std::vector<absl::StatusOr<v1::InfoResponse>> InfoAll(
-      int deadline_ms) override {
+      int deadline_ms, bool wait_for_ready) override {
     const size_t n = stubs_.size();
     std::vector<InfoTag> tags(n);
     for (size_t i = 0; i < n; ++i) {
       tags[i].context.set_deadline(DeadlineIn(deadline_ms));
-      tags[i].context.set_wait_for_ready(true);
+      tags[i].context.set_wait_for_ready(wait_for_ready);
       tags[i].reader =
           stubs_[i]->AsyncInfo(&tags[i].context, v1::InfoRequest(), &cq_);
       tags[i].reader->Finish(&tags[i].response, &tags[i].status, &tags[i]);
@@ -91,7 +91,8 @@ class GrpcTransport final : public WorkerTransport {
         out.push_back(std::move(tags[i].response));
         continue;
       }
-      if (why.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      if (wait_for_ready &&
+          why.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
         // A wait-for-ready call only says "deadline exceeded"; one
         // fail-fast call reports the connection's real last error.
         grpc::ClientContext context;

@@ -13,22 +13,13 @@
 #include "coordinator/remote/remote_experts_internal.h"
 #include "shared/base/elapsed.h"
 #include "shared/base/status_macros.h"
+#include "shared/transport/address.h"
 
 namespace flotilla::coordinator {
 namespace {
 
 // The first, brief round of Info at connect (see ConnectWith).
 constexpr int kQuickConnectMs = 1000;
-
-// The owned-experts map as sorted (layer, expert) pairs, for comparing a
-// restarted worker's Info with the one it had at connect.
-std::set<std::pair<uint32_t, uint32_t>> Ownership(const v1::InfoResponse& i) {
-  std::set<std::pair<uint32_t, uint32_t>> out;
-  for (const auto& [layer, list] : i.owned_experts()) {
-    for (uint32_t e : list.experts()) out.insert({layer, e});
-  }
-  return out;
-}
 
 // The options' own mistakes, before any connection is made.
 absl::Status CheckOptions(const RemoteExpertsOptions& options) {
@@ -39,16 +30,14 @@ absl::Status CheckOptions(const RemoteExpertsOptions& options) {
     return absl::InvalidArgumentError(
         "RemoteExperts needs the model's fingerprint to check workers");
   }
-  if (options.rpc_deadline_ms < 1 || options.connect_timeout_ms < 1) {
-    return absl::InvalidArgumentError("deadlines must be >= 1 ms");
+  if (options.rpc_deadline_ms < 1 || options.connect_timeout_ms < 0) {
+    return absl::InvalidArgumentError(
+        "the call deadline must be >= 1 ms and the connect timeout >= 0");
   }
   std::set<std::string> seen;
   for (size_t i = 0; i < options.workers.size(); ++i) {
     const std::string& address = options.workers[i];
-    if (address.empty() || address.find(':') == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "expert worker address '", address, "' is not host:port"));
-    }
+    FLOTILLA_RETURN_IF_ERROR(transport::CheckHostPort(address));
     if (!seen.insert(address).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("expert worker ", address, " is listed twice"));
@@ -115,46 +104,6 @@ void RemoteExperts::Impl::MarkDown(int w, const std::string& error) {
   worker.last_error = error;
 }
 
-absl::StatusOr<v1::InfoResponse> RemoteExperts::Impl::ProbeInfo(int w) {
-  const RemoteClock::time_point probe = RemoteClock::now();
-  absl::StatusOr<v1::InfoResponse> info =
-      transport->Info(w, options.rpc_deadline_ms);
-  stats.workers[w].info.Add(base::SecondsSince(probe));
-  if (!info.ok()) {
-    ++stats.workers[w].info_failed;
-    return base::WithContext(info.status(), "Info");
-  }
-  FLOTILLA_RETURN_IF_ERROR(CheckInfo(workers[w], *info));
-  return info;
-}
-
-bool RemoteExperts::Impl::Usable(int w) {
-  WorkerConn& worker = workers[w];
-  if (!worker.down) return true;
-  if (RemoteClock::now() < worker.retry_at) return false;
-  // Fail-fast probe: a dead worker answers at once (connection refused), a
-  // hung one within the deadline; either way the backoff starts again.
-  const absl::StatusOr<v1::InfoResponse> info = ProbeInfo(w);
-  absl::Status ok = info.status();
-  if (ok.ok() && (Ownership(*info) != Ownership(worker.info) ||
-                  info->has_split() != worker.info.has_split() ||
-                  info->split().SerializeAsString() !=
-                      worker.info.split().SerializeAsString())) {
-    ok = absl::FailedPreconditionError(
-        "came back owning different experts or slices (restarted with "
-        "another placement)");
-  }
-  if (!ok.ok()) {
-    MarkDown(w, std::string(ok.message()));
-    return false;
-  }
-  std::fprintf(stderr, "flotilla-coordinator: expert %s is back after %.1f s\n",
-               worker.Name().c_str(), base::SecondsSince(worker.down_since));
-  worker.down = false;
-  worker.last_error.clear();
-  return true;
-}
-
 absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::Connect(
     const model::MoeSpec& config, const RemoteExpertsOptions& options) {
   FLOTILLA_RETURN_IF_ERROR(CheckOptions(options));
@@ -178,17 +127,17 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
     impl->workers.push_back(std::move(w));
     impl->stats.workers.emplace_back().address = options.workers[i];
   }
-  // Ask every worker at once. First briefly: when the ones that answer
-  // hold every expert (a worker is down, the others have its replicas),
-  // start without waiting for the rest; they are probed again later
-  // (ProbeAbsent). Otherwise give workers still starting
-  // connect_timeout_ms to come up.
-  const int quick_ms = std::min(options.connect_timeout_ms, kQuickConnectMs);
+  // Ask every worker at once, fail-fast: a refused port or an unknown host
+  // answers at once. When the ones that answer hold every expert (a worker
+  // is down, the others have its replicas), start without the rest; they
+  // are probed again later (ProbeAbsent). Otherwise, and only when asked
+  // to (connect_timeout_ms), wait for workers still starting.
   std::vector<absl::StatusOr<v1::InfoResponse>> infos =
-      impl->transport->InfoAll(quick_ms);
-  int waited_ms = quick_ms;
-  if (!impl->AnswersCover(infos) && quick_ms < options.connect_timeout_ms) {
-    infos = impl->transport->InfoAll(options.connect_timeout_ms);
+      impl->transport->InfoAll(kQuickConnectMs, /*wait_for_ready=*/false);
+  int waited_ms = kQuickConnectMs;
+  if (!impl->AnswersCover(infos) && options.connect_timeout_ms > 0) {
+    infos = impl->transport->InfoAll(options.connect_timeout_ms,
+                                     /*wait_for_ready=*/true);
     waited_ms = options.connect_timeout_ms;
   }
   // Before the answers are moved into the workers below.
@@ -206,8 +155,13 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
         why, absl::StrCat("cannot reach expert ", w.Name(), " (Info within ",
                           waited_ms, " ms)"));
     if (!missing.empty()) {
-      return absl::Status(named.code(),
-                          absl::StrCat(named.message(), "; ", missing));
+      return absl::Status(
+          named.code(),
+          absl::StrCat(named.message(), "; ", missing,
+                       options.connect_timeout_ms > 0
+                           ? ""
+                           : " (--connect-timeout-ms MS waits for workers "
+                             "that are still starting)"));
     }
     std::fprintf(stderr,
                  "flotilla-coordinator: %s; starting without it (the other "
@@ -222,23 +176,28 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
   }
   FLOTILLA_RETURN_IF_ERROR(impl->CheckFleet());
   impl->UpdateMissing();
+  impl->last_layer_at = RemoteClock::now();
+  impl->StartHealthThread();
   return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
 }
 
 RemoteExperts::RemoteExperts(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
-RemoteExperts::~RemoteExperts() = default;
+RemoteExperts::~RemoteExperts() { impl_->StopHealthThread(); }
 
 absl::Status RemoteExperts::ComputeLayer(int layer, const float* z, int rows,
                                          const std::vector<ExpertTask>& tasks,
                                          float* out) {
+  std::lock_guard<std::mutex> lock(impl_->calls_mu);
   absl::Status s = impl_->ComputeLayer(layer, z, rows, tasks, out);
+  impl_->last_layer_at = RemoteClock::now();
   impl_->UpdateMissing();
   return s;
 }
 
 absl::Status RemoteExperts::PrefetchLayer(int layer,
                                           const std::vector<int>& experts) {
+  std::lock_guard<std::mutex> lock(impl_->calls_mu);
   return impl_->PrefetchLayer(layer, experts);
 }
 
@@ -246,9 +205,13 @@ ExpertBackendStats RemoteExperts::backend_stats() const {
   return impl_->backend;
 }
 
-RemoteStats RemoteExperts::remote_stats() const { return impl_->Snapshot(); }
+RemoteStats RemoteExperts::remote_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->calls_mu);
+  return impl_->Snapshot();
+}
 
 std::string RemoteExperts::Describe() const {
+  std::lock_guard<std::mutex> lock(impl_->calls_mu);
   std::string out;
   for (const WorkerConn& w : impl_->workers) {
     size_t owned = 0;

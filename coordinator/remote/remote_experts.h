@@ -86,11 +86,17 @@ struct RemoteExpertsOptions {
   std::vector<std::string> workers;
   // Deadline of every Compute call, and of each probe of a down worker.
   int rpc_deadline_ms = 10000;
-  // How long Connect waits for each worker to answer Info (workers may
-  // still be starting).
-  int connect_timeout_ms = 30000;
+  // Connect asks every worker for Info fail-fast (a refused or unknown
+  // address fails within a second). When the answers do not cover every
+  // expert, it waits up to this long for workers still starting; 0: no wait.
+  int connect_timeout_ms = 0;
   // A worker that failed is not used again for this long, then probed.
   int retry_backoff_ms = 500;
+  // > 0: a thread probes the workers this often (Info, fail-fast): absent
+  // and down ones once their backoff passed, up ones when no layer ran for
+  // this long, so that MissingExperts follows the fleet while idle (serve).
+  // 0: workers are probed only as layers run.
+  int health_interval_ms = 0;
   transport::TlsFiles tls;  // CA to verify workers; cert + key for mTLS
   // The coordinator's checkpoint fingerprint (model::FingerprintCheckpoint
   // or a pack manifest's source_fingerprint). Required.
@@ -194,9 +200,12 @@ class RemoteExperts : public ExpertBackend {
   std::string Describe() const;
   // Empty while every routed expert has a worker not marked down; else
   // "N (layer, expert) pairs have no live worker (layer L experts a,b;
-  // ...)". As of the last layer computed (workers are probed when layers
-  // run). Thread-safe: serve's /readyz reads it from the HTTP threads.
+  // ...)". As of the last layer computed or health probe. Thread-safe:
+  // serve's /readyz reads it from the HTTP threads.
   std::string MissingExperts() const;
+  // Probes the workers now, as the health thread does (see
+  // RemoteExpertsOptions::health_interval_ms). Thread-safe.
+  void CheckWorkers();
 
  private:
   struct Impl;

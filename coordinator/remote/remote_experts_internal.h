@@ -6,16 +6,21 @@
 #ifndef FLOTILLA_COORDINATOR_REMOTE_REMOTE_EXPERTS_INTERNAL_H_
 #define FLOTILLA_COORDINATOR_REMOTE_REMOTE_EXPERTS_INTERNAL_H_
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coordinator/remote/remote_experts.h"
 #include "coordinator/remote/worker_transport.h"
 
 namespace flotilla::coordinator {
+
+// A worker's request size limit (4 MiB, gRPC's default, when it names none).
+uint64_t MaxRequestBytes(const v1::InfoResponse& info);
 
 // One worker and what the coordinator knows of it.
 struct WorkerConn {
@@ -25,7 +30,7 @@ struct WorkerConn {
   // False for a worker that did not answer at connect while the others
   // held every expert: it holds nothing until a probe gets its Info.
   bool has_info = true;
-  // Health, touched only by the forward-pass thread.
+  // Health, under Impl::calls_mu (the forward pass and the health thread).
   bool down = false;
   RemoteClock::time_point down_since;
   RemoteClock::time_point retry_at;  // probe again from here on
@@ -118,9 +123,16 @@ struct RemoteExperts::Impl {
       const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const;
   std::string MissingWithout(
       const std::vector<absl::StatusOr<v1::InfoResponse>>& infos) const;
-  // Info from worker w, fail-fast within the RPC deadline, counted in its
-  // stats and checked with CheckInfo: the probe of a down or absent worker.
-  absl::StatusOr<v1::InfoResponse> ProbeInfo(int w);
+  // Info from worker w, fail-fast within `deadline_ms`, counted in its
+  // stats and checked with CheckInfo (CheckedInfo: the part after the call,
+  // for probes made without calls_mu).
+  absl::StatusOr<v1::InfoResponse> ProbeInfo(int w, int deadline_ms);
+  absl::StatusOr<v1::InfoResponse> CheckedInfo(
+      int w, absl::StatusOr<v1::InfoResponse> answer, double seconds);
+  // What a probe's answer makes of worker w: an absent worker joins the
+  // holders, a down one comes back if it owns what it owned, an up one
+  // that failed is marked down. Returns whether w is usable now.
+  bool Admit(int w, const absl::StatusOr<v1::InfoResponse>& info);
   // Whether `w` may be used now. A down worker whose backoff has passed is
   // probed (Info, fail-fast, deadline) and must show the same fingerprint
   // and ownership as at connect to come back.
@@ -183,6 +195,22 @@ struct RemoteExperts::Impl {
   absl::Status PrefetchLayer(int layer, const std::vector<int>& experts);
   // stats with the hint answers read so far folded in.
   RemoteStats Snapshot();
+
+  // The forward pass (ComputeLayer, PrefetchLayer, stats) and the health
+  // thread take turns on everything above.
+  mutable std::mutex calls_mu;
+  RemoteClock::time_point last_layer_at;  // end of the last ComputeLayer
+  // Probes (without calls_mu held while waiting for answers) the absent
+  // and down workers whose backoff has passed, and the up ones when no
+  // layer ran for options.health_interval_ms; then UpdateMissing.
+  void CheckWorkers();
+  // options.health_interval_ms > 0: CheckWorkers every interval.
+  void StartHealthThread();
+  void StopHealthThread();
+  std::thread health_thread;
+  std::mutex health_mu;
+  std::condition_variable health_cv;
+  bool health_stop = false;  // guarded by health_mu
 };
 
 }  // namespace flotilla::coordinator

@@ -1,7 +1,6 @@
 // RemoteExperts' membership: which (layer, expert) pairs the workers hold,
 // at connect (CheckFleet, MissingWithout) and since (UpdateMissing, for
-// serve's /readyz), and taking in a worker that did not answer at connect
-// once it does (ProbeAbsent).
+// serve's /readyz). Probing workers is in remote_experts_health.cc.
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -44,13 +43,12 @@ std::string DescribeGaps(const model::MoeSpec& config,
                       ranges.size() < 4 ? "" : "; ...", ")");
 }
 
-// A worker's request size limit (4 MiB, gRPC's default, when it names none).
+}  // namespace
+
 uint64_t MaxRequestBytes(const v1::InfoResponse& info) {
   return info.max_request_bytes() > 0 ? info.max_request_bytes()
                                       : uint64_t{4} << 20;
 }
-
-}  // namespace
 
 absl::Status RemoteExperts::Impl::CheckFleet() {
   max_message_bytes = UINT64_MAX;
@@ -115,38 +113,6 @@ std::string RemoteExperts::Impl::MissingWithout(
   const std::string gaps = DescribeGaps(
       config, [&](int l, int e) { return !held[l][e]; }, "live worker");
   return gaps.empty() ? "" : absl::StrCat("without it ", gaps);
-}
-
-void RemoteExperts::Impl::ProbeAbsent() {
-  for (WorkerConn& w : workers) {
-    if (w.has_info || RemoteClock::now() < w.retry_at) continue;
-    const absl::StatusOr<v1::InfoResponse> info = ProbeInfo(w.index);
-    absl::Status ok = info.status();
-    if (ok.ok() && info->has_split()) {
-      ok = absl::FailedPreconditionError(
-          "answers as a split worker, but the fleet is not split");
-    }
-    if (!ok.ok()) {
-      w.retry_at = RemoteClock::now() +
-                   std::chrono::milliseconds(options.retry_backoff_ms);
-      w.last_error = std::string(ok.message());
-      continue;
-    }
-    w.info = *info;
-    w.has_info = true;
-    w.down = false;
-    w.last_error.clear();
-    max_message_bytes = std::min(max_message_bytes, MaxRequestBytes(w.info));
-    for (const auto& [layer, list] : w.info.owned_experts()) {
-      for (uint32_t e : list.experts()) {
-        std::vector<int>& h = holders[layer][e];
-        h.insert(std::upper_bound(h.begin(), h.end(), w.index), w.index);
-      }
-    }
-    std::fprintf(stderr,
-                 "flotilla-coordinator: expert %s joined after %.1f s\n",
-                 w.Name().c_str(), base::SecondsSince(w.down_since));
-  }
 }
 
 std::string RemoteExperts::MissingExperts() const {

@@ -352,6 +352,54 @@ TEST_F(RemoteExpertsTest, MissingExpertsFollowTheDownWorkers) {
   EXPECT_EQ((*remote)->MissingExperts(), "");
 }
 
+// While no layer runs (serve between requests), CheckWorkers probes the
+// up workers too: one that stops answering is marked down and its experts
+// named, and it is taken back when it answers, all without a layer call.
+TEST_F(RemoteExpertsTest, IdleHealthChecksFollowTheFleet) {
+  RemoteExpertsOptions o;
+  o.retry_backoff_ms = 1;
+  auto remote = Connect(Fleet(2, 1), o);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  (*remote)->CheckWorkers();
+  EXPECT_EQ((*remote)->MissingExperts(), "");
+  EXPECT_EQ((*remote)->remote_stats().workers[0].failovers, 0u);
+  fleet_->SetBehaviour(0, WorkerBehaviour::kDown);
+  (*remote)->CheckWorkers();
+  EXPECT_THAT((*remote)->MissingExperts(),
+              AllOf(HasSubstr("48 (layer, expert) pairs have no live worker"),
+                    HasSubstr("layer 1 experts 1,3,5,7")));
+  const RemoteStats down = (*remote)->remote_stats();
+  EXPECT_EQ(down.workers[0].failovers, 1u);
+  EXPECT_FALSE(down.workers[0].up);
+  EXPECT_TRUE(down.workers[1].up);
+  EXPECT_EQ(fleet_->calls(0) + fleet_->calls(1), 0);  // no Compute sent
+  fleet_->SetBehaviour(0, WorkerBehaviour::kAnswer);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  (*remote)->CheckWorkers();
+  EXPECT_EQ((*remote)->MissingExperts(), "");
+  EXPECT_TRUE((*remote)->remote_stats().workers[0].up);
+  MakeStep(4, 60);
+  absl::Status s;
+  EXPECT_EQ(Compute(**remote, &s), Reference());
+  ASSERT_TRUE(s.ok()) << s;
+}
+
+// The health thread does the same on its own (health_interval_ms).
+TEST_F(RemoteExpertsTest, TheHealthThreadNoticesADownWorkerWhileIdle) {
+  RemoteExpertsOptions o;
+  o.retry_backoff_ms = 1;
+  o.health_interval_ms = 5;
+  auto remote = Connect(Fleet(2, 1), o);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  fleet_->SetBehaviour(0, WorkerBehaviour::kDown);
+  std::string missing;
+  for (int i = 0; i < 400 && missing.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    missing = (*remote)->MissingExperts();
+  }
+  EXPECT_THAT(missing, HasSubstr("48 (layer, expert) pairs"));
+}
+
 // A worker whose own checksum check fails answers DATA_LOSS: with a
 // replica the layer completes from it, and the worker's error is kept.
 TEST_F(RemoteExpertsTest, ADataLossAnswerIsCompletedByAReplica) {

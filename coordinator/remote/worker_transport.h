@@ -41,12 +41,13 @@ class WorkerTransport {
  public:
   virtual ~WorkerTransport() = default;
 
-  // Info of every worker, asked all at once; each may take up to
-  // `deadline_ms` to come up (workers still starting). A worker that did
+  // Info of every worker, asked all at once, each within `deadline_ms`.
+  // Fail-fast unless `wait_for_ready`: then a worker that is not up yet
+  // (refused) may take the whole deadline to come up. A worker that did
   // not answer gets the connection's own error (refused, TLS handshake
   // failed...), not only "deadline exceeded".
   virtual std::vector<absl::StatusOr<v1::InfoResponse>> InfoAll(
-      int deadline_ms) = 0;
+      int deadline_ms, bool wait_for_ready) = 0;
   // One Info of worker `w` that fails at once when it is unreachable:
   // probing a worker that was down.
   virtual absl::StatusOr<v1::InfoResponse> Info(int w, int deadline_ms) = 0;

@@ -58,10 +58,16 @@ void Error(httplib::Response& res, int status, const std::string& message,
                   "application/json");
 }
 
-// A request that ran and failed: 504 when its time ran out, else 500.
+// A request that ran and failed: 504 when its time ran out, 503 when the
+// server cannot run it now (an expert without a live worker, shutting
+// down: worth a retry), else 500.
 void Failed(httplib::Response& res, const absl::Status& status) {
   if (absl::IsDeadlineExceeded(status)) {
     return Error(res, 504, std::string(status.message()), "timeout_error");
+  }
+  if (absl::IsUnavailable(status)) {
+    res.set_header("Retry-After", "1");
+    return Error(res, 503, status.ToString(), "server_error");
   }
   Error(res, 500, status.ToString(), "server_error");
 }

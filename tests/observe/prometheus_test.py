@@ -144,6 +144,7 @@ def run(bin_dir, model, dashboards, prometheus, tmp, procs):
     http = free_port()
     procs.start("serve", [
         coord, "serve", "--model", model, "--workers", workers,
+        "--connect-timeout-ms", "30000",
         "--pack", pack, "--max-pinned-layers", "0",
         "--host", "127.0.0.1", "--http-port", str(http), "--threads", "1",
         "--metrics-port", str(metrics["serve"])])
