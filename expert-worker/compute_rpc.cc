@@ -1,5 +1,6 @@
 #include "expert-worker/compute_rpc.h"
 
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <utility>
@@ -130,9 +131,15 @@ grpc::Status RunAdmittedCompute(ExpertCompute* compute,
   const absl::Status status = compute->Run(call, shape, outputs, sums, &stats);
   if (!status.ok()) {
     response->Clear();
-    return transport::ToGrpcStatus(absl::Status(
+    const absl::Status named(
         status.code(),
-        absl::StrCat("layer ", call.layer, ": ", status.message())));
+        absl::StrCat("layer ", call.layer, ": ", status.message()));
+    // The request was valid and this worker could not serve it (a corrupt
+    // or unreadable file): the operator must see it here, not only in the
+    // coordinator that retried on a replica.
+    std::fprintf(stderr, "flotilla-expert-worker: Compute failed: %s\n",
+                 named.ToString().c_str());
+    return transport::ToGrpcStatus(named);
   }
   v1::ComputeStats* s = response->mutable_stats();
   s->set_bytes_read(stats.bytes_read);

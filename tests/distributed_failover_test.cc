@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,11 +22,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/base/elapsed.h"
+#include "shared/pack/pack_manifest.h"
 #include "tests/distributed_test_util.h"
 
 namespace flotilla::dtest {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Clock = std::chrono::steady_clock;
@@ -109,6 +112,70 @@ TEST_F(FailoverTest, KilledBeforeStartWithTwoReplicasThenRestarted) {
   }
   EXPECT_GT(remote->remote_stats().workers[1].compute.count(), 0u);
   EXPECT_TRUE(remote->remote_stats().workers[1].up);
+}
+
+// One replica's copy of the checkpoint has a flipped byte in every expert
+// (data only, so its pack stays fresh): the worker on it fails each call
+// with DATA_LOSS from its own checksums, and the coordinator completes the
+// steps from the replicas: the same ids and logits, the error kept.
+TEST_F(FailoverTest, AFlippedByteInOneReplicaKeepsTheIds) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  const std::string bad = dir.path() + "/bad";
+  fs::copy(CkptA(), bad, fs::copy_options::recursive);
+  std::string output;
+  ASSERT_EQ(RunCommand(absl::StrCat(BinPath("flotilla-tool"),
+                                    " pack --model=", bad, " 2>&1"),
+                       &output),
+            0)
+      << output;
+  auto manifest = pack::LoadPackManifest(bad + "/flotilla-pack");
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  ASSERT_FALSE(manifest->experts.empty());
+  for (const pack::PackExpert& e : manifest->experts) {
+    const std::string file = bad + "/" + manifest->expert_files[e.file];
+    std::FILE* f = std::fopen(file.c_str(), "r+b");
+    ASSERT_NE(f, nullptr) << file;
+    const long at = static_cast<long>(e.offset + e.length / 2);
+    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+    const int byte = std::fgetc(f);
+    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+    std::fputc(byte ^ 0x10, f);
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+  Fleet fleet;
+  for (int k = 0; k < 3; ++k) {
+    auto w =
+        WorkerProcess::Start({"--model=" + (k == 2 ? bad : CkptA()),
+                              absl::StrCat("--shard=", k, "/3"), "--replicas=2",
+                              "--threads=1", "--mem=256M", "--fetch-slots=4"},
+                             absl::StrCat(dir.path(), "/w", k, ".log"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    fleet.push_back(*std::move(w));
+  }
+  coordinator::RemoteExpertsOptions options;
+  options.workers = Addresses(fleet);
+  options.rpc_deadline_ms = 5000;
+  options.retry_backoff_ms = 60000;  // keep the bad worker's error in view
+  auto model = OpenRemoteModel(CkptA(), options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto got = GenerateWith(**model, kPrompt, kTokens);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->ids, want->ids);
+  EXPECT_TRUE(got->logits == want->logits);
+  auto* remote = dynamic_cast<coordinator::RemoteExperts*>((*model)->experts());
+  ASSERT_NE(remote, nullptr);
+  const coordinator::RemoteStats stats = remote->remote_stats();
+  EXPECT_GE(stats.workers[2].compute_failed, 1u);
+  EXPECT_EQ(stats.workers[0].compute_failed + stats.workers[1].compute_failed,
+            0u);
+  EXPECT_GE(stats.retried_calls, 1u);
+  EXPECT_THAT(remote->Describe(),
+              AllOf(HasSubstr("DATA_LOSS"), HasSubstr("checksum mismatch"),
+                    HasSubstr("model.safetensors at offset")));
+  EXPECT_THAT(fleet[2]->Log(), HasSubstr("checksum mismatch"));
 }
 
 TEST_F(FailoverTest, HungWorkerTimesOutAndTheReplicaAnswers) {
