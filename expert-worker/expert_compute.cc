@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/combine.h"
+#include "shared/experts/expert_checksums.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
 
@@ -31,7 +32,12 @@ absl::StatusOr<experts::ExpertIndex> OwnIndex(const ShardPlan& plan) {
   }
   FLOTILLA_ASSIGN_OR_RETURN(
       auto ckpt, model::SafetensorsCheckpoint::OpenDir(plan.model_dir));
-  return experts::ExpertIndex::FromTensorSource(*ckpt, {});
+  FLOTILLA_ASSIGN_OR_RETURN(experts::ExpertIndex index,
+                            experts::ExpertIndex::FromTensorSource(*ckpt, {}));
+  // A `pack --workers` folder carries the checksums of its experts.
+  FLOTILLA_RETURN_IF_ERROR(
+      experts::ApplyExpertChecksums(plan.model_dir, &index).status());
+  return index;
 }
 
 }  // namespace

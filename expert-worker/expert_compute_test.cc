@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/experts/expert_index.h"
 #include "shared/experts/in_memory_experts.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
@@ -25,6 +27,7 @@
 namespace flotilla::expert_worker {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 const std::string kCkptA = std::string(FLOTILLA_TEST_DATA_DIR) + "/k3/ckpt_A";
@@ -194,6 +197,119 @@ TEST(ExpertComputeTest, FromAPackOfTheFolderComputesTheSameBits) {
 // expert table's checksum, as the coordinator checks its own reads: one
 // flipped byte in the shard fails the call that needs that expert, naming
 // layer, expert, file and offset, and only that one.
+// Flips the middle byte of `key`'s run in `folder`'s safetensors.
+void FlipByteOfExpert(const std::string& folder, experts::ExpertKey key) {
+  auto ckpt = model::SafetensorsCheckpoint::OpenDir(folder);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto index = experts::ExpertIndex::FromTensorSource(**ckpt, {});
+  ASSERT_TRUE(index.ok()) << index.status();
+  const experts::ExpertLocation* loc = index->Find(key);
+  ASSERT_NE(loc, nullptr);
+  std::FILE* f = std::fopen(index->files()[loc->file].c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  const long at = static_cast<long>(loc->offset + loc->length / 2);
+  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+  const int byte = std::fgetc(f);
+  ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+  std::fputc(byte ^ 0x10, f);
+  ASSERT_EQ(std::fclose(f), 0);
+}
+
+// A `pack --workers` folder has no pack, but carries its experts'
+// checksums (expert_checksums.bin): the worker verifies each read against
+// them. Without the file the same flipped byte goes unnoticed, which is
+// what the file is for.
+TEST(ExpertComputeTest, APackWorkersFolderVerifiesItsExperts) {
+  namespace fs = std::filesystem;
+  const std::string dir =
+      ::testing::TempDir() + "/expert_compute_pw_" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  const std::string cut = std::string(FLOTILLA_BIN_DIR) +
+                          "/flotilla-tool pack --model " + kCkptA + " --out " +
+                          dir + " --workers 2 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cut.c_str()), 0) << cut;
+  const std::string folder = dir + "/workers/worker-0";
+  ASSERT_TRUE(fs::exists(folder + "/expert_checksums.bin"));
+  auto open = [&] {
+    PlanOptions o;
+    o.model_dir = folder;
+    o.placement_file = folder + "/placement.json";
+    o.memory_budget_bytes = uint64_t{1} << 30;
+    o.compute_threads = 2;
+    auto plan = BuildShardPlan(o);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    ComputeOptions co;
+    co.fetch_slots = 3;
+    auto compute = ExpertCompute::Create(*plan, co);
+    EXPECT_TRUE(compute.ok()) << compute.status();
+    return compute.ok() ? std::move(*compute) : nullptr;
+  };
+  // Two experts of one layer that worker 0 holds.
+  auto ckpt = model::SafetensorsCheckpoint::OpenDir(folder);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  auto index = experts::ExpertIndex::FromTensorSource(**ckpt, {});
+  ASSERT_TRUE(index.ok()) << index.status();
+  const std::vector<experts::ExpertKey> keys = index->Keys();
+  ASSERT_GE(keys.size(), 2u);
+  ASSERT_EQ(keys[0].layer, keys[1].layer);
+  ASSERT_NO_FATAL_FAILURE(FlipByteOfExpert(folder, keys[0]));
+  auto run = [&](ExpertCompute* compute, int expert) {
+    Step one = RandomStep(1, 13);
+    one.tasks = {{0, expert, 1.0f}};
+    const ComputeCall call = CallFor(one, keys[0].layer, true);
+    auto shape = compute->Validate(call);
+    EXPECT_TRUE(shape.ok()) << shape.status();
+    std::vector<float> outputs(shape.ok() ? shape->output_floats : 0);
+    ComputeCallStats stats;
+    return shape.ok()
+               ? compute->Run(call, *shape, outputs.data(), nullptr, &stats)
+               : shape.status();
+  };
+  auto compute = open();
+  ASSERT_NE(compute, nullptr);
+  const absl::Status bad = run(compute.get(), keys[0].expert);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss) << bad;
+  EXPECT_THAT(bad.message(),
+              AllOf(HasSubstr(absl::StrCat("layer ", keys[0].layer, " expert ",
+                                           keys[0].expert)),
+                    HasSubstr("experts.safetensors at offset"),
+                    HasSubstr("checksum mismatch")));
+  EXPECT_TRUE(run(compute.get(), keys[1].expert).ok());
+  fs::remove(folder + "/expert_checksums.bin");
+  auto unchecked = open();
+  ASSERT_NE(unchecked, nullptr);
+  EXPECT_TRUE(run(unchecked.get(), keys[0].expert).ok());
+  fs::remove_all(dir);
+}
+
+// A table that does not describe the folder's experts is refused at open.
+TEST(ExpertComputeTest, AChecksumTableOfAnotherCutIsRefused) {
+  namespace fs = std::filesystem;
+  const std::string dir = ::testing::TempDir() + "/expert_compute_pw2_" +
+                          std::to_string(::getpid());
+  fs::remove_all(dir);
+  const std::string cut = std::string(FLOTILLA_BIN_DIR) +
+                          "/flotilla-tool pack --model " + kCkptA + " --out " +
+                          dir + " --workers 2 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cut.c_str()), 0) << cut;
+  const std::string w0 = dir + "/workers/worker-0";
+  const std::string w1 = dir + "/workers/worker-1";
+  fs::copy_file(w1 + "/expert_checksums.bin", w0 + "/expert_checksums.bin",
+                fs::copy_options::overwrite_existing);
+  PlanOptions o;
+  o.model_dir = w0;
+  o.placement_file = w0 + "/placement.json";
+  o.memory_budget_bytes = uint64_t{1} << 30;
+  auto plan = BuildShardPlan(o);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto compute = ExpertCompute::Create(*plan, ComputeOptions());
+  EXPECT_EQ(compute.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(compute.status().message(),
+              AllOf(HasSubstr("expert_checksums.bin"),
+                    HasSubstr("re-run flotilla-tool pack --workers")));
+  fs::remove_all(dir);
+}
+
 TEST(ExpertComputeTest, AFlippedByteInAnExpertFailsItsCall) {
   namespace fs = std::filesystem;
   const std::string dir = ::testing::TempDir() + "/expert_compute_flip_" +

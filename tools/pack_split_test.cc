@@ -70,16 +70,13 @@ void SynthWide(const std::string& dir) {
 
 // A checkpoint of dense experts only (w1/w3 [I][L], w2 [L][I]; BF16, and
 // F32 in the last MoE layer) with the wide config.
-void WriteDenseExperts(const std::string& dir) {
+void WriteDenseExperts(const std::string& dir, model::DType dtype) {
   const model::K3Config c = WideConfig();
   fs::create_directories(dir);
   ASSERT_TRUE(WriteSynthConfig(c, dir).ok());
   std::vector<model::TensorToWrite> tensors;
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     if (c.IsDenseLayer(layer)) continue;
-    const model::DType dtype = layer + 1 == c.num_hidden_layers
-                                   ? model::DType::kF32
-                                   : model::DType::kBF16;
     for (int e = 0; e < c.num_experts; ++e) {
       const std::string base = "language_model.model.layers." +
                                std::to_string(layer) + kExpertsInfix +
@@ -211,15 +208,21 @@ TEST(PackSplit, Mxfp4WithUnequalWidthsInThreeSlices) {
   ExpectSplitFolders(tmp / "model", tmp / "w", 3);
 }
 
+// Both dense dtypes, one per checkpoint: a worker serves one expert format
+// (ExpertIndex), and pack --workers indexes each folder it writes to
+// checksum its experts.
 TEST(PackSplit, DenseExpertsInTwoAndThreeSlices) {
   ScratchDir tmp("pack_split_dense");
-  WriteDenseExperts(tmp / "model");
-  for (int n : {2, 3}) {
-    const std::string out = tmp / absl::StrCat("w", n);
-    absl::StatusOr<PackWorkersResult> r =
-        PackWorkers(SplitOptions(tmp / "model", out, n));
-    ASSERT_TRUE(r.ok()) << r.status();
-    ExpectSplitFolders(tmp / "model", out, n);
+  for (model::DType dtype : {model::DType::kBF16, model::DType::kF32}) {
+    const std::string model = tmp / absl::StrCat("model", int(dtype));
+    WriteDenseExperts(model, dtype);
+    for (int n : {2, 3}) {
+      const std::string out = tmp / absl::StrCat("w", int(dtype), "-", n);
+      absl::StatusOr<PackWorkersResult> r =
+          PackWorkers(SplitOptions(model, out, n));
+      ASSERT_TRUE(r.ok()) << r.status();
+      ExpectSplitFolders(model, out, n);
+    }
   }
 }
 

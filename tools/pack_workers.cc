@@ -20,6 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/open_file.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_checksums.h"
+#include "shared/experts/expert_index.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/config.h"
 #include "shared/model/model_family.h"
@@ -184,15 +186,28 @@ absl::Status FinishFolder(model::SafetensorsWriter& writer,
       writer.WriteShard(folder + "/" + kExpertsFile, out,
                         {{"flotilla_source_fingerprint", src.fingerprint}}));
   FLOTILLA_RETURN_IF_ERROR(errors.first());
+  // Per-expert checksums, from one read of what was just written, so the
+  // worker verifies every expert it reads (shared/experts/expert_checksums).
+  {
+    FLOTILLA_ASSIGN_OR_RETURN(auto written,
+                              model::SafetensorsCheckpoint::OpenDir(folder));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        experts::ExpertIndex index,
+        experts::ExpertIndex::FromTensorSource(*written, {}));
+    FLOTILLA_RETURN_IF_ERROR(
+        experts::WriteExpertChecksums(folder, index).status());
+  }
   FLOTILLA_RETURN_IF_ERROR(WriteText(folder + "/config.json", src.config_text));
   return WriteText(folder + "/" + marker, marker_text);
 }
 
-// True when `folder` already holds this config and marker text.
+// True when `folder` already holds this config and marker text, and the
+// checksums (a folder cut before they existed is cut again).
 bool FolderDone(const std::string& folder, const Source& src,
                 const char* marker, const std::string& marker_text) {
   return ReadText(folder + "/" + marker) == marker_text &&
-         ReadText(folder + "/config.json") == src.config_text;
+         ReadText(folder + "/config.json") == src.config_text &&
+         fs::exists(folder + "/" + experts::kExpertChecksumsFile);
 }
 
 absl::Status PackWhole(const PackWorkersOptions& o, const Source& src,

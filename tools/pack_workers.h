@@ -5,6 +5,10 @@
 //   <out>/worker-K/experts.safetensors  worker K's experts under their HF
 //                                       names, each expert's tensors back to
 //                                       back (one read per expert)
+//   <out>/worker-K/expert_checksums.bin XXH3-64 of each expert's run, from
+//                                       one read of the written file; the
+//                                       worker verifies every read against
+//                                       it (shared/experts/expert_checksums.h)
 //   <out>/worker-K/placement.json       the fleet's placement (rotate-v1),
 //                                       "worker": K and the source
 //                                       checkpoint's fingerprint; written
@@ -25,6 +29,7 @@
 //                                       inter_rows() (w1, w3) or
 //                                       latent_rows() (w2); the first dim is
 //                                       the slice size
+//   <out>/worker-K/expert_checksums.bin as above, of the slices
 //   <out>/worker-K/split.json           the ExpertSplit (N, K, I, L, source
 //                                       fingerprint); written last
 // A split folder has no placement.json and a whole-expert one no split.json.
