@@ -78,6 +78,27 @@ nlohmann::json RemoteDecodeStats(const RemoteStats& at_decode,
   };
 }
 
+nlohmann::json WorkerRpcJson(const RemoteStats& stats) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const WorkerRpcStats& w : stats.workers) {
+    const uint64_t calls = w.compute.count();
+    const uint64_t probes = w.info.count();
+    workers.push_back({
+        {"address", w.address},
+        {"up", w.up},
+        {"compute_calls", calls},
+        {"compute_failed", w.compute_failed},
+        {"compute_mean_ms",
+         calls > 0 ? 1e3 * w.compute.sum_seconds / calls : 0.0},
+        {"info_probes", probes},
+        {"info_failed", w.info_failed},
+        {"failovers", w.failovers},
+        {"prefetch_hints_sent", w.prefetch_sent},
+    });
+  }
+  return workers;
+}
+
 nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
                            const GenerateResult& result) {
   const RunCounters now = SnapshotCounters(engine);
@@ -127,6 +148,7 @@ nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
   if (now.remote) {
     out["remote"] =
         RemoteDecodeStats(at_decode.remote_stats, now.remote_stats, steps);
+    out["remote"]["workers"] = WorkerRpcJson(now.remote_stats);
   }
   return out;
 }

@@ -33,7 +33,8 @@ RunCounters SnapshotCounters(const Engine& engine);
 // and `at_decode` (taken right after the prefill), divided by the number of
 // decode steps, plus the median step time and the peak RSS. With expert
 // workers, a "remote" object holds the decode phase's RPC counters
-// (RemoteDecodeStats).
+// (RemoteDecodeStats) and "workers", each worker's since connect
+// (WorkerRpcJson).
 nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
                            const GenerateResult& result);
 
@@ -44,6 +45,11 @@ nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
 // bytes read, and the Prefetch hints sent, failed and dropped.
 nlohmann::json RemoteDecodeStats(const RemoteStats& at_decode,
                                  const RemoteStats& now, double steps);
+
+// Per worker, in --workers order, since connect: address, up, Compute
+// calls / failed / mean latency, Info probes / failed, times marked down
+// (failovers), Prefetch hints sent.
+nlohmann::json WorkerRpcJson(const RemoteStats& stats);
 
 // The --json document of one `generate` run: model, prompt and generated
 // ids, `text` when the model has a tokenizer (null otherwise), finish

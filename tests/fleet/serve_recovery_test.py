@@ -9,7 +9,8 @@ it back, and never goes down itself (issue 18).
      missing experts, at once; serve is still running.
   3. worker 1 is restarted on its port: /readyz is 200 again and the same
      completion gives the same text as in 1.
-  4. `generate` with one of the two workers down fails with UNAVAILABLE
+  4. `generate --json` lists each worker's RPC counters; with one of the
+     two workers down it fails with UNAVAILABLE
      naming the missing experts, without waiting for a connect timeout.
 
 usage: serve_recovery_test.py BIN_DIR MODEL_DIR
@@ -154,6 +155,18 @@ def main():
               "the same text as before the kill")
         check("is back after" in open(serve_log).read(),
               "serve's log says the worker is back")
+
+        # generate --json reports each worker's RPC counters.
+        run = subprocess.run(
+            [coord, "generate", "--model", model, "--workers", addresses,
+             "--prompt", "Once upon a time", "--max-tokens", "4", "--json"],
+            capture_output=True, text=True, timeout=60)
+        check(run.returncode == 0, f"generate over both: {run.stderr[-300:]}")
+        per_worker = json.loads(run.stdout)["stats"]["remote"]["workers"]
+        check([w["address"] for w in per_worker] == addresses.split(",") and
+              all(w["up"] and w["compute_calls"] > 0 and
+                  w["compute_failed"] == 0 for w in per_worker),
+              f"stats.remote.workers has both, with calls: {per_worker}")
 
         # 4. generate with a worker down: no connect wait.
         workers[1].kill()
