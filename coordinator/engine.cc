@@ -132,8 +132,19 @@ absl::StatusOr<model::K3Config> LoadConfig(const EngineOptions& o,
 
 absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
     const model::MoeSpec& moe, const EngineOptions& o,
-    const std::string& fingerprint) {
+    const std::string& fingerprint, const pack::PackManifest* pack) {
   RemoteExpertsOptions ro;
+  if (pack != nullptr && pack->experts_in_model_dir && !pack->experts.empty()) {
+    ro.expected_checksums.assign(
+        static_cast<size_t>(moe.num_layers) * moe.num_experts, 0);
+    for (const pack::PackExpert& e : pack->experts) {
+      if (e.layer >= 0 && e.layer < moe.num_layers && e.expert >= 0 &&
+          e.expert < moe.num_experts) {
+        ro.expected_checksums[static_cast<size_t>(e.layer) * moe.num_experts +
+                              e.expert] = e.checksum;
+      }
+    }
+  }
   ro.workers = o.workers;
   ro.rpc_deadline_ms = o.rpc_deadline_ms;
   ro.connect_timeout_ms = o.connect_timeout_ms;
@@ -260,8 +271,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   std::unique_ptr<ExpertBackend> experts;
   if (!o.workers.empty()) {
     // Routed experts on the workers: this machine needs only the pack.
-    FLOTILLA_ASSIGN_OR_RETURN(experts,
-                              ConnectWorkers(c.Moe(), o, m.source_fingerprint));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        experts, ConnectWorkers(c.Moe(), o, m.source_fingerprint, &m));
   } else {
     pool = std::make_unique<kernels::ThreadPool>(o.threads);
     // Expert memory is already charged by the plan above (read buffers and

@@ -10,14 +10,17 @@
 #include "coordinator/engine.h"
 #include "coordinator/model/expert_backend.h"
 #include "shared/model/moe_spec.h"
+#include "shared/pack/pack_manifest.h"
 
 namespace flotilla::coordinator {
 
 // Routed experts on the expert workers of `o` (--workers); `fingerprint`
-// identifies the checkpoint the coordinator's trunk comes from.
+// identifies the checkpoint the coordinator's trunk comes from. With `pack`
+// a pack of that checkpoint made in place: its expert checksums are
+// compared with those of workers that have one too (ExpertList.checksums).
 absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
     const model::MoeSpec& moe, const EngineOptions& o,
-    const std::string& fingerprint);
+    const std::string& fingerprint, const pack::PackManifest* pack = nullptr);
 
 // --config, else <model>/config.json.
 std::string ConfigPath(const EngineOptions& o);

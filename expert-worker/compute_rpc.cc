@@ -180,6 +180,11 @@ v1::InfoResponse MakeInfo(const ExpertCompute& compute) {
     v1::ExpertList& list =
         (*info.mutable_owned_experts())[static_cast<uint32_t>(layer)];
     list.mutable_experts()->Add(experts.begin(), experts.end());
+    if (auto it = compute.source_checksums().find(layer);
+        it != compute.source_checksums().end() &&
+        it->second.size() == experts.size()) {
+      list.mutable_checksums()->Add(it->second.begin(), it->second.end());
+    }
   }
   info.set_num_layers(static_cast<uint32_t>(plan.num_layers));
   info.set_num_experts(static_cast<uint32_t>(plan.num_experts));

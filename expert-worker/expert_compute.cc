@@ -69,10 +69,19 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
         "]"));
   }
   self->owned_.assign(plan.num_layers, {});
+  // The pack's runs are the checkpoint's own spans when it was packed in
+  // place (the plan only keeps such a pack), so their checksums say what a
+  // pack of the same checkpoint elsewhere must say too.
+  const bool in_place_pack = plan.pack_manifest != nullptr && !plan.split;
   for (const auto& [layer, experts] : plan.owned_experts) {
     self->owned_[layer].assign(plan.num_experts, false);
     for (uint32_t e : experts) {
-      if (index.Find(ExpertKey{layer, static_cast<int32_t>(e)}) == nullptr) {
+      const experts::ExpertLocation* loc =
+          index.Find(ExpertKey{layer, static_cast<int32_t>(e)});
+      if (in_place_pack && loc != nullptr && loc->has_checksum) {
+        self->source_checksums_[layer].push_back(loc->checksum);
+      }
+      if (loc == nullptr) {
         return absl::FailedPreconditionError(absl::StrCat(
             plan.model_dir, " lacks layer ", layer, " expert ", e,
             ", which the placement assigns to worker ", plan.shard.index,

@@ -27,6 +27,7 @@
 #define FLOTILLA_EXPERT_WORKER_EXPERT_COMPUTE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -151,6 +152,12 @@ class ExpertCompute {
   io::MemoryAccountant& accountant() const { return *accountant_; }
   // Fetcher counters since start, for logs.
   std::string StatsLine() const;
+  // layer -> checksums of the owned experts in plan().owned_experts order,
+  // from an in-place pack of the checkpoint (see ExpertList.checksums);
+  // empty without one.
+  const std::map<int, std::vector<uint64_t>>& source_checksums() const {
+    return source_checksums_;
+  }
 
  private:
   // Keeps the plan without its pack manifest: the index built from it is
@@ -170,6 +177,7 @@ class ExpertCompute {
   const ComputeOptions options_;
   // owned_[layer][expert]: whether this worker serves it.
   std::vector<std::vector<bool>> owned_;
+  std::map<int, std::vector<uint64_t>> source_checksums_;
   std::unique_ptr<io::MemoryAccountant> accountant_;
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<experts::ExpertEngine> engine_;

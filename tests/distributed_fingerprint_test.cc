@@ -1,6 +1,10 @@
 // A worker serving another checkpoint is refused at connect with a message
 // naming both fingerprints, in the library and in the CLI; so is a fleet
 // that does not hold every expert.
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -8,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/experts/expert_index.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"
 #include "tests/distributed_test_util.h"
@@ -113,6 +118,91 @@ TEST(FingerprintTest, AnotherSeedOfTheSameLayoutIsRefused) {
   MixedFleet fleet;
   ASSERT_NO_FATAL_FAILURE(
       ExpectForeignWorkerRefused(one, two, dir.path(), &fleet));
+}
+
+// Other weights that the fingerprint's samples miss: one byte of one
+// expert changed in a copy, the copy packed in place. Its worker reports
+// the pack's per-expert checksums in Info; the coordinator, with its own
+// in-place pack of the original, compares them and refuses the worker,
+// naming the expert and both checksums. On the clean copy it generates.
+TEST(FingerprintTest, OtherWeightsUnderAnEqualFingerprintAreRefused) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string mine = dir.path() + "/mine", other = dir.path() + "/other";
+  fs::copy(CkptA(), mine, fs::copy_options::recursive);
+  fs::copy(CkptA(), other, fs::copy_options::recursive);
+  auto source = model::SafetensorsCheckpoint::OpenDir(other);
+  ASSERT_TRUE(source.ok()) << source.status();
+  auto index = experts::ExpertIndex::FromTensorSource(**source, {});
+  ASSERT_TRUE(index.ok()) << index.status();
+  const std::string fp = FingerprintOf(mine);
+  // An expert of worker 1's (rotate-v1, N = 2: (layer + expert) odd) whose
+  // middle byte the fingerprint does not sample.
+  int layer = -1, expert = -1;
+  for (const experts::ExpertKey& key : index->Keys()) {
+    if ((key.layer + key.expert) % 2 == 0) continue;
+    const experts::ExpertLocation& loc = *index->Find(key);
+    const std::string file = index->files()[loc.file];
+    std::FILE* f = std::fopen(file.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    const long at = static_cast<long>(loc.offset + loc.length / 2);
+    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+    const int byte = std::fgetc(f);
+    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+    std::fputc(byte ^ 0x01, f);
+    ASSERT_EQ(std::fclose(f), 0);
+    if (FingerprintOf(other) == fp) {
+      layer = key.layer;
+      expert = key.expert;
+      break;
+    }
+    f = std::fopen(file.c_str(), "r+b");  // sampled: put it back
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
+    std::fputc(byte, f);
+    ASSERT_EQ(std::fclose(f), 0);
+  }
+  ASSERT_GE(layer, 0) << "every expert's middle byte is sampled";
+  std::string output;
+  for (const std::string& d : {mine, other}) {
+    ASSERT_EQ(RunCommand(absl::StrCat(BinPath("flotilla-tool"),
+                                      " pack --model ", d, " 2>&1"),
+                         &output),
+              0)
+        << output;
+  }
+  auto good = WorkerProcess::Start(
+      {"--model=" + mine, "--shard=0/2", "--threads=1", "--mem=256M"},
+      dir.path() + "/good.log");
+  ASSERT_TRUE(good.ok()) << good.status();
+  auto bad = WorkerProcess::Start(
+      {"--model=" + other, "--shard=1/2", "--threads=1", "--mem=256M"},
+      dir.path() + "/bad.log");
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  EXPECT_THAT((*bad)->Log(), HasSubstr("model fingerprint " + fp));
+  const std::string generate =
+      absl::StrCat(BinPath("flotilla-coordinator"), " generate --model ", mine,
+                   " --ids 1,2 --max-tokens 2 --workers ");
+  const int code = RunCommand(absl::StrCat(generate, (*good)->address(), ",",
+                                           (*bad)->address(), " 2>&1"),
+                              &output);
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_THAT(output,
+              HasSubstr(absl::StrCat("serves layer ", layer, " expert ", expert,
+                                     " with content checksum")));
+  EXPECT_THAT(output, HasSubstr((*bad)->address()));
+  EXPECT_THAT(output, HasSubstr("other weights under the same layout"));
+  // The same fleet with worker 1 on the clean copy generates.
+  (*bad)->Signal(SIGKILL);
+  auto clean = WorkerProcess::Start(
+      {"--model=" + mine, "--shard=1/2", "--threads=1", "--mem=256M"},
+      dir.path() + "/clean.log");
+  ASSERT_TRUE(clean.ok()) << clean.status();
+  EXPECT_EQ(RunCommand(absl::StrCat(generate, (*good)->address(), ",",
+                                    (*clean)->address(), " 2>&1"),
+                       &output),
+            0)
+      << output;
 }
 
 TEST(FingerprintTest, UnreachableWorkerIsNamed) {

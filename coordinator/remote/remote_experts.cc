@@ -13,6 +13,7 @@
 #include "coordinator/remote/remote_experts_internal.h"
 #include "shared/base/elapsed.h"
 #include "shared/base/status_macros.h"
+#include "shared/io/checksum.h"
 #include "shared/transport/address.h"
 
 namespace flotilla::coordinator {
@@ -85,6 +86,35 @@ absl::Status RemoteExperts::Impl::CheckInfo(
             absl::StrCat("expert ", worker.Name(), " claims layer ", layer,
                          " expert ", e, " of ", info.num_experts()));
       }
+    }
+    FLOTILLA_RETURN_IF_ERROR(CheckChecksums(worker, layer, list));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RemoteExperts::Impl::CheckChecksums(
+    const WorkerConn& worker, uint32_t layer,
+    const v1::ExpertList& list) const {
+  const std::vector<uint64_t>& want = options.expected_checksums;
+  if (want.empty() || list.checksums_size() == 0) return absl::OkStatus();
+  if (list.checksums_size() != list.experts_size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("expert ", worker.Name(), " lists ", list.checksums_size(),
+                     " checksums for the ", list.experts_size(),
+                     " experts of layer ", layer));
+  }
+  for (int i = 0; i < list.experts_size(); ++i) {
+    const uint32_t e = list.experts(i);
+    const uint64_t expected =
+        want[static_cast<size_t>(layer) * config.num_experts + e];
+    if (list.checksums(i) != expected) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "expert ", worker.Name(), " serves layer ", layer, " expert ", e,
+          " with content checksum ", io::ChecksumHex(list.checksums(i)),
+          ", but this coordinator's pack of checkpoint ",
+          options.expected_fingerprint, " has ", io::ChecksumHex(expected),
+          ": the worker holds other weights under the same layout; refusing "
+          "it (start it on the same checkpoint)"));
     }
   }
   return absl::OkStatus();

@@ -101,6 +101,10 @@ struct RemoteExpertsOptions {
   // The coordinator's checkpoint fingerprint (model::FingerprintCheckpoint
   // or a pack manifest's source_fingerprint). Required.
   std::string expected_fingerprint;
+  // Empty, or [layer * num_experts + expert]: the XXH3-64 of each expert's
+  // run in the coordinator's in-place pack of that checkpoint. A worker
+  // whose Info lists checksums (ExpertList.checksums) must match them all.
+  std::vector<uint64_t> expected_checksums;
   bool row_sums = false;  // see the header comment
   // Largest message of one call, in bytes; 0: the workers' own limit
   // (InfoResponse.max_request_bytes). Calls are split by rows above it.

@@ -108,6 +108,10 @@ struct RemoteExperts::Impl {
   // (naming both), shape, and that owned experts are real MoE pairs.
   absl::Status CheckInfo(const WorkerConn& worker,
                          const v1::InfoResponse& info) const;
+  // A layer's checksums in a worker's Info against expected_checksums
+  // (when both exist): the content check under an equal fingerprint.
+  absl::Status CheckChecksums(const WorkerConn& worker, uint32_t layer,
+                              const v1::ExpertList& list) const;
   // Probes the workers that never answered (has_info false) whose backoff
   // has passed; one that answers and passes CheckInfo joins the holders.
   void ProbeAbsent();
