@@ -219,6 +219,61 @@ TEST_F(BadInputTest, OverlappingTensors) {
   ExpectFileError(path, {path, "'a'", "'b'", "overlap"});
 }
 
+// The tensors must tile the data section exactly, as the reference
+// implementation requires: a header length one byte short (its padding
+// hides it: the JSON still parses) would otherwise shift every tensor by a
+// byte; appended bytes and gaps are refused too.
+TEST_F(BadInputTest, TensorsMustTileTheDataSection) {
+  const std::string header = Header({Entry("a", "F32", "[2]", "[0,8]"),
+                                     Entry("b", "F32", "[2]", "[8,16]")});
+  const std::string padded = header + std::string(8 - header.size() % 8, ' ');
+  const std::string data(16, '\x3f');
+  ASSERT_TRUE(SafetensorsCheckpoint::OpenFile(
+                  WriteShard("ok.safetensors", padded, data))
+                  .ok());
+  std::string path = WriteShard("short.safetensors", padded, data,
+                                static_cast<int64_t>(padded.size()) - 1);
+  ExpectFileError(path, {path, "cover 16 bytes of the 17-byte data section",
+                         "header does not describe the data"});
+  path = WriteShard("tail.safetensors", header, data + "xyz");
+  ExpectFileError(path, {path, "cover 16 bytes of the 19-byte data section"});
+  path = WriteShard("gap.safetensors",
+                    Header({Entry("a", "F32", "[2]", "[0,8]"),
+                            Entry("b", "F32", "[2]", "[12,20]")}),
+                    std::string(20, 0));
+  ExpectFileError(path, {path, "'b' starts at data offset 12",
+                         "4 unaccounted bytes"});
+  path = WriteShard("late.safetensors",
+                    Header({Entry("a", "F32", "[2]", "[4,12]")}),
+                    std::string(12, 0));
+  ExpectFileError(path, {path, "'a' starts at data offset 4"});
+}
+
+TEST_F(BadInputTest, MetadataAndNamesAreChecked) {
+  const std::string tensor = Entry("a", "F32", "[4]", "[0,16]");
+  std::string path = WriteShard(
+      "meta_ok.safetensors",
+      Header({"\"__metadata__\":{\"format\":\"pt\"}", tensor}),
+      std::string(16, 0));
+  EXPECT_TRUE(SafetensorsCheckpoint::OpenFile(path).ok());
+  path = WriteShard("meta_arr.safetensors",
+                    Header({"\"__metadata__\":[1]", tensor}),
+                    std::string(16, 0));
+  ExpectFileError(path, {path, "__metadata__ is a JSON array"});
+  path = WriteShard("meta_num.safetensors",
+                    Header({"\"__metadata__\":{\"format\":7}", tensor}),
+                    std::string(16, 0));
+  ExpectFileError(path, {path, "__metadata__ 'format' is a JSON number"});
+  path = WriteShard("nul.safetensors",
+                    Header({Entry("a\\u0000b", "F32", "[4]", "[0,16]")}),
+                    std::string(16, 0));
+  ExpectFileError(path, {path, "tensor name 'a\\000b'", "NUL"});
+  path = WriteShard("empty.safetensors",
+                    Header({Entry("", "F32", "[4]", "[0,16]")}),
+                    std::string(16, 0));
+  ExpectFileError(path, {path, "tensor name ''"});
+}
+
 TEST_F(BadInputTest, IndexMapsTensorAbsentFromShard) {
   WriteGoodShard("s1.safetensors", "a");
   const std::string index = WriteBytes(
@@ -273,6 +328,17 @@ TEST_F(BadInputTest, BadIndexFiles) {
        "entry for 'a' is not a file name string"},
       {R"({"weight_map": {"a": "../s1.safetensors"}})",
        "unusable shard path '../s1.safetensors'"},
+      // A tensor named twice, in one shard or in two: not the last taken.
+      {R"({"weight_map": {"a": "s1.safetensors", "a": "s1.safetensors"}})",
+       "names tensor 'a' twice"},
+      {R"({"weight_map": {"a": "s1.safetensors", "a": "s2.safetensors"}})",
+       "names tensor 'a' twice"},
+      {R"({"weight_map": {"a": "s1.safetensors"},
+           "weight_map": {"a": "s1.safetensors"}})",
+       "weight_map appears twice"},
+      // A NUL cut the shard name short; now it is named.
+      {R"({"weight_map": {"a": "s1.safetensors\u0000x"}})",
+       "'s1.safetensors\\000x' holds a NUL byte"},
   };
   for (const auto& [text, reason] : reasons) {
     SCOPED_TRACE(text);
@@ -283,6 +349,14 @@ TEST_F(BadInputTest, BadIndexFiles) {
     EXPECT_THAT(ckpt.status().message(),
                 AllOf(HasSubstr(index), HasSubstr(reason)));
   }
+  // Skipped keys are still not nested without bound.
+  WriteBytes("model.safetensors.index.json",
+             absl::StrCat(R"({"weight_map": {"a": "s1.safetensors"}, "x": )",
+                          std::string(100000, '['), std::string(100000, ']'),
+                          "}"));
+  auto deep = SafetensorsCheckpoint::OpenDir(dir_);
+  ASSERT_FALSE(deep.ok());
+  EXPECT_THAT(deep.status().message(), HasSubstr("nested deeper than 64"));
   // Other keys, before and after, are skipped.
   WriteBytes("model.safetensors.index.json",
              R"({"metadata": {"total_size": 64, "x": [1, {"y": null}]},

@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -162,26 +163,66 @@ absl::StatusOr<std::vector<TensorInfo>> ReadSafetensorsHeader(
   std::vector<TensorInfo> tensors;
   tensors.reserve(header.size());
   for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;  // free-form strings
+    if (it.key() == "__metadata__") {
+      // Free-form, but as the format defines it: strings to strings.
+      if (!it->is_object()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": __metadata__ is a JSON ", it->type_name(),
+            ", not an object of strings"));
+      }
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ": __metadata__ '", absl::CEscape(m.key()),
+                           "' is a JSON ", m->type_name(), ", not a string"));
+        }
+      }
+      continue;
+    }
+    if (it.key().empty() || it.key().find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor name '", absl::CEscape(it.key()),
+                       "' is empty or holds a NUL byte"));
+    }
     FLOTILLA_ASSIGN_OR_RETURN(TensorInfo info, parser.Parse(it.key(), *it));
     tensors.push_back(std::move(info));
   }
-  // Overlapping spans mean a corrupt header: two tensors would alias the
-  // same bytes. Empty tensors occupy nothing and may sit anywhere.
+  // As the reference implementation reads it: sorted by offset, the
+  // tensors tile the data section from its first byte to the file's last,
+  // with no gap, overlap or trailing bytes. Anything else means the header
+  // and the data disagree (a header length off by a byte shifts every
+  // tensor), and reading on would compute with misplaced weights.
   std::sort(tensors.begin(), tensors.end(),
             [](const TensorInfo& a, const TensorInfo& b) {
               return a.offset != b.offset ? a.offset < b.offset
                                           : a.nbytes < b.nbytes;
             });
+  const uint64_t data_start = 8 + n;
+  uint64_t covered = 0;  // relative to data_start
   const TensorInfo* prev = nullptr;
   for (const TensorInfo& t : tensors) {
-    if (t.nbytes == 0) continue;
-    if (prev != nullptr && t.offset < prev->offset + prev->nbytes) {
+    const uint64_t begin = t.offset - data_start;
+    if (begin < covered) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": tensors '", prev->name, "' and '", t.name,
                        "' overlap in the data area"));
     }
+    if (begin > covered) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor '", t.name, "' starts at data offset ", begin,
+          " but the tensors before it end at ", covered, " (",
+          begin - covered,
+          " unaccounted bytes): the header does not describe the data"));
+    }
+    covered = begin + t.nbytes;
     prev = &t;
+  }
+  if (covered != file.size() - data_start) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the tensors cover ", covered, " bytes of the ",
+        file.size() - data_start, "-byte data section (header length ", n,
+        "): the header does not describe the data (wrong header length, or "
+        "bytes appended)"));
   }
   return tensors;
 }

@@ -1,9 +1,12 @@
 #include "shared/model/safetensors_index.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
 #include "shared/model/json_util.h"
@@ -42,6 +45,12 @@ class WeightMapReader : public nlohmann::json_sax<json> {
   bool binary(binary_t&) override { return Scalar(); }
   bool string(string_t& value) override {
     if (!in_map_ || depth_ != 2) return Scalar();
+    if (value.find('\0') != std::string::npos ||
+        key_.find('\0') != std::string::npos) {
+      return Fail(absl::StrCat("weight_map entry '", absl::CEscape(key_),
+                               "': '", absl::CEscape(value),
+                               "' holds a NUL byte"));
+    }
     if (!IsPlainRelative(value)) {
       return Fail(absl::StrCat("weight_map entry for '", key_,
                                "' names an unusable shard path '", value, "'"));
@@ -52,11 +61,13 @@ class WeightMapReader : public nlohmann::json_sax<json> {
   }
   bool start_object(std::size_t) override {
     if (depth_ == 0) top_is_object_ = true;
-    if (depth_ == 1 && map_key_) in_map_ = saw_map_ = true;
+    if (depth_ == 1 && map_key_) {
+      if (saw_map_) return Fail("weight_map appears twice");
+      in_map_ = saw_map_ = true;
+    }
     if (in_map_ && depth_ == 2) return NotAString();
     map_key_ = false;
-    ++depth_;
-    return true;
+    return Deeper();
   }
   bool end_object() override {
     if (--depth_ == 1) in_map_ = false;
@@ -65,8 +76,7 @@ class WeightMapReader : public nlohmann::json_sax<json> {
   bool start_array(std::size_t) override {
     if (in_map_ && depth_ == 2) return NotAString();
     map_key_ = false;
-    ++depth_;
-    return true;
+    return Deeper();
   }
   bool end_array() override {
     --depth_;
@@ -104,6 +114,14 @@ class WeightMapReader : public nlohmann::json_sax<json> {
     return Fail(absl::StrCat("weight_map entry for '", key_,
                              "' is not a file name string"));
   }
+  // The rest of the file is skipped, but not recursed into without bound.
+  bool Deeper() {
+    if (++depth_ > kMaxJsonDepth) {
+      return Fail(absl::StrCat("nested deeper than ", kMaxJsonDepth,
+                               " levels"));
+    }
+    return true;
+  }
   bool Fail(std::string why) {
     semantic_ = std::move(why);
     return false;  // stops the parse
@@ -135,6 +153,18 @@ absl::StatusOr<ByShard> ReadIndexWeightMap(const std::string& index_path) {
   }
   if (!problem.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(index_path, ": ", problem));
+  }
+  // A tensor named twice in weight_map (the last entry would silently win).
+  std::vector<absl::string_view> names;
+  for (const auto& [shard, tensors] : by_shard) {
+    names.insert(names.end(), tensors.begin(), tensors.end());
+  }
+  std::sort(names.begin(), names.end());
+  if (auto twice = std::adjacent_find(names.begin(), names.end());
+      twice != names.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(index_path, ": weight_map names tensor '",
+                     absl::CEscape(*twice), "' twice"));
   }
   return by_shard;
 }
