@@ -189,6 +189,17 @@ TEST_F(CliTest, MissingTensor) {
   ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"), {kTensor});
 }
 
+// A 1-D weight is checked by shape, not only by element count: a norm
+// stored as [64,2] is not the [128] the config implies.
+TEST_F(CliTest, VectorOfTheRightCountButAnotherShape) {
+  const std::string dir = CopyCheckpoint();
+  const std::string norm =
+      "language_model.model.layers.1.input_layernorm.weight";
+  EditHeader(dir, [&](nlohmann::json& h) { h[norm]["shape"] = {64, 2}; });
+  ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
+                     {norm, "[64,2]", "expected [128]"});
+}
+
 TEST_F(CliTest, GarbageConfigJson) {
   const std::string dir = CopyCheckpoint();
   std::ofstream(dir + "/config.json", std::ios::trunc)

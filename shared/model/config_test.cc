@@ -122,9 +122,8 @@ TEST(K3ConfigTest, DuplicateKeysAndDeepNestingAreRefused) {
               AllOf(HasSubstr("config.json"),
                     HasSubstr("duplicate key \"hidden_size\"")));
   std::string deep = *text;
-  deep.insert(deep.find('{') + 1,
-              "\"x\": " + std::string(100000, '[') +
-                  std::string(100000, ']') + ", ");
+  deep.insert(deep.find('{') + 1, "\"x\": " + std::string(100000, '[') +
+                                      std::string(100000, ']') + ", ");
   auto nested = ParseK3Config(deep, "config.json");
   ASSERT_FALSE(nested.ok());
   EXPECT_THAT(std::string(nested.status().message()),

@@ -68,8 +68,8 @@ class JsonGuard : public ErrorRecorder {
   }
   bool key(string_t& k) override {
     if (!keys_.empty() && !keys_.back().insert(k).second) {
-      problem_ = absl::StrCat("duplicate key \"", k.substr(0, 80),
-                              "\" in one object");
+      problem_ =
+          absl::StrCat("duplicate key \"", k.substr(0, 80), "\" in one object");
       return false;
     }
     return true;

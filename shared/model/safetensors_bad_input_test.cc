@@ -174,11 +174,11 @@ TEST_F(BadInputTest, GarbageHeaderJson) {
   const std::string arr = WriteShard("arr.safetensors", "[1,2]", "");
   ExpectFileError(arr, {arr, "not an object"});
   // One tensor name twice: refused, not the last one taken.
-  const std::string twice = WriteShard(
-      "twice.safetensors",
-      Header({Entry("a", "F32", "[2]", "[0,8]"),
-              Entry("a", "F32", "[2]", "[8,16]")}),
-      std::string(16, 0));
+  const std::string twice =
+      WriteShard("twice.safetensors",
+                 Header({Entry("a", "F32", "[2]", "[0,8]"),
+                         Entry("a", "F32", "[2]", "[8,16]")}),
+                 std::string(16, 0));
   ExpectFileError(twice, {twice, "duplicate key \"a\""});
 }
 
@@ -224,8 +224,8 @@ TEST_F(BadInputTest, OverlappingTensors) {
 // hides it: the JSON still parses) would otherwise shift every tensor by a
 // byte; appended bytes and gaps are refused too.
 TEST_F(BadInputTest, TensorsMustTileTheDataSection) {
-  const std::string header = Header({Entry("a", "F32", "[2]", "[0,8]"),
-                                     Entry("b", "F32", "[2]", "[8,16]")});
+  const std::string header = Header(
+      {Entry("a", "F32", "[2]", "[0,8]"), Entry("b", "F32", "[2]", "[8,16]")});
   const std::string padded = header + std::string(8 - header.size() % 8, ' ');
   const std::string data(16, '\x3f');
   ASSERT_TRUE(SafetensorsCheckpoint::OpenFile(
@@ -241,8 +241,8 @@ TEST_F(BadInputTest, TensorsMustTileTheDataSection) {
                     Header({Entry("a", "F32", "[2]", "[0,8]"),
                             Entry("b", "F32", "[2]", "[12,20]")}),
                     std::string(20, 0));
-  ExpectFileError(path, {path, "'b' starts at data offset 12",
-                         "4 unaccounted bytes"});
+  ExpectFileError(
+      path, {path, "'b' starts at data offset 12", "4 unaccounted bytes"});
   path = WriteShard("late.safetensors",
                     Header({Entry("a", "F32", "[2]", "[4,12]")}),
                     std::string(12, 0));
@@ -251,14 +251,14 @@ TEST_F(BadInputTest, TensorsMustTileTheDataSection) {
 
 TEST_F(BadInputTest, MetadataAndNamesAreChecked) {
   const std::string tensor = Entry("a", "F32", "[4]", "[0,16]");
-  std::string path = WriteShard(
-      "meta_ok.safetensors",
-      Header({"\"__metadata__\":{\"format\":\"pt\"}", tensor}),
-      std::string(16, 0));
+  std::string path =
+      WriteShard("meta_ok.safetensors",
+                 Header({"\"__metadata__\":{\"format\":\"pt\"}", tensor}),
+                 std::string(16, 0));
   EXPECT_TRUE(SafetensorsCheckpoint::OpenFile(path).ok());
-  path = WriteShard("meta_arr.safetensors",
-                    Header({"\"__metadata__\":[1]", tensor}),
-                    std::string(16, 0));
+  path =
+      WriteShard("meta_arr.safetensors",
+                 Header({"\"__metadata__\":[1]", tensor}), std::string(16, 0));
   ExpectFileError(path, {path, "__metadata__ is a JSON array"});
   path = WriteShard("meta_num.safetensors",
                     Header({"\"__metadata__\":{\"format\":7}", tensor}),
@@ -350,10 +350,10 @@ TEST_F(BadInputTest, BadIndexFiles) {
                 AllOf(HasSubstr(index), HasSubstr(reason)));
   }
   // Skipped keys are still not nested without bound.
-  WriteBytes("model.safetensors.index.json",
-             absl::StrCat(R"({"weight_map": {"a": "s1.safetensors"}, "x": )",
-                          std::string(100000, '['), std::string(100000, ']'),
-                          "}"));
+  WriteBytes(
+      "model.safetensors.index.json",
+      absl::StrCat(R"({"weight_map": {"a": "s1.safetensors"}, "x": )",
+                   std::string(100000, '['), std::string(100000, ']'), "}"));
   auto deep = SafetensorsCheckpoint::OpenDir(dir_);
   ASSERT_FALSE(deep.ok());
   EXPECT_THAT(deep.status().message(), HasSubstr("nested deeper than 64"));

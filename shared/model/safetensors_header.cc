@@ -166,9 +166,9 @@ absl::StatusOr<std::vector<TensorInfo>> ReadSafetensorsHeader(
     if (it.key() == "__metadata__") {
       // Free-form, but as the format defines it: strings to strings.
       if (!it->is_object()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": __metadata__ is a JSON ", it->type_name(),
-            ", not an object of strings"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": __metadata__ is a JSON ", it->type_name(),
+                         ", not an object of strings"));
       }
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (!m->is_string()) {
@@ -210,8 +210,7 @@ absl::StatusOr<std::vector<TensorInfo>> ReadSafetensorsHeader(
     if (begin > covered) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": tensor '", t.name, "' starts at data offset ", begin,
-          " but the tensors before it end at ", covered, " (",
-          begin - covered,
+          " but the tensors before it end at ", covered, " (", begin - covered,
           " unaccounted bytes): the header does not describe the data"));
     }
     covered = begin + t.nbytes;

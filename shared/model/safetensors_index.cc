@@ -117,8 +117,8 @@ class WeightMapReader : public nlohmann::json_sax<json> {
   // The rest of the file is skipped, but not recursed into without bound.
   bool Deeper() {
     if (++depth_ > kMaxJsonDepth) {
-      return Fail(absl::StrCat("nested deeper than ", kMaxJsonDepth,
-                               " levels"));
+      return Fail(
+          absl::StrCat("nested deeper than ", kMaxJsonDepth, " levels"));
     }
     return true;
   }

@@ -54,14 +54,30 @@ absl::StatusOr<DType> SourceDType(const TensorSource& source,
           "tensor ", name, " in ", t->file, " has dtype ",
           model::DTypeName(t->dtype), ", expected BF16, F16 or F32"));
     }
+    // Vectors are 1-D with the exact length ([64,2] is not a [128]); the
+    // second factor of a fold (an AttnRes projection) is a [1, n] matrix.
     const int64_t n = static_cast<int64_t>(f.rows);
-    const bool ok =
-        f.kind == FieldKind::kVectorPrefix ? t->numel() >= n : t->numel() == n;
+    const bool fold_proj = f.kind == FieldKind::kFold && name == f.src2;
+    bool ok;
+    if (f.kind == FieldKind::kVectorPrefix) {
+      ok = t->shape.size() == 1 && t->shape[0] >= n;
+    } else if (fold_proj) {
+      ok = t->shape == std::vector<int64_t>{n} ||
+           t->shape == std::vector<int64_t>{1, n};
+    } else {
+      ok = t->shape ==
+           (f.src_shape.empty() ? std::vector<int64_t>{n} : f.src_shape);
+    }
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor ", name, " in ", t->file, " has shape ", ShapeStr(t->shape),
-          " (", t->numel(), " elements), expected ",
-          f.kind == FieldKind::kVectorPrefix ? "at least " : "", n));
+          ", expected ",
+          f.kind == FieldKind::kVectorPrefix
+              ? absl::StrCat("[at least ", n, "]")
+          : !f.src_shape.empty()
+              ? ShapeStr(f.src_shape)
+              : absl::StrCat("[", n, "]", fold_proj ? " or [1," : "",
+                             fold_proj ? absl::StrCat(n, "]") : "")));
     }
     if (t->dtype == DType::kU8) {
       return absl::InvalidArgumentError(absl::StrCat(

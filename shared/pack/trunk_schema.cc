@@ -72,7 +72,9 @@ std::vector<FieldSpec> LayerSchema(const model::K3Config& c, int layer,
     s.push_back(Mat("f_b_proj", a + "f_b_proj.weight", p, d));
     s.push_back(Mat("b_proj", a + "b_proj.weight", h, e));
     for (const char* name : {"q_conv", "k_conv", "v_conv"}) {
-      s.push_back(VecField(name, a + name + "1d.weight", p * k));
+      FieldSpec conv = VecField(name, a + name + "1d.weight", p * k);
+      conv.src_shape = {static_cast<int64_t>(p), 1, static_cast<int64_t>(k)};
+      s.push_back(std::move(conv));
     }
     s.push_back(
         FieldSpec{"A_log", FieldKind::kVectorPrefix, a + "A_log", "", h, 0});

@@ -5,6 +5,7 @@
 #define FLOTILLA_SHARED_PACK_TRUNK_SCHEMA_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct FieldSpec {
   std::string src2;  // second tensor for kFold
   size_t rows = 0;   // matrix rows, or vector length
   size_t cols = 0;   // matrix cols (0 for vectors)
+  // kVector: the checkpoint tensor's exact shape when it is not [rows]
+  // (a depthwise conv's [channels, 1, kernel] read as one vector).
+  std::vector<int64_t> src_shape;
 };
 
 // Fields of layer `layer`; `parts` is a LayerParts mask.
