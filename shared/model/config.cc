@@ -252,8 +252,29 @@ absl::StatusOr<K3Config> ParseK3Config(absl::string_view json_text,
   check.AtLeast("hidden_size", hidden, 1);
   check.AtLeast("num_hidden_layers", layers, 1);
   check.AtLeast("vocab_size", vocab, 1);
-  if (eps.has_value() && *eps <= 0) {
-    r.AddError(absl::StrCat("rms_norm_eps: ", *eps, " must be > 0"));
+  // Float fields in the ranges real checkpoints use, with room: a value
+  // outside them is a corrupt or mistyped file, not a model to run (an eps
+  // of 9.2e18 only flattens every activation to zero).
+  auto float_in = [&](const char* name, const std::optional<double>& v,
+                      double low, double high, bool low_open) {
+    if (v.has_value() && (*v > high || *v < low || (low_open && *v == low))) {
+      r.AddError(absl::StrCat(name, ": ", *v, " is outside ",
+                              low_open ? "(" : "[", low, ", ", high, "]"));
+    }
+  };
+  float_in("rms_norm_eps", eps, 0, 0.1, true);
+  float_in("routed_scaling_factor", scaling, 0, 1000, true);
+  float_in("gate_lower_bound", gmin, -1000, 0, false);
+  float_in("situ_beta", beta1, 0, 1e6, true);
+  float_in("situ_linear_beta", beta2, 0, 1e6, true);
+  // The engine computes KDA's forget gate at full rank (f_a_proj, f_b_proj);
+  // a config that says otherwise describes another model.
+  if (std::optional<bool> full_rank = r.OptionalBoolNoDefault(
+          Kda("use_full_rank_gate", {"use_full_rank_gate"}));
+      full_rank.has_value() && !*full_rank) {
+    r.AddError(
+        "use_full_rank_gate: false is not supported (this engine runs the "
+        "full-rank KDA gate)");
   }
   check.AtLeast("kda_num_heads", kda_heads, 1);
   check.AtLeast("kda_head_dim", kda_dim, 1);

@@ -130,6 +130,37 @@ TEST(K3ConfigTest, DuplicateKeysAndDeepNestingAreRefused) {
               HasSubstr("nested deeper than 64 levels"));
 }
 
+// Float fields outside the ranges real checkpoints use are refused, not
+// run (an eps of 9.2e18 flattened every activation), and so is a KDA gate
+// the engine does not implement.
+TEST(K3ConfigTest, FloatsOutOfRangeAndALowRankGateAreRefused) {
+  auto text = model::internal::ReadSmallFile(kK3 + "ckpt_A/config.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const struct {
+    const char* key;
+    nlohmann::json value;
+    const char* why;
+  } cases[] = {
+      {"rms_norm_eps", 9.2e18, "rms_norm_eps: 9.2e+18 is outside (0, 0.1]"},
+      {"rms_norm_eps", 0.0, "rms_norm_eps: 0 is outside (0, 0.1]"},
+      {"routed_scaling_factor", -1.0, "routed_scaling_factor: -1 is outside"},
+      {"gate_lower_bound", 3.0, "gate_lower_bound: 3 is outside [-1000, 0]"},
+      {"situ_beta", 0.0, "situ_beta: 0 is outside"},
+      {"use_full_rank_gate", false, "use_full_rank_gate: false"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key);
+    nlohmann::json j = nlohmann::json::parse(*text);
+    j[c.key] = c.value;
+    auto parsed = ParseK3Config(j.dump(), "config.json");
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr(c.why));
+  }
+  nlohmann::json ok = nlohmann::json::parse(*text);
+  ok["use_full_rank_gate"] = true;
+  EXPECT_TRUE(ParseK3Config(ok.dump(), "config.json").ok());
+}
+
 TEST(K3ConfigTest, ReconstructedRealConfig) {
   auto c = LoadK3Config(kK3 + "real-config.reconstructed.json");
   ASSERT_TRUE(c.ok()) << c.status();
