@@ -16,6 +16,7 @@
 #include "shared/io/memory_budget.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/checkpoint_check.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/pack_source.h"
 #include "shared/pack/region_builder.h"
@@ -205,7 +206,13 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
 
   if (engine->pack_dir.empty()) {
     // No pack: the whole trunk is built in RAM, which only works when it fits.
+    // The checkpoint is checked against the config before anything loops
+    // over the config's counts (the plan does).
     FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        std::unique_ptr<model::SafetensorsCheckpoint> source,
+        model::SafetensorsCheckpoint::OpenDir(o.model_dir));
+    FLOTILLA_RETURN_IF_ERROR(pack::CheckK3Checkpoint(c, *source, o.model_dir));
     plan::PlanInputs in = InputsFromConfig(c, o, UINT64_MAX / 4, baseline);
     FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
     engine->plan.budget_bytes = budget;
@@ -221,8 +228,6 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     if (!o.workers.empty()) {
       // Trunk in RAM, routed experts on the workers.
       FLOTILLA_ASSIGN_OR_RETURN(
-          auto source, model::SafetensorsCheckpoint::OpenDir(o.model_dir));
-      FLOTILLA_ASSIGN_OR_RETURN(
           const std::string fingerprint,
           model::FingerprintCheckpoint(o.model_dir, *source));
       FLOTILLA_ASSIGN_OR_RETURN(auto experts,
@@ -237,8 +242,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
       return engine;
     }
     FLOTILLA_ASSIGN_OR_RETURN(
-        engine->model,
-        K3Model::OpenDir(o.model_dir, o.config_path, model_options));
+        engine->model, K3Model::Load(std::move(source), c, model_options));
     return engine;
   }
 

@@ -43,6 +43,11 @@ class CliTest : public ::testing::Test {
         testutil::BinPath("flotilla-coordinator") + " " + args, tmp_.string());
   }
 
+  RunResult RunTool(const std::string& args) {
+    return testutil::RunCommand(testutil::BinPath("flotilla-tool") + " " + args,
+                                tmp_.string());
+  }
+
   // A private copy of ckpt_A whose shard the test may damage.
   std::string CopyCheckpoint() {
     const fs::path dir = tmp_ / "ckpt";
@@ -198,6 +203,42 @@ TEST_F(CliTest, VectorOfTheRightCountButAnotherShape) {
   EditHeader(dir, [&](nlohmann::json& h) { h[norm]["shape"] = {64, 2}; });
   ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
                      {norm, "[64,2]", "expected [128]"});
+}
+
+// config.json and the checkpoint must agree both ways, checked before any
+// loop over the config's counts: 10^9 layers spun in the planner for tens
+// of seconds; fewer layers or no shared experts ran with the checkpoint's
+// extra tensors ignored, changing the output. generate and pack alike.
+TEST_F(CliTest, ConfigThatDisagreesWithTheCheckpoint) {
+  const struct {
+    const char* key;
+    nlohmann::json value;
+    const char* why;
+  } cases[] = {
+      {"num_hidden_layers", 1000000000,
+       "num_hidden_layers is 1000000000 but the checkpoint's tensors are of "
+       "13 layers"},
+      {"num_hidden_layers", 12,
+       "num_hidden_layers is 12 but the checkpoint's tensors are of 13"},
+      {"num_experts", 100000000, "num_experts is 100000000"},
+      {"num_shared_experts", 0,
+       "36 tensors of the checkpoint would not be used by this config"},
+      {"first_k_dense_replace", 2, "dense layers 1 have routed experts"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.key);
+    fs::remove_all(tmp_ / "ckpt");
+    const std::string dir = CopyCheckpoint();
+    nlohmann::json config;
+    std::ifstream(dir + "/config.json") >> config;
+    config[c.key] = c.value;
+    if (c.value == 12) config["full_attn_layers"] = {4, 8, 12};
+    std::ofstream(dir + "/config.json", std::ios::trunc) << config.dump();
+    ExpectCleanFailure(Run("generate --model " + dir + " --ids 1,2"),
+                       {"config.json and the checkpoint disagree", c.why});
+    ExpectCleanFailure(RunTool("pack --model " + dir),
+                       {"config.json and the checkpoint disagree", c.why});
+  }
 }
 
 TEST_F(CliTest, GarbageConfigJson) {

@@ -13,6 +13,7 @@
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/json_util.h"
 #include "shared/model/tensor_names.h"
+#include "shared/pack/checkpoint_check.h"
 #include "shared/pack/trunk_schema.h"
 
 namespace flotilla::tools {
@@ -134,6 +135,8 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
   FLOTILLA_ASSIGN_OR_RETURN(
       plan.config,
       model::ParseK3Config(plan.config_text, model_dir + "/config.json"));
+  FLOTILLA_RETURN_IF_ERROR(
+      pack::CheckK3Checkpoint(plan.config, source, model_dir));
   FLOTILLA_ASSIGN_OR_RETURN(plan.fingerprint,
                             model::FingerprintCheckpoint(model_dir, source));
   plan.source_shards = model::CheckpointShards(model_dir, source);

@@ -11,6 +11,7 @@
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/checkpoint_check.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -90,6 +91,7 @@ absl::StatusOr<std::unique_ptr<K3Model>> K3Model::OpenDir(
                                               : config_path));
   FLOTILLA_ASSIGN_OR_RETURN(auto source,
                             model::SafetensorsCheckpoint::OpenDir(dir));
+  FLOTILLA_RETURN_IF_ERROR(pack::CheckK3Checkpoint(config, *source, dir));
   return Load(std::move(source), config, options);
 }
 
