@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "shared/model/json_util.h"
 
 namespace flotilla::coordinator::serve {
 
@@ -40,8 +41,9 @@ ChatTemplate DetectChatTemplate(const std::string& dir) {
   if (in) {
     std::stringstream ss;
     ss << in.rdbuf();
-    const nlohmann::json j =
-        nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    absl::StatusOr<nlohmann::json> parsed =
+        model::internal::ParseJson(ss.str(), "tokenizer_config.json");
+    const nlohmann::json j = parsed.ok() ? *std::move(parsed) : nullptr;
     if (j.is_object() && j.contains("chat_template") &&
         j["chat_template"].is_string()) {
       text = j["chat_template"].get<std::string>();

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
+#include "shared/model/json_util.h"
 #include "shared/tokenizer/utf8.h"
 
 namespace flotilla::coordinator::serve {
@@ -144,9 +146,18 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
   if (!ValidUtf8(body)) {
     return Bad("the request body is not valid UTF-8 (JSON text must be)");
   }
-  const json j = json::parse(body.begin(), body.end(), nullptr,
-                             /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Bad("the request body is not valid JSON");
+  // Through the guarded parser: a body nested thousands deep or naming a
+  // field twice is refused before a DOM is built.
+  absl::StatusOr<json> parsed =
+      model::internal::ParseJson(body, "the request body");
+  if (!parsed.ok()) {
+    const std::string why(parsed.status().message());
+    return Bad(
+        absl::StrContains(why, "refused JSON")
+            ? why
+            : absl::StrCat("the request body is not valid JSON (", why, ")"));
+  }
+  const json& j = *parsed;
   if (!j.is_object()) return Bad("the request body must be a JSON object");
   CompletionRequest r;
   r.chat = chat;

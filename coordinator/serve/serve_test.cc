@@ -251,6 +251,13 @@ TEST_F(ServeTest, BadRequestsGetUsefulErrors) {
   };
   const std::vector<Case> cases = {
       {"/v1/completions", "{not json", 400, "not valid JSON"},
+      // Refused before a DOM is built: a field named twice (which one
+      // wins is not said by JSON), a body nested past 64 levels.
+      {"/v1/completions", R"({"prompt": "x", "prompt": "y"})", 400,
+       "duplicate key \"prompt\""},
+      {"/v1/completions",
+       "{\"prompt\": " + std::string(5000, '[') + std::string(5000, ']') + "}",
+       400, "nested deeper than 64 levels"},
       {"/v1/completions", R"({"prompt": 5})", 400, "prompt must be"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": -1})", 400,
        "max_tokens"},

@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "shared/base/open_file.h"
 #include "shared/base/status_macros.h"
+#include "shared/model/json_util.h"
 
 namespace flotilla::tokenizer {
 namespace {
@@ -163,12 +164,12 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(
     absl::string_view json_text, absl::string_view source) {
   using nlohmann::json;
   // allow_exceptions=false: malformed input yields a discarded value.
-  const json doc = json::parse(json_text.begin(), json_text.end(), nullptr,
-                               /*allow_exceptions=*/false);
   auto error = [&](absl::string_view msg) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", msg));
   };
-  if (doc.is_discarded()) return error("invalid JSON");
+  absl::StatusOr<json> parsed = model::internal::ParseJson(json_text, source);
+  if (!parsed.ok()) return parsed.status();
+  const json& doc = *parsed;
   if (!doc.is_object()) return error("top level is not an object");
   const auto it = doc.find("added_tokens_decoder");
   if (it == doc.end()) return error("missing added_tokens_decoder");
