@@ -35,6 +35,9 @@ if [[ "${1:-}" == "--tests" ]]; then
   # (tests/deploy) runs the stack with (../notes: podman needs runc here).
   PACKAGES+=(prometheus podman podman-compose runc debootstrap netavark
              aardvark-dns iptables fuse-overlayfs slirp4netns uidmap catatonit)
+  # The libFuzzer harnesses and the sanitizer runs (scripts/fuzz.sh,
+  # scripts/tsan.sh): clang with its runtime libraries.
+  PACKAGES+=(clang libclang-rt-14-dev)
 fi
 
 # One dpkg-query for all packages (one per package takes seconds). Unknown
