@@ -197,6 +197,19 @@ TEST(ExpertComputeTest, FromAPackOfTheFolderComputesTheSameBits) {
 // expert table's checksum, as the coordinator checks its own reads: one
 // flipped byte in the shard fails the call that needs that expert, naming
 // layer, expert, file and offset, and only that one.
+// One row through one expert of `layer`: the call's status.
+absl::Status RunOneExpert(ExpertCompute* compute, int layer, int expert,
+                          uint32_t seed) {
+  Step one = RandomStep(1, seed);
+  one.tasks = {{0, expert, 1.0f}};
+  const ComputeCall call = CallFor(one, layer, /*expert_outputs=*/true);
+  auto shape = compute->Validate(call);
+  if (!shape.ok()) return shape.status();
+  std::vector<float> outputs(shape->output_floats);
+  ComputeCallStats stats;
+  return compute->Run(call, *shape, outputs.data(), nullptr, &stats);
+}
+
 // Flips the middle byte of `key`'s run in `folder`'s safetensors.
 void FlipByteOfExpert(const std::string& folder, experts::ExpertKey key) {
   auto ckpt = model::SafetensorsCheckpoint::OpenDir(folder);
@@ -254,16 +267,7 @@ TEST(ExpertComputeTest, APackWorkersFolderVerifiesItsExperts) {
   ASSERT_EQ(keys[0].layer, keys[1].layer);
   ASSERT_NO_FATAL_FAILURE(FlipByteOfExpert(folder, keys[0]));
   auto run = [&](ExpertCompute* compute, int expert) {
-    Step one = RandomStep(1, 13);
-    one.tasks = {{0, expert, 1.0f}};
-    const ComputeCall call = CallFor(one, keys[0].layer, true);
-    auto shape = compute->Validate(call);
-    EXPECT_TRUE(shape.ok()) << shape.status();
-    std::vector<float> outputs(shape.ok() ? shape->output_floats : 0);
-    ComputeCallStats stats;
-    return shape.ok()
-               ? compute->Run(call, *shape, outputs.data(), nullptr, &stats)
-               : shape.status();
+    return RunOneExpert(compute, keys[0].layer, expert, 13);
   };
   auto compute = open();
   ASSERT_NE(compute, nullptr);
@@ -336,16 +340,7 @@ TEST(ExpertComputeTest, AFlippedByteInAnExpertFailsItsCall) {
   ASSERT_NE(compute, nullptr);
   ASSERT_EQ(pack_dir, dir + "/flotilla-pack");
   auto run = [&](int expert) {
-    Step one = RandomStep(1, 11);
-    one.tasks = {{0, expert, 1.0f}};
-    const ComputeCall call = CallFor(one, 6, /*expert_outputs=*/true);
-    auto shape = compute->Validate(call);
-    EXPECT_TRUE(shape.ok()) << shape.status();
-    std::vector<float> outputs(shape.ok() ? shape->output_floats : 0);
-    ComputeCallStats stats;
-    return shape.ok()
-               ? compute->Run(call, *shape, outputs.data(), nullptr, &stats)
-               : shape.status();
+    return RunOneExpert(compute.get(), 6, expert, 11);
   };
   const absl::Status bad = run(3);
   EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss) << bad;

@@ -194,8 +194,10 @@ absl::Status FinishFolder(model::SafetensorsWriter& writer,
     FLOTILLA_ASSIGN_OR_RETURN(
         experts::ExpertIndex index,
         experts::ExpertIndex::FromTensorSource(*written, {}));
+    FLOTILLA_ASSIGN_OR_RETURN(const std::string table,
+                              experts::ComputeExpertChecksums(index));
     FLOTILLA_RETURN_IF_ERROR(
-        experts::WriteExpertChecksums(folder, index).status());
+        WriteText(folder + "/" + experts::kExpertChecksumsFile, table));
   }
   FLOTILLA_RETURN_IF_ERROR(WriteText(folder + "/config.json", src.config_text));
   return WriteText(folder + "/" + marker, marker_text);

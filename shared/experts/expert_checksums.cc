@@ -1,7 +1,6 @@
 #include "shared/experts/expert_checksums.h"
 
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -16,8 +15,7 @@
 namespace flotilla::experts {
 namespace fs = std::filesystem;
 
-absl::StatusOr<uint64_t> WriteExpertChecksums(const std::string& folder,
-                                              const ExpertIndex& index) {
+absl::StatusOr<std::string> ComputeExpertChecksums(const ExpertIndex& index) {
   std::vector<io::File> files;
   for (const std::string& name : index.files()) {
     FLOTILLA_ASSIGN_OR_RETURN(io::File f,
@@ -26,7 +24,6 @@ absl::StatusOr<uint64_t> WriteExpertChecksums(const std::string& folder,
   }
   std::vector<pack::PackExpert> records;
   std::vector<char> run(index.max_run_bytes());
-  uint64_t hashed = 0;
   for (const ExpertKey& key : index.Keys()) {
     const ExpertLocation& loc = *index.Find(key);
     FLOTILLA_RETURN_IF_ERROR(
@@ -40,24 +37,8 @@ absl::StatusOr<uint64_t> WriteExpertChecksums(const std::string& folder,
     e.checksum = io::Checksum64(run.data(), loc.length);
     e.tensor_offsets = loc.tensor_offsets;
     records.push_back(e);
-    hashed += loc.length;
   }
-  const std::string path = folder + "/" + kExpertChecksumsFile;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << pack::EncodeExpertTable(records);
-    if (!out.flush()) {
-      return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
-  }
-  return hashed;
+  return pack::EncodeExpertTable(records);
 }
 
 absl::StatusOr<bool> ApplyExpertChecksums(const std::string& folder,

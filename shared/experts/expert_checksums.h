@@ -21,11 +21,9 @@ namespace flotilla::experts {
 
 inline constexpr char kExpertChecksumsFile[] = "expert_checksums.bin";
 
-// Reads every expert run of `index` (built from `folder`'s safetensors) once
-// and writes `folder`/expert_checksums.bin (via a temporary and a rename).
-// Returns the bytes hashed.
-absl::StatusOr<uint64_t> WriteExpertChecksums(const std::string& folder,
-                                              const ExpertIndex& index);
+// Reads every expert run of `index` once and returns the bytes of its
+// expert_checksums.bin (the caller writes them into the folder).
+absl::StatusOr<std::string> ComputeExpertChecksums(const ExpertIndex& index);
 
 // When `folder`/expert_checksums.bin exists: checks that it lists exactly
 // the experts of `index` at the same places, and sets their checksums.
