@@ -126,6 +126,7 @@ ABSL_DECLARE_FLAG(std::string, host);
 
 namespace flotilla::coordinator {
 int RunServe(const EngineOptions& eo);
+int RunHealth();  // health_main.cc
 }  // namespace flotilla::coordinator
 
 namespace {
@@ -160,6 +161,9 @@ constexpr char kUsage[] =
     "           [--max-queue N] [--max-prompt-tokens N] [--prefix-cache SIZE]\n"
     "           [--max-completion-tokens N] [--chat-template NAME]\n"
     "           [engine flags: --mem, --pack, --workers, --threads, ...]\n\n"
+    "       flotilla-coordinator health --address HOST:PORT\n"
+    "           [--health-timeout-ms MS] [--tls-ca F ...]\n"
+    "           (a worker's or serve's gRPC health: SERVING exits 0)\n\n"
     "Runs a Kimi K3 or Mixtral checkpoint (Hugging Face layout; the family\n"
     "comes from config.json's model_type) on this machine.\n"
     "--json prints {prompt_ids, generated_ids, text (with a tokenizer),\n"
@@ -498,9 +502,10 @@ int main(int argc, char** argv) {
     return argc < 2 ? kExitUsage : 0;
   }
   const std::string command = argv[1];
-  if (command != "generate" && command != "serve") {
-    return Fail(kExitUsage, absl::StrCat("unknown command '", command,
-                                         "' (expected: generate or serve)"));
+  if (command != "generate" && command != "serve" && command != "health") {
+    return Fail(kExitUsage,
+                absl::StrCat("unknown command '", command,
+                             "' (expected: generate, serve or health)"));
   }
   // The documented flags use dashes (--max-tokens); absl names use
   // underscores. Translate flag names, never values.
@@ -523,5 +528,6 @@ int main(int argc, char** argv) {
   // absl parses everything after the subcommand; an unknown flag is fatal
   // there with a message naming it.
   absl::ParseCommandLine(static_cast<int>(args.size()), new_argv.data());
+  if (command == "health") return flotilla::coordinator::RunHealth();
   return command == "serve" ? RunServeFromFlags() : RunGenerate();
 }

@@ -38,7 +38,8 @@ absl::Status CheckOptions(const RemoteExpertsOptions& options) {
   std::set<std::string> seen;
   for (size_t i = 0; i < options.workers.size(); ++i) {
     const std::string& address = options.workers[i];
-    FLOTILLA_RETURN_IF_ERROR(transport::CheckHostPort(address));
+    FLOTILLA_RETURN_IF_ERROR(
+        base::WithContext(transport::CheckHostPort(address), "expert worker"));
     if (!seen.insert(address).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("expert worker ", address, " is listed twice"));

@@ -16,7 +16,7 @@ namespace flotilla::transport {
 namespace {
 
 absl::Status Bad(absl::string_view address, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("expert worker address '",
+  return absl::InvalidArgumentError(absl::StrCat("address '",
                                                  absl::CEscape(address),
                                                  "' is not host:port: ", why));
 }
