@@ -6,7 +6,8 @@ it back, and never goes down itself (issue 18).
   2. worker 1 is killed (SIGKILL) while serve is idle: /readyz turns 503
      and names the (layer, expert) pairs without a live worker, with no
      request sent (the health thread); a completion answers 503 naming the
-     missing experts, at once; serve is still running.
+     missing experts, at once; serve is still running; serve's gRPC
+     health says NOT_SERVING (`flotilla-coordinator health`).
   3. worker 1 is restarted on its port: /readyz is 200 again and the same
      completion gives the same text as in 1.
   4. `generate --json` lists each worker's RPC counters; with one of the
@@ -91,13 +92,21 @@ def main():
     workers = [Worker(worker_bin, model, k, f"{tmp}/w{k}.log") for k in (0, 1)]
     addresses = ",".join(f"127.0.0.1:{w.port}" for w in workers)
     http = free_port()
+    grpc_port = free_port()
     serve_log = f"{tmp}/serve.log"
     serve = subprocess.Popen(
         [coord, "serve", "--model", model, "--workers", addresses,
          "--host", "127.0.0.1", "--http-port", str(http), "--threads", "1",
-         "--worker-health-interval-ms", "200"],
+         "--grpc-port", str(grpc_port), "--worker-health-interval-ms", "200"],
         stdout=open(serve_log, "w"), stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{http}"
+
+    def health():
+        """serve's gRPC health, through `flotilla-coordinator health`."""
+        r = subprocess.run([coord, "health", "--address",
+                            f"127.0.0.1:{grpc_port}"],
+                           capture_output=True, text=True, timeout=30)
+        return r.stdout.strip()
     completion = {"model": "m", "prompt": "Once upon a time", "max_tokens": 12,
                   "temperature": 0}
     try:
@@ -110,6 +119,8 @@ def main():
                 return None
         status, body = wait_for("serve up", ready, 60)
         check(status == 200 and body["ready"], "/readyz 200 with both workers")
+        wait_for("gRPC health SERVING", lambda: health() == "SERVING", 10)
+        print("ok: gRPC health SERVING")
         completion["model"] = request(f"{base}/v1/models")[1]["data"][0]["id"]
         status, first = request(f"{base}/v1/completions", completion)
         check(status == 200, "a completion over both workers")
@@ -140,6 +151,9 @@ def main():
               f"naming the missing experts and worker: {message[:160]}")
         check(took < 5, "without waiting for an RPC deadline")
         check(serve.poll() is None, "serve is still running")
+        wait_for("gRPC health NOT_SERVING",
+                 lambda: health() == "NOT_SERVING", 10)
+        print("ok: gRPC health NOT_SERVING")
 
         # 3. The worker comes back on its port.
         workers[1] = Worker(worker_bin, model, 1, f"{tmp}/w1-again.log",
@@ -153,6 +167,9 @@ def main():
         check(status == 200, "a completion after the restart")
         check(again["choices"][0]["text"] == text,
               "the same text as before the kill")
+        wait_for("gRPC health SERVING again", lambda: health() == "SERVING",
+                 10)
+        print("ok: gRPC health SERVING again")
         check("is back after" in open(serve_log).read(),
               "serve's log says the worker is back")
 
