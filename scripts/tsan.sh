@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# ThreadSanitizer over the tests of the code that runs threads: the trunk
-# ring and vocab streaming (streaming_test, vocab_stream_test), the batch
-# readers and checksum verifiers (flotilla_io_test), the expert fetcher
-# and engine (flotilla_experts_test, streaming_experts_test), the thread
-# pool, the worker's gRPC front end and compute queue (worker_server_test),
-# the coordinator's worker health thread and failover (remote_experts_test,
-# distributed_failover_test) and serve's generation queue (serve_test).
-# Built with gcc -fsanitize=thread into build-tsan (only these targets and
-# the binaries they start); any race report fails the run.
+# ThreadSanitizer over the unit tests of the code that runs threads: the
+# batch readers and their checksum verifiers (flotilla_io_test), the expert
+# fetcher and engine (flotilla_experts_test), streaming experts and vocab
+# streaming (streaming_experts_test, vocab_stream_test), the thread pool,
+# the worker's gRPC front end and compute queue (worker_server_test), and
+# the coordinator's worker health thread, probes and failover over a fake
+# fleet (remote_experts_test). Built with gcc -fsanitize=thread into
+# build-tsan (only these targets); any race report fails the run.
+# FLOTILLA_TSAN_FULL=1 adds the process-level tests (streaming_test's
+# trunk ring through the CLI, distributed_failover_test, serve_test),
+# which build the coordinator and the worker with TSan too.
 #
 #   scripts/tsan.sh [extra ctest args...]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 BUILD="${FLOTILLA_TSAN_DIR:-build-tsan}"
-TARGETS=(streaming_test vocab_stream_test flotilla_io_test
-         flotilla_experts_test streaming_experts_test thread_pool_test
-         worker_server_test remote_experts_test distributed_failover_test
-         serve_test flotilla-expert-worker flotilla-coordinator flotilla-tool)
-REGEX='^(Checkpoints/StreamingTest|Readers/VocabStreamTest|Kinds/BatchReaderTest|CreateBatchReaderTest|ExpertFetcherTest|All/FetcherMatrixTest|ExpertEngineTest|StreamingExpertsTest|ThreadPoolTest|ServedWorkerTest|WorkerServerTest|RemoteExpertsTest|FailoverTest|ServeTest)\.'
+TARGETS=(vocab_stream_test flotilla_io_test flotilla_experts_test
+         streaming_experts_test thread_pool_test worker_server_test
+         remote_experts_test)
+REGEX='^(Readers/VocabStreamTest|Vocabularies/StreamTest|Kinds/BatchReaderTest|CreateBatchReaderTest|ExpertFetcherTest|All/FetcherMatrixTest|ExpertEngineTest|StreamingExpertsTest|ThreadPoolTest|ServedWorkerTest|WorkerServerTest|WorkerCommandLineTest|RemoteExpertsTest'
+if [[ "${FLOTILLA_TSAN_FULL:-0}" == "1" ]]; then
+  TARGETS+=(streaming_test distributed_failover_test serve_test
+            flotilla-expert-worker flotilla-coordinator flotilla-tool)
+  REGEX+='|Checkpoints/StreamingTest|FailoverTest|ServeTest'
+fi
+REGEX+=')\.'
 cmake -S . -B "${BUILD}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DFLOTILLA_SANITIZE_THREAD=ON -DFLOTILLA_BUILD_BENCHMARKS=OFF >/dev/null
 cmake --build "${BUILD}" -j"$(nproc)" --target "${TARGETS[@]}"
