@@ -42,6 +42,11 @@ def plan_charges(text):
 
 def main():
     bin_dir, bench = sys.argv[1], sys.argv[2]
+    # AddressSanitizer builds (-DFLOTILLA_SANITIZE=ON) pass --sanitized: the
+    # shadow memory and quarantine make RSS unrelated to the memory plan
+    # (as MemoryCgroupTest skips), so the memory figures are printed, not
+    # checked; everything else is.
+    sanitized = "--sanitized" in sys.argv[3:]
     coord = os.path.join(bin_dir, "flotilla-coordinator")
     tmp = tempfile.mkdtemp(prefix="flotilla-fullcount-")
     failures = []
@@ -50,6 +55,12 @@ def main():
         print(("ok   " if ok else "FAIL ") + what)
         if not ok:
             failures.append(what)
+
+    def check_memory(ok, what):
+        if sanitized:
+            print("skip " + what + " (sanitizer build: RSS not checked)")
+        else:
+            check(ok, what)
 
     try:
         model = os.path.join(tmp, "model")
@@ -64,14 +75,15 @@ def main():
                    "--ids", "1,2,3,4,5", "--max-tokens", "3", "--json"])
         out = json.loads(gen.stdout)
         stats = out["stats"]
-        check(len(out["generated_ids"]) == 3 and stats["pinned_layers"] == 93,
-              f"--mem 256M: generated {out['generated_ids']}, "
-              f"{stats['pinned_layers']} layers pinned")
+        check(len(out["generated_ids"]) == 3,
+              f"--mem 256M: generated {out['generated_ids']}")
+        check_memory(stats["pinned_layers"] == 93,
+                     f"{stats['pinned_layers']} layers pinned at --mem 256M")
         rss, planned = stats["rss_after_open_bytes"], stats["planned_open_bytes"]
-        check(planned > 0 and abs(rss - planned) <= 0.10 * planned,
+        check_memory(planned > 0 and abs(rss - planned) <= 0.10 * planned,
               f"RSS after open {rss / 1e6:.2f} MB within 10% of the plan's "
               f"{planned / 1e6:.2f} MB")
-        check(stats["peak_rss_bytes"] <= stats["budget_bytes"],
+        check_memory(stats["peak_rss_bytes"] <= stats["budget_bytes"],
               f"peak RSS {stats['peak_rss_bytes'] / 1e6:.1f} MB within the "
               f"256M budget")
 
@@ -111,7 +123,8 @@ def main():
         worker.wait()
         check(listening and owned == 92 * 896 // 4,
               f"worker 0/4 serving {owned if listening else '?'} experts")
-        check(0 < hwm <= 128e6, f"worker 0/4 peak RSS {hwm / 1e6:.1f} MB")
+        check_memory(0 < hwm <= 128e6,
+                     f"worker 0/4 peak RSS {hwm / 1e6:.1f} MB")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
