@@ -12,6 +12,12 @@
 # which build the coordinator and the worker with TSan too.
 #
 #   scripts/tsan.sh [extra ctest args...]
+#
+# Known limit (session 14): Debian's Abseil and gRPC are not built with
+# TSan, and absl::Mutex waits on its own futexes, which TSan cannot see; so
+# every test whose threads meet through absl::Mutex (the readers, the
+# fetcher, the worker front end) gets reports about state that mutex
+# guards. ThreadPoolTest and RemoteExpertsTest (std::mutex) run clean.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
