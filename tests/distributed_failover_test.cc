@@ -135,15 +135,9 @@ TEST_F(FailoverTest, AFlippedByteInOneReplicaKeepsTheIds) {
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   ASSERT_FALSE(manifest->experts.empty());
   for (const pack::PackExpert& e : manifest->experts) {
-    const std::string file = bad + "/" + manifest->expert_files[e.file];
-    std::FILE* f = std::fopen(file.c_str(), "r+b");
-    ASSERT_NE(f, nullptr) << file;
-    const long at = static_cast<long>(e.offset + e.length / 2);
-    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-    const int byte = std::fgetc(f);
-    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-    std::fputc(byte ^ 0x10, f);
-    ASSERT_EQ(std::fclose(f), 0);
+    ASSERT_TRUE(XorByte(bad + "/" + manifest->expert_files[e.file],
+                        e.offset + e.length / 2, 0x10)
+                    .ok());
   }
   Fleet fleet;
   for (int k = 0; k < 3; ++k) {

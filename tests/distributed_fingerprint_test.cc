@@ -143,24 +143,14 @@ TEST(FingerprintTest, OtherWeightsUnderAnEqualFingerprintAreRefused) {
     if ((key.layer + key.expert) % 2 == 0) continue;
     const experts::ExpertLocation& loc = *index->Find(key);
     const std::string file = index->files()[loc.file];
-    std::FILE* f = std::fopen(file.c_str(), "r+b");
-    ASSERT_NE(f, nullptr);
-    const long at = static_cast<long>(loc.offset + loc.length / 2);
-    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-    const int byte = std::fgetc(f);
-    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-    std::fputc(byte ^ 0x01, f);
-    ASSERT_EQ(std::fclose(f), 0);
+    const uint64_t at = loc.offset + loc.length / 2;
+    ASSERT_TRUE(XorByte(file, at, 0x01).ok());
     if (FingerprintOf(other) == fp) {
       layer = key.layer;
       expert = key.expert;
       break;
     }
-    f = std::fopen(file.c_str(), "r+b");  // sampled: put it back
-    ASSERT_NE(f, nullptr);
-    ASSERT_EQ(std::fseek(f, at, SEEK_SET), 0);
-    std::fputc(byte, f);
-    ASSERT_EQ(std::fclose(f), 0);
+    ASSERT_TRUE(XorByte(file, at, 0x01).ok());  // sampled: put it back
   }
   ASSERT_GE(layer, 0) << "every expert's middle byte is sampled";
   std::string output;

@@ -221,6 +221,20 @@ absl::StatusOr<RemoteRun> GenerateOnWorkers(
   return run;
 }
 
+absl::Status XorByte(const std::string& path, uint64_t offset, uint8_t mask) {
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  if (f == nullptr) return absl::NotFoundError("cannot open " + path);
+  const long at = static_cast<long>(offset);
+  int byte = EOF;
+  if (std::fseek(f, at, SEEK_SET) == 0) byte = std::fgetc(f);
+  const bool ok = byte != EOF && std::fseek(f, at, SEEK_SET) == 0 &&
+                  std::fputc(byte ^ mask, f) != EOF;
+  if (std::fclose(f) != 0 || !ok) {
+    return absl::DataLossError("cannot rewrite a byte of " + path);
+  }
+  return absl::OkStatus();
+}
+
 int RunCommand(const std::string& command, std::string* output) {
   TempDir dir;
   const std::string log = dir.path() + "/out";

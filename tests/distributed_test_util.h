@@ -110,6 +110,10 @@ absl::StatusOr<Generation> GenerateWhenBack(coordinator::K3Model& model,
 // `output`.
 int RunCommand(const std::string& command, std::string* output);
 
+// XORs the byte at `offset` of `path` with `mask` (a corrupted disk, or
+// other weights): twice restores it.
+absl::Status XorByte(const std::string& path, uint64_t offset, uint8_t mask);
+
 // Writes a k3-tiny synthetic checkpoint (flotilla-tool synth) into `dir`.
 absl::Status Synth(const std::string& dir, uint64_t seed);
 
