@@ -13,6 +13,12 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#if defined(__clang__)
+// Clang ignores the GCC pragma; this gives the functions defined below (and
+// only those, not inline library code from the headers above) the ISA.
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), \
+                             apply_to = function)
+#endif
 
 namespace flotilla::kernels::internal {
 namespace {
@@ -203,4 +209,7 @@ const KernelTable& Avx2Table() {
 
 }  // namespace flotilla::kernels::internal
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options

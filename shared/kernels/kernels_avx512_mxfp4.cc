@@ -23,6 +23,13 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")
+#if defined(__clang__)
+// Clang ignores the GCC pragma; this gives the functions defined below (and
+// only those, not inline library code from the headers above) the ISA.
+#pragma clang attribute push(                                               \
+    __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))), \
+    apply_to = function)
+#endif
 // GCC 12 reports the _mm512_undefined_* placeholders inside its own
 // intrinsic headers as maybe-uninitialized (GCC bug 105593).
 #pragma GCC diagnostic push
@@ -227,4 +234,7 @@ void Mxfp4RowsAvx512(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
 }  // namespace flotilla::kernels::internal
 
 #pragma GCC diagnostic pop
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options

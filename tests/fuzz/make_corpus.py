@@ -110,8 +110,9 @@ def requests():
 
 def worker_requests():
     proto = os.path.join(ROOT, "proto")
-    text = ("layer: 1 step_id: 3 row_width: 128 num_rows: 1 " +
-            " ".join(["activations: 0.5"] * 128) +
+    # ckpt_A: latent width 64; layer 2 experts 0 and 2 are worker 0's of 2.
+    text = ("layer: 2 step_id: 3 row_width: 64 num_rows: 1 " +
+            " ".join(["activations: 0.5"] * 64) +
             " assignments { row: 0 expert: 0 weight: 1 }"
             " assignments { row: 0 expert: 2 weight: 0.5 } output: %s")
     for name, kind in [("row_sums", "OUTPUT_KIND_ROW_SUMS"),
