@@ -123,7 +123,8 @@ struct WorkerRpcStats {
   // Compute calls answered (OK or not), from send to answer; of them failed.
   base::LatencyCounts compute;
   uint64_t compute_failed = 0;
-  // Info probes of the worker after it was down; of them failed.
+  // Info probes of the worker (after it was down, while it was absent, and
+  // serve's idle health checks); of them failed.
   base::LatencyCounts info;
   uint64_t info_failed = 0;
   uint64_t prefetch_sent = 0;  // Prefetch hints sent to it
