@@ -41,9 +41,9 @@ constexpr char kConfig[] = R"({
 constexpr uint64_t kBudget = 64ull << 20;
 
 TEST(MemoryCgroupTest, ModelLargerThanBudgetRunsInsideCgroupLimit) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer's shadow memory and quarantine make the "
-                  "binaries' RSS unrelated to the memory plan";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer's shadow memory (and ASan's quarantine) "
+                  "make the binaries' RSS unrelated to the memory plan";
 #endif
   if (absl::Status s = io::cgroup::MemoryAvailable(); !s.ok()) {
     GTEST_SKIP() << "memory cgroup unavailable: " << s;

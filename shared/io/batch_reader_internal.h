@@ -52,8 +52,6 @@ class RequestTracker {
   ReadCompletion PopCompletion();
   // Requests added and not yet popped.
   size_t in_flight() const { return in_flight_; }
-  // For absl::Condition: is a completion waiting?
-  static bool HasCompletion(RequestTracker* t) { return t->has_completion(); }
 
  private:
   struct RequestState {

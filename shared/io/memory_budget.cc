@@ -184,7 +184,7 @@ absl::StatusOr<uint64_t> ResolveBudget(absl::string_view spec) {
 
 absl::Status MemoryAccountant::Charge(const std::string& owner,
                                       uint64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (bytes > budget_ || used_ > budget_ - bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "memory budget exceeded: \"", owner, "\" asked for ",
@@ -200,7 +200,7 @@ absl::Status MemoryAccountant::Charge(const std::string& owner,
 }
 
 void MemoryAccountant::Release(const std::string& owner, uint64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = by_owner_.find(owner);
   FLOTILLA_CHECK(it != by_owner_.end() && it->second >= bytes);
   it->second -= bytes;
@@ -209,33 +209,33 @@ void MemoryAccountant::Release(const std::string& owner, uint64_t bytes) {
 }
 
 uint64_t MemoryAccountant::used() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return used_;
 }
 
 uint64_t MemoryAccountant::peak() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return peak_;
 }
 
 uint64_t MemoryAccountant::available() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return budget_ - used_;
 }
 
 uint64_t MemoryAccountant::owner_bytes(const std::string& owner) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = by_owner_.find(owner);
   return it == by_owner_.end() ? 0 : it->second;
 }
 
 std::map<std::string, uint64_t> MemoryAccountant::owners() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return by_owner_;
 }
 
 std::string MemoryAccountant::Report() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   constexpr double kMiB = 1024.0 * 1024.0;
   const double budget = budget_ > 0 ? static_cast<double>(budget_) : 1.0;
   std::string out =

@@ -9,13 +9,12 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 
 namespace flotilla::io {
 
@@ -49,33 +48,34 @@ class MemoryAccountant {
   // Adds `bytes` to `owner` (e.g. "trunk.ring", "experts.buffers"). Returns
   // ResourceExhausted, naming owner, requested bytes, used and budget, and
   // charges nothing, when used() + bytes would exceed budget().
-  absl::Status Charge(const std::string& owner, uint64_t bytes)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Charge(const std::string& owner, uint64_t bytes);
 
   // Returns `bytes` charged by `owner`. Releasing more than the owner holds
   // is a programmer error (CHECK).
-  void Release(const std::string& owner, uint64_t bytes)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(const std::string& owner, uint64_t bytes);
 
   uint64_t budget() const { return budget_; }
-  uint64_t used() const ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t peak() const ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t available() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t used() const;
+  uint64_t peak() const;
+  uint64_t available() const;
   // Bytes currently charged to `owner` (0 if unknown).
-  uint64_t owner_bytes(const std::string& owner) const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t owner_bytes(const std::string& owner) const;
   // Snapshot of all owners with a non-zero charge, sorted by name.
-  std::map<std::string, uint64_t> owners() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::map<std::string, uint64_t> owners() const;
 
   // Human table: one row per owner with MiB and share of budget, then
   // used/peak/budget lines.
-  std::string Report() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::string Report() const;
 
  private:
   const uint64_t budget_;
-  mutable absl::Mutex mu_;
-  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, uint64_t> by_owner_ ABSL_GUARDED_BY(mu_);
+  // std::mutex, not absl::Mutex, so that ThreadSanitizer sees the lock
+  // (Debian's libabsl is not built with it).
+  mutable std::mutex mu_;
+  // Guarded by mu_.
+  uint64_t used_ = 0;
+  uint64_t peak_ = 0;
+  std::map<std::string, uint64_t> by_owner_;
 };
 
 // Peak resident set size of this process (VmHWM in /proc/self/status), in

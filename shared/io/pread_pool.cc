@@ -2,11 +2,16 @@
 // is unavailable (seccomp, old kernels) and as a reference implementation:
 // for multi-MB reads parallel preads keep up with io_uring
 // (bench/measurements.md), so this is a real option, not only a fallback.
+//
+// std::mutex rather than absl::Mutex: ThreadSanitizer sees pthread locks,
+// but not Debian's uninstrumented libabsl, whose Mutex waits on its own
+// futexes; with absl::Mutex every hand-off here read as a race.
 #include <algorithm>
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/batch_reader_internal.h"
 
@@ -24,49 +29,50 @@ class PreadPool final : public BatchReader {
 
   ~PreadPool() override {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       // Pieces not yet started are dropped; pieces being read finish first
       // (the join), so no thread writes into caller memory after we return.
       pending_.clear();
       stop_ = true;
     }
+    work_cv_.notify_all();
     for (std::thread& t : threads_) t.join();
   }
 
   absl::Status Submit(const std::vector<ReadRequest>& requests) override {
     FLOTILLA_RETURN_IF_ERROR(ValidateRequests(requests));
-    absl::MutexLock lock(&mu_);
-    tracker_.Add(requests, chunk_bytes_, &pending_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tracker_.Add(requests, chunk_bytes_, &pending_);
+    }
+    work_cv_.notify_all();
+    done_cv_.notify_all();  // an empty request completes at once
     return absl::OkStatus();
   }
 
   absl::StatusOr<ReadCompletion> WaitOne() override {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (tracker_.in_flight() == 0) {
       return absl::FailedPreconditionError(
           "BatchReader::WaitOne with no reads in flight");
     }
-    mu_.Await(absl::Condition(&RequestTracker::HasCompletion, &tracker_));
+    done_cv_.wait(lock, [this] { return tracker_.has_completion(); });
     return tracker_.PopCompletion();
   }
 
   size_t in_flight() const override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return tracker_.in_flight();
   }
   const char* name() const override { return "pread-pool"; }
 
  private:
-  bool HasWorkOrStop() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stop_ || !pending_.empty();
-  }
-
   void WorkLoop() {
     while (true) {
       Piece piece;
       {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &PreadPool::HasWorkOrStop));
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
         if (stop_) return;
         piece = pending_.front();
         pending_.pop_front();
@@ -75,16 +81,23 @@ class PreadPool final : public BatchReader {
       // part of the last block past EOF, which is exactly a piece's contract.
       absl::Status s =
           piece.file->ReadAt(piece.offset, piece.remaining, piece.dst);
-      absl::MutexLock lock(&mu_);
-      tracker_.FinishPiece(piece, std::move(s));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        tracker_.FinishPiece(piece, std::move(s));
+      }
+      // Every waiter rechecks; a finished piece may complete a request.
+      done_cv_.notify_all();
     }
   }
 
   const uint64_t chunk_bytes_;
-  mutable absl::Mutex mu_;
-  std::deque<Piece> pending_ ABSL_GUARDED_BY(mu_);
-  RequestTracker tracker_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // pending_ grew, or stop_
+  std::condition_variable done_cv_;  // a piece finished
+  // Guarded by mu_.
+  std::deque<Piece> pending_;
+  RequestTracker tracker_;
+  bool stop_ = false;
   std::vector<std::thread> threads_;
 };
 
