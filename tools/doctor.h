@@ -120,7 +120,7 @@ struct Prediction {
   // Per token: trunk + lm_head + embedding bytes, and expert run bytes.
   uint64_t large_read_bytes = 0;
   uint64_t expert_read_bytes = 0;
-  plan::TokenTime time;          // compute and reads, overlapped
+  plan::TokenTime time = {};     // compute and reads, overlapped
   double seconds_per_token = 0;  // time.seconds
 };
 

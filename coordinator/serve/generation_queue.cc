@@ -206,6 +206,9 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   }
   const int vocab = model_->vocab_size();
   std::vector<std::unique_ptr<Running>> still;
+  // Jobs that end in this step answer only after the step is reported, so a
+  // client that scrapes /metrics after its reply sees its last token counted.
+  std::vector<std::unique_ptr<Running>> finished;
   for (size_t i = 0; i < running->size(); ++i) {
     Running& r = *(*running)[i];
     r.fed.insert(r.fed.end(), ids[i].begin(), ids[i].end());
@@ -228,7 +231,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
       } else {
         r.sequence.reset();
       }
-      if (r.job.on_done) r.job.on_done(std::move(r.result));
+      finished.push_back(std::move((*running)[i]));
     } else {
       r.next = {r.result.generated_ids.back()};
       still.push_back(std::move((*running)[i]));
@@ -239,6 +242,9 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
     report.running = running->size();
     report.waiting = waiting();
     on_step_(report);
+  }
+  for (auto& r : finished) {
+    if (r->job.on_done) r->job.on_done(std::move(r->result));
   }
 }
 

@@ -38,7 +38,7 @@ struct FieldSpec {
   size_t cols = 0;   // matrix cols (0 for vectors)
   // kVector: the checkpoint tensor's exact shape when it is not [rows]
   // (a depthwise conv's [channels, 1, kernel] read as one vector).
-  std::vector<int64_t> src_shape;
+  std::vector<int64_t> src_shape = {};
 };
 
 // Fields of layer `layer`; `parts` is a LayerParts mask.

@@ -47,10 +47,34 @@ try {
     }).observe(document.getElementById("log"),
                { childList: true, subtree: true, characterData: true });
   });
-  // A slow link (8 KB/s, Chromium's network emulation) so the reply's
-  // events arrive over a few seconds, as from a big model, not in the one
-  // read a 0.1 s local reply fits in: the page must show it growing.
-  await page.emulateNetworkConditions({ download: 8 * 1024, upload: 1 << 20, latency: 0 });
+  // The reply's bytes reach the page in 256-byte pieces 10 ms apart, as
+  // from a big model, not in the one read a 0.1 s local reply fits in: the
+  // page must show it growing. (Chromium's network emulation was tried
+  // first, 8 KB/s; on a fast CI machine the whole reply still came in two
+  // reads, so the pacing is done here, under the page's own fetch.)
+  await page.evaluate(() => {
+    const realFetch = window.fetch;
+    window.fetch = async (url, init) => {
+      const r = await realFetch(url, init);
+      if (!String(url).includes("/v1/chat/completions") || !r.ok) return r;
+      const reader = r.body.getReader();
+      const paced = new ReadableStream({
+        async pull(controller) {
+          const { value, done } = await reader.read();
+          if (done) {
+            controller.close();
+            return;
+          }
+          for (let i = 0; i < value.length; i += 256) {
+            controller.enqueue(value.subarray(i, i + 256));
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
+        },
+        cancel(reason) { return reader.cancel(reason); },
+      });
+      return new Response(paced, { status: r.status, headers: r.headers });
+    };
+  });
   await page.click("#send");
   await page.waitForFunction(
       () => ["done", "error"].includes(document.getElementById("status").textContent),
