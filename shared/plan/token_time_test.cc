@@ -76,15 +76,24 @@ TEST(TokenTimeTest, RemoteExpertsAreNotCharged) {
   EXPECT_DOUBLE_EQ(t.seconds, t.compute_s());
 }
 
+// The rate bounds only say that a real figure was measured. ThreadSanitizer
+// runs the kernels an order of magnitude slower (bf16 at 7e7 bytes/s on a
+// 2-vCPU VM), so its build asks for a twentieth of each.
+#if defined(__SANITIZE_THREAD__)
+constexpr double kSlowdown = 20;
+#else
+constexpr double kSlowdown = 1;
+#endif
+
 TEST(ComputeProbeTest, MeasuresEveryRate) {
   auto r = MeasureComputeRates(CkptA(), 2, 0.02);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->threads, 2);
-  EXPECT_GT(r->bf16_bytes_per_s, 1e8);
-  EXPECT_GT(r->mxfp4_bytes_per_s, 1e7);
+  EXPECT_GT(r->bf16_bytes_per_s, 1e8 / kSlowdown);
+  EXPECT_GT(r->mxfp4_bytes_per_s, 1e7 / kSlowdown);
   EXPECT_GT(r->kda_head_steps_per_s, 0);
   EXPECT_GT(r->mla_head_positions_per_s, 0);
-  EXPECT_GT(r->checksum_bytes_per_s, 1e8);
+  EXPECT_GT(r->checksum_bytes_per_s, 1e8 / kSlowdown);
   EXPECT_GT(r->expert_overlap_fraction, 0);
   EXPECT_LT(r->expert_overlap_fraction, 1);
   EXPECT_FALSE(MeasureComputeRates(CkptA(), 0, 0.02).ok());
