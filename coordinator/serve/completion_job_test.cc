@@ -35,8 +35,10 @@ TEST(CompletionThreadsTest, ConsumersOnTheirOwnThreadsGetWhatGenerateGives) {
   LanguageModel& model = *(*engine)->model;
 
   const std::vector<std::string> texts = {
-      "Once upon a time", "The little dog", "One day", "Tom had a red ball",
-      "The sun was hot",  "A big cat",      "Sue liked to sing", "Lily"};
+      "Once upon a time",  "The little dog",
+      "One day",           "Tom had a red ball",
+      "The sun was hot",   "A big cat",
+      "Sue liked to sing", "Lily"};
   constexpr int kTokens = 16;
   std::vector<std::vector<int32_t>> prompts, alone;
   for (const std::string& t : texts) {
