@@ -12,6 +12,7 @@
 #include "coordinator/stream/vocab_stream.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_index.h"
+#include "shared/family/kimi_k3/kimi_k3_family.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/checkpoint_fingerprint.h"
@@ -32,29 +33,22 @@ std::string ResolvePackDir(const EngineOptions& o) {
   return Exists(candidate + "/manifest.json") ? candidate : "";
 }
 
-// MXFP4 expert run: w1 and w3 [I][L], w2 [L][I], each packed (cols/2 bytes
-// per row) plus scales (cols/32 per row); one aligned read may need an extra
-// 4 KiB when the run does not start on a block boundary.
-uint64_t ExpertSlotBytesFromConfig(const model::K3Config& c) {
-  const uint64_t i = c.moe_intermediate_size, l = c.routed_expert_hidden_size;
-  const uint64_t run = 2 * i * (l / 2 + l / 32) + l * (i / 2 + i / 32);
-  return io::AlignUp(run) + io::kDirectIoAlignment;
-}
-
 // What the open model keeps to find its weights: the expert index when the
 // experts are read here (none with expert workers: they index their own).
-uint64_t MetadataBytes(const model::K3Config& c, const EngineOptions& o,
+uint64_t MetadataBytes(const model::ModelShape& shape, const EngineOptions& o,
                        int expert_files) {
   if (!o.workers.empty()) return 0;
-  return experts::ExpertIndex::MemoryBytesFor(c.num_hidden_layers,
-                                              c.num_experts, expert_files);
+  return experts::ExpertIndex::MemoryBytesFor(shape.num_layers,
+                                              shape.num_experts, expert_files);
 }
 
-// `baseline`: the process's trimmed RSS before any metadata was read.
-plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
-                            uint64_t budget, uint64_t baseline) {
+// The plan's inputs for the model `c` with trunk regions `t`; `baseline`:
+// the process's trimmed RSS before any metadata was read.
+plan::PlanInputs Inputs(const family::FamilyConfig& c,
+                        const family::TrunkSizes& t, const EngineOptions& o,
+                        uint64_t budget, uint64_t baseline, int expert_files) {
   plan::PlanInputs in;
-  in.config = c;
+  in.shape = c.Shape();
   in.budget_bytes = budget;
   in.max_context = o.max_context;
   in.sequences = o.sequences;
@@ -66,61 +60,60 @@ plan::PlanInputs BaseInputs(const model::K3Config& c, const EngineOptions& o,
   in.max_pinned_layers = o.max_pinned_layers;
   in.stream_vocab = o.stream_vocab;
   in.vocab_chunk_bytes =
-      io::AlignUp(pack::kVocabChunkRows * c.hidden_size * 2) +
+      io::AlignUp(pack::kVocabChunkRows * t.vocab_row_bytes) +
       io::kDirectIoAlignment;
   in.lm_head_stream_bytes =
-      LmHeadStreamBufferBytes(c.vocab_size, c.hidden_size * 2,
+      LmHeadStreamBufferBytes(in.shape.vocab_size, t.vocab_row_bytes,
                               pack::kVocabChunkRows, VocabStreamOptions());
+  in.metadata_bytes = MetadataBytes(in.shape, o, expert_files);
+  in.layer_region_bytes = t.layer_region_bytes;
+  in.vocab_region_bytes = t.vocab_region_bytes;
+  in.globals_bytes = t.globals_bytes;
+  // One aligned read of a run may need an extra 4 KiB when it does not
+  // start on a block boundary.
+  in.expert_run_bytes =
+      io::AlignUp(t.expert_run_bytes) + io::kDirectIoAlignment;
   return in;
 }
 
-plan::PlanInputs InputsFromConfig(const model::K3Config& c,
+// From the config alone, as released; one shard per layer and one more
+// (what synth writes).
+plan::PlanInputs InputsFromConfig(const family::FamilyConfig& c,
                                   const EngineOptions& o, uint64_t budget,
                                   uint64_t baseline) {
-  plan::PlanInputs in = BaseInputs(c, o, budget, baseline);
-  // As released: one shard per layer and one more (what synth writes).
-  in.metadata_bytes = MetadataBytes(c, o, c.num_hidden_layers + 1);
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    in.layer_region_bytes.push_back(pack::PlanLayerLayout(c, layer).size);
-  }
-  in.vocab_region_bytes = pack::PlanVocabLayout(c).size;
-  in.globals_bytes = io::AlignUp(2ull * c.hidden_size * 4);
-  in.expert_run_bytes = ExpertSlotBytesFromConfig(c);
-  return in;
+  return Inputs(c, family::ReleasedTrunkSizes(c), o, budget, baseline,
+                c.num_layers() + 1);
 }
 
-absl::StatusOr<plan::PlanInputs> InputsFromManifest(const pack::PackManifest& m,
-                                                    const model::K3Config& c,
-                                                    const EngineOptions& o,
-                                                    uint64_t budget,
-                                                    uint64_t baseline) {
-  plan::PlanInputs in = BaseInputs(c, o, budget, baseline);
-  in.metadata_bytes =
-      MetadataBytes(c, o, static_cast<int>(m.expert_files.size()));
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const pack::PackRegion* r = m.FindLayer(layer);
-    if (r == nullptr) {
-      return absl::DataLossError(
-          absl::StrCat("pack manifest has no region for layer ", layer));
-    }
-    in.layer_region_bytes.push_back(r->size);
-  }
-  const pack::PackRegion* embed = m.FindRegion("embed");
-  const pack::PackRegion* globals = m.FindRegion("globals");
-  if (embed == nullptr || globals == nullptr) {
-    return absl::DataLossError("pack manifest lacks embed/globals regions");
-  }
-  in.vocab_region_bytes = embed->size;
-  in.globals_bytes = globals->size;
+absl::StatusOr<plan::PlanInputs> InputsFromManifest(
+    const pack::PackManifest& m, const family::FamilyConfig& c,
+    const EngineOptions& o, uint64_t budget, uint64_t baseline) {
+  FLOTILLA_ASSIGN_OR_RETURN(family::TrunkSizes t, family::PackTrunkSizes(c, m));
+  // Runs as the pack recorded them, each read aligned.
+  t.expert_run_bytes = 0;
+  uint64_t slot = 0;
   for (const pack::PackExpert& e : m.experts) {
-    in.expert_run_bytes = std::max(
-        in.expert_run_bytes, io::AlignForDirectIo(e.offset, e.length).length);
+    slot = std::max(slot, io::AlignForDirectIo(e.offset, e.length).length);
   }
+  plan::PlanInputs in = Inputs(c, t, o, budget, baseline,
+                               static_cast<int>(m.expert_files.size()));
+  in.expert_run_bytes = slot;
+  if (!m.expert_format.empty()) in.shape.expert_format = m.expert_format;
   return in;
 }
 
-absl::StatusOr<model::K3Config> LoadConfig(const EngineOptions& o,
-                                           const pack::PackManifest* m) {
+absl::StatusOr<std::unique_ptr<family::FamilyConfig>> LoadConfig(
+    const EngineOptions& o, const pack::PackManifest* m) {
+  const std::string path =
+      o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
+  if (o.config_path.empty() && m != nullptr && !Exists(path)) {
+    return family::ParseFamilyConfig(m->config_json, "pack manifest config");
+  }
+  return family::LoadFamilyConfig(path);
+}
+
+absl::StatusOr<model::K3Config> LoadK3(const EngineOptions& o,
+                                       const pack::PackManifest* m) {
   const std::string path =
       o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
   if (o.config_path.empty() && m != nullptr && !Exists(path)) {
@@ -160,32 +153,26 @@ std::string ConfigPath(const EngineOptions& o) {
   return o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
 }
 
-absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& o,
-                                            model::K3Config* config) {
+absl::StatusOr<plan::MemoryPlan> PlanEngine(
+    const EngineOptions& o, std::unique_ptr<family::FamilyConfig>* config) {
   const uint64_t baseline = io::TrimmedRssBytes();
   FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
-  if (Exists(ConfigPath(o))) {
-    FLOTILLA_ASSIGN_OR_RETURN(model::ModelFamily family,
-                              model::ReadModelFamily(ConfigPath(o)));
-    if (family != model::ModelFamily::kKimiK3) {
-      return absl::UnimplementedError(
-          absl::StrCat("--plan sizes Kimi K3 models; ", ConfigPath(o), " is ",
-                       model::ModelFamilyName(family)));
-    }
-  }
   const std::string pack = ResolvePackDir(o);
+  std::unique_ptr<family::FamilyConfig> c;
+  plan::PlanInputs in;
   if (!pack.empty()) {
     FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m,
                               pack::LoadPackManifest(pack));
-    FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
-    FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,
-                              InputsFromManifest(m, c, o, budget, baseline));
-    if (config != nullptr) *config = c;
-    return plan::MakeMemoryPlan(in);
+    FLOTILLA_ASSIGN_OR_RETURN(c, LoadConfig(o, &m));
+    FLOTILLA_ASSIGN_OR_RETURN(in,
+                              InputsFromManifest(m, *c, o, budget, baseline));
+  } else {
+    FLOTILLA_ASSIGN_OR_RETURN(c, LoadConfig(o, nullptr));
+    in = InputsFromConfig(*c, o, budget, baseline);
   }
-  FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
-  if (config != nullptr) *config = c;
-  return plan::MakeMemoryPlan(InputsFromConfig(c, o, budget, baseline));
+  absl::StatusOr<plan::MemoryPlan> plan = plan::MakeMemoryPlan(in);
+  if (config != nullptr) *config = std::move(c);
+  return plan;
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
@@ -208,12 +195,13 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     // No pack: the whole trunk is built in RAM, which only works when it fits.
     // The checkpoint is checked against the config before anything loops
     // over the config's counts (the plan does).
-    FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, nullptr));
+    FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadK3(o, nullptr));
     FLOTILLA_ASSIGN_OR_RETURN(
         std::unique_ptr<model::SafetensorsCheckpoint> source,
         model::SafetensorsCheckpoint::OpenDir(o.model_dir));
     FLOTILLA_RETURN_IF_ERROR(pack::CheckK3Checkpoint(c, *source, o.model_dir));
-    plan::PlanInputs in = InputsFromConfig(c, o, UINT64_MAX / 4, baseline);
+    plan::PlanInputs in =
+        InputsFromConfig(family::KimiK3Config(c), o, UINT64_MAX / 4, baseline);
     FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
     engine->plan.budget_bytes = budget;
     uint64_t trunk = 2 * in.vocab_region_bytes + in.globals_bytes;
@@ -259,9 +247,10 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
     FLOTILLA_RETURN_IF_ERROR(
         pack::CheckPackSource(m, o.model_dir, engine->pack_dir));
   }
-  FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadConfig(o, &m));
-  FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,
-                            InputsFromManifest(m, c, o, budget, baseline));
+  FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadK3(o, &m));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      plan::PlanInputs in,
+      InputsFromManifest(m, family::KimiK3Config(c), o, budget, baseline));
   FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
   for (const auto& [owner, bytes] : engine->plan.charges) {
     FLOTILLA_RETURN_IF_ERROR(engine->accountant->Charge(owner, bytes));

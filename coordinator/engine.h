@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/model/model.h"
 #include "coordinator/stream/streaming_trunk.h"
+#include "shared/family/family.h"
 #include "shared/io/batch_reader.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/model_family.h"
@@ -82,12 +83,14 @@ struct Engine {
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(
     const EngineOptions& options);
 
-// The plan for `options` without loading weights: region sizes come from
-// the pack manifest when there is one, else from the config alone (BF16
-// trunk, MXFP4 experts, as released).
-// `config`, when given, receives the model's config.
-absl::StatusOr<plan::MemoryPlan> PlanEngine(const EngineOptions& options,
-                                            model::K3Config* config = nullptr);
+// The plan for `options` without loading weights, for a model of any
+// family: region sizes come from the pack manifest when there is one, else
+// from the config alone (as the family's release stores its weights).
+// `config`, when given, receives the model's config (also when the plan
+// itself fails).
+absl::StatusOr<plan::MemoryPlan> PlanEngine(
+    const EngineOptions& options,
+    std::unique_ptr<family::FamilyConfig>* config = nullptr);
 
 }  // namespace flotilla::coordinator
 

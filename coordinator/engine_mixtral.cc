@@ -19,16 +19,10 @@
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/json_util.h"
 #include "shared/model/safetensors.h"
+#include "shared/model/tensor_names.h"
 #include "shared/pack/pack_manifest.h"
 
 namespace flotilla::coordinator {
-namespace {
-
-bool IsExpertTensor(const std::string& name) {
-  return name.find(".block_sparse_moe.experts.") != std::string::npos;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine) {
@@ -51,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
   uint64_t expert_bytes = 0, trunk_bytes = 0;
   for (const std::string& name : source->Names()) {
     const model::TensorInfo* info = source->Find(name);
-    if (IsExpertTensor(name)) {
+    if (model::IsExpertTensorName(name)) {
       expert_bytes += info->nbytes;
     } else {
       trunk_bytes += info->numel() * sizeof(float);  // held as float32

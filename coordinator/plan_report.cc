@@ -21,21 +21,23 @@ constexpr int kPositions = 256;
 absl::StatusOr<std::string> PlanReport(const EngineOptions& o,
                                        double expert_disk_gbps,
                                        double single_read_gbps, bool json) {
-  model::K3Config config;
+  std::unique_ptr<family::FamilyConfig> config;
   FLOTILLA_ASSIGN_OR_RETURN(plan::MemoryPlan plan, PlanEngine(o, &config));
+  const model::ModelShape shape = config->Shape();
   plan::TokenTimeOptions t;
   FLOTILLA_ASSIGN_OR_RETURN(
       t.rates,
-      plan::MeasureComputeRates(config, std::max(1, o.threads), kProbeSeconds));
+      plan::MeasureComputeRates(shape, std::max(1, o.threads), kProbeSeconds));
   t.trunk_read_bytes_per_s = o.disk_gbps * 1e9;
   t.expert_read_bytes_per_s = expert_disk_gbps * 1e9;
   t.single_read_bytes_per_s = single_read_gbps * 1e9;
   t.positions = std::min(kPositions, o.max_context);
   t.verify_checksums = o.verify_checksums;
   t.local_experts = o.workers.empty();
-  const plan::TokenTime time = plan::PredictTokenTime(config, plan, t);
+  const plan::TokenTime time = plan::PredictTokenTime(shape, plan, t);
   if (json) {
     nlohmann::json j = nlohmann::json::parse(plan.ToJson());
+    j["family"] = config->family().name;
     j["predicted_seconds_per_token"] = time.seconds;
     j["predicted"] = {{"compute_s", time.compute_s()},
                       {"bf16_s", time.bf16_s},
@@ -60,11 +62,11 @@ absl::StatusOr<std::string> PlanReport(const EngineOptions& o,
     return j.dump() + "\n";
   }
   return absl::StrFormat(
-      "%s  compute rates here: %s\n"
+      "model family: %s\n%s  compute rates here: %s\n"
       "  predicted time per token (%d positions, trunk reads at %.2f GB/s, "
       "experts at %.2f GB/s, lone expert reads at %.2f GB/s%s): %s\n",
-      plan.ToString(), t.rates.ToString(), t.positions, o.disk_gbps,
-      expert_disk_gbps, single_read_gbps,
+      config->family().name, plan.ToString(), t.rates.ToString(), t.positions,
+      o.disk_gbps, expert_disk_gbps, single_read_gbps,
       t.local_experts ? "" : "; routed experts on the workers, not counted",
       time.ToString());
 }

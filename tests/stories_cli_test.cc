@@ -95,6 +95,61 @@ TEST_F(StoriesCliTest, StopsAtTheEndOfTheStory) {
   EXPECT_EQ(nlohmann::json::parse(all.out)["generated_ids"].size(), 500u);
 }
 
+// `generate --plan` sizes the default model as it does Kimi K3: from its
+// config alone, then from its pack, whose streamed layers are what each
+// token reads once none is pinned.
+TEST_F(StoriesCliTest, PlansTheDefaultModel) {
+  const testutil::CommandResult text =
+      Run("generate --model " + ModelDir() + " --plan");
+  ASSERT_TRUE(text.exited && text.code == 0) << text.err;
+  EXPECT_NE(text.out.find("model family: mixtral"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("predicted time per token"), std::string::npos)
+      << text.out;
+
+  const testutil::CommandResult r =
+      Run("generate --model " + ModelDir() + " --plan --json");
+  ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+  const nlohmann::json plan = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(plan.is_object()) << r.out;
+  EXPECT_EQ(plan["family"], "mixtral");
+  EXPECT_EQ(plan["num_layers"], 5);
+  // The default 4096-position context is cut to the model's 512: 5 layers
+  // x K and V x 4 kv heads x 8 floats per position.
+  EXPECT_EQ(plan["charges"]["sequence_state"], 512 * 5 * 2 * 4 * 8 * 4);
+  // 5 MoE layers x top-2 routed experts read per token (nothing cached).
+  EXPECT_EQ(plan["read_bytes_per_token"]["experts"].get<uint64_t>(),
+            5u * 2 * plan["expert_slot_bytes"].get<uint64_t>());
+  EXPECT_GT(plan["predicted_seconds_per_token"].get<double>(), 0);
+
+  const std::string dir = CopyModel();
+  const testutil::CommandResult pack = testutil::RunCommand(
+      testutil::BinPath("flotilla-tool") + " pack --model " + dir,
+      tmp_.string());
+  ASSERT_TRUE(pack.exited && pack.code == 0) << pack.err;
+  const nlohmann::json manifest =
+      ReadJson(dir + "/flotilla-pack/manifest.json");
+  uint64_t layer_bytes = 0;
+  for (const nlohmann::json& region : manifest["regions"]) {
+    if (region["kind"] == "layer")
+      layer_bytes += region["size"].get<uint64_t>();
+  }
+  ASSERT_GT(layer_bytes, 0u);
+  const testutil::CommandResult pinned =
+      Run("generate --model " + dir + " --plan --json");
+  ASSERT_TRUE(pinned.exited && pinned.code == 0) << pinned.err;
+  const nlohmann::json all = nlohmann::json::parse(pinned.out);
+  EXPECT_EQ(all["pinned_layers"], 5);
+  EXPECT_EQ(all["read_bytes_per_token"]["trunk"], 0);
+  const testutil::CommandResult streamed =
+      Run("generate --model " + dir + " --plan --json --max-pinned-layers 0");
+  ASSERT_TRUE(streamed.exited && streamed.code == 0) << streamed.err;
+  const nlohmann::json none = nlohmann::json::parse(streamed.out);
+  EXPECT_EQ(none["pinned_layers"], 0);
+  EXPECT_GE(none["ring_slots"].get<int>(), 2);
+  EXPECT_EQ(none["read_bytes_per_token"]["trunk"].get<uint64_t>(), layer_bytes);
+}
+
 TEST_F(StoriesCliTest, TruncatedTokenizerJson) {
   const std::string dir = CopyModel();
   fs::resize_file(dir + "/tokenizer.json", 5000);

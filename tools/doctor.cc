@@ -99,23 +99,23 @@ void PrintDisk(const DiskMeasurements& d,
 }
 
 void PrintModel(const std::string& dir, const ModelSizes& s, FILE* out) {
-  const model::K3Config& c = s.config;
-  const int moe = c.num_hidden_layers -
-                  std::min(c.num_hidden_layers, c.first_k_dense_replace);
+  const model::ModelShape& c = s.shape;
+  const int moe = c.moe_layers;
   uint64_t layers = 0;
   for (uint64_t b : s.layer_region_bytes) layers += b;
   absl::FPrintF(out, "\nModel %s (sizes from %s)\n", dir, s.source);
   absl::FPrintF(out,
+                "  family %s, %s experts\n"
                 "  %d layers (%d MoE), %d experts of %s, top-%d\n"
                 "  trunk %s = layers %s + embedding %s + lm_head %s\n"
                 "  experts read per token (uncached): %s\n",
-                c.num_hidden_layers, moe, c.num_experts,
-                io::FormatBytes(s.expert_run_bytes), c.num_experts_per_token,
-                io::FormatBytes(s.trunk_bytes()), io::FormatBytes(layers),
-                io::FormatBytes(s.vocab_region_bytes),
+                s.config->family().name, c.expert_format, c.num_layers, moe,
+                c.num_experts, io::FormatBytes(s.expert_run_bytes),
+                c.experts_per_token, io::FormatBytes(s.trunk_bytes()),
+                io::FormatBytes(layers), io::FormatBytes(s.vocab_region_bytes),
                 io::FormatBytes(s.vocab_region_bytes),
                 io::FormatBytes(static_cast<uint64_t>(moe) *
-                                c.num_experts_per_token * s.expert_run_bytes));
+                                c.experts_per_token * s.expert_run_bytes));
 }
 
 // The prediction to recommend: the fastest plan that fits the usable
@@ -284,7 +284,7 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   absl::FPrintF(stderr, "doctor: timing the kernels on %d threads\n", threads);
   FLOTILLA_ASSIGN_OR_RETURN(
       compute.rates,
-      plan::MeasureComputeRates(sizes->config, threads, o.compute_seconds));
+      plan::MeasureComputeRates(sizes->shape, threads, o.compute_seconds));
   const double small_single = disk.RandomGbPerS(sizes->expert_run_bytes, 1);
   compute.single_read_gbps =
       disk.RandomGbPerS(sizes->expert_run_bytes, 1, /*huge_pages=*/true);

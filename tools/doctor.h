@@ -18,14 +18,16 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shared/family/family.h"
 #include "shared/io/disk_probe.h"
-#include "shared/model/config.h"
+#include "shared/model/model_shape.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/plan/token_time.h"
 
@@ -49,10 +51,12 @@ struct DoctorOptions {
   std::vector<std::string> budgets;
 };
 
-// What a model needs, from its pack manifest, its checkpoint headers, or
-// (lacking both) its config alone.
+// What a model of any family needs, from its pack manifest, its checkpoint
+// headers, or (lacking both) its config alone.
 struct ModelSizes {
-  model::K3Config config;
+  std::shared_ptr<const family::FamilyConfig> config;
+  // config->Shape(), with the expert format the pack or checkpoint holds.
+  model::ModelShape shape;
   std::string source;  // "pack manifest", "checkpoint headers", "config.json"
   std::vector<uint64_t> layer_region_bytes;
   uint64_t vocab_region_bytes = 0;

@@ -10,12 +10,10 @@
 #include "shared/experts/expert_index.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
-#include "shared/model/json_util.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/region_builder.h"
 #include "tools/doctor.h"
-#include "tools/pack_plan.h"
 
 namespace flotilla::tools {
 namespace {
@@ -23,13 +21,6 @@ namespace {
 // The presets of io::ResolveBudget, smallest first.
 constexpr const char* kPresets[] = {"laptop", "desktop", "workstation",
                                     "server"};
-
-// An MXFP4 expert: w1, w3 are [I][l], w2 is [l][I]; 4.25 bits per weight.
-uint64_t Mxfp4RunBytes(const model::K3Config& c) {
-  const uint64_t n = static_cast<uint64_t>(c.moe_intermediate_size) *
-                     c.routed_expert_hidden_size;
-  return 3 * (n / 2 + n / 32);
-}
 
 void FindLargestShard(const std::string& model_dir, ModelSizes* s) {
   std::error_code ec;
@@ -58,55 +49,55 @@ uint64_t ModelSizes::trunk_bytes() const {
 absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
   ModelSizes s;
   FindLargestShard(model_dir, &s);
+  family::TrunkSizes t;
   // 1. A finished pack knows the exact region and run sizes.
   absl::StatusOr<pack::PackManifest> m =
       pack::LoadPackManifest(model_dir + "/flotilla-pack");
   if (m.ok()) {
     FLOTILLA_ASSIGN_OR_RETURN(
-        s.config, model::ParseK3Config(m->config_json, "pack manifest"));
+        s.config, family::ParseFamilyConfig(m->config_json, "pack manifest"));
+    FLOTILLA_ASSIGN_OR_RETURN(t, family::PackTrunkSizes(*s.config, *m));
     s.source = "pack manifest";
-    s.layer_region_bytes.assign(s.config.num_hidden_layers, 0);
-    for (const pack::PackRegion& r : m->regions) {
-      if (r.kind == "layer") s.layer_region_bytes[r.layer] = r.size;
-      if (r.kind == "embed") s.vocab_region_bytes = r.size;
-      if (r.kind == "globals") s.globals_bytes = r.size;
-    }
-    for (const pack::PackExpert& e : m->experts) {
-      s.expert_run_bytes = std::max(s.expert_run_bytes, e.length);
-    }
-    return s;
-  }
-  // 2. The checkpoint's headers: the plan pack would make.
-  absl::StatusOr<std::unique_ptr<model::SafetensorsCheckpoint>> ckpt =
-      model::SafetensorsCheckpoint::OpenDir(model_dir);
-  if (ckpt.ok()) {
-    absl::StatusOr<PackPlan> plan = PlanPack(model_dir, **ckpt);
-    if (plan.ok()) {
-      s.config = plan->config;
+    s.shape = s.config->Shape();
+    if (!m->expert_format.empty()) s.shape.expert_format = m->expert_format;
+  } else {
+    FLOTILLA_ASSIGN_OR_RETURN(
+        s.config, family::LoadFamilyConfig(model_dir + "/config.json"));
+    s.shape = s.config->Shape();
+    // 2. The checkpoint's headers: the regions a pack would make, and the
+    // experts' runs as stored.
+    absl::StatusOr<std::unique_ptr<model::SafetensorsCheckpoint>> ckpt =
+        model::SafetensorsCheckpoint::OpenDir(model_dir);
+    absl::StatusOr<family::TrunkSizes> from_ckpt =
+        ckpt.ok() ? family::CheckpointTrunkSizes(*s.config, **ckpt)
+                  : absl::StatusOr<family::TrunkSizes>(ckpt.status());
+    const model::MoeSpec moe = s.config->Moe();
+    experts::ExpertIndexOptions io;
+    io.config = &moe;
+    absl::StatusOr<experts::ExpertIndex> index =
+        from_ckpt.ok()
+            ? experts::ExpertIndex::FromTensorSource(**ckpt, io)
+            : absl::StatusOr<experts::ExpertIndex>(from_ckpt.status());
+    if (index.ok()) {
+      t = *from_ckpt;
+      for (const experts::ExpertKey& key : index->Keys()) {
+        t.expert_run_bytes =
+            std::max(t.expert_run_bytes, index->Find(key)->length);
+      }
+      s.shape.expert_format = experts::ExpertFormatName(index->format());
       s.source = "checkpoint headers";
-      for (const PlannedRegion& r : plan->regions) {
-        if (r.kind == "layer") s.layer_region_bytes.push_back(r.layout.size);
-        if (r.kind == "embed") s.vocab_region_bytes = r.layout.size;
-        if (r.kind == "globals") s.globals_bytes = r.layout.size;
-      }
-      for (const PlannedExpert& e : plan->experts) {
-        s.expert_run_bytes = std::max(s.expert_run_bytes, e.length);
-      }
-      return s;
+    } else {
+      // 3. The config alone (a machine that does not hold the model): the
+      // formats the family's release uses.
+      t = family::ReleasedTrunkSizes(*s.config);
+      s.source = absl::StrCat("config.json (", s.config->ReleasedFormats(),
+                              " assumed)");
     }
   }
-  // 3. The config alone (a machine that does not hold the model): BF16
-  // matrices and MXFP4 experts, as released.
-  FLOTILLA_ASSIGN_OR_RETURN(s.config,
-                            model::LoadK3Config(model_dir + "/config.json"));
-  s.source = "config.json (BF16 trunk and MXFP4 experts assumed)";
-  for (int l = 0; l < s.config.num_hidden_layers; ++l) {
-    s.layer_region_bytes.push_back(pack::PlanLayerLayout(s.config, l).size);
-  }
-  s.vocab_region_bytes = pack::PlanVocabLayout(s.config).size;
-  // final_norm and out_res_fold: two float vectors of E.
-  s.globals_bytes = io::AlignUp(2 * (s.config.hidden_size * 4ull + 64));
-  s.expert_run_bytes = Mxfp4RunBytes(s.config);
+  s.layer_region_bytes = t.layer_region_bytes;
+  s.vocab_region_bytes = t.vocab_region_bytes;
+  s.globals_bytes = t.globals_bytes;
+  s.expert_run_bytes = t.expert_run_bytes;
   return s;
 }
 
@@ -131,13 +122,13 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
   std::vector<Prediction> out;
   for (const auto& [name, budget] : budgets) {
     plan::PlanInputs in;
-    in.config = sizes.config;
+    in.shape = sizes.shape;
     in.budget_bytes = budget;
     in.layer_region_bytes = sizes.layer_region_bytes;
     in.vocab_region_bytes = sizes.vocab_region_bytes;
     const uint64_t row_bytes =
-        sizes.config.vocab_size > 0
-            ? sizes.vocab_region_bytes / sizes.config.vocab_size
+        sizes.shape.vocab_size > 0
+            ? sizes.vocab_region_bytes / sizes.shape.vocab_size
             : 0;
     in.vocab_chunk_bytes = pack::kVocabChunkRows * row_bytes;
     in.globals_bytes = sizes.globals_bytes;
@@ -150,10 +141,10 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
     in.process_baseline_bytes = baseline;
     // A streamed lm_head's two pass buffers, as generate charges them.
     in.lm_head_stream_bytes = plan::LmHeadPassBufferBytes(
-        sizes.config.vocab_size, row_bytes, pack::kVocabChunkRows,
+        sizes.shape.vocab_size, row_bytes, pack::kVocabChunkRows,
         plan::kLmHeadPassBytes);
     in.metadata_bytes = experts::ExpertIndex::MemoryBytesFor(
-        sizes.config.num_hidden_layers, sizes.config.num_experts,
+        sizes.shape.num_layers, sizes.shape.num_experts,
         std::max<int>(1, static_cast<int>(sizes.shards.size())));
     in.disk_bytes_per_second = large_gbps * 1e9;
     Prediction p{name, budget, plan::MakeMemoryPlan(in)};
@@ -169,7 +160,7 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
       // Reads at the run length too.
       plan::MemoryPlan read = plan;
       read.expert_read_bytes = p.expert_read_bytes;
-      p.time = plan::PredictTokenTime(sizes.config, read, time);
+      p.time = plan::PredictTokenTime(sizes.shape, read, time);
       p.seconds_per_token = p.time.seconds;
     }
     out.push_back(std::move(p));

@@ -60,6 +60,49 @@ TEST(DoctorModel, SizesFromHeadersConfigAndPack) {
   EXPECT_FALSE(LoadModelSizes(tmp / "missing").ok());
 }
 
+// The default model (Mixtral family, float32 weights) sized the same three
+// ways; its headers and its pack agree, and its config alone assumes the
+// BF16 release.
+TEST(DoctorModel, MixtralSizesFromHeadersConfigAndPack) {
+  const std::string stories =
+      std::string(FLOTILLA_TEST_DATA_DIR) + "/../../models/stories260k-moe";
+  absl::StatusOr<ModelSizes> s = LoadModelSizes(stories);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->source, "checkpoint headers");
+  EXPECT_EQ(s->config->family().name, "mixtral");
+  EXPECT_EQ(s->shape.expert_format, "f32");
+  EXPECT_EQ(s->expert_run_bytes, 3u * 172 * 64 * 4);
+  ASSERT_EQ(s->layer_region_bytes.size(), 5u);
+
+  ScratchDir tmp("doctor_mixtral");
+  std::filesystem::copy_file(stories + "/config.json", tmp / "config.json");
+  absl::StatusOr<ModelSizes> c = LoadModelSizes(tmp.path());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "config.json (BF16 trunk and BF16 experts assumed)");
+  EXPECT_EQ(c->expert_run_bytes, 3u * 172 * 64 * 2);
+
+  std::filesystem::copy_file(stories + "/model.safetensors",
+                             tmp / "model.safetensors");
+  PackOptions o = testing::QuietOptions(tmp.path(), "");
+  ASSERT_TRUE(PackCheckpoint(o).ok());
+  absl::StatusOr<ModelSizes> p = LoadModelSizes(tmp.path());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->source, "pack manifest");
+  EXPECT_EQ(p->layer_region_bytes, s->layer_region_bytes);
+  EXPECT_EQ(p->vocab_region_bytes, s->vocab_region_bytes);
+  EXPECT_EQ(p->expert_run_bytes, s->expert_run_bytes);
+  EXPECT_EQ(p->shape.expert_format, "f32");
+
+  const std::vector<Prediction> preds =
+      PredictPresets(*s, uint64_t{1} << 30, 512, 3.0, 2.0);
+  for (const Prediction& pred : preds) {
+    SCOPED_TRACE(pred.preset);
+    ASSERT_TRUE(pred.plan.ok()) << pred.plan.status();
+    EXPECT_EQ(pred.plan->pinned_layers, 5);
+    EXPECT_EQ(pred.expert_read_bytes, 5u * 2 * s->expert_run_bytes);
+  }
+}
+
 TEST(DoctorModel, K3PredictionsImproveWithBudget) {
   ScratchDir tmp("doctor_k3");
   std::filesystem::copy_file(kRealConfig, tmp / "config.json");

@@ -27,6 +27,7 @@
 #include "shared/model/model_family.h"
 #include "shared/model/safetensors.h"
 #include "shared/model/safetensors_writer.h"
+#include "shared/model/tensor_names.h"
 #include "shared/placement/expert_split.h"
 #include "shared/placement/placement.h"
 
@@ -37,33 +38,20 @@ namespace fs = std::filesystem;
 
 constexpr char kExpertsFile[] = "experts.safetensors";
 constexpr char kPlacementFile[] = "placement.json";
-constexpr char kExpertsInfix[] = ".block_sparse_moe.experts.";
-
-// (layer, expert) of an HF routed-expert tensor name
-// "...layers.{L}.block_sparse_moe.experts.{e}.{w1,w2,w3}...", else false.
+// (layer, expert) of an HF routed-expert tensor name, else false.
 bool ParseExpertName(const std::string& name, int* layer, int* expert) {
-  const size_t l = name.find("layers.");
-  const size_t e = name.find(kExpertsInfix);
-  if (l == std::string::npos || e == std::string::npos || l > e) return false;
-  const size_t l0 = l + 7, e0 = e + std::strlen(kExpertsInfix);
-  const size_t e1 = name.find('.', e0);
-  return e1 != std::string::npos &&
-         absl::SimpleAtoi(name.substr(l0, e - l0), layer) &&
-         absl::SimpleAtoi(name.substr(e0, e1 - e0), expert);
+  model::ExpertTensorName n;
+  if (!model::ParseExpertTensorName(name, &n)) return false;
+  *layer = n.layer;
+  *expert = n.expert;
+  return true;
 }
 
 // Which matrix of its expert a routed-expert tensor belongs to: 1, 2 or 3
-// for "...experts.{e}.w{1,2,3}.<suffix>", else 0.
+// for w1, w2, w3, else 0.
 int ExpertMatrix(const std::string& name) {
-  const size_t e = name.find(kExpertsInfix);
-  if (e == std::string::npos) return 0;
-  const size_t dot = name.find('.', e + std::strlen(kExpertsInfix));
-  if (dot == std::string::npos) return 0;
-  const std::string part = name.substr(dot + 1, 3);
-  if (part == "w1.") return 1;
-  if (part == "w2.") return 2;
-  if (part == "w3.") return 3;
-  return 0;
+  model::ExpertTensorName n;
+  return model::ParseExpertTensorName(name, &n) ? n.which + 1 : 0;
 }
 
 std::string ReadText(const std::string& path) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "shared/model/tensor_names.h"
 
 namespace flotilla::tools {
 namespace {
@@ -172,11 +173,10 @@ void AddExperts(const K3Config& c, int layer, std::vector<SynthTensor>* out) {
   Builder b(out);
   const int64_t l = c.routed_expert_hidden_size, i = c.moe_intermediate_size;
   for (int x = 0; x < c.num_experts; ++x) {
-    const std::string base = absl::StrCat(kPrefix, "layers.", layer,
-                                          ".block_sparse_moe.experts.", x, ".");
-    b.Mxfp4(base + "w1.", i, l);  // gate: [I][latent]
-    b.Mxfp4(base + "w2.", l, i);  // down: [latent][I]
-    b.Mxfp4(base + "w3.", i, l);  // up:   [I][latent]
+    // gate w1 [I][latent], down w2 [latent][I], up w3 [I][latent].
+    b.Mxfp4(model::ExpertMatrixPrefix(kPrefix, layer, x, 0), i, l);
+    b.Mxfp4(model::ExpertMatrixPrefix(kPrefix, layer, x, 1), l, i);
+    b.Mxfp4(model::ExpertMatrixPrefix(kPrefix, layer, x, 2), i, l);
   }
 }
 

@@ -11,6 +11,7 @@
 #include "shared/experts/expert_tensors.h"
 #include "shared/experts/index_builder.h"
 #include "shared/io/aligned_buffer.h"
+#include "shared/model/tensor_names.h"
 
 namespace flotilla::experts {
 namespace {
@@ -33,35 +34,19 @@ struct ParsedName {
   Part part = kPacked;
 };
 
-// Parses "<prefix>layers.{L}.block_sparse_moe.experts.{e}.w{1,2,3}.{suffix}".
+// A routed expert matrix's tensor (model::ParseExpertTensorName) whose
+// suffix is one of the parts the index knows.
 bool ParseExpertName(absl::string_view name, ParsedName* out) {
-  constexpr absl::string_view kMid = ".block_sparse_moe.experts.";
-  const size_t mid = name.find(kMid);
-  if (mid == absl::string_view::npos) return false;
-  const absl::string_view head = name.substr(0, mid);
-  const size_t layers = head.rfind("layers.");
-  if (layers == absl::string_view::npos) return false;
-  if (!absl::SimpleAtoi(head.substr(layers + 7), &out->key.layer)) {
-    return false;
-  }
-  out->prefix = std::string(head.substr(0, layers));
-  absl::string_view tail = name.substr(mid + kMid.size());
-  const size_t dot = tail.find('.');
-  if (dot == absl::string_view::npos ||
-      !absl::SimpleAtoi(tail.substr(0, dot), &out->key.expert)) {
-    return false;
-  }
-  tail = tail.substr(dot + 1);
-  if (tail.size() < 4 || tail[0] != 'w' || tail[1] < '1' || tail[1] > '3' ||
-      tail[2] != '.') {
-    return false;
-  }
-  out->which = tail[1] - '1';
-  const absl::string_view suffix = tail.substr(3);
+  model::ExpertTensorName n;
+  if (!model::ParseExpertTensorName(name, &n) || n.which < 0) return false;
   for (int p = 0; p < 3; ++p) {
-    if (suffix == kSuffix[p]) {
+    if (n.suffix == kSuffix[p]) {
+      out->prefix = std::move(n.prefix);
+      out->key.layer = n.layer;
+      out->key.expert = n.expert;
+      out->which = n.which;
       out->part = static_cast<Part>(p);
-      return out->key.layer >= 0 && out->key.expert >= 0;
+      return true;
     }
   }
   return false;

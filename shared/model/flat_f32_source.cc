@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "shared/base/open_file.h"
 #include "shared/base/status_macros.h"
+#include "shared/model/tensor_names.h"
 
 namespace flotilla::model {
 namespace {
@@ -93,8 +94,8 @@ std::string FlatLayerNameToHf(const std::string& name, int layer,
   if (parts.size() == 4 && parts[0] == "experts" &&
       absl::SimpleAtoi(parts[1], &expert) && parts[3] == "weight" &&
       (parts[2] == "w1" || parts[2] == "w2" || parts[2] == "w3")) {
-    return absl::StrCat(lp, "block_sparse_moe.experts.", expert, ".", parts[2],
-                        ".weight");
+    return ExpertMatrixPrefix(kPrefix, layer, expert, parts[2][1] - '1') +
+           "weight";
   }
   return "";
 }

@@ -11,13 +11,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "shared/model/tensor_names.h"
 #include "shared/pack/trunk_schema.h"
 
 namespace flotilla::pack {
 namespace {
 
 constexpr absl::string_view kLayers = "language_model.model.layers.";
-constexpr absl::string_view kExperts = "block_sparse_moe.experts.";
 constexpr absl::string_view kIgnored[] = {"vision_tower.", "mm_projector.",
                                           "multi_modal_projector."};
 
@@ -51,14 +51,14 @@ absl::Status CheckK3Checkpoint(const model::K3Config& c,
     for (absl::string_view prefix : kIgnored) {
       if (absl::StartsWith(name, prefix)) return;
     }
-    int layer = 0, expert = 0;
+    int layer = 0;
     absl::string_view rest;
     if (absl::ConsumePrefix(&name, kLayers) &&
         LeadingIndex(name, &layer, &rest)) {
       max_layer = std::max(max_layer, layer);
-      if (absl::ConsumePrefix(&rest, kExperts) &&
-          LeadingIndex(rest, &expert, &rest)) {
-        max_expert = std::max(max_expert, expert);
+      model::ExpertTensorName n;
+      if (model::ParseExpertTensorName(t.name, &n) && n.layer == layer) {
+        max_expert = std::max(max_expert, n.expert);
         expert_layers.insert(layer);
         return;
       }

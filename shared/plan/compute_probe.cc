@@ -15,8 +15,6 @@
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/recurrent.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/pack/region_builder.h"
-#include "shared/pack/region_layout.h"
 
 namespace flotilla::plan {
 namespace {
@@ -69,32 +67,30 @@ double SecondsPerByte(model::DType dtype, size_t rows, size_t cols,
 }
 
 // Every trunk matrix a decoded token multiplies (each layer's 2-D fields as
-// the pack lays them out, and the lm_head), timed shape by shape: the rate
-// of small projections is half that of large ones (per-call hand-out to the
-// pool), so one shape would misjudge a real layer.
+// the pack lays them out, and the lm_head: ModelShape::matmuls), timed
+// shape by shape: the rate of small projections is half that of large ones
+// (per-call hand-out to the pool), so one shape would misjudge a real layer.
 // Also returns, in `overlap`, the share of that time spent before a MoE
-// layer waits for its routed experts: the attention projections, the router
-// and latent_down (moe.cc computes latent_up and the shared experts after
-// the routed ones), which is what the experts' guessed reads hide behind.
+// layer waits for its routed experts, which is what the experts' guessed
+// reads hide behind.
 using Shape = std::tuple<model::DType, size_t, size_t>;
 
-double TrunkMatvecRate(const model::K3Config& c, kernels::ThreadPool* pool,
+double TrunkMatvecRate(const model::ModelShape& m, kernels::ThreadPool* pool,
                        double seconds, double* overlap) {
   std::map<Shape, uint64_t> uses, before_experts;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    bool before = !c.IsDenseLayer(layer);
-    for (const pack::RegionField& f : pack::PlanLayerLayout(c, layer).fields) {
-      if (f.name == "latent_up" || f.name == "shared_gate") before = false;
-      if (f.shape.size() == 2 && f.shape[0] > 0 && f.shape[1] > 0) {
-        const Shape shape{f.dtype, static_cast<size_t>(f.shape[0]),
-                          static_cast<size_t>(f.shape[1])};
-        ++uses[shape];
-        if (before) ++before_experts[shape];
-      }
+  for (const model::TrunkMatmul& mm : m.matmuls) {
+    if (mm.rows <= 0 || mm.cols <= 0 || mm.uses <= 0) continue;
+    const Shape shape{mm.dtype, static_cast<size_t>(mm.rows),
+                      static_cast<size_t>(mm.cols)};
+    uses[shape] += mm.uses;
+    if (mm.uses_before_experts > 0) {
+      before_experts[shape] += mm.uses_before_experts;
     }
   }
-  ++uses[{model::DType::kBF16, static_cast<size_t>(std::max(1, c.vocab_size)),
-          static_cast<size_t>(std::max(1, c.hidden_size))}];
+  if (uses.empty()) {
+    *overlap = 0;
+    return 0;
+  }
   const double each = std::max(0.02, seconds / uses.size());
   double bytes = 0, time = 0, time_before = 0;
   for (const auto& [shape, count] : uses) {
@@ -112,13 +108,12 @@ double TrunkMatvecRate(const model::K3Config& c, kernels::ThreadPool* pool,
   return time > 0 ? bytes / time : 0;
 }
 
-double Mxfp4Rate(const model::K3Config& c, kernels::ThreadPool* pool,
+// Expert weight bytes per second, one expert as the executor applies it:
+// w1 and w3 (I x H), then w2 (H x I), each one call on the pool.
+double Mxfp4Rate(const model::ModelShape& m, kernels::ThreadPool* pool,
                  double seconds) {
-  // One expert as the executor applies it: w1 and w3 (I x L), then w2
-  // (L x I), each one call on the pool.
-  const size_t inter = std::max<size_t>(32, c.moe_intermediate_size / 32 * 32);
-  const size_t lat =
-      std::max<size_t>(32, c.routed_expert_hidden_size / 32 * 32);
+  const size_t inter = std::max<size_t>(32, m.expert_intermediate / 32 * 32);
+  const size_t lat = std::max<size_t>(32, m.expert_hidden / 32 * 32);
   const size_t packed = inter * lat / 2, scales = inter * lat / 32;
   const size_t run = 3 * (packed + scales);
   const int copies =
@@ -140,9 +135,25 @@ double Mxfp4Rate(const model::K3Config& c, kernels::ThreadPool* pool,
   return calls * static_cast<double>(run);
 }
 
-double KdaRate(const model::K3Config& c, double seconds) {
-  const int heads = std::max(1, c.kda_num_heads);
-  const int d = std::max(1, c.kda_head_dim);
+// Dense (bf16 or f32) experts run the trunk's matvec on their three
+// matrices.
+double ExpertRate(const model::ModelShape& m, kernels::ThreadPool* pool,
+                  double seconds) {
+  if (m.expert_hidden <= 0 || m.expert_intermediate <= 0) return 0;
+  if (m.expert_format == "mxfp4") return Mxfp4Rate(m, pool, seconds);
+  const model::DType dtype =
+      m.expert_format == "bf16" ? model::DType::kBF16 : model::DType::kF32;
+  const size_t h = m.expert_hidden, i = m.expert_intermediate;
+  const double up = SecondsPerByte(dtype, i, h, pool, seconds / 2);
+  const double down = SecondsPerByte(dtype, h, i, pool, seconds / 2);
+  // w1 and w3 at the up rate, w2 at the down rate: bytes over time.
+  return 3.0 / (2 * up + down);
+}
+
+double KdaRate(const model::ModelShape& m, double seconds) {
+  if (m.recurrent_layers <= 0) return 0;
+  const int heads = std::max(1, m.recurrent_heads);
+  const int d = std::max(1, m.recurrent_head_dim);
   const size_t p = static_cast<size_t>(heads) * d;
   std::vector<float> state(p * d, 0.0f), q(p, 0.02f), k(p, 0.03f), v(p, 0.5f),
       alpha(p, 0.97f), beta(heads, 0.5f), out(p);
@@ -153,12 +164,18 @@ double KdaRate(const model::K3Config& c, double seconds) {
   return calls * heads;
 }
 
-// The per-position work of one head in the MLA decode loop (mla.cc): a
-// latent and a rope dot product per position, a softmax, then the weighted
-// sum of the latent rows in double.
-double MlaRate(const model::K3Config& c, double seconds) {
-  const size_t kvl = std::max(1, c.kv_lora_rank);
-  const size_t rope = std::max(1, c.qk_rope_head_dim);
+// The per-position work of one head in the decode attention loop (Kimi K3's
+// MLA, mla.cc: a latent and a rope dot product per position, then the
+// weighted sum of the latent rows in double): a key of key_width floats
+// scored, a softmax, a value of value_width floats summed. The key is
+// scored as two dot products, value_width and the rest, as MLA does.
+double MlaRate(const model::ModelShape& m, double seconds) {
+  if (m.attention_layers <= 0) return 0;
+  const size_t kvl = std::max(1, m.attention_value_width);
+  // The key's part beyond the value (MLA's rope half); none for
+  // grouped-query attention, where keys and values are head_dim wide.
+  const size_t rope =
+      std::max(0, m.attention_key_width - m.attention_value_width);
   std::vector<float> ckv(kMlaPositions * kvl, 0.01f),
       krope(kMlaPositions * rope, 0.01f), q(kvl + rope, 0.02f),
       scores(kMlaPositions);
@@ -168,7 +185,9 @@ double MlaRate(const model::K3Config& c, double seconds) {
     for (size_t s = 0; s < kMlaPositions; ++s) {
       scores[s] = static_cast<float>(
           kernels::DotF32(q.data(), ckv.data() + s * kvl, kvl) +
-          kernels::DotF32(q.data() + kvl, krope.data() + s * rope, rope));
+          (rope > 0
+               ? kernels::DotF32(q.data() + kvl, krope.data() + s * rope, rope)
+               : 0.0));
     }
     kernels::Softmax(scores.data(), kMlaPositions);
     std::fill(acc.begin(), acc.end(), 0.0);
@@ -194,7 +213,7 @@ double ChecksumRate(double seconds) {
 
 }  // namespace
 
-absl::StatusOr<ComputeRates> MeasureComputeRates(const model::K3Config& c,
+absl::StatusOr<ComputeRates> MeasureComputeRates(const model::ModelShape& c,
                                                  int threads,
                                                  double seconds_per_probe) {
   if (threads < 1 || threads > 1024) {
@@ -210,7 +229,7 @@ absl::StatusOr<ComputeRates> MeasureComputeRates(const model::K3Config& c,
   r.threads = threads;
   r.bf16_bytes_per_s = TrunkMatvecRate(c, &pool, 2 * seconds_per_probe,
                                        &r.expert_overlap_fraction);
-  r.mxfp4_bytes_per_s = Mxfp4Rate(c, &pool, seconds_per_probe);
+  r.mxfp4_bytes_per_s = ExpertRate(c, &pool, seconds_per_probe);
   r.kda_head_steps_per_s = KdaRate(c, seconds_per_probe);
   r.mla_head_positions_per_s = MlaRate(c, seconds_per_probe);
   r.checksum_bytes_per_s = ChecksumRate(seconds_per_probe);

@@ -20,43 +20,6 @@ std::string Gb(uint64_t bytes) {
 
 }  // namespace
 
-uint64_t SequenceStateBytes(const model::K3Config& c, int positions) {
-  uint64_t total = 0;
-  const uint64_t p = static_cast<uint64_t>(c.kda_num_heads) * c.kda_head_dim;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (c.IsMlaLayer(layer)) {
-      total += static_cast<uint64_t>(positions) *
-               (c.kv_lora_rank + c.qk_rope_head_dim) * 4;
-    } else {
-      total +=
-          (p * c.kda_head_dim + 3 * p * (c.short_conv_kernel_size - 1)) * 4;
-    }
-  }
-  return total;
-}
-
-uint64_t WorkspaceBytes(const model::K3Config& c, int tokens) {
-  // Largest per-token activation footprint of one layer, in floats: the
-  // residual streams (blocks + partial + temporaries), the KDA projections,
-  // MLA queries, the dense FFN and the MoE latent/shared buffers.
-  const uint64_t e = c.hidden_size;
-  const uint64_t p = static_cast<uint64_t>(c.kda_num_heads) * c.kda_head_dim;
-  const uint64_t blocks =
-      c.num_hidden_layers / std::max(1, c.attn_res_block_size) + 2;
-  const uint64_t mla_q =
-      static_cast<uint64_t>(c.num_attention_heads) *
-      (c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim);
-  const uint64_t ffn = std::max<uint64_t>(
-      3ull * c.intermediate_size * (c.first_k_dense_replace > 0),
-      3ull * c.moe_intermediate_size * std::max(1, c.num_shared_experts));
-  const uint64_t experts =
-      static_cast<uint64_t>(c.num_experts_per_token) *
-      (c.routed_expert_hidden_size * 2 + c.moe_intermediate_size * 3);
-  const uint64_t per_token = (blocks + 5) * e + 9 * p + 2 * mla_q + ffn +
-                             experts + c.num_experts + c.vocab_size;
-  return per_token * 4 * static_cast<uint64_t>(tokens);
-}
-
 uint64_t LmHeadPassRows(uint64_t vocab, uint64_t row_bytes, uint64_t chunk_rows,
                         uint64_t pass_bytes) {
   const uint64_t want = std::max<uint64_t>(
@@ -94,12 +57,17 @@ double MemoryPlan::predicted_io_seconds_per_token() const {
 }
 
 absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
-  const model::K3Config& c = in.config;
+  const model::ModelShape& shape = in.shape;
   MemoryPlan plan;
   plan.budget_bytes = in.budget_bytes;
-  plan.num_layers = c.num_hidden_layers;
+  plan.num_layers = shape.num_layers;
   plan.disk_bytes_per_second = in.disk_bytes_per_second;
-  const int layers = c.num_hidden_layers;
+  const int layers = shape.num_layers;
+  if (in.layer_region_bytes.size() != static_cast<size_t>(layers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory plan: ", in.layer_region_bytes.size(),
+                     " layer region sizes for a model of ", layers, " layers"));
+  }
   uint64_t max_region = 0;
   for (uint64_t b : in.layer_region_bytes) max_region = std::max(max_region, b);
 
@@ -107,16 +75,20 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
   // prefill chunk, two ring slots, expert buffers for one token's experts,
   // a verified chunk of embedding rows and the lm_head's pass buffers (given
   // back below if the lm_head is pinned).
-  const int moe_layers = layers - std::min(layers, c.first_k_dense_replace);
+  const int moe_layers = std::clamp(shape.moe_layers, 0, layers);
+  // A sequence never holds more positions than the model reaches.
+  const int positions = shape.max_positions > 0
+                            ? std::min(in.max_context, shape.max_positions)
+                            : in.max_context;
   plan.expert_slot_bytes = in.expert_run_bytes;
   plan.expert_slots =
-      in.expert_slots > 0 ? in.expert_slots : c.num_experts_per_token;
+      in.expert_slots > 0 ? in.expert_slots : shape.experts_per_token;
   std::vector<std::pair<std::string, uint64_t>> fixed = {
       {"process.baseline", in.process_baseline_bytes},
       {"metadata", in.metadata_bytes},
       {"sequence_state", static_cast<uint64_t>(std::max(1, in.sequences)) *
-                             SequenceStateBytes(c, in.max_context)},
-      {"workspace", WorkspaceBytes(c, in.prefill_chunk)},
+                             shape.SequenceStateBytes(positions)},
+      {"workspace", shape.WorkspaceBytes(in.prefill_chunk)},
       {"tokenizer", in.tokenizer_bytes},
       {"trunk.globals", in.globals_bytes},
       {"experts.read_buffers", plan.expert_slot_bytes * plan.expert_slots},
@@ -211,7 +183,7 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
   plan.lm_head_read_bytes = plan.lm_head_pinned ? 0 : in.vocab_region_bytes;
   plan.embed_read_bytes = plan.embed_pinned ? 0 : in.vocab_chunk_bytes;
   plan.expert_read_bytes = static_cast<uint64_t>(moe_layers) *
-                           c.num_experts_per_token * in.expert_run_bytes;
+                           shape.experts_per_token * in.expert_run_bytes;
   return plan;
 }
 

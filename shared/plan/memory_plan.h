@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shared/model/config.h"
+#include "shared/model/model_shape.h"
 
 namespace flotilla::plan {
 
 struct PlanInputs {
-  model::K3Config config;
+  model::ModelShape shape;  // the family's figures (shared/family)
   uint64_t budget_bytes = 0;
   std::vector<uint64_t> layer_region_bytes;  // per layer, trunk regions
   uint64_t vocab_region_bytes = 0;           // embedding (= lm_head) region
@@ -31,7 +31,7 @@ struct PlanInputs {
   uint64_t lm_head_stream_bytes = 0;  // pass buffers of a streamed lm_head
   uint64_t globals_bytes = 0;
   uint64_t expert_run_bytes = 0;  // largest expert run, 4 KiB-aligned + 4 KiB
-  int max_context = 4096;         // positions the MLA cache must hold
+  int max_context = 4096;         // positions each sequence's state holds
   // Sequences whose state is held at once (serve: --max-batch), each
   // charged for max_context positions, and the kept states of ended turns
   // (serve: --prefix-cache).
@@ -111,11 +111,6 @@ uint64_t LmHeadPassRows(uint64_t vocab, uint64_t row_bytes, uint64_t chunk_rows,
 uint64_t RowSpanBytes(uint64_t rows, uint64_t row_bytes);
 uint64_t LmHeadPassBufferBytes(uint64_t vocab, uint64_t row_bytes,
                                uint64_t chunk_rows, uint64_t pass_bytes);
-
-// Sequence state bytes for `positions` (KDA state + MLA latent cache).
-uint64_t SequenceStateBytes(const model::K3Config& config, int positions);
-// Working buffers of one forward pass over `tokens` tokens.
-uint64_t WorkspaceBytes(const model::K3Config& config, int tokens);
 
 }  // namespace flotilla::plan
 

@@ -30,8 +30,8 @@ std::string TokenTime::ToString() const {
       trunk_read_s, expert_read_s, miss_read_s);
 }
 
-TokenTime PredictTokenTime(const model::K3Config& c, const MemoryPlan& plan,
-                           const TokenTimeOptions& o) {
+TokenTime PredictTokenTime(const model::ModelShape& shape,
+                           const MemoryPlan& plan, const TokenTimeOptions& o) {
   const ComputeRates& r = o.rates;
   TokenTime t;
   t.trunk_read_s =
@@ -41,15 +41,10 @@ TokenTime PredictTokenTime(const model::K3Config& c, const MemoryPlan& plan,
   t.bf16_s =
       Over(static_cast<double>(plan.trunk_layer_bytes + plan.lm_head_bytes),
            r.bf16_bytes_per_s);
-  double kda_steps = 0, mla_positions = 0;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (c.IsMlaLayer(layer)) {
-      mla_positions +=
-          static_cast<double>(c.num_attention_heads) * std::max(1, o.positions);
-    } else {
-      kda_steps += c.kda_num_heads;
-    }
-  }
+  const double kda_steps =
+      static_cast<double>(shape.recurrent_layers) * shape.recurrent_heads;
+  const double mla_positions = static_cast<double>(shape.attention_layers) *
+                               shape.attention_heads * std::max(1, o.positions);
   t.attention_s =
       Over(kda_steps, r.kda_head_steps_per_s) +
       Over(mla_positions, r.mla_head_positions_per_s * std::max(1, r.threads));

@@ -19,7 +19,7 @@
 
 #include <string>
 
-#include "shared/model/config.h"
+#include "shared/model/model_shape.h"
 #include "shared/plan/memory_plan.h"
 
 namespace flotilla::plan {
@@ -28,15 +28,16 @@ namespace flotilla::plan {
 struct ComputeRates {
   int threads = 1;
   // Weight bytes per second of one-token matvecs, on `threads` threads.
-  double bf16_bytes_per_s = 0;   // trunk weights (kernels::MatMul, bf16)
-  double mxfp4_bytes_per_s = 0;  // expert weights (MatMulMxfp4): packed +
-                                 // scale bytes
-  // KDA recurrence steps per second, one head each (single thread, as the
-  // engine runs it).
+  double bf16_bytes_per_s = 0;  // trunk weights (kernels::MatMul, bf16)
+  // Expert weights in the model's expert format (ModelShape::
+  // expert_format; the name is from Kimi K3's MXFP4: packed + scale bytes).
+  double mxfp4_bytes_per_s = 0;
+  // Recurrent-state steps per second, one head each (Kimi K3's KDA; single
+  // thread, as the engine runs it).
   double kda_head_steps_per_s = 0;
-  // MLA decode attention: one head against one cached position (scores,
-  // then the weighted sum) per second on one thread; the engine spreads
-  // heads over its threads.
+  // Decode attention: one head against one cached position (scores, then
+  // the weighted sum, at the model's key and value widths) per second on
+  // one thread; the engine spreads heads over its threads.
   double mla_head_positions_per_s = 0;
   double checksum_bytes_per_s = 0;  // XXH3 of streamed trunk and experts
   // Share of the trunk matvec time a MoE layer spends before it needs its
@@ -82,7 +83,7 @@ struct TokenTime {
   std::string ToString() const;
 };
 
-TokenTime PredictTokenTime(const model::K3Config& config,
+TokenTime PredictTokenTime(const model::ModelShape& shape,
                            const MemoryPlan& plan,
                            const TokenTimeOptions& options);
 

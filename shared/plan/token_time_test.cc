@@ -5,17 +5,18 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "shared/family/kimi_k3/kimi_k3_family.h"
 #include "shared/model/config.h"
 #include "shared/plan/compute_probe.h"
 
 namespace flotilla::plan {
 namespace {
 
-model::K3Config CkptA() {
+model::ModelShape CkptA() {
   auto c = model::LoadK3Config(std::string(FLOTILLA_TEST_DATA_DIR) +
                                "/k3/ckpt_A/config.json");
   EXPECT_TRUE(c.ok()) << c.status();
-  return *c;
+  return family::KimiK3Config(*c).Shape();
 }
 
 TokenTimeOptions Options() {

@@ -1,0 +1,109 @@
+// A model family, described once: which config.json files it claims
+// (model_type, architectures), how it parses them, and what its config
+// gives everything that plans, packs and reports without knowing the
+// family: the routed experts (model::MoeSpec), the neutral figures of the
+// memory plan and the prediction (model::ModelShape), the trunk regions'
+// fields (the pack schema) and the experts as released. Adding a family is a
+// descriptor and one line in family_registry.cc (or a RegisterFamily call, as
+// tests do).
+#ifndef FLOTILLA_SHARED_FAMILY_FAMILY_H_
+#define FLOTILLA_SHARED_FAMILY_FAMILY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "shared/model/model_shape.h"
+#include "shared/model/moe_spec.h"
+#include "shared/model/tensor_source.h"
+#include "shared/pack/pack_manifest.h"
+#include "shared/pack/region_layout.h"
+#include "shared/pack/trunk_schema.h"
+
+namespace flotilla::family {
+
+struct Family;
+
+// One parsed config.json of some family.
+class FamilyConfig {
+ public:
+  virtual ~FamilyConfig() = default;
+
+  virtual const Family& family() const = 0;
+  virtual model::MoeSpec Moe() const = 0;
+  virtual model::ModelShape Shape() const = 0;
+  // The fields of each trunk region (shared/pack/trunk_schema.h): one
+  // region per layer, "globals", and the vocabulary ("embed", "lm_head").
+  virtual std::vector<pack::FieldSpec> LayerSchema(int layer) const = 0;
+  virtual std::vector<pack::FieldSpec> GlobalsSchema() const = 0;
+  virtual std::vector<pack::FieldSpec> VocabSchema(bool lm_head) const = 0;
+  // One routed expert's bytes as the family's release stores them, for
+  // planning on a machine that does not hold the model, and how the
+  // release stores its weights ("BF16 trunk and MXFP4 experts").
+  virtual uint64_t ReleasedExpertRunBytes() const = 0;
+  virtual std::string ReleasedFormats() const = 0;
+
+  int num_layers() const { return Shape().num_layers; }
+};
+
+struct Family {
+  std::string name;  // "kimi_k3", "mixtral"
+  // config.json's model_type, exactly or by prefix ("kimi" claims every
+  // "kimi_*"), or one of its architectures.
+  std::vector<std::string> model_types;
+  std::vector<std::string> model_type_prefixes;
+  std::vector<std::string> architectures;
+  // Claims a config without model_type (Kimi K3's flat configs).
+  bool default_without_model_type = false;
+  // InvalidArgument naming every bad field.
+  absl::StatusOr<std::unique_ptr<FamilyConfig>> (*parse)(
+      const nlohmann::json& root, const std::string& text,
+      const std::string& source) = nullptr;
+};
+
+// Adds `family` (owned by the caller, alive for the process) ahead of the
+// built-in ones: a test's own family, or a build's extra one.
+void RegisterFamily(const Family* family);
+std::vector<const Family*> RegisteredFamilies();
+
+// The family that claims `config`; InvalidArgument naming model_type and
+// the supported ones otherwise.
+absl::StatusOr<const Family*> FindFamily(const nlohmann::json& config,
+                                         const std::string& source);
+absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseFamilyConfig(
+    const std::string& text, const std::string& source);
+absl::StatusOr<std::unique_ptr<FamilyConfig>> LoadFamilyConfig(
+    const std::string& config_path);
+
+// Trunk region sizes: what the plan pins, streams and reads per token.
+struct TrunkSizes {
+  std::vector<uint64_t> layer_region_bytes;  // per layer
+  uint64_t vocab_region_bytes = 0;           // the embedding's region
+  uint64_t globals_bytes = 0;
+  int64_t vocab_row_bytes = 0;    // one embedding row as stored
+  uint64_t expert_run_bytes = 0;  // the largest routed expert run
+};
+
+// As the release stores them (BF16 matrices, the family's expert format).
+TrunkSizes ReleasedTrunkSizes(const FamilyConfig& config);
+// As `source`'s tensors would be packed (their own dtypes); errors name
+// the tensor. `expert_run_bytes` stays 0: the expert index knows the runs
+// (shared/experts/expert_index.h).
+absl::StatusOr<TrunkSizes> CheckpointTrunkSizes(
+    const FamilyConfig& config, const model::TensorSource& source);
+// As the pack records them.
+absl::StatusOr<TrunkSizes> PackTrunkSizes(const FamilyConfig& config,
+                                          const pack::PackManifest& manifest);
+
+// Adds the 2-D fields of `layout` (one region's matrices, each used once
+// per decoded token) to `out`; its first `fields_before_experts` fields
+// are computed before the layer waits for its routed experts.
+void AddMatmuls(const pack::RegionLayout& layout, size_t fields_before_experts,
+                std::vector<model::TrunkMatmul>* out);
+
+}  // namespace flotilla::family
+
+#endif  // FLOTILLA_SHARED_FAMILY_FAMILY_H_
