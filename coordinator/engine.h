@@ -22,7 +22,7 @@
 namespace flotilla::coordinator {
 
 class StreamingExperts;
-class MixtralTrunk;
+class LayerSource;
 
 struct EngineOptions {
   std::string model_dir;
@@ -71,9 +71,9 @@ struct Engine {
   std::string pack_dir;
   StreamingTrunk* trunk = nullptr;      // owned by model; null in memory
   StreamingExperts* experts = nullptr;  // owned by model; null in memory
-  // Mixtral: the trunk (owned by model), whose streamed layers' reads count
-  // as the trunk's in --stats and /metrics.
-  const MixtralTrunk* mixtral_trunk = nullptr;
+  // Another family's streamed layers (owned by model; null in memory), whose
+  // reads count as the trunk's in --stats and /metrics.
+  const LayerSource* trunk_layers = nullptr;
   std::unique_ptr<io::MemoryAccountant> accountant;
   // Trimmed RSS once a streaming model is open (0 otherwise): what
   // plan.open_bytes() predicts.

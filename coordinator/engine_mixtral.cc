@@ -1,10 +1,10 @@
 // OpenEngine for the Mixtral family. The trunk (attention, norms, routers,
 // embeddings) is read into RAM, or, from a pack (`flotilla-tool pack`),
-// pinned as far as the budget allows and streamed layer by layer beyond
-// that. The routed experts run on expert workers (--workers), in memory
-// when they fit what is left of the budget, or streamed from the
-// checkpoint's safetensors within it: only slot buffers for the runs being
-// read stay resident.
+// pinned as far as the budget allows and streamed beyond that through the
+// ring every family shares (coordinator/stream/region_ring.h). The routed
+// experts run on expert workers (--workers), in memory when they fit what is
+// left of the budget, or streamed from the checkpoint's safetensors within it:
+// only slot buffers for the runs being read stay resident.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "coordinator/engine_internal.h"
 #include "coordinator/families/mixtral/mixtral_model.h"
 #include "coordinator/model/local_experts.h"
+#include "coordinator/stream/region_ring.h"
 #include "coordinator/stream/streaming_experts.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_index.h"
@@ -107,25 +108,44 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
           " holds checkpoint ", fingerprint, "; re-run flotilla-tool pack"));
     }
     // Pin as many leading layers as leave room for the expert slots; the
-    // others are read (and verified) each time the forward pass needs them.
+    // others stream through a ring of two slots, read ahead of the forward
+    // pass and verified.
+    constexpr int kRingSlots = 2;
     int pinned = c.num_hidden_layers;
     if (o.max_pinned_layers >= 0)
       pinned = std::min(pinned, o.max_pinned_layers);
-    while (pinned > 0 && MixtralTrunk::PackResidentBytes(manifest, pinned) +
-                                 min_expert_bytes >
-                             budget.available()) {
+    while (pinned > 0 &&
+           MixtralTrunk::PackResidentBytes(manifest, pinned, kRingSlots) +
+                   min_expert_bytes >
+               budget.available()) {
       --pinned;
     }
-    const uint64_t resident = MixtralTrunk::PackResidentBytes(manifest, pinned);
+    const uint64_t resident =
+        MixtralTrunk::PackResidentBytes(manifest, pinned, kRingSlots);
     if (!budget.Charge("trunk.resident", resident).ok()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the memory budget (", budget.budget() / 1e6,
-          " MB) does not hold the pack's embedding, lm_head and one streamed "
-          "layer (",
+          " MB) does not hold the pack's embedding, lm_head and two streamed "
+          "layers (",
           resident / 1e6, " MB)"));
     }
+    RegionRingOptions ro;
+    ro.pack_dir = pack_dir;
+    ro.pinned_layers = pinned;
+    ro.ring_slots = kRingSlots;
+    ro.verify_checksums = o.verify_checksums;
+    FLOTILLA_ASSIGN_OR_RETURN(ro.reader, io::ParseReaderKind(o.reader));
+    ro.reader_factory = o.reader_factory;
+    // As Kimi K3's ring reads (engine.cc): 4 MiB pieces, two at a time.
+    ro.queue_depth = 2;
+    ro.chunk_bytes = 4ull << 20;
     FLOTILLA_ASSIGN_OR_RETURN(
-        trunk, MixtralTrunk::FromPack(manifest, pack_dir, c, pinned));
+        std::unique_ptr<RegionRing> ring,
+        RegionRing::Open(manifest, c.num_hidden_layers,
+                         MixtralTrunk::LayerBinder(c), ro));
+    engine->trunk_layers = ring.get();
+    FLOTILLA_ASSIGN_OR_RETURN(trunk,
+                              MixtralTrunk::FromLayers(std::move(ring), c));
     engine->plan.pinned_layers = pinned;
     engine->pack_dir = pack_dir;
     engine->streaming = pinned < c.num_hidden_layers;
@@ -171,7 +191,6 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     experts = std::move(streaming);
   }
   std::shared_ptr<model::TensorSource> keep(std::move(source));
-  engine->mixtral_trunk = trunk.get();
   engine->model = MixtralModel::Create(c, std::move(trunk), std::move(pool),
                                        std::move(experts), keep);
   engine->plan.budget_bytes = budget.budget();

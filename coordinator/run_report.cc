@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/families/mixtral/mixtral_trunk.h"
+#include "coordinator/model/layer_source.h"
 #include "shared/io/memory_budget.h"
 #include "shared/kernels/kernels.h"
 
@@ -14,11 +14,7 @@ namespace flotilla::coordinator {
 RunCounters SnapshotCounters(const Engine& engine) {
   RunCounters c;
   if (engine.trunk != nullptr) c.trunk = engine.trunk->stats();
-  if (engine.mixtral_trunk != nullptr) {
-    const MixtralTrunkStats s = engine.mixtral_trunk->stats();
-    c.trunk.bytes_read = s.bytes_read;
-    c.trunk.regions_read = s.layers_read;
-  }
+  if (engine.trunk_layers != nullptr) c.trunk = engine.trunk_layers->stats();
   c.experts = engine.model->experts()->backend_stats();
   c.routed_by_layer = engine.model->experts()->routed_by_layer();
   if (const auto* remote =
@@ -143,7 +139,9 @@ nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
       {"rss_after_open_bytes", engine.rss_after_open_bytes},
       {"planned_open_bytes", engine.plan.open_bytes()},
       {"pinned_layers", engine.plan.pinned_layers},
-      {"direct_io", engine.trunk != nullptr && engine.trunk->direct_io()},
+      {"direct_io", (engine.trunk != nullptr && engine.trunk->direct_io()) ||
+                        (engine.trunk_layers != nullptr &&
+                         engine.trunk_layers->direct_io())},
   };
   if (now.remote) {
     out["remote"] =

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/batched_step.h"
 #include "shared/base/status_macros.h"
@@ -243,10 +244,14 @@ absl::Status MixtralModel::Step(
     }
     return absl::OkStatus();
   };
+  FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     // One read of the layer (and one expert call below) for every sequence.
     FLOTILLA_ASSIGN_OR_RETURN(const MixtralLayerView* layer_weights,
                               trunk_->AcquireLayer(layer));
+    // Released however the layer ends, so a failed step leaves the ring in
+    // step for the next one.
+    const absl::Cleanup release = [&] { trunk_->ReleaseLayer(layer); };
     const MixtralLayerView& w = *layer_weights;
     for (size_t t = 0; t < n; ++t) {
       kernels::RmsNorm(h.data() + t * e, w.input_norm, e, c.rms_norm_eps,

@@ -2,7 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
-#include "shared/io/checksum.h"
 #include "shared/pack/mixtral_schema.h"
 #include "shared/pack/region_builder.h"
 
@@ -64,18 +63,10 @@ absl::StatusOr<MixtralLayerView> BindLayer(const pack::RegionLayout& l,
   return v;
 }
 
-absl::Status Verify(const pack::PackRegion& r, const uint8_t* data,
-                    const std::string& file) {
-  const uint64_t got = io::Checksum64(data, r.size);
-  if (got != r.checksum) {
-    return absl::DataLossError(absl::StrCat(
-        "checksum mismatch in ", r.kind,
-        r.layer >= 0 ? absl::StrCat(" ", r.layer) : "", " of ", file,
-        " at offset ", r.offset, " (", r.size,
-        " bytes): the pack is damaged; re-run flotilla-tool pack"));
-  }
-  return absl::OkStatus();
-}
+// A layer bound into its region's bytes.
+struct MixtralLayer : BoundRegion {
+  MixtralLayerView view;
+};
 
 }  // namespace
 
@@ -118,12 +109,11 @@ absl::StatusOr<std::unique_ptr<MixtralTrunk>> MixtralTrunk::InMemory(
   FLOTILLA_ASSIGN_OR_RETURN(
       t->lm_head_, Matrix(head.layout, head.bytes.data(), "matrix", "lm_head"));
   for (const pack::Region& r : t->regions_) t->resident_bytes_ += r.layout.size;
-  t->pinned_ = c.num_hidden_layers;
   return t;
 }
 
 uint64_t MixtralTrunk::PackResidentBytes(const pack::PackManifest& m,
-                                         int pinned_layers) {
+                                         int pinned_layers, int ring_slots) {
   uint64_t bytes = 0, largest_layer = 0;
   bool streams = false;
   for (const pack::PackRegion& r : m.regions) {
@@ -136,90 +126,82 @@ uint64_t MixtralTrunk::PackResidentBytes(const pack::PackManifest& m,
       largest_layer = std::max(largest_layer, r.size);
     }
   }
-  return bytes + (streams ? largest_layer : 0);
+  return bytes + (streams ? ring_slots * largest_layer : 0);
 }
 
-absl::StatusOr<std::unique_ptr<MixtralTrunk>> MixtralTrunk::FromPack(
-    const pack::PackManifest& manifest, const std::string& pack_dir,
-    const model::MixtralConfig& c, int pinned_layers) {
+RegionBinder MixtralTrunk::LayerBinder(const model::MixtralConfig& config) {
+  return
+      [config](
+          int layer, const pack::RegionLayout& layout,
+          const uint8_t* data) -> absl::StatusOr<std::unique_ptr<BoundRegion>> {
+        auto bound = std::make_unique<MixtralLayer>();
+        FLOTILLA_ASSIGN_OR_RETURN(bound->view,
+                                  BindLayer(layout, data, config, layer));
+        return std::unique_ptr<BoundRegion>(std::move(bound));
+      };
+}
+
+absl::StatusOr<std::unique_ptr<MixtralTrunk>> MixtralTrunk::FromLayers(
+    std::unique_ptr<LayerSource> layers, const model::MixtralConfig& c) {
   auto t = std::unique_ptr<MixtralTrunk>(new MixtralTrunk());
   t->config_ = c;
-  t->manifest_ = manifest;
-  t->pinned_ = std::clamp(pinned_layers, 0, c.num_hidden_layers);
-  const std::string path = pack_dir + "/" + manifest.trunk_file;
-  FLOTILLA_ASSIGN_OR_RETURN(t->file_, io::File::Open(path, /*direct=*/true));
-  const pack::PackManifest& m = t->manifest_;
-  auto load =
-      [&](const pack::PackRegion& r) -> absl::StatusOr<io::AlignedBuffer> {
-    FLOTILLA_ASSIGN_OR_RETURN(io::AlignedBuffer b,
-                              io::AlignedBuffer::Allocate(r.size, false));
-    FLOTILLA_RETURN_IF_ERROR(t->file_.ReadAt(r.offset, r.size, b.data()));
-    FLOTILLA_RETURN_IF_ERROR(Verify(r, b.data(), path));
-    t->resident_bytes_ += r.size;
-    return b;
-  };
-  uint64_t largest = 0;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const pack::PackRegion* r = m.FindLayer(layer);
-    if (r == nullptr) {
-      return absl::DataLossError(absl::StrCat(
-          pack_dir, "/manifest.json has no region for layer ", layer));
-    }
-    t->layer_regions_.push_back(r);
-    largest = std::max(largest, r->size);
-  }
-  t->views_.resize(c.num_hidden_layers);
-  for (int layer = 0; layer < t->pinned_; ++layer) {
-    const pack::PackRegion& r = *t->layer_regions_[layer];
-    FLOTILLA_ASSIGN_OR_RETURN(io::AlignedBuffer b, load(r));
-    FLOTILLA_ASSIGN_OR_RETURN(t->views_[layer],
-                              BindLayer(r.layout, b.data(), c, layer));
-    t->pinned_buffers_.push_back(std::move(b));
-  }
+  t->layers_ = std::move(layers);
+  const pack::PackManifest& m = t->layers_->manifest();
   const pack::PackRegion* g = m.FindRegion("globals");
   const pack::PackRegion* embed = m.FindRegion("embed");
   const pack::PackRegion* head = m.FindRegion("lm_head");
   if (g == nullptr || embed == nullptr || head == nullptr) {
-    return absl::DataLossError(absl::StrCat(
-        pack_dir, "/manifest.json lacks the globals, embed or lm_head region"));
+    return absl::DataLossError(
+        "the pack's manifest lacks the globals, embed or lm_head region");
   }
   for (const pack::PackRegion* r : {g, embed, head}) {
-    FLOTILLA_ASSIGN_OR_RETURN(io::AlignedBuffer b, load(*r));
-    t->pinned_buffers_.push_back(std::move(b));
+    FLOTILLA_ASSIGN_OR_RETURN(io::AlignedBuffer b,
+                              io::AlignedBuffer::Allocate(r->size, true));
+    FLOTILLA_RETURN_IF_ERROR(t->layers_->ReadRegion(*r, b.data()));
+    t->resident_bytes_ += r->size;
+    t->resident_.push_back(std::move(b));
   }
-  const size_t n = t->pinned_buffers_.size();
-  FLOTILLA_ASSIGN_OR_RETURN(t->final_norm_,
-                            Vector(g->layout, t->pinned_buffers_[n - 3].data(),
-                                   "final_norm", "globals"));
   FLOTILLA_ASSIGN_OR_RETURN(
-      t->embed_, Matrix(embed->layout, t->pinned_buffers_[n - 2].data(),
-                        "matrix", "embed"));
+      t->final_norm_,
+      Vector(g->layout, t->resident_[0].data(), "final_norm", "globals"));
   FLOTILLA_ASSIGN_OR_RETURN(
-      t->lm_head_, Matrix(head->layout, t->pinned_buffers_[n - 1].data(),
-                          "matrix", "lm_head"));
-  if (t->pinned_ < c.num_hidden_layers) {
-    FLOTILLA_ASSIGN_OR_RETURN(t->stream_buffer_,
-                              io::AlignedBuffer::Allocate(largest, true));
-    t->resident_bytes_ += largest;
-  }
+      t->embed_,
+      Matrix(embed->layout, t->resident_[1].data(), "matrix", "embed"));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      t->lm_head_,
+      Matrix(head->layout, t->resident_[2].data(), "matrix", "lm_head"));
+  FLOTILLA_RETURN_IF_ERROR(t->layers_->Start());
   return t;
+}
+
+absl::Status MixtralTrunk::BeginStep() {
+  return layers_ != nullptr ? layers_->BeginStep() : absl::OkStatus();
 }
 
 absl::StatusOr<const MixtralLayerView*> MixtralTrunk::AcquireLayer(int layer) {
   if (layer < 0 || layer >= config_.num_hidden_layers) {
     return absl::OutOfRangeError(absl::StrCat("no layer ", layer));
   }
-  if (layer < pinned_) return &views_[layer];
-  const pack::PackRegion& r = *layer_regions_[layer];
-  FLOTILLA_RETURN_IF_ERROR(
-      file_.ReadAt(r.offset, r.size, stream_buffer_.data()));
-  FLOTILLA_RETURN_IF_ERROR(
-      Verify(r, stream_buffer_.data(), "the pack's trunk file"));
-  FLOTILLA_ASSIGN_OR_RETURN(
-      streamed_, BindLayer(r.layout, stream_buffer_.data(), config_, layer));
-  stats_.bytes_read += r.size;
-  ++stats_.layers_read;
-  return &streamed_;
+  if (layers_ == nullptr) return &views_[layer];
+  FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* b, layers_->Acquire(layer));
+  return &static_cast<const MixtralLayer*>(b)->view;
+}
+
+void MixtralTrunk::ReleaseLayer(int layer) {
+  if (layers_ != nullptr) layers_->Release(layer);
+}
+
+uint64_t MixtralTrunk::resident_bytes() const {
+  return resident_bytes_ + (layers_ != nullptr ? layers_->resident_bytes() : 0);
+}
+
+int MixtralTrunk::pinned_layers() const {
+  return layers_ != nullptr ? layers_->pinned_layers()
+                            : config_.num_hidden_layers;
+}
+
+TrunkStats MixtralTrunk::stats() const {
+  return layers_ != nullptr ? layers_->stats() : TrunkStats();
 }
 
 }  // namespace flotilla::coordinator

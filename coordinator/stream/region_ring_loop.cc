@@ -1,20 +1,18 @@
-// The trunk ring of StreamingTrunk: the reader thread that keeps the next
-// unpinned layers' reads in flight, the verifier thread that checks each
+// The ring of RegionRing: the reader thread that keeps the next unpinned
+// layers' reads in flight, the verifier thread that checks and binds each
 // region as it lands, and the forward pass's side (acquire, peek, release).
-// The rest of the class (opening, pinned layers, vocab) is in
-// streaming_trunk.cc.
+// Opening, the pinned layers and whole-region reads are in region_ring.cc.
 #include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/model/region_binding.h"
-#include "coordinator/stream/streaming_trunk.h"
+#include "coordinator/stream/region_ring.h"
 #include "shared/base/elapsed.h"
 
 namespace flotilla::coordinator {
 using base::SecondsSince;
 
-void StreamingTrunk::ReaderLoop() {
+void RegionRing::ReaderLoop() {
   // Every free ring slot gets its region's read at once, all in flight
   // together through the ring reader. This thread only reads: checksumming a
   // 70 MB region takes milliseconds, and the reader's small queue of pieces
@@ -39,7 +37,7 @@ void StreamingTrunk::ReaderLoop() {
       slot.ready = false;
       slot.checked = false;
       slot.submitted = Clock::now();
-      const pack::PackRegion* r = manifest_.FindLayer(ItemLayer(next_read_));
+      const pack::PackRegion* r = regions_[ItemLayer(next_read_)];
       batch.push_back(io::ReadRequest{&file_, r->offset, r->size,
                                       slot.buffer.data(), next_read_});
     }
@@ -81,7 +79,7 @@ void StreamingTrunk::ReaderLoop() {
     const Clock::time_point now = Clock::now();
     const double busy = base::Seconds(now - mark);
     mark = now;
-    const pack::PackRegion* r = manifest_.FindLayer(ItemLayer(item));
+    const pack::PackRegion* r = regions_[ItemLayer(item)];
     lock.lock();
     Slot& slot = slots_[item % slots];
     slot.status =
@@ -104,22 +102,22 @@ void StreamingTrunk::ReaderLoop() {
   }
 }
 
-absl::Status StreamingTrunk::BeginStep() {
+absl::Status RegionRing::BeginStep() {
   if (unpinned_ == 0) return absl::OkStatus();
   // A forward pass that failed part-way left items of its step unconsumed;
   // skip them so the ring is aligned with layer order again.
   while (next_consume_ % unpinned_ != 0) {
-    auto w = AcquireLayer(ItemLayer(next_consume_));
-    if (w.ok()) ReleaseLayer(ItemLayer(next_consume_));
+    auto w = Acquire(ItemLayer(next_consume_));
+    if (w.ok()) Release(ItemLayer(next_consume_));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
-  if (layer < 0 || layer >= config_.num_hidden_layers) {
+absl::StatusOr<const BoundRegion*> RegionRing::Acquire(int layer) {
+  if (layer < 0 || layer >= num_layers_) {
     return absl::OutOfRangeError(absl::StrCat("no layer ", layer));
   }
-  if (layer < options_.pinned_layers) return &pinned_[layer].weights;
+  if (layer < options_.pinned_layers) return pinned_[layer].bound.get();
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t item = next_consume_;
   if (ItemLayer(item) != layer) {
@@ -139,10 +137,10 @@ absl::StatusOr<const LayerWeights*> StreamingTrunk::AcquireLayer(int layer) {
     return slot.status;
   }
   slot.in_use = true;
-  return &slot.weights;
+  return slot.bound.get();
 }
 
-void StreamingTrunk::VerifierLoop() {
+void RegionRing::VerifierLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     Slot* slot = nullptr;
@@ -155,13 +153,14 @@ void StreamingTrunk::VerifierLoop() {
     const auto start = std::chrono::steady_clock::now();
     if (slot->status.ok()) {
       const int layer = ItemLayer(slot->item);
-      const pack::PackRegion* r = manifest_.FindLayer(layer);
+      const pack::PackRegion* r = regions_[layer];
       absl::Status s = VerifyRegion(*r, slot->buffer.data(), RegionName(*r));
+      slot->bound.reset();
       if (s.ok()) {
-        absl::StatusOr<LayerWeights> w =
-            BindLayer(layouts_[layer], slot->buffer.data(), config_, layer);
-        s = w.status();
-        if (w.ok()) slot->weights = *w;
+        absl::StatusOr<std::unique_ptr<BoundRegion>> b =
+            bind_(layer, r->layout, slot->buffer.data());
+        s = b.status();
+        if (b.ok()) slot->bound = *std::move(b);
       }
       slot->status = s;
     }
@@ -173,9 +172,9 @@ void StreamingTrunk::VerifierLoop() {
   }
 }
 
-const LayerWeights* StreamingTrunk::PeekLayer(int layer) {
-  if (layer < 0 || layer >= config_.num_hidden_layers) return nullptr;
-  if (layer < options_.pinned_layers) return &pinned_[layer].weights;
+const BoundRegion* RegionRing::Peek(int layer) {
+  if (layer < 0 || layer >= num_layers_) return nullptr;
+  if (layer < options_.pinned_layers) return pinned_[layer].bound.get();
   // The next item's slot, if the reader has filled it already. The slot
   // cannot be recycled before that item is consumed, so the pointer stays
   // valid until then.
@@ -187,12 +186,12 @@ const LayerWeights* StreamingTrunk::PeekLayer(int layer) {
     if (ItemLayer(item) != layer) continue;
     const Slot& slot = slots_[item % slots_.size()];
     if (slot.item != item || !slot.checked || !slot.status.ok()) return nullptr;
-    return &slot.weights;
+    return slot.bound.get();
   }
   return nullptr;
 }
 
-void StreamingTrunk::ReleaseLayer(int layer) {
+void RegionRing::Release(int layer) {
   if (layer < options_.pinned_layers) return;
   std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = slots_[next_consume_ % slots_.size()];
