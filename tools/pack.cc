@@ -8,12 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
-#include "shared/model/model_family.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/region_builder.h"
 #include "tools/pack_io.h"
-#include "tools/pack_mixtral.h"
 #include "tools/pack_plan.h"
 #include "tools/pack_state.h"
 #include "tools/progress.h"
@@ -110,12 +108,12 @@ absl::Status Packer::OpenFiles(bool fresh) {
 
 absl::StatusOr<RegionSums> Packer::PackRegion(size_t i) {
   const PlannedRegion& r = plan_.regions[i];
-  const model::K3Config& c = plan_.config;
+  const family::FamilyConfig& c = *plan_.config;
   absl::StatusOr<pack::Region> region =
-      r.kind == "layer"     ? pack::BuildLayerRegion(source_, c, r.layer)
-      : r.kind == "embed"   ? pack::BuildVocabRegion(source_, c, false)
-      : r.kind == "lm_head" ? pack::BuildVocabRegion(source_, c, true)
-                            : pack::BuildGlobalsRegion(source_, c);
+      pack::BuildRegion(source_, r.kind == "layer"     ? c.LayerSchema(r.layer)
+                                 : r.kind == "embed"   ? c.VocabSchema(false)
+                                 : r.kind == "lm_head" ? c.VocabSchema(true)
+                                                       : c.GlobalsSchema());
   if (!region.ok()) {
     return absl::Status(region.status().code(),
                         absl::StrCat("building region ", RegionName(r), ": ",
@@ -320,17 +318,6 @@ absl::StatusOr<PackResult> PackCheckpoint(const PackOptions& options) {
   if (options.threads < 1 || options.threads > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads must be in 1..64 (got ", options.threads, ")"));
-  }
-  FLOTILLA_ASSIGN_OR_RETURN(
-      const model::ModelFamily family,
-      model::ReadModelFamily(options.model_dir + "/config.json"));
-  if (family == model::ModelFamily::kMixtral) {
-    if (options.verify) {
-      return absl::UnimplementedError(
-          "--verify checks Kimi K3 packs; a Mixtral pack is verified as the "
-          "coordinator reads it (every region and expert run has a checksum)");
-    }
-    return PackMixtral(options);
   }
   FLOTILLA_ASSIGN_OR_RETURN(
       std::unique_ptr<model::SafetensorsCheckpoint> ckpt,

@@ -13,7 +13,6 @@
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/json_util.h"
 #include "shared/model/tensor_names.h"
-#include "shared/pack/checkpoint_check.h"
 #include "shared/pack/trunk_schema.h"
 
 namespace flotilla::tools {
@@ -48,11 +47,11 @@ bool Contiguous(PlannedExpert* e) {
 
 absl::Status PlanExperts(const std::string& model_dir,
                          const model::TensorSource& source, PackPlan* plan) {
-  const model::K3Config& c = plan->config;
+  const model::MoeSpec moe = plan->config->Moe();
   bool in_place = true;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    if (c.IsDenseLayer(layer)) continue;
-    for (int x = 0; x < c.num_experts; ++x) {
+  for (int layer = 0; layer < moe.num_layers; ++layer) {
+    if (moe.IsDenseLayer(layer)) continue;
+    for (int x = 0; x < moe.num_experts; ++x) {
       PlannedExpert e;
       e.layer = layer;
       e.expert = x;
@@ -61,10 +60,9 @@ absl::Status PlanExperts(const std::string& model_dir,
       FLOTILLA_ASSIGN_OR_RETURN(
           experts::ExpertTensors t,
           experts::CheckExpertTensors(
-              experts::FindExpertTensors(source, model::kK3TensorPrefix, layer,
-                                         x),
+              experts::FindExpertTensors(source, moe.tensor_prefix, layer, x),
               key));
-      FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, c.Moe(), key));
+      FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, moe, key));
       const std::string format = experts::ExpertFormatName(t.format);
       if (plan->expert_format.empty()) plan->expert_format = format;
       if (plan->expert_format != format) {
@@ -134,15 +132,14 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
                                                   model_dir + "/config.json"));
   FLOTILLA_ASSIGN_OR_RETURN(
       plan.config,
-      model::ParseK3Config(plan.config_text, model_dir + "/config.json"));
-  FLOTILLA_RETURN_IF_ERROR(
-      pack::CheckK3Checkpoint(plan.config, source, model_dir));
+      family::ParseFamilyConfig(plan.config_text, model_dir + "/config.json"));
+  FLOTILLA_RETURN_IF_ERROR(plan.config->CheckCheckpoint(source, model_dir));
   FLOTILLA_ASSIGN_OR_RETURN(plan.fingerprint,
                             model::FingerprintCheckpoint(model_dir, source));
   plan.source_shards = model::CheckpointShards(model_dir, source);
   FLOTILLA_ASSIGN_OR_RETURN(
       plan.source_stamp, model::CheckpointStamp(model_dir, plan.source_shards));
-  const model::K3Config& c = plan.config;
+  const family::FamilyConfig& c = *plan.config;
   auto add = [&](const std::string& kind, int layer,
                  const std::vector<FieldSpec>& schema) -> absl::Status {
     PlannedRegion r;
@@ -154,13 +151,12 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
     plan.regions.push_back(std::move(r));
     return absl::OkStatus();
   };
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    FLOTILLA_RETURN_IF_ERROR(
-        add("layer", l, pack::LayerSchema(c, l, pack::kAllLayerParts)));
+  for (int l = 0; l < c.num_layers(); ++l) {
+    FLOTILLA_RETURN_IF_ERROR(add("layer", l, c.LayerSchema(l)));
   }
-  FLOTILLA_RETURN_IF_ERROR(add("embed", -1, pack::VocabSchema(c, false)));
-  FLOTILLA_RETURN_IF_ERROR(add("lm_head", -1, pack::VocabSchema(c, true)));
-  FLOTILLA_RETURN_IF_ERROR(add("globals", -1, pack::GlobalsSchema(c)));
+  FLOTILLA_RETURN_IF_ERROR(add("embed", -1, c.VocabSchema(false)));
+  FLOTILLA_RETURN_IF_ERROR(add("lm_head", -1, c.VocabSchema(true)));
+  FLOTILLA_RETURN_IF_ERROR(add("globals", -1, c.GlobalsSchema()));
   FLOTILLA_RETURN_IF_ERROR(PlanExperts(model_dir, source, &plan));
   return plan;
 }

@@ -19,11 +19,12 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shared/model/config.h"
+#include "shared/family/family.h"
 #include "shared/model/tensor_source.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/region_layout.h"
@@ -71,7 +72,8 @@ std::vector<uint64_t> ChunkChecksums(const std::string& kind,
                                      const uint8_t* base);
 
 struct PackPlan {
-  model::K3Config config;
+  // The model's family config (shared/family): schemas and experts.
+  std::shared_ptr<const family::FamilyConfig> config;
   std::string config_text;  // config.json, verbatim
   std::string fingerprint;  // FingerprintCheckpoint of the model dir
   std::vector<std::string> source_shards;  // model::CheckpointShards

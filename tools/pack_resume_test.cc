@@ -66,6 +66,46 @@ TEST(PackResume, InterruptedPackEndsByteIdentical) {
   }
 }
 
+// The default model (Mixtral family) packs through the same packer:
+// interrupted in the regions and in the experts, it resumes to the same
+// bytes, and --verify names a damaged layer.
+TEST(PackResume, TheDefaultModelResumesAndVerifies) {
+  const std::string stories = std::string(FLOTILLA_TEST_DATA_DIR) +
+                              "/../../models/stories260k-moe";
+  ScratchDir tmp("pack_resume_stories");
+  PackOptions whole = QuietOptions(stories, tmp / "whole");
+  whole.batch_bytes = kSmallBatch;
+  whole.verify = true;
+  ASSERT_TRUE(PackCheckpoint(whole).ok());
+  // 8 regions (5 layers, embed, lm_head, globals), then expert batches.
+  for (uint64_t stop : {3, 8, 10}) {
+    SCOPED_TRACE(stop);
+    const std::string dir = tmp / ("part" + std::to_string(stop));
+    PackOptions o = QuietOptions(stories, dir);
+    o.batch_bytes = kSmallBatch;
+    o.threads = 1;
+    o.stop_after_units = stop;
+    absl::StatusOr<PackResult> r = PackCheckpoint(o);
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+    EXPECT_FALSE(std::filesystem::exists(dir + "/manifest.json"));
+    o.stop_after_units = 0;
+    r = PackCheckpoint(o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->resumed);
+    ExpectSamePack(whole.out_dir, dir);
+  }
+  auto m = pack::LoadPackManifest(whole.out_dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const pack::PackRegion* r = m->FindLayer(2);
+  ASSERT_NE(r, nullptr);
+  testing::FlipByte(whole.out_dir + "/trunk.bin", r->offset + r->size / 3);
+  absl::Status s = VerifyPack(stories, whole.out_dir, 2, nullptr);
+  ASSERT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("region layer 2:"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("offset " + std::to_string(r->offset)));
+}
+
 TEST(PackResume, CliStopHookAndResume) {
   ScratchDir tmp("pack_resume_cli");
   ASSERT_TRUE(PackCheckpoint(QuietOptions(kCkptA, tmp / "whole")).ok());

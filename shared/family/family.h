@@ -45,6 +45,13 @@ class FamilyConfig {
   // release stores its weights ("BF16 trunk and MXFP4 experts").
   virtual uint64_t ReleasedExpertRunBytes() const = 0;
   virtual std::string ReleasedFormats() const = 0;
+  // That `source` (the checkpoint in `source_name`) is of this config,
+  // before anything loops over the config's counts: InvalidArgument naming
+  // what disagrees.
+  virtual absl::Status CheckCheckpoint(const model::TensorSource& source,
+                                       const std::string& source_name) const {
+    return absl::OkStatus();
+  }
 
   int num_layers() const { return Shape().num_layers; }
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "shared/base/status_macros.h"
+#include "shared/pack/checkpoint_check.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
@@ -114,6 +115,11 @@ std::vector<pack::FieldSpec> KimiK3Config::GlobalsSchema() const {
 
 std::vector<pack::FieldSpec> KimiK3Config::VocabSchema(bool lm_head) const {
   return pack::VocabSchema(config_, lm_head);
+}
+
+absl::Status KimiK3Config::CheckCheckpoint(
+    const model::TensorSource& source, const std::string& source_name) const {
+  return pack::CheckK3Checkpoint(config_, source, source_name);
 }
 
 // MXFP4: w1 and w3 [I][L], w2 [L][I], each packed (cols/2 bytes per row)

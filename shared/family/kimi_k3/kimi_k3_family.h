@@ -24,6 +24,9 @@ class KimiK3Config : public FamilyConfig {
   std::string ReleasedFormats() const override {
     return "BF16 trunk and MXFP4 experts";
   }
+  // pack::CheckK3Checkpoint: layers, experts and trunk tensors both ways.
+  absl::Status CheckCheckpoint(const model::TensorSource& source,
+                               const std::string& source_name) const override;
 
   const model::K3Config& config() const { return config_; }
 
