@@ -4,8 +4,8 @@
 #include "coordinator/model/model.h"
 #include "gtest/gtest.h"
 #include "shared/model/config.h"
-#include "shared/model/flat_f32_source.h"
 #include "shared/testing/fixture.h"
+#include "shared/testing/flat_f32_source.h"
 
 namespace flotilla::coordinator {
 namespace {

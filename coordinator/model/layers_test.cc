@@ -7,16 +7,16 @@
 #include "coordinator/model/kda.h"
 #include "coordinator/model/local_experts.h"
 #include "coordinator/model/mla.h"
-#include "shared/kernels/recurrent.h"
 #include "coordinator/model/moe.h"
 #include "coordinator/model/region_binding.h"
 #include "gtest/gtest.h"
 #include "shared/kernels/kernels.h"
+#include "shared/kernels/recurrent.h"
 #include "shared/model/config.h"
-#include "shared/model/flat_f32_source.h"
 #include "shared/model/tensor_names.h"
 #include "shared/pack/region_builder.h"
 #include "shared/testing/fixture.h"
+#include "shared/testing/flat_f32_source.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -126,8 +126,9 @@ void CheckRecurrence(const std::string& name) {
   std::vector<float> state(heads * dim * dim, 0.0f), out(steps * p);
   for (int t = 0; t < steps; ++t) {
     kernels::KdaRecurrentStep(state.data(), q.data() + t * p, k.data() + t * p,
-                     v.data() + t * p, alpha.data() + t * p,
-                     beta.data() + t * heads, heads, dim, out.data() + t * p);
+                              v.data() + t * p, alpha.data() + t * p,
+                              beta.data() + t * heads, heads, dim,
+                              out.data() + t * p);
   }
   EXPECT_TRUE(AllClose(out, JsonTensor(j, "out"), kAbs, kRel)) << name;
   EXPECT_TRUE(AllClose(state, JsonTensor(j, "state_out"), kAbs, kRel)) << name;

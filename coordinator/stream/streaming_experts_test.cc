@@ -10,9 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/io/checksum.h"
-#include "shared/model/flat_f32_source.h"
 #include "shared/model/safetensors.h"
 #include "shared/testing/experts_test_util.h"
+#include "shared/testing/flat_f32_source.h"
 
 namespace flotilla::coordinator {
 namespace {

@@ -1,4 +1,4 @@
-#include "shared/model/flat_f32_source.h"
+#include "shared/testing/flat_f32_source.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

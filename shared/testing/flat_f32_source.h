@@ -7,8 +7,8 @@
 // Both expose tensors under Hugging Face K3 names, translating the
 // reference's underscore module paths (layers_1_mlp_experts_3_w2_weight)
 // with FlatNameToHf.
-#ifndef FLOTILLA_SHARED_MODEL_FLAT_F32_SOURCE_H_
-#define FLOTILLA_SHARED_MODEL_FLAT_F32_SOURCE_H_
+#ifndef FLOTILLA_SHARED_TESTING_FLAT_F32_SOURCE_H_
+#define FLOTILLA_SHARED_TESTING_FLAT_F32_SOURCE_H_
 
 #include <map>
 #include <memory>
@@ -67,4 +67,4 @@ class FlatF32Source : public TensorSource {
 
 }  // namespace flotilla::model
 
-#endif  // FLOTILLA_SHARED_MODEL_FLAT_F32_SOURCE_H_
+#endif  // FLOTILLA_SHARED_TESTING_FLAT_F32_SOURCE_H_
