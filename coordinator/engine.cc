@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/engine_internal.h"
@@ -175,18 +177,71 @@ absl::StatusOr<plan::MemoryPlan> PlanEngine(
   return plan;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
-  const uint64_t baseline = io::TrimmedRssBytes();
-  FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
-  auto engine = std::make_unique<Engine>();
-  engine->accountant = std::make_unique<io::MemoryAccountant>(budget);
+namespace {
+
+std::mutex& OpenersMutex() {
+  static std::mutex* mu = new std::mutex;
+  return *mu;
+}
+
+// The engine of every family this build runs, by its name in the family
+// registry (shared/family): one line each.
+std::map<std::string, EngineOpener>& Openers() {
+  static auto* openers = new std::map<std::string, EngineOpener>{
+      {"kimi_k3", &OpenK3Engine},
+      {"mixtral", &OpenMixtralEngine},
+  };
+  return *openers;
+}
+
+// The model's family name: from its config.json, or from the pack's copy
+// of it when the model folder has none.
+absl::StatusOr<std::string> FamilyName(const EngineOptions& o) {
   if (Exists(ConfigPath(o))) {
-    FLOTILLA_ASSIGN_OR_RETURN(engine->family,
-                              model::ReadModelFamily(ConfigPath(o)));
-    if (engine->family == model::ModelFamily::kMixtral) {
-      return OpenMixtralEngine(o, std::move(engine));
-    }
+    FLOTILLA_ASSIGN_OR_RETURN(auto c, family::LoadFamilyConfig(ConfigPath(o)));
+    return c->family().name;
   }
+  const std::string pack = ResolvePackDir(o);
+  if (pack.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        ConfigPath(o), " does not exist and there is no pack beside it"));
+  }
+  FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m, pack::LoadPackManifest(pack));
+  FLOTILLA_ASSIGN_OR_RETURN(auto c, LoadConfig(o, &m));
+  return c->family().name;
+}
+
+}  // namespace
+
+void RegisterEngineOpener(const std::string& family_name, EngineOpener open) {
+  std::lock_guard<std::mutex> lock(OpenersMutex());
+  Openers()[family_name] = open;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
+  FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
+  FLOTILLA_ASSIGN_OR_RETURN(const std::string family, FamilyName(o));
+  EngineOpener open = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(OpenersMutex());
+    auto it = Openers().find(family);
+    if (it != Openers().end()) open = it->second;
+  }
+  if (open == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        ConfigPath(o), " is of the ", family,
+        " family, which this build can plan and pack but not run"));
+  }
+  auto engine = std::make_unique<Engine>();
+  engine->family = family;
+  engine->accountant = std::make_unique<io::MemoryAccountant>(budget);
+  return open(o, std::move(engine));
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine) {
+  const uint64_t baseline = io::TrimmedRssBytes();
+  const uint64_t budget = engine->accountant->budget();
   engine->pack_dir = ResolvePackDir(o);
   ModelOptions model_options;
   model_options.threads = o.threads;

@@ -15,7 +15,6 @@
 #include "shared/family/family.h"
 #include "shared/io/batch_reader.h"
 #include "shared/io/memory_budget.h"
-#include "shared/model/model_family.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/transport/tls_options.h"
 
@@ -65,7 +64,7 @@ struct EngineOptions {
 // What OpenEngine built, and where its counters live.
 struct Engine {
   std::unique_ptr<LanguageModel> model;
-  model::ModelFamily family = model::ModelFamily::kKimiK3;
+  std::string family;  // its name in the family registry (shared/family)
   plan::MemoryPlan plan;
   bool streaming = false;
   std::string pack_dir;
@@ -80,8 +79,18 @@ struct Engine {
   uint64_t rss_after_open_bytes = 0;
 };
 
+// Finds the model's family (shared/family) and opens it with that family's
+// engine opener.
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(
     const EngineOptions& options);
+
+// Opens a model of one family into `engine` (which has its family name and
+// its accountant, charged with the budget of options.mem).
+using EngineOpener = absl::StatusOr<std::unique_ptr<Engine>> (*)(
+    const EngineOptions& options, std::unique_ptr<Engine> engine);
+// Adds (or replaces) the opener of `family_name`: a build's extra family, or
+// a test's own.
+void RegisterEngineOpener(const std::string& family_name, EngineOpener open);
 
 // The plan for `options` without loading weights, for a model of any
 // family: region sizes come from the pack manifest when there is one, else

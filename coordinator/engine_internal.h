@@ -1,5 +1,5 @@
 // Pieces of OpenEngine shared by the families' openers (engine.cc for Kimi
-// K3, engine_mixtral.cc for Mixtral).
+// K3, engine_mixtral.cc for Mixtral), and the openers themselves.
 #ifndef FLOTILLA_COORDINATOR_ENGINE_INTERNAL_H_
 #define FLOTILLA_COORDINATOR_ENGINE_INTERNAL_H_
 
@@ -25,7 +25,10 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
 // --config, else <model>/config.json.
 std::string ConfigPath(const EngineOptions& o);
 
-// OpenEngine for a Mixtral checkpoint (`engine` has its accountant).
+// The built-in families' EngineOpeners: Kimi K3 (engine.cc) and Mixtral
+// (engine_mixtral.cc).
+absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine);
 absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 

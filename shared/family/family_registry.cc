@@ -11,6 +11,7 @@
 #include "shared/family/kimi_k3/kimi_k3_family.h"
 #include "shared/family/mixtral/mixtral_family.h"
 #include "shared/model/json_util.h"
+#include "shared/model/model_family.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
@@ -65,11 +66,25 @@ uint64_t MatrixBytes(const pack::RegionLayout& layout) {
 }  // namespace
 
 void RegisterFamily(const Family* family) {
-  std::lock_guard<std::mutex> lock(RegistryMutex());
-  auto& r = Registry();
-  if (std::find(r.begin(), r.end(), family) == r.end()) {
+  {
+    std::lock_guard<std::mutex> lock(RegistryMutex());
+    auto& r = Registry();
+    if (std::find(r.begin(), r.end(), family) != r.end()) return;
     r.insert(r.begin(), family);
   }
+  // The libraries below this one (the pack manifest, the workers) read the
+  // family's routed experts through model::ParseMoeSpec.
+  model::RegisterMoeFamily(model::MoeFamily{
+      family->name,
+      [family](const nlohmann::json& config) {
+        return ClaimsByName(*family, config);
+      },
+      [family](const nlohmann::json& root, const std::string& text,
+               const std::string& source) -> absl::StatusOr<model::MoeSpec> {
+        FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<FamilyConfig> c,
+                                  family->parse(root, text, source));
+        return c->Moe();
+      }});
 }
 
 std::vector<const Family*> RegisteredFamilies() {

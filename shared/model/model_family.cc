@@ -1,5 +1,8 @@
 #include "shared/model/model_family.h"
 
+#include <mutex>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -8,16 +11,10 @@
 #include "shared/model/mixtral_config.h"
 
 namespace flotilla::model {
+namespace {
 
-const char* ModelFamilyName(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kKimiK3:
-      return "kimi_k3";
-    case ModelFamily::kMixtral:
-      return "mixtral";
-  }
-  return "?";
-}
+// The built-in families, for processes that registered none.
+enum class ModelFamily { kKimiK3, kMixtral };
 
 absl::StatusOr<ModelFamily> FamilyOf(const nlohmann::json& config,
                                      const std::string& source) {
@@ -39,18 +36,36 @@ absl::StatusOr<ModelFamily> FamilyOf(const nlohmann::json& config,
                    "' is not supported (supported: mixtral, kimi_k3)"));
 }
 
-absl::StatusOr<ModelFamily> ReadModelFamily(const std::string& config_path) {
-  FLOTILLA_ASSIGN_OR_RETURN(std::string text,
-                            internal::ReadSmallFile(config_path));
-  FLOTILLA_ASSIGN_OR_RETURN(nlohmann::json root,
-                            internal::ParseJson(text, config_path));
-  return FamilyOf(root, config_path);
+std::mutex& RegisteredMutex() {
+  static std::mutex* mu = new std::mutex;
+  return *mu;
+}
+std::vector<MoeFamily>& Registered() {
+  static auto* families = new std::vector<MoeFamily>;
+  return *families;
+}
+
+}  // namespace
+
+void RegisterMoeFamily(MoeFamily family) {
+  std::lock_guard<std::mutex> lock(RegisteredMutex());
+  Registered().insert(Registered().begin(), std::move(family));
 }
 
 absl::StatusOr<MoeSpec> ParseMoeSpec(const std::string& json_text,
                                      const std::string& source) {
   FLOTILLA_ASSIGN_OR_RETURN(nlohmann::json root,
                             internal::ParseJson(json_text, source));
+  std::vector<MoeFamily> registered;
+  {
+    std::lock_guard<std::mutex> lock(RegisteredMutex());
+    registered = Registered();
+  }
+  if (root.is_object()) {
+    for (const MoeFamily& f : registered) {
+      if (f.claims(root)) return f.moe(root, json_text, source);
+    }
+  }
   FLOTILLA_ASSIGN_OR_RETURN(ModelFamily family, FamilyOf(root, source));
   if (family == ModelFamily::kMixtral) {
     FLOTILLA_ASSIGN_OR_RETURN(MixtralConfig c,

@@ -1,10 +1,13 @@
-// Which model family a config.json describes, from its model_type: Kimi K3
-// (no model_type, or one starting with "kimi") or Mixtral ("mixtral"). Each
-// family has its own config parser; what the expert side needs is the
-// family-neutral MoeSpec.
+// The routed experts (the family-neutral MoeSpec) of a config.json, for the
+// libraries below the family registry (shared/family): the pack manifest's
+// checks, the expert workers, the worker packer. Families registered there
+// (family::RegisterFamily) are registered here too, so any family the
+// process knows is read; the built-in ones (Kimi K3: no model_type, or one
+// starting with "kimi"; Mixtral: "mixtral") are known without it.
 #ifndef FLOTILLA_SHARED_MODEL_MODEL_FAMILY_H_
 #define FLOTILLA_SHARED_MODEL_MODEL_FAMILY_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -13,14 +16,18 @@
 
 namespace flotilla::model {
 
-enum class ModelFamily { kKimiK3, kMixtral };
-const char* ModelFamilyName(ModelFamily family);
-
-// InvalidArgument naming model_type for a family this build does not run.
-absl::StatusOr<ModelFamily> FamilyOf(const nlohmann::json& config,
-                                     const std::string& source);
-// Reads `config_path` and returns its family.
-absl::StatusOr<ModelFamily> ReadModelFamily(const std::string& config_path);
+// A family registered from above this library: whether it claims a
+// config, and its routed experts.
+struct MoeFamily {
+  std::string name;
+  std::function<bool(const nlohmann::json& config)> claims;
+  std::function<absl::StatusOr<MoeSpec>(const nlohmann::json& config,
+                                        const std::string& text,
+                                        const std::string& source)>
+      moe;
+};
+// Consulted before the built-in families, latest first.
+void RegisterMoeFamily(MoeFamily family);
 
 // The routed experts of any supported family's config.json.
 absl::StatusOr<MoeSpec> LoadMoeSpec(const std::string& config_path);
