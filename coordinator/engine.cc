@@ -344,21 +344,21 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
   std::vector<pack::PackExpert>().swap(m.experts);
 
   StreamingTrunkOptions to;
-  to.pack_dir = engine->pack_dir;
-  to.pinned_layers = engine->plan.pinned_layers;
-  to.ring_slots = std::max(2, engine->plan.ring_slots);
+  to.ring.pack_dir = engine->pack_dir;
+  to.ring.pinned_layers = engine->plan.pinned_layers;
+  to.ring.ring_slots = std::max(2, engine->plan.ring_slots);
   to.lm_head_pinned = engine->plan.lm_head_pinned;
   to.embed_pinned = engine->plan.embed_pinned;
-  to.verify_checksums = o.verify_checksums;
-  to.reader = reader;
-  to.reader_factory = o.reader_factory;
+  to.ring.verify_checksums = o.verify_checksums;
+  to.ring.reader = reader;
+  to.ring.reader_factory = o.reader_factory;
   // Ring reads go as 4 MiB pieces, two in the kernel at a time: that already
   // reaches a disk's large-read ceiling, and an expert read issued behind
   // them waits for ~8 MB of trunk instead of 64 MB (the measurements behind
   // both: bench/measurements.md). The pinned layers load with the same
   // depth.
-  to.queue_depth = 2;
-  to.chunk_bytes = 4ull << 20;
+  to.ring.queue_depth = 2;
+  to.ring.chunk_bytes = 4ull << 20;
   FLOTILLA_ASSIGN_OR_RETURN(auto trunk, StreamingTrunk::Open(m, c, to));
   engine->trunk = trunk.get();
   engine->streaming = true;

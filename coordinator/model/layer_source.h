@@ -29,6 +29,21 @@ struct BoundRegion {
 using RegionBinder = std::function<absl::StatusOr<std::unique_ptr<BoundRegion>>(
     int layer, const pack::RegionLayout& layout, const uint8_t* data)>;
 
+// A RegionBinder making `Bound` (a BoundRegion subclass) with
+// `bind(layer, layout, data, &bound)`.
+template <typename Bound, typename BindFn>
+RegionBinder BinderOf(BindFn bind) {
+  return
+      [bind](
+          int layer, const pack::RegionLayout& layout,
+          const uint8_t* data) -> absl::StatusOr<std::unique_ptr<BoundRegion>> {
+        auto bound = std::make_unique<Bound>();
+        absl::Status s = bind(layer, layout, data, bound.get());
+        if (!s.ok()) return s;
+        return std::unique_ptr<BoundRegion>(std::move(bound));
+      };
+}
+
 // Counters since the last ResetStats(), for --stats and /metrics.
 struct TrunkStats {
   uint64_t bytes_read = 0;  // trunk regions + vocab chunks

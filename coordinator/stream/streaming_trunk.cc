@@ -27,27 +27,16 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
   auto t = std::unique_ptr<StreamingTrunk>(new StreamingTrunk());
   t->config_ = config;
   t->options_ = options;
-  RegionRingOptions ro;
-  ro.pack_dir = options.pack_dir;
-  ro.pinned_layers = options.pinned_layers;
-  ro.ring_slots = options.ring_slots;
-  ro.verify_checksums = options.verify_checksums;
-  ro.reader = options.reader;
-  ro.reader_factory = options.reader_factory;
-  ro.queue_depth = options.queue_depth;
-  ro.chunk_bytes = options.chunk_bytes;
-  RegionBinder bind =
-      [config](
-          int layer, const pack::RegionLayout& layout,
-          const uint8_t* data) -> absl::StatusOr<std::unique_ptr<BoundRegion>> {
-    auto bound = std::make_unique<K3Layer>();
-    FLOTILLA_ASSIGN_OR_RETURN(bound->weights,
-                              BindLayer(layout, data, config, layer));
-    return std::unique_ptr<BoundRegion>(std::move(bound));
-  };
+  RegionBinder bind = BinderOf<K3Layer>(
+      [config](int layer, const pack::RegionLayout& layout, const uint8_t* data,
+               K3Layer* bound) -> absl::Status {
+        FLOTILLA_ASSIGN_OR_RETURN(bound->weights,
+                                  BindLayer(layout, data, config, layer));
+        return absl::OkStatus();
+      });
   FLOTILLA_ASSIGN_OR_RETURN(t->ring_,
                             RegionRing::Open(manifest, config.num_hidden_layers,
-                                             std::move(bind), ro));
+                                             std::move(bind), options.ring));
   const pack::PackManifest& m = t->ring_->manifest();
 
   // Model-level vectors: always resident (a few KB).
@@ -78,9 +67,9 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
     if (!pinned) {
       VocabStreamOptions vo;
       vo.lm_head_pass_bytes = options.lm_head_chunk_bytes;
-      vo.verify_checksums = options.verify_checksums;
-      vo.reader = options.reader;
-      vo.reader_factory = options.reader_factory;
+      vo.verify_checksums = options.ring.verify_checksums;
+      vo.reader = options.ring.reader;
+      vo.reader_factory = options.ring.reader_factory;
       FLOTILLA_ASSIGN_OR_RETURN(
           (embed ? t->embed_stream_ : t->lm_head_stream_),
           VocabStream::Create(

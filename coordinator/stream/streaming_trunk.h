@@ -25,19 +25,9 @@
 namespace flotilla::coordinator {
 
 struct StreamingTrunkOptions {
-  std::string pack_dir;
-  int pinned_layers = 0;
-  int ring_slots = 2;  // >= 2 when some layer is not pinned
+  RegionRingOptions ring;  // the layers: pack, pinned prefix, ring, reads
   bool lm_head_pinned = true;
   bool embed_pinned = true;
-  bool verify_checksums = true;
-  io::ReaderKind reader = io::ReaderKind::kAuto;
-  io::ReaderFactory reader_factory;  // empty: io::CreateBatchReader
-  // Pieces in the kernel at once for every trunk read: the pinned layers at
-  // start, then the ring.
-  int queue_depth = 8;
-  // Ring reads are split into pieces of this size (io::BatchReaderOptions).
-  uint64_t chunk_bytes = 8ull << 20;
   // One lm_head pass when streamed (VocabStreamOptions::lm_head_pass_bytes).
   uint64_t lm_head_chunk_bytes = VocabStreamOptions().lm_head_pass_bytes;
 };

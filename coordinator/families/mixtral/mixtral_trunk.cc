@@ -130,15 +130,13 @@ uint64_t MixtralTrunk::PackResidentBytes(const pack::PackManifest& m,
 }
 
 RegionBinder MixtralTrunk::LayerBinder(const model::MixtralConfig& config) {
-  return
-      [config](
-          int layer, const pack::RegionLayout& layout,
-          const uint8_t* data) -> absl::StatusOr<std::unique_ptr<BoundRegion>> {
-        auto bound = std::make_unique<MixtralLayer>();
+  return BinderOf<MixtralLayer>(
+      [config](int layer, const pack::RegionLayout& layout, const uint8_t* data,
+               MixtralLayer* bound) -> absl::Status {
         FLOTILLA_ASSIGN_OR_RETURN(bound->view,
                                   BindLayer(layout, data, config, layer));
-        return std::unique_ptr<BoundRegion>(std::move(bound));
-      };
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<std::unique_ptr<MixtralTrunk>> MixtralTrunk::FromLayers(
