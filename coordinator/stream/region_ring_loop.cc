@@ -131,10 +131,15 @@ absl::StatusOr<const BoundRegion*> RegionRing::Acquire(int layer) {
   stats_.wait_seconds += SecondsSince(start);
   if (stop_) return absl::CancelledError("trunk reader stopped");
   if (!slot.status.ok()) {
-    // Consume the failed item so the ring stays in step.
+    // Consume the failed item so the ring stays in step. The caller gets a
+    // Status of its own, not a reference to the slot's: the reader thread
+    // replaces the slot's when it reuses the slot, and a shared Status rep
+    // would be freed there while this thread may still hold it (its
+    // refcount lives in Debian's uninstrumented libabsl_status, so
+    // ThreadSanitizer cannot see that hand-off either).
     ++next_consume_;
     cv_.notify_all();
-    return slot.status;
+    return absl::Status(slot.status.code(), slot.status.message());
   }
   slot.in_use = true;
   return slot.bound.get();
