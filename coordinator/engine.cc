@@ -126,6 +126,16 @@ absl::StatusOr<model::K3Config> LoadK3(const EngineOptions& o,
 
 }  // namespace
 
+absl::StatusOr<plan::MemoryPlan> PlanForPack(const EngineOptions& o,
+                                             const family::FamilyConfig& c,
+                                             const pack::PackManifest& m,
+                                             uint64_t budget,
+                                             uint64_t baseline) {
+  FLOTILLA_ASSIGN_OR_RETURN(plan::PlanInputs in,
+                            InputsFromManifest(m, c, o, budget, baseline));
+  return plan::MakeMemoryPlan(in);
+}
+
 absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
     const model::MoeSpec& moe, const EngineOptions& o,
     const std::string& fingerprint, const pack::PackManifest* pack) {

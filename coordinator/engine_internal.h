@@ -22,6 +22,14 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
     const model::MoeSpec& moe, const EngineOptions& o,
     const std::string& fingerprint, const pack::PackManifest* pack = nullptr);
 
+// The memory plan of `o` over the pack `m` of a model of config `c`, as
+// PlanEngine makes it: what every family's opener charges and follows.
+absl::StatusOr<plan::MemoryPlan> PlanForPack(const EngineOptions& o,
+                                             const family::FamilyConfig& c,
+                                             const pack::PackManifest& m,
+                                             uint64_t budget,
+                                             uint64_t baseline);
+
 // --config, else <model>/config.json.
 std::string ConfigPath(const EngineOptions& o);
 

@@ -1,10 +1,11 @@
-// OpenEngine for the Mixtral family. The trunk (attention, norms, routers,
-// embeddings) is read into RAM, or, from a pack (`flotilla-tool pack`),
-// pinned as far as the budget allows and streamed beyond that through the
-// ring every family shares (coordinator/stream/region_ring.h). The routed
-// experts run on expert workers (--workers), in memory when they fit what is
-// left of the budget, or streamed from the checkpoint's safetensors within it:
-// only slot buffers for the runs being read stay resident.
+// OpenEngine for the Mixtral family. From a pack (`flotilla-tool pack`) it
+// follows the memory plan every family shares (shared/plan: pinned prefix,
+// the ring of coordinator/stream/region_ring.h, expert read buffers, and a
+// cache of every expert when the budget holds them). Without one, the
+// trunk is read into RAM and the routed experts are held in memory when
+// they fit what is left of the budget, else streamed from the checkpoint's
+// safetensors through a few slots. Or the experts run on expert workers
+// (--workers).
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@ namespace flotilla::coordinator {
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine) {
+  const uint64_t baseline = io::TrimmedRssBytes();
   std::string pack_dir = o.pack_dir;
   if (pack_dir.empty() &&
       access((o.model_dir + "/flotilla-pack/manifest.json").c_str(), F_OK) ==
@@ -55,33 +57,30 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
   // One expert read slot; a decode step needs top-k of them per layer.
   const uint64_t slot = experts::ExpertIndex::SlotBytesFor(
       experts::ExpertIndex::RunBytesFor(moe, experts::ExpertFormat::kF32));
-  const uint64_t min_expert_bytes =
-      o.workers.empty() ? moe.num_experts_per_token * slot : 0;
-  io::MemoryAccountant& budget = *engine->accountant;
-  // Each sequence held at once may grow to the context's K and V rows per
-  // layer (float32); charged first, so the trunk and experts take what is
-  // left, as the Kimi K3 plan does.
-  const uint64_t positions = static_cast<uint64_t>(
-      c.max_position_embeddings > 0
-          ? std::min(o.max_context, c.max_position_embeddings)
-          : o.max_context);
-  const uint64_t state = static_cast<uint64_t>(std::max(1, o.sequences)) *
-                         positions * c.num_hidden_layers * 2 *
-                         c.num_key_value_heads * c.head_dim * sizeof(float);
-  if (absl::Status s = budget.Charge("sequence_state", state); !s.ok()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the memory budget (", budget.budget() / 1e6, " MB) cannot hold the ",
-        std::max(1, o.sequences), " sequence state(s) of ", positions,
-        " positions (", state / 1e6, " MB); lower --max-context"));
-  }
-  if (o.prefix_cache_bytes > 0) {
-    FLOTILLA_RETURN_IF_ERROR(
-        budget.Charge("serve.prefix_cache", o.prefix_cache_bytes));
-  }
-
   std::unique_ptr<MixtralTrunk> trunk;
   pack::PackManifest manifest;
+  io::MemoryAccountant& budget = *engine->accountant;
   if (pack_dir.empty()) {
+    // Each sequence held at once may grow to the context's K and V rows per
+    // layer (float32); charged first, so the trunk and experts take what is
+    // left, as the Kimi K3 plan does.
+    const uint64_t positions = static_cast<uint64_t>(
+        c.max_position_embeddings > 0
+            ? std::min(o.max_context, c.max_position_embeddings)
+            : o.max_context);
+    const uint64_t state = static_cast<uint64_t>(std::max(1, o.sequences)) *
+                           positions * c.num_hidden_layers * 2 *
+                           c.num_key_value_heads * c.head_dim * sizeof(float);
+    if (absl::Status s = budget.Charge("sequence_state", state); !s.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the memory budget (", budget.budget() / 1e6, " MB) cannot hold the ",
+          std::max(1, o.sequences), " sequence state(s) of ", positions,
+          " positions (", state / 1e6, " MB); lower --max-context"));
+    }
+    if (o.prefix_cache_bytes > 0) {
+      FLOTILLA_RETURN_IF_ERROR(
+          budget.Charge("serve.prefix_cache", o.prefix_cache_bytes));
+    }
     if (!budget.Charge("trunk.resident", trunk_bytes).ok()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the trunk of ", o.model_dir, " (", trunk_bytes / 1e6,
@@ -107,32 +106,22 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
           manifest.source_fingerprint, " but ", o.model_dir,
           " holds checkpoint ", fingerprint, "; re-run flotilla-tool pack"));
     }
-    // Pin as many leading layers as leave room for the expert slots; the
-    // others stream through a ring of two slots, read ahead of the forward
-    // pass and verified.
-    constexpr int kRingSlots = 2;
-    int pinned = c.num_hidden_layers;
-    if (o.max_pinned_layers >= 0)
-      pinned = std::min(pinned, o.max_pinned_layers);
-    while (pinned > 0 &&
-           MixtralTrunk::PackResidentBytes(manifest, pinned, kRingSlots) +
-                   min_expert_bytes >
-               budget.available()) {
-      --pinned;
+    // The memory plan every family follows: sequence state, pinned prefix,
+    // ring, expert read buffers and cache, as `generate --plan` prints it.
+    FLOTILLA_ASSIGN_OR_RETURN(
+        std::unique_ptr<family::FamilyConfig> family_config,
+        family::LoadFamilyConfig(path));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        engine->plan,
+        PlanForPack(o, *family_config, manifest, budget.budget(), baseline));
+    for (const auto& [owner, bytes] : engine->plan.charges) {
+      FLOTILLA_RETURN_IF_ERROR(budget.Charge(owner, bytes));
     }
-    const uint64_t resident =
-        MixtralTrunk::PackResidentBytes(manifest, pinned, kRingSlots);
-    if (!budget.Charge("trunk.resident", resident).ok()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the memory budget (", budget.budget() / 1e6,
-          " MB) does not hold the pack's embedding, lm_head and two streamed "
-          "layers (",
-          resident / 1e6, " MB)"));
-    }
+    const int pinned = engine->plan.pinned_layers;
     RegionRingOptions ro;
     ro.pack_dir = pack_dir;
     ro.pinned_layers = pinned;
-    ro.ring_slots = kRingSlots;
+    ro.ring_slots = std::max(2, engine->plan.ring_slots);
     ro.verify_checksums = o.verify_checksums;
     FLOTILLA_ASSIGN_OR_RETURN(ro.reader, io::ParseReaderKind(o.reader));
     ro.reader_factory = o.reader_factory;
@@ -146,9 +135,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     engine->trunk_layers = ring.get();
     FLOTILLA_ASSIGN_OR_RETURN(trunk,
                               MixtralTrunk::FromLayers(std::move(ring), c));
-    engine->plan.pinned_layers = pinned;
     engine->pack_dir = pack_dir;
-    engine->streaming = pinned < c.num_hidden_layers;
+    engine->streaming = true;
   }
 
   auto pool = std::make_unique<kernels::ThreadPool>(o.threads);
@@ -158,14 +146,29 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
         const std::string fingerprint,
         model::FingerprintCheckpoint(o.model_dir, *source));
     FLOTILLA_ASSIGN_OR_RETURN(experts, ConnectWorkers(moe, o, fingerprint));
+  } else if (!pack_dir.empty()) {
+    // The plan's read buffers and cache (every expert, when the budget holds
+    // them), already charged; every run checked against the pack's checksum.
+    StreamingExpertsOptions so;
+    so.slots = engine->plan.expert_slots;
+    so.cache_bytes = static_cast<uint64_t>(engine->plan.expert_cache_slots) *
+                     engine->plan.expert_slot_bytes;
+    so.queue_depth = o.queue_depth;
+    FLOTILLA_ASSIGN_OR_RETURN(so.reader, io::ParseReaderKind(o.reader));
+    so.reader_factory = o.reader_factory;
+    so.verify_checksums = o.verify_checksums;
+    FLOTILLA_ASSIGN_OR_RETURN(
+        auto streaming, StreamingExperts::Create(o.model_dir, moe, &manifest,
+                                                 pack_dir, pool.get(), so));
+    engine->experts = streaming.get();
+    experts = std::move(streaming);
   } else if (budget.Charge("experts.resident", expert_bytes).ok()) {
     FLOTILLA_ASSIGN_OR_RETURN(
         experts, LocalExperts::Create(source.get(), moe, pool.get()));
   } else {
-    // Stream: as many slots as the rest of the budget holds, at least one
-    // layer's top-k (a decode step's reads go out together) and at most
-    // what prefill can use. With a pack, every run is checked against its
-    // checksum.
+    // Stream from the safetensors: as many slots as the rest of the budget
+    // holds, at least one layer's top-k (a decode step's reads go out
+    // together) and at most what prefill can use.
     StreamingExpertsOptions so;
     so.slots = static_cast<int>(std::clamp<uint64_t>(budget.available() / slot,
                                                      moe.num_experts_per_token,
@@ -182,10 +185,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
                        " expert read slots of ", slot / 1e6, " MB"));
     }
     FLOTILLA_ASSIGN_OR_RETURN(
-        auto streaming,
-        StreamingExperts::Create(o.model_dir, moe,
-                                 pack_dir.empty() ? nullptr : &manifest,
-                                 pack_dir, pool.get(), so));
+        auto streaming, StreamingExperts::Create(o.model_dir, moe, nullptr, "",
+                                                 pool.get(), so));
     engine->experts = streaming.get();
     engine->streaming = true;
     experts = std::move(streaming);
@@ -193,8 +194,12 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
   std::shared_ptr<model::TensorSource> keep(std::move(source));
   engine->model = MixtralModel::Create(c, std::move(trunk), std::move(pool),
                                        std::move(experts), keep);
-  engine->plan.budget_bytes = budget.budget();
-  engine->plan.total_bytes = budget.used();
+  if (pack_dir.empty()) {
+    engine->plan.budget_bytes = budget.budget();
+    engine->plan.total_bytes = budget.used();
+  } else {
+    engine->rss_after_open_bytes = io::TrimmedRssBytes();
+  }
   return engine;
 }
 

@@ -117,9 +117,14 @@ TEST_F(StoriesCliTest, PlansTheDefaultModel) {
   // The default 4096-position context is cut to the model's 512: 5 layers
   // x K and V x 4 kv heads x 8 floats per position.
   EXPECT_EQ(plan["charges"]["sequence_state"], 512 * 5 * 2 * 4 * 8 * 4);
-  // 5 MoE layers x top-2 routed experts read per token (nothing cached).
-  EXPECT_EQ(plan["read_bytes_per_token"]["experts"].get<uint64_t>(),
-            5u * 2 * plan["expert_slot_bytes"].get<uint64_t>());
+  // The budget holds the 5 MoE layers' 8 experts, so they are all kept and
+  // a token reads none of them.
+  EXPECT_EQ(plan["charges"]["experts.cache"].get<uint64_t>(),
+            5u * 8 * plan["expert_slot_bytes"].get<uint64_t>());
+  EXPECT_EQ(plan["read_bytes_per_token"]["experts"], 0);
+  // The forward pass reads its embedding and lm_head whole: both resident.
+  EXPECT_EQ(plan["lm_head_pinned"], true);
+  EXPECT_EQ(plan["embed_pinned"], true);
   EXPECT_GT(plan["predicted_seconds_per_token"].get<double>(), 0);
 
   const std::string dir = CopyModel();

@@ -90,6 +90,50 @@ TEST(FamilyShapeTest, MixtralHoldsKeysAndValuesPerLayerAndPosition) {
   EXPECT_EQ(t.expert_run_bytes, 3u * 172 * 64 * 2);
 }
 
+// The plan on Mixtral's shape: its embedding and lm_head are part of the
+// minimum (its forward pass reads them whole), and a budget that holds
+// every expert after the trunk keeps them all, so a token reads none.
+TEST(FamilyShapeTest, MixtralPlansResidentVocabAndCachesEveryExpertThatFits) {
+  auto c = LoadFamilyConfig(kStories);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const TrunkSizes t = ReleasedTrunkSizes(**c);
+  plan::PlanInputs in;
+  in.shape = (*c)->Shape();
+  in.layer_region_bytes = t.layer_region_bytes;
+  in.vocab_region_bytes = t.vocab_region_bytes;
+  in.globals_bytes = t.globals_bytes;
+  in.expert_run_bytes = 8192;
+  in.vocab_chunk_bytes = 4096;
+  in.lm_head_stream_bytes = 8192;
+  in.max_context = 64;
+  in.prefill_chunk = 4;
+  in.budget_bytes = 64ull << 20;
+  auto big = plan::MakeMemoryPlan(in);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_TRUE(big->lm_head_pinned && big->embed_pinned);
+  EXPECT_EQ(big->expert_cache_slots, 5 * 8);
+  EXPECT_EQ(big->expert_read_bytes, 0u);
+  const uint64_t all = big->total_bytes;
+
+  // One expert short: no cache, top-2 of 5 layers read per token.
+  in.budget_bytes = all - 8192;
+  auto tight = plan::MakeMemoryPlan(in);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_EQ(tight->expert_cache_slots, 0);
+  EXPECT_EQ(tight->expert_read_bytes, 5u * 2 * 8192);
+  // Even with no layer pinned the vocabulary stays resident.
+  in.max_pinned_layers = 0;
+  auto none = plan::MakeMemoryPlan(in);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->lm_head_pinned && none->embed_pinned);
+  EXPECT_EQ(none->lm_head_read_bytes, 0u);
+  bool stream_buffers = false;
+  for (const auto& [owner, bytes] : none->charges) {
+    stream_buffers |= owner == "lm_head.stream_buffers";
+  }
+  EXPECT_FALSE(stream_buffers);
+}
+
 TEST(FamilyShapeTest, KimiK3SplitsStateBetweenMlaAndKdaLayers) {
   auto loaded = model::LoadK3Config(kCkptA);
   ASSERT_TRUE(loaded.ok()) << loaded.status();

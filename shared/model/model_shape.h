@@ -43,6 +43,14 @@ struct ModelShape {
   uint64_t fixed_state_bytes = 0;
   // Working buffers of one forward pass, per token it carries.
   uint64_t workspace_bytes_per_token = 0;
+  // Whether the forward pass can read embedding rows and apply the lm_head
+  // in verified chunks (Kimi K3); if not, the plan keeps both resident.
+  bool streams_vocab = true;
+  // Whether a budget that holds every routed expert after the trunk keeps
+  // them all (a cache that always hits). Off for Kimi K3, whose flat
+  // routing over 896 experts makes a partial cache useless and a full one
+  // too large to matter; on where the experts are small beside RAM.
+  bool cache_experts_when_all_fit = false;
 
   // The work of a decoded token, for the compute probe and the prediction.
   std::vector<TrunkMatmul> matmuls;     // every layer's and the lm_head

@@ -92,9 +92,17 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
       {"tokenizer", in.tokenizer_bytes},
       {"trunk.globals", in.globals_bytes},
       {"experts.read_buffers", plan.expert_slot_bytes * plan.expert_slots},
-      {"vocab.chunk_buffers", in.vocab_chunk_bytes},
-      {"lm_head.stream_buffers", in.lm_head_stream_bytes},
   };
+  if (shape.streams_vocab) {
+    fixed.push_back({"vocab.chunk_buffers", in.vocab_chunk_bytes});
+    fixed.push_back({"lm_head.stream_buffers", in.lm_head_stream_bytes});
+  } else {
+    // The forward pass reads both whole: part of the minimum.
+    fixed.push_back({"lm_head", in.vocab_region_bytes});
+    fixed.push_back({"embedding", in.vocab_region_bytes});
+    plan.lm_head_pinned = true;
+    plan.embed_pinned = true;
+  }
   if (in.prefix_cache_bytes > 0) {
     fixed.push_back({"serve.prefix_cache", in.prefix_cache_bytes});
   }
@@ -152,7 +160,7 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
     plan.charges.push_back(
         {"trunk.ring", static_cast<uint64_t>(plan.ring_slots) * unpinned_max});
   }
-  if (!in.stream_vocab &&
+  if (shape.streams_vocab && !in.stream_vocab &&
       used - in.lm_head_stream_bytes + in.vocab_region_bytes <=
           in.budget_bytes) {
     // A pinned lm_head needs no pass buffers.
@@ -163,12 +171,23 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
     });
     plan.charges.push_back({"lm_head", in.vocab_region_bytes});
   }
-  if (!in.stream_vocab && used + in.vocab_region_bytes <= in.budget_bytes) {
+  if (shape.streams_vocab && !in.stream_vocab &&
+      used + in.vocab_region_bytes <= in.budget_bytes) {
     plan.embed_pinned = true;
     used += in.vocab_region_bytes;
     plan.charges.push_back({"embedding", in.vocab_region_bytes});
   }
-  if (in.expert_cache_bytes > 0 && plan.expert_slot_bytes > 0) {
+  // Every routed expert, when the family asks for it and the rest holds them.
+  const uint64_t all_experts = static_cast<uint64_t>(moe_layers) *
+                               shape.num_experts * plan.expert_slot_bytes;
+  const bool cache_all = shape.cache_experts_when_all_fit &&
+                         in.expert_cache_bytes == 0 && all_experts > 0 &&
+                         used + all_experts <= in.budget_bytes;
+  if (cache_all) {
+    plan.expert_cache_slots = moe_layers * shape.num_experts;
+    used += all_experts;
+    plan.charges.push_back({"experts.cache", all_experts});
+  } else if (in.expert_cache_bytes > 0 && plan.expert_slot_bytes > 0) {
     const uint64_t room = in.budget_bytes - used;
     const uint64_t want = std::min(in.expert_cache_bytes, room);
     plan.expert_cache_slots = static_cast<int>(want / plan.expert_slot_bytes);
@@ -182,8 +201,11 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
   for (uint64_t b : in.layer_region_bytes) plan.trunk_layer_bytes += b;
   plan.lm_head_read_bytes = plan.lm_head_pinned ? 0 : in.vocab_region_bytes;
   plan.embed_read_bytes = plan.embed_pinned ? 0 : in.vocab_chunk_bytes;
-  plan.expert_read_bytes = static_cast<uint64_t>(moe_layers) *
-                           shape.experts_per_token * in.expert_run_bytes;
+  // Once warm, a cache of every expert reads none.
+  plan.expert_read_bytes = cache_all ? 0
+                                     : static_cast<uint64_t>(moe_layers) *
+                                           shape.experts_per_token *
+                                           in.expert_run_bytes;
   return plan;
 }
 

@@ -112,23 +112,6 @@ absl::StatusOr<std::unique_ptr<MixtralTrunk>> MixtralTrunk::InMemory(
   return t;
 }
 
-uint64_t MixtralTrunk::PackResidentBytes(const pack::PackManifest& m,
-                                         int pinned_layers, int ring_slots) {
-  uint64_t bytes = 0, largest_layer = 0;
-  bool streams = false;
-  for (const pack::PackRegion& r : m.regions) {
-    if (r.kind != "layer") {
-      bytes += r.size;
-    } else if (r.layer < pinned_layers) {
-      bytes += r.size;
-    } else {
-      streams = true;
-      largest_layer = std::max(largest_layer, r.size);
-    }
-  }
-  return bytes + (streams ? ring_slots * largest_layer : 0);
-}
-
 RegionBinder MixtralTrunk::LayerBinder(const model::MixtralConfig& config) {
   return BinderOf<MixtralLayer>(
       [config](int layer, const pack::RegionLayout& layout, const uint8_t* data,

@@ -65,11 +65,6 @@ class MixtralTrunk {
   // Null in memory.
   const LayerSource* layers() const { return layers_.get(); }
 
-  // Bytes of the resident part of a pack with `pinned_layers` pinned and
-  // `ring_slots` slots for the others, for planning before opening.
-  static uint64_t PackResidentBytes(const pack::PackManifest& manifest,
-                                    int pinned_layers, int ring_slots);
-
  private:
   MixtralTrunk() = default;
 

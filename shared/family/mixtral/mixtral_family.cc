@@ -54,6 +54,10 @@ model::ModelShape MixtralFamilyConfig::Shape() const {
                               (2ull * c.intermediate_size + c.hidden_size) +
                           c.vocab_size;
   s.workspace_bytes_per_token = floats * 4;
+  // mixtral_model.cc reads the embedding and lm_head whole; its experts are
+  // small beside RAM (stories260k-moe: 5.3 MB).
+  s.streams_vocab = false;
+  s.cache_experts_when_all_fit = true;
   // Attention and the router come before the routed experts.
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const pack::RegionLayout layout = pack::PlannedLayout(LayerSchema(layer));
