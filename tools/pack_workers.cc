@@ -22,6 +22,7 @@
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_checksums.h"
 #include "shared/experts/expert_index.h"
+#include "shared/io/file.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/config.h"
 #include "shared/model/model_family.h"
@@ -79,25 +80,21 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-// Read-only descriptors of the source shards, shared by the fill threads
-// (pread has no file position).
+// The source shards, opened once and shared by the fill threads
+// (io::File reads are positioned).
 class SourceFiles {
  public:
-  ~SourceFiles() {
-    for (auto& [path, fd] : fds_) close(fd);
-  }
-  absl::StatusOr<int> Get(const std::string& path) {
+  absl::StatusOr<const io::File*> Get(const std::string& path) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = fds_.find(path);
-    if (it != fds_.end()) return it->second;
-    FLOTILLA_ASSIGN_OR_RETURN(const int fd, base::OpenForRead(path));
-    fds_[path] = fd;
-    return fd;
+    auto it = files_.find(path);
+    if (it != files_.end()) return &it->second;
+    FLOTILLA_ASSIGN_OR_RETURN(io::File f, io::File::OpenRegular(path));
+    return &files_.emplace(path, std::move(f)).first->second;
   }
 
  private:
   std::mutex mu_;
-  std::map<std::string, int> fds_;
+  std::map<std::string, io::File> files_;
 };
 
 // The first read error of the fill threads.
@@ -117,23 +114,14 @@ class FillErrors {
   absl::Status first_;
 };
 
-// Copies bytes [base, base + size) of a source shard (pread, so the fill
-// threads share `fd`).
-model::TensorFill PreadFill(int fd, uint64_t base, std::string file,
-                            FillErrors* errors) {
-  return [fd, base, file = std::move(file), errors](
-             uint64_t offset, uint64_t size, uint8_t* dst) {
-    uint64_t done = 0;
-    while (done < size) {
-      const ssize_t n = pread(fd, dst + done, size - done,
-                              static_cast<off_t>(base + offset + done));
-      if (n <= 0) {
-        errors->Record(absl::DataLossError(absl::StrCat(
-            "short read of ", file, " at ", base + offset + done)));
-        std::memset(dst + done, 0, size - done);
-        return;
-      }
-      done += static_cast<uint64_t>(n);
+// Copies bytes [base, base + size) of a source shard.
+model::TensorFill ReadFill(const io::File* file, uint64_t base,
+                           FillErrors* errors) {
+  return [file, base, errors](uint64_t offset, uint64_t size, uint8_t* dst) {
+    absl::Status s = file->ReadExact(base + offset, dst, size, "expert bytes");
+    if (!s.ok()) {
+      errors->Record(std::move(s));
+      std::memset(dst, 0, size);
     }
   };
 }
@@ -235,10 +223,10 @@ absl::Status PackWhole(const PackWorkersOptions& o, const Source& src,
       int layer = 0, expert = 0;
       ParseExpertName(t->name, &layer, &expert);
       if (!placement.Holds(k, layer, expert)) continue;
-      FLOTILLA_ASSIGN_OR_RETURN(const int fd, files.Get(t->file));
+      FLOTILLA_ASSIGN_OR_RETURN(const io::File* file, files.Get(t->file));
       bytes += t->nbytes;
-      out.push_back({t->name, t->dtype, t->shape,
-                     PreadFill(fd, t->offset, t->file, &errors)});
+      out.push_back(
+          {t->name, t->dtype, t->shape, ReadFill(file, t->offset, &errors)});
     }
     FLOTILLA_RETURN_IF_ERROR(FinishFolder(writer, folder, src, out, errors,
                                           kPlacementFile, placement_json));
@@ -316,13 +304,13 @@ absl::Status PackSplit(const PackWorkersOptions& o, const Source& src,
       const placement::RowRange rows =
           ExpertMatrix(t->name) == 2 ? latent : inter;
       const uint64_t row_bytes = t->nbytes / static_cast<uint64_t>(t->shape[0]);
-      FLOTILLA_ASSIGN_OR_RETURN(const int fd, files.Get(t->file));
+      FLOTILLA_ASSIGN_OR_RETURN(const io::File* file, files.Get(t->file));
       std::vector<int64_t> shape = t->shape;
       shape[0] = static_cast<int64_t>(rows.size());
       bytes += rows.size() * row_bytes;
-      out.push_back({t->name, t->dtype, std::move(shape),
-                     PreadFill(fd, t->offset + rows.begin * row_bytes, t->file,
-                               &errors)});
+      out.push_back(
+          {t->name, t->dtype, std::move(shape),
+           ReadFill(file, t->offset + rows.begin * row_bytes, &errors)});
     }
     FLOTILLA_RETURN_IF_ERROR(FinishFolder(writer, folder, src, out, errors,
                                           placement::kSplitFile, split_json));

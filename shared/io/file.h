@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace flotilla::io {
 
@@ -27,6 +28,10 @@ class File {
   // buffered and direct() reports false, so callers can print that the page
   // cache is in play. Errors name the path and errno text.
   static absl::StatusOr<File> Open(const std::string& path, bool direct);
+  // Opens `path` buffered for small exact reads of untrusted files (config,
+  // safetensors headers and tensors, fingerprint samples): a regular file
+  // only (base::OpenForRead); errors name the path.
+  static absl::StatusOr<File> OpenRegular(const std::string& path);
 
   // Reads `length` bytes at `offset` into `dst`, looping over short reads
   // and EINTR. When direct(), offset, length and dst must be 4 KiB-aligned
@@ -37,6 +42,12 @@ class File {
   // offset and length.
   absl::Status ReadAt(uint64_t offset, uint64_t length, void* dst) const;
 
+  // Reads exactly `n` bytes at `offset`, never past size(): OutOfRange
+  // otherwise. Errors name the path, `what` (e.g. "tensor 'x'"), the offset
+  // and the length. For buffered files (OpenRegular, or Open without
+  // O_DIRECT): FailedPrecondition on a direct() one.
+  absl::Status ReadExact(uint64_t offset, void* dst, size_t n,
+                         absl::string_view what) const;
   // size() rounded up to 4 KiB: the end of the last block a read may touch.
   uint64_t ReadableEnd() const;
 

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/open_file.h"
 #include "shared/base/status_macros.h"
-#include "shared/model/file_reader.h"
+#include "shared/io/file.h"
 #include "shared/model/json_util.h"
 
 namespace flotilla::model {
@@ -69,13 +69,12 @@ std::string Hex(uint64_t v) {
 // Hashes a file's size and bytes, 4 MiB at a time: the K3 index is 58 MB,
 // and pack stamps it while holding the parsed checkpoint.
 absl::Status HashWholeFile(const std::string& path, Hasher* h) {
-  FLOTILLA_ASSIGN_OR_RETURN(internal::ReadOnlyFile file,
-                            internal::ReadOnlyFile::Open(path));
+  FLOTILLA_ASSIGN_OR_RETURN(io::File file, io::File::OpenRegular(path));
   h->U64(file.size());
   std::string buf(std::min<uint64_t>(file.size(), 4u << 20), '\0');
   for (uint64_t at = 0; at < file.size(); at += buf.size()) {
     const size_t n = std::min<uint64_t>(buf.size(), file.size() - at);
-    FLOTILLA_RETURN_IF_ERROR(file.ReadAt(at, buf.data(), n, "bytes"));
+    FLOTILLA_RETURN_IF_ERROR(file.ReadExact(at, buf.data(), n, "bytes"));
     h->Bytes(absl::string_view(buf.data(), n));
   }
   return absl::OkStatus();
@@ -91,14 +90,14 @@ struct ShardHeader {
 
 absl::StatusOr<ShardHeader> ReadShardHeader(const std::string& path,
                                             bool with_bytes = true) {
-  FLOTILLA_ASSIGN_OR_RETURN(internal::ReadOnlyFile file,
-                            internal::ReadOnlyFile::Open(path));
+  FLOTILLA_ASSIGN_OR_RETURN(io::File file, io::File::OpenRegular(path));
   uint8_t len[8];
   if (file.size() < sizeof(len)) {
     return absl::DataLossError(absl::StrCat(
         path, ": ", file.size(), " bytes is not a safetensors file"));
   }
-  FLOTILLA_RETURN_IF_ERROR(file.ReadAt(0, len, sizeof(len), "header length"));
+  FLOTILLA_RETURN_IF_ERROR(
+      file.ReadExact(0, len, sizeof(len), "header length"));
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = n << 8 | len[i];
   if (n > file.size() - sizeof(len)) {
@@ -111,7 +110,7 @@ absl::StatusOr<ShardHeader> ReadShardHeader(const std::string& path,
   if (with_bytes) {
     out.header.resize(n);
     FLOTILLA_RETURN_IF_ERROR(
-        file.ReadAt(sizeof(len), out.header.data(), n, "header"));
+        file.ReadExact(sizeof(len), out.header.data(), n, "header"));
   }
   return out;
 }
@@ -151,10 +150,10 @@ absl::Status HashSamples(const std::vector<std::string>& paths,
   }
   std::string buf(kSampleBytes, '\0');
   for (size_t i = 0; i < paths.size(); ++i) {
-    FLOTILLA_ASSIGN_OR_RETURN(internal::ReadOnlyFile file,
-                              internal::ReadOnlyFile::Open(paths[i]));
+    FLOTILLA_ASSIGN_OR_RETURN(io::File file, io::File::OpenRegular(paths[i]));
     for (const auto& [at, n] : SampleRanges(shards[i])) {
-      FLOTILLA_RETURN_IF_ERROR(file.ReadAt(at, buf.data(), n, "data sample"));
+      FLOTILLA_RETURN_IF_ERROR(
+          file.ReadExact(at, buf.data(), n, "data sample"));
       h->Bytes(absl::string_view(buf.data(), n));
     }
   }

@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
-#include "shared/model/file_reader.h"
+#include "shared/io/file.h"
 
 namespace flotilla::model::internal {
 namespace {
@@ -124,7 +124,7 @@ std::string DescribeJson(const json& value) {
 }
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  FLOTILLA_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+  FLOTILLA_ASSIGN_OR_RETURN(io::File file, io::File::OpenRegular(path));
   // Configs and indexes are kilobytes to a few tens of megabytes (a
   // 500k-entry weight_map); anything far larger is not one of them.
   constexpr uint64_t kMaxBytes = uint64_t{1} << 30;
@@ -133,7 +133,7 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
         path, ": ", file.size(), " bytes is too large for a JSON file"));
   }
   std::string text(file.size(), '\0');
-  FLOTILLA_RETURN_IF_ERROR(file.ReadAt(0, text.data(), text.size(), ""));
+  FLOTILLA_RETURN_IF_ERROR(file.ReadExact(0, text.data(), text.size(), ""));
   return text;
 }
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "shared/base/status_macros.h"
-#include "shared/model/file_reader.h"
+#include "shared/io/file.h"
 #include "shared/model/safetensors_header.h"
 #include "shared/model/safetensors_index.h"
 
@@ -17,7 +17,6 @@ namespace flotilla::model {
 namespace {
 
 namespace fs = std::filesystem;
-using internal::ReadOnlyFile;
 
 constexpr char kIndexName[] = "model.safetensors.index.json";
 constexpr char kSuffix[] = ".safetensors";
@@ -30,14 +29,14 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
 
 absl::StatusOr<std::vector<std::string>> SafetensorsCheckpoint::AddShard(
     const std::string& path) {
-  FLOTILLA_ASSIGN_OR_RETURN(ReadOnlyFile file, ReadOnlyFile::Open(path));
+  FLOTILLA_ASSIGN_OR_RETURN(io::File file, io::File::OpenRegular(path));
   FLOTILLA_ASSIGN_OR_RETURN(std::vector<TensorInfo> infos,
                             internal::ReadSafetensorsHeader(file));
   if (files_.count(path)) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": shard opened twice"));
   }
-  files_.emplace(path, std::make_shared<const ReadOnlyFile>(std::move(file)));
+  files_.emplace(path, std::make_shared<const io::File>(std::move(file)));
   std::vector<std::string> names;
   names.reserve(infos.size());
   for (TensorInfo& info : infos) {
@@ -161,8 +160,8 @@ absl::Status SafetensorsCheckpoint::ReadRaw(const TensorInfo& info,
                      " is not part of this checkpoint"));
   }
   if (info.nbytes == 0) return absl::OkStatus();
-  return it->second->ReadAt(info.offset, dst, info.nbytes,
-                            absl::StrCat("tensor '", info.name, "'"));
+  return it->second->ReadExact(info.offset, dst, info.nbytes,
+                               absl::StrCat("tensor '", info.name, "'"));
 }
 
 }  // namespace flotilla::model

@@ -14,10 +14,11 @@
 
 #include "shared/model/tensor_source.h"
 
+namespace flotilla::io {
+class File;
+}  // namespace flotilla::io
+
 namespace flotilla::model {
-namespace internal {
-class ReadOnlyFile;
-}  // namespace internal
 
 class SafetensorsCheckpoint : public TensorSource {
  public:
@@ -61,9 +62,7 @@ class SafetensorsCheckpoint : public TensorSource {
   std::set<TensorInfo, ByName> tensors_;
   // One open descriptor per shard, keyed by TensorInfo::file. Shared so
   // that concurrent ReadRaw calls need no lock (pread has no file offset).
-  std::map<std::string, std::shared_ptr<const internal::ReadOnlyFile>,
-           std::less<>>
-      files_;
+  std::map<std::string, std::shared_ptr<const io::File>, std::less<>> files_;
 };
 
 }  // namespace flotilla::model

@@ -46,7 +46,7 @@ bool AsU64(const json& v, uint64_t* out) {
 
 class EntryParser {
  public:
-  EntryParser(const ReadOnlyFile& file, uint64_t data_start)
+  EntryParser(const io::File& file, uint64_t data_start)
       : file_(file), data_start_(data_start) {}
 
   absl::StatusOr<TensorInfo> Parse(const std::string& name,
@@ -124,21 +124,21 @@ class EntryParser {
         absl::StrCat(file_.path(), ": tensor '", name, "': ", why));
   }
 
-  const ReadOnlyFile& file_;
+  const io::File& file_;
   uint64_t data_start_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::vector<TensorInfo>> ReadSafetensorsHeader(
-    const ReadOnlyFile& file) {
+    const io::File& file) {
   const std::string& path = file.path();
   if (file.size() < 8) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": ", file.size(), " bytes is too small for a safetensors file"));
   }
   unsigned char len_bytes[8];
-  FLOTILLA_RETURN_IF_ERROR(file.ReadAt(0, len_bytes, 8, "header length"));
+  FLOTILLA_RETURN_IF_ERROR(file.ReadExact(0, len_bytes, 8, "header length"));
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];  // little-endian
   if (n > file.size() - 8) {
@@ -152,7 +152,7 @@ absl::StatusOr<std::vector<TensorInfo>> ReadSafetensorsHeader(
                      kMaxHeaderBytes, "-byte limit"));
   }
   std::string text(n, '\0');
-  FLOTILLA_RETURN_IF_ERROR(file.ReadAt(8, text.data(), n, "header"));
+  FLOTILLA_RETURN_IF_ERROR(file.ReadExact(8, text.data(), n, "header"));
   FLOTILLA_ASSIGN_OR_RETURN(json header,
                             ParseJson(text, absl::StrCat(path, " (header)")));
   if (!header.is_object()) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shared/model/file_reader.h"
+#include "shared/io/file.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::model::internal {
@@ -25,7 +25,7 @@ inline constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
 // data past the end of the file (a truncated shard), and overlapping
 // tensors. Every message names the file, and the tensor where there is one.
 absl::StatusOr<std::vector<TensorInfo>> ReadSafetensorsHeader(
-    const ReadOnlyFile& file);
+    const io::File& file);
 
 }  // namespace flotilla::model::internal
 
