@@ -54,9 +54,13 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
       trunk_bytes += info->numel() * sizeof(float);  // held as float32
     }
   }
-  // One expert read slot; a decode step needs top-k of them per layer.
-  const uint64_t slot = experts::ExpertIndex::SlotBytesFor(
-      experts::ExpertIndex::RunBytesFor(moe, experts::ExpertFormat::kF32));
+  // One expert read slot (a run of the checkpoint's own format); a decode
+  // step needs top-k of them per layer.
+  const uint64_t runs = std::max<uint64_t>(
+      1, static_cast<uint64_t>(moe.num_layers - moe.first_moe_layer) *
+             moe.num_experts);
+  const uint64_t slot =
+      experts::ExpertIndex::SlotBytesFor((expert_bytes + runs - 1) / runs);
   std::unique_ptr<MixtralTrunk> trunk;
   pack::PackManifest manifest;
   io::MemoryAccountant& budget = *engine->accountant;

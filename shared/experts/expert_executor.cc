@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/check.h"
+#include "shared/experts/expert_codec.h"
 #include "shared/kernels/kernels.h"
 
 namespace flotilla::experts {
@@ -33,11 +34,9 @@ absl::Status CheckShapes(ExpertFormat format,
                            full_inter, "])")
             : "an expert (need w1 = w3 = [I,L], w2 = [L,I])"));
   }
-  if (format == ExpertFormat::kMxfp4 &&
-      (w1.cols % 32 != 0 || w2.cols % 32 != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("MXFP4 expert widths ",
-                                                   w1.cols, " and ", w2.cols,
-                                                   " must be multiples of 32"));
+  for (const MatrixShape& m : shapes) {
+    absl::Status s = CodecOf(format).check_shape(m.rows, m.cols);
+    if (!s.ok()) return s;
   }
   if (!(beta1 > 0) || !(beta2 > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -81,32 +80,12 @@ absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::CreateSliced(
 void ExpertExecutor::Apply(int which, const ExpertLocation& loc,
                            const uint8_t* run, const float* x, size_t n,
                            float* y) {
-  const MatrixShape& s = shapes_[which];
-  if (format_ == ExpertFormat::kMxfp4) {
-    kernels::Mxfp4Matrix w;
-    w.packed = run + loc.tensor_offsets[2 * which];
-    w.scales = run + loc.tensor_offsets[2 * which + 1];
-    w.rows = s.rows;
-    w.cols = s.cols;
-    kernels::MatMulMxfp4(w, x, n, y, pool_);
-    return;
+  const ExpertCodec& codec = CodecOf(format_);
+  const uint8_t* part[2] = {};
+  for (int p = 0; p < codec.parts; ++p) {
+    part[p] = run + loc.tensor_offsets[codec.parts * which + p];
   }
-  const bool f32 = format_ == ExpertFormat::kF32;
-  const size_t elem = f32 ? sizeof(float) : sizeof(uint16_t);
-  const uint8_t* data = run + loc.tensor_offsets[which];
-  if (reinterpret_cast<uintptr_t>(data) % elem != 0) {
-    // The kernels read the matrix as float / uint16_t; keep that defined.
-    const size_t bytes = s.rows * s.cols * elem;
-    dense_copy_.resize((bytes + sizeof(float) - 1) / sizeof(float));
-    std::memcpy(dense_copy_.data(), data, bytes);
-    data = reinterpret_cast<const uint8_t*>(dense_copy_.data());
-  }
-  kernels::DenseMatrix w;
-  w.type = f32 ? kernels::DenseType::kF32 : kernels::DenseType::kBF16;
-  w.data = data;
-  w.rows = s.rows;
-  w.cols = s.cols;
-  kernels::MatMul(w, x, n, y, pool_);
+  codec.matmul(part, shapes_[which], x, n, y, pool_, &dense_copy_);
 }
 
 void ExpertExecutor::Compute(const ExpertLocation& loc, const uint8_t* run,

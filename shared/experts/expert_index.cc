@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_codec.h"
 #include "shared/experts/expert_tensors.h"
 #include "shared/experts/index_builder.h"
 #include "shared/io/aligned_buffer.h"
@@ -180,16 +181,10 @@ std::vector<ExpertKey> ExpertIndex::Keys() const {
 
 uint64_t ExpertIndex::RunBytesFor(const model::MoeSpec& config,
                                   ExpertFormat format) {
-  const uint64_t params = 3ull * config.hidden_size * config.intermediate_size;
-  switch (format) {
-    case ExpertFormat::kMxfp4:
-      return params / 2 + params / 32;
-    case ExpertFormat::kF32:
-      return params * 4;
-    case ExpertFormat::kBF16:
-      return params * 2;
-  }
-  return 0;
+  // w1 and w3 [I][H], w2 [H][I].
+  const ExpertCodec& codec = CodecOf(format);
+  const uint64_t h = config.hidden_size, i = config.intermediate_size;
+  return 2 * codec.MatrixBytes(i, h) + codec.MatrixBytes(h, i);
 }
 
 uint64_t ExpertIndex::SlotBytesFor(uint64_t run_bytes) {

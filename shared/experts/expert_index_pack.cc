@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_codec.h"
 #include "shared/experts/expert_index.h"
 #include "shared/experts/index_builder.h"
 
@@ -14,16 +15,6 @@ namespace {
 std::string JoinPath(const std::string& dir, const std::string& file) {
   if (file.empty() || file[0] == '/' || dir.empty()) return file;
   return dir.back() == '/' ? dir + file : dir + "/" + file;
-}
-
-absl::StatusOr<ExpertFormat> ParseFormat(const std::string& text,
-                                         const std::string& source) {
-  if (text == "mxfp4") return ExpertFormat::kMxfp4;
-  if (text == "f32") return ExpertFormat::kF32;
-  if (text == "bf16") return ExpertFormat::kBF16;
-  return absl::InvalidArgumentError(
-      absl::StrCat(source, ": unknown expert_format \"", text,
-                   "\" (expected mxfp4, bf16 or f32)"));
 }
 
 }  // namespace
@@ -39,8 +30,9 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
                      " is incomplete (a pack is running or was interrupted); "
                      "finish it with `flotilla-tool pack`"));
   }
-  FLOTILLA_ASSIGN_OR_RETURN(const ExpertFormat format,
-                            ParseFormat(manifest.expert_format, source));
+  FLOTILLA_ASSIGN_OR_RETURN(const ExpertCodec* codec,
+                            CodecNamed(manifest.expert_format, source));
+  const ExpertFormat format = codec->format;
   const uint64_t lat = config.hidden_size;
   const uint64_t inter = config.intermediate_size;
   const std::array<MatrixShape, 3> shapes = {MatrixShape{inter, lat},
@@ -50,12 +42,9 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
   std::array<uint64_t, 6> sizes{};
   int num_tensors = 0;
   for (int w = 0; w < 3; ++w) {
-    const uint64_t n = shapes[w].rows * shapes[w].cols;
-    if (format == ExpertFormat::kMxfp4) {
-      sizes[num_tensors++] = n / 2;
-      sizes[num_tensors++] = n / 32;
-    } else {
-      sizes[num_tensors++] = n * (format == ExpertFormat::kF32 ? 4 : 2);
+    for (int p = 0; p < codec->parts; ++p) {
+      sizes[num_tensors++] =
+          codec->part_bytes(p, shapes[w].rows, shapes[w].cols);
     }
   }
   const std::string& dir = manifest.experts_in_model_dir ? model_dir : pack_dir;

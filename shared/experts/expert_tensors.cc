@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_codec.h"
 #include "shared/model/tensor_names.h"
 
 namespace flotilla::experts {
@@ -82,8 +83,8 @@ absl::Status BindDense(const FoundExpertTensors& g, const ExpertKey& key, int w,
     return absl::NotFoundError(absl::StrCat(
         "missing tensor ",
         ExpertTensorName(g.prefix, key.layer, key.expert, w, "weight_packed"),
-        " (nor a dense ", ExpertTensorName(g.prefix, key.layer, key.expert, w, "weight"),
-        ")"));
+        " (nor a dense ",
+        ExpertTensorName(g.prefix, key.layer, key.expert, w, "weight"), ")"));
   }
   if (t->dtype != DType::kF32 && t->dtype != DType::kBF16) {
     return absl::InvalidArgumentError(absl::StrCat(Where(t), " has dtype ",
@@ -106,15 +107,7 @@ absl::Status BindDense(const FoundExpertTensors& g, const ExpertKey& key, int w,
 }  // namespace
 
 const char* ExpertFormatName(ExpertFormat format) {
-  switch (format) {
-    case ExpertFormat::kMxfp4:
-      return "mxfp4";
-    case ExpertFormat::kF32:
-      return "f32";
-    case ExpertFormat::kBF16:
-      return "bf16";
-  }
-  return "?";
+  return CodecOf(format).name;
 }
 
 std::string ExpertTensorName(const std::string& prefix, int layer, int expert,
@@ -128,7 +121,8 @@ FoundExpertTensors FindExpertTensors(const model::TensorSource& source,
   FoundExpertTensors found;
   found.prefix = prefix;
   for (int w = 0; w < 3; ++w) {
-    const std::string base = model::ExpertMatrixPrefix(prefix, layer, expert, w);
+    const std::string base =
+        model::ExpertMatrixPrefix(prefix, layer, expert, w);
     for (int p = 0; p < 3; ++p) found.t[w][p] = source.Find(base + kSuffix[p]);
   }
   return found;
@@ -164,7 +158,9 @@ absl::Status CheckExpertShapes(const ExpertTensors& tensors,
     const MatrixShape& got = tensors.shapes[w];
     if (got.rows != want[w].rows || got.cols != want[w].cols) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "expert ", ExpertTensorName(config.tensor_prefix, key.layer, key.expert, w, "weight*"),
+          "expert ",
+          ExpertTensorName(config.tensor_prefix, key.layer, key.expert, w,
+                           "weight*"),
           " has logical shape [", got.rows, ",", got.cols, "], expected [",
           want[w].rows, ",", want[w].cols, "] from the config (latent ", lat,
           ", intermediate ", inter, ")"));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_codec.h"
 #include "shared/io/aligned_buffer.h"
 
 namespace flotilla::experts {
@@ -67,12 +68,13 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
       const MatrixShape& got = index_.shapes_[w];
       if (got.rows != want[w].rows || got.cols != want[w].cols) {
         const ExpertKey first = experts_.begin()->first;
-        return absl::InvalidArgumentError(absl::StrCat(
-            "expert w", w + 1, " in ", source, " (e.g. ",
-            ExpertTensorName(c.tensor_prefix, first.layer, first.expert, w, "weight*"),
-            ") has logical shape ", ShapeText(got), ", expected ",
-            ShapeText(want[w]), " from the config (latent ", lat,
-            ", moe_intermediate_size ", inter, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("expert w", w + 1, " in ", source, " (e.g. ",
+                         ExpertTensorName(c.tensor_prefix, first.layer,
+                                          first.expert, w, "weight*"),
+                         ") has logical shape ", ShapeText(got), ", expected ",
+                         ShapeText(want[w]), " from the config (latent ", lat,
+                         ", moe_intermediate_size ", inter, ")"));
       }
     }
   }
@@ -80,9 +82,11 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
     if (key.layer >= c.num_layers || c.IsDenseLayer(key.layer) ||
         key.expert >= c.num_experts) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "expert ", ExpertTensorName(c.tensor_prefix, key.layer, key.expert, 0, "*"), " in ",
-          source, " is outside the config (", c.num_layers, " layers, first ",
-          c.first_moe_layer, " dense, ", c.num_experts, " experts)"));
+          "expert ",
+          ExpertTensorName(c.tensor_prefix, key.layer, key.expert, 0, "*"),
+          " in ", source, " is outside the config (", c.num_layers,
+          " layers, first ", c.first_moe_layer, " dense, ", c.num_experts,
+          " experts)"));
     }
   }
   for (int layer = 0; layer < c.num_layers; ++layer) {
@@ -93,9 +97,7 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
         return absl::NotFoundError(absl::StrCat(
             "missing tensor ",
             ExpertTensorName(c.tensor_prefix, layer, e, 0,
-                             index_.format_ == ExpertFormat::kMxfp4
-                                 ? "weight_packed"
-                                 : "weight"),
+                             CodecOf(index_.format_).suffixes[0]),
             " (expert ", e, " of layer ", layer, " is not in ", source, ")"));
       }
     }

@@ -1,0 +1,118 @@
+#include "shared/experts/expert_codec.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/check.h"
+#include "shared/kernels/kernels.h"
+
+namespace flotilla::experts {
+namespace {
+
+// MXFP4: `weight_packed` U8 [rows][cols/2] (two 4-bit values a byte) and
+// `weight_scale` U8 [rows][cols/32] (one E8M0 scale per 32 values).
+uint64_t Mxfp4PartBytes(int part, uint64_t rows, uint64_t cols) {
+  return part == 0 ? rows * cols / 2 : rows * cols / 32;
+}
+
+absl::Status Mxfp4CheckShape(uint64_t rows, uint64_t cols) {
+  if (cols % 32 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MXFP4 expert matrix [", rows, ",", cols,
+                     "]: its width must be a multiple of 32 (the group size)"));
+  }
+  return absl::OkStatus();
+}
+
+void Mxfp4MatMul(const uint8_t* const* part, const MatrixShape& s,
+                 const float* x, size_t n, float* y, kernels::ThreadPool* pool,
+                 std::vector<float>*) {
+  kernels::Mxfp4Matrix w;
+  w.packed = part[0];
+  w.scales = part[1];
+  w.rows = s.rows;
+  w.cols = s.cols;
+  kernels::MatMulMxfp4(w, x, n, y, pool);
+}
+
+absl::Status AnyShape(uint64_t, uint64_t) { return absl::OkStatus(); }
+
+// Dense `weight` [rows][cols] of `elem`-byte values.
+template <size_t elem>
+uint64_t DensePartBytes(int, uint64_t rows, uint64_t cols) {
+  return rows * cols * elem;
+}
+
+template <kernels::DenseType type, size_t elem>
+void DenseMatMul(const uint8_t* const* part, const MatrixShape& s,
+                 const float* x, size_t n, float* y, kernels::ThreadPool* pool,
+                 std::vector<float>* scratch) {
+  const uint8_t* data = part[0];
+  if (reinterpret_cast<uintptr_t>(data) % elem != 0) {
+    // The kernels read the matrix as float / uint16_t; keep that defined.
+    const size_t bytes = s.rows * s.cols * elem;
+    scratch->resize((bytes + sizeof(float) - 1) / sizeof(float));
+    std::memcpy(scratch->data(), data, bytes);
+    data = reinterpret_cast<const uint8_t*>(scratch->data());
+  }
+  kernels::DenseMatrix w;
+  w.type = type;
+  w.data = data;
+  w.rows = s.rows;
+  w.cols = s.cols;
+  kernels::MatMul(w, x, n, y, pool);
+}
+
+// The formats: one entry each.
+const ExpertCodec kCodecs[] = {
+    {ExpertFormat::kMxfp4,
+     "mxfp4",
+     2,
+     {"weight_packed", "weight_scale"},
+     &Mxfp4PartBytes,
+     &Mxfp4CheckShape,
+     &Mxfp4MatMul},
+    {ExpertFormat::kF32,
+     "f32",
+     1,
+     {"weight", ""},
+     &DensePartBytes<4>,
+     &AnyShape,
+     &DenseMatMul<kernels::DenseType::kF32, 4>},
+    {ExpertFormat::kBF16,
+     "bf16",
+     1,
+     {"weight", ""},
+     &DensePartBytes<2>,
+     &AnyShape,
+     &DenseMatMul<kernels::DenseType::kBF16, 2>},
+};
+
+}  // namespace
+
+uint64_t ExpertCodec::MatrixBytes(uint64_t rows, uint64_t cols) const {
+  uint64_t total = 0;
+  for (int p = 0; p < parts; ++p) total += part_bytes(p, rows, cols);
+  return total;
+}
+
+const ExpertCodec& CodecOf(ExpertFormat format) {
+  for (const ExpertCodec& c : kCodecs) {
+    if (c.format == format) return c;
+  }
+  FLOTILLA_CHECK(false);  // every ExpertFormat has an entry above
+  return kCodecs[0];
+}
+
+absl::StatusOr<const ExpertCodec*> CodecNamed(absl::string_view name,
+                                              const std::string& source) {
+  std::string known;
+  for (const ExpertCodec& c : kCodecs) {
+    if (name == c.name) return &c;
+    absl::StrAppend(&known, known.empty() ? "" : ", ", c.name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      source, ": unknown expert_format \"", name, "\" (expected ", known, ")"));
+}
+
+}  // namespace flotilla::experts
