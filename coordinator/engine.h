@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/model/model.h"
+#include "coordinator/families/kimi_k3/model.h"
 #include "coordinator/stream/streaming_trunk.h"
 #include "shared/family/family.h"
 #include "shared/io/batch_reader.h"

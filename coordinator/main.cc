@@ -27,7 +27,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/engine_metrics.h"
 #include "coordinator/generate.h"
-#include "coordinator/model/model.h"
+#include "coordinator/families/kimi_k3/model.h"
 #include "coordinator/plan_report.h"
 #include "coordinator/run_report.h"
 #include "nlohmann/json.hpp"

@@ -13,7 +13,7 @@
 #include <limits>
 
 #include "coordinator/generate.h"
-#include "coordinator/model/model.h"
+#include "coordinator/families/kimi_k3/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/model/safetensors.h"

@@ -19,7 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "coordinator/model/trunk.h"
+#include "coordinator/families/kimi_k3/trunk.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"

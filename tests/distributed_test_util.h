@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/generate.h"
-#include "coordinator/model/model.h"
+#include "coordinator/families/kimi_k3/model.h"
 #include "coordinator/remote/remote_experts.h"
 #include "shared/testing/fixture.h"
 

@@ -1,7 +1,7 @@
 // tests/fixtures/k3/oracle: the reference repository's full-model gate on the
 // 13-layer tiny_k3 float32 model. Required: 20/20 greedy ids and every
 // teacher-forced prediction in the generated span, exactly.
-#include "coordinator/model/model.h"
+#include "coordinator/families/kimi_k3/model.h"
 #include "gtest/gtest.h"
 #include "shared/model/config.h"
 #include "shared/testing/fixture.h"

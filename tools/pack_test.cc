@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "coordinator/model/region_binding.h"
+#include "coordinator/families/kimi_k3/region_binding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/io/checksum.h"

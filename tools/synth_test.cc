@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/model/model.h"
+#include "coordinator/families/kimi_k3/model.h"
 #include "gtest/gtest.h"
 #include "shared/model/config.h"
 #include "tools/synth_config.h"

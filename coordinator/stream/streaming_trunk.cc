@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/model/region_binding.h"
+#include "coordinator/families/kimi_k3/region_binding.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/model/trunk.h"
+#include "coordinator/families/kimi_k3/trunk.h"
 #include "coordinator/stream/region_ring.h"
 #include "coordinator/stream/vocab_stream.h"
 #include "shared/io/aligned_buffer.h"

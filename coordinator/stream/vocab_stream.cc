@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
 #include "shared/plan/memory_plan.h"

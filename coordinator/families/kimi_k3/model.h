@@ -6,8 +6,8 @@
 //
 // Thread-compatibility: one Forward at a time per K3Model (it owns the
 // thread pool and the expert read buffers).
-#ifndef FLOTILLA_COORDINATOR_MODEL_MODEL_H_
-#define FLOTILLA_COORDINATOR_MODEL_MODEL_H_
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MODEL_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MODEL_H_
 
 #include <cstdint>
 #include <memory>
@@ -16,11 +16,11 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/model/expert_backend.h"
-#include "coordinator/model/kda.h"
+#include "coordinator/families/kimi_k3/kda.h"
 #include "coordinator/model/language_model.h"
-#include "coordinator/model/mla.h"
-#include "coordinator/model/trunk.h"
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/mla.h"
+#include "coordinator/families/kimi_k3/trunk.h"
+#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 #include "shared/model/tensor_source.h"
@@ -126,4 +126,4 @@ class K3Model : public LanguageModel {
 
 }  // namespace flotilla::coordinator
 
-#endif  // FLOTILLA_COORDINATOR_MODEL_MODEL_H_
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MODEL_H_

@@ -1,4 +1,4 @@
-#include "coordinator/model/region_binding.h"
+#include "coordinator/families/kimi_k3/region_binding.h"
 
 #include "shared/base/status_macros.h"
 #include "shared/pack/trunk_schema.h"

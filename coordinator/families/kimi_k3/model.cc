@@ -1,4 +1,4 @@
-#include "coordinator/model/model.h"
+#include "coordinator/families/kimi_k3/model.h"
 
 #include <cmath>
 #include <functional>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/batched_step.h"
-#include "coordinator/model/decoder_layer.h"
+#include "coordinator/families/kimi_k3/decoder_layer.h"
 #include "coordinator/model/local_experts.h"
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"

@@ -1,13 +1,13 @@
 // Router, latent MoE and dense FFN (docs/k3-architecture.md section 3 "MoE" and
 // "Dense layer 0").
-#ifndef FLOTILLA_COORDINATOR_MODEL_MOE_H_
-#define FLOTILLA_COORDINATOR_MODEL_MOE_H_
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MOE_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MOE_H_
 
 #include <vector>
 
 #include "absl/status/status.h"
 #include "coordinator/model/expert_backend.h"
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 
@@ -44,4 +44,4 @@ void DenseFfnForward(const DenseFfnWeights& w, const model::K3Config& config,
 
 }  // namespace flotilla::coordinator
 
-#endif  // FLOTILLA_COORDINATOR_MODEL_MOE_H_
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MOE_H_

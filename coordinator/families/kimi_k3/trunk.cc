@@ -1,7 +1,7 @@
-#include "coordinator/model/trunk.h"
+#include "coordinator/families/kimi_k3/trunk.h"
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/model/region_binding.h"
+#include "coordinator/families/kimi_k3/region_binding.h"
 #include "shared/base/status_macros.h"
 #include "shared/pack/region_builder.h"
 

@@ -1,4 +1,4 @@
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/weights.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "coordinator/model/kda.h"
+#include "coordinator/families/kimi_k3/kda.h"
 
 #include <cmath>
 #include <cstring>

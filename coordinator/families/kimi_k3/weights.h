@@ -4,8 +4,8 @@
 // disk and are read per step by an ExpertBackend. Shapes use the
 // docs/k3-architecture.md names: E hidden, P = H*D KDA width, Hm MLA heads, L
 // latent width, I expert width.
-#ifndef FLOTILLA_COORDINATOR_MODEL_WEIGHTS_H_
-#define FLOTILLA_COORDINATOR_MODEL_WEIGHTS_H_
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_WEIGHTS_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_WEIGHTS_H_
 
 #include <cstdint>
 #include <string>
@@ -98,4 +98,4 @@ struct GlobalWeights {
 
 }  // namespace flotilla::coordinator
 
-#endif  // FLOTILLA_COORDINATOR_MODEL_WEIGHTS_H_
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_WEIGHTS_H_

@@ -1,8 +1,8 @@
-#include "coordinator/model/decoder_layer.h"
+#include "coordinator/families/kimi_k3/decoder_layer.h"
 
 #include <cmath>
 
-#include "coordinator/model/moe.h"
+#include "coordinator/families/kimi_k3/moe.h"
 #include "shared/base/check.h"
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"

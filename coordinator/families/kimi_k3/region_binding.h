@@ -3,13 +3,13 @@
 // GlobalWeights / a vocab Matrix without a copy. Every field's dtype and
 // shape is checked against the config's schema first, so a stale or
 // corrupt layout is an error, never a misread tensor.
-#ifndef FLOTILLA_COORDINATOR_MODEL_REGION_BINDING_H_
-#define FLOTILLA_COORDINATOR_MODEL_REGION_BINDING_H_
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_REGION_BINDING_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_REGION_BINDING_H_
 
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/model/config.h"
 #include "shared/pack/region_layout.h"
 
@@ -29,4 +29,4 @@ absl::StatusOr<Matrix> BindVocab(const pack::RegionLayout& layout,
 
 }  // namespace flotilla::coordinator
 
-#endif  // FLOTILLA_COORDINATOR_MODEL_REGION_BINDING_H_
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_REGION_BINDING_H_

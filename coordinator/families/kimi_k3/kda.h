@@ -2,12 +2,12 @@
 // per-head recurrent state. Equations: docs/k3-architecture.md section 3 "KDA".
 // The conv and recurrence run in float32 with double-accumulated dot
 // products; the projections use the shared kernels.
-#ifndef FLOTILLA_COORDINATOR_MODEL_KDA_H_
-#define FLOTILLA_COORDINATOR_MODEL_KDA_H_
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_KDA_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_KDA_H_
 
 #include <vector>
 
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 
@@ -48,4 +48,4 @@ void KdaForward(const KdaWeights& w, const model::K3Config& config,
 
 }  // namespace flotilla::coordinator
 
-#endif  // FLOTILLA_COORDINATOR_MODEL_KDA_H_
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_KDA_H_

@@ -1,4 +1,4 @@
-#include "coordinator/model/moe.h"
+#include "coordinator/families/kimi_k3/moe.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,15 +1,15 @@
 // One K3 decoder layer with Block Attention Residuals, over all tokens of a
 // forward step (docs/k3-architecture.md section 3 "Decoder layer").
-#ifndef FLOTILLA_COORDINATOR_MODEL_DECODER_LAYER_H_
-#define FLOTILLA_COORDINATOR_MODEL_DECODER_LAYER_H_
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_DECODER_LAYER_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_DECODER_LAYER_H_
 
 #include <vector>
 
 #include "absl/status/status.h"
 #include "coordinator/model/expert_backend.h"
-#include "coordinator/model/kda.h"
-#include "coordinator/model/mla.h"
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/kda.h"
+#include "coordinator/families/kimi_k3/mla.h"
+#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 
@@ -77,4 +77,4 @@ void AggregateAll(const ResidualStreams& streams, const float* fold,
 
 }  // namespace flotilla::coordinator
 
-#endif  // FLOTILLA_COORDINATOR_MODEL_DECODER_LAYER_H_
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_DECODER_LAYER_H_

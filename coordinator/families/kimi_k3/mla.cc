@@ -1,4 +1,4 @@
-#include "coordinator/model/mla.h"
+#include "coordinator/families/kimi_k3/mla.h"
 
 #include <cmath>
 #include <cstring>

@@ -3,12 +3,12 @@
 #include <map>
 #include <set>
 
-#include "coordinator/model/decoder_layer.h"
-#include "coordinator/model/kda.h"
+#include "coordinator/families/kimi_k3/decoder_layer.h"
+#include "coordinator/families/kimi_k3/kda.h"
 #include "coordinator/model/local_experts.h"
-#include "coordinator/model/mla.h"
-#include "coordinator/model/moe.h"
-#include "coordinator/model/region_binding.h"
+#include "coordinator/families/kimi_k3/mla.h"
+#include "coordinator/families/kimi_k3/moe.h"
+#include "coordinator/families/kimi_k3/region_binding.h"
 #include "gtest/gtest.h"
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/recurrent.h"

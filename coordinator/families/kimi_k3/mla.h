@@ -4,13 +4,13 @@
 // cache"); kv_b is absorbed into the query side (W_UK^T q_nope) and the
 // output side (W_UV applied to the probability-weighted latent), which is
 // exact in real arithmetic and costs kv_lora + rope floats per position.
-#ifndef FLOTILLA_COORDINATOR_MODEL_MLA_H_
-#define FLOTILLA_COORDINATOR_MODEL_MLA_H_
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MLA_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MLA_H_
 
 #include <cstddef>
 #include <vector>
 
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 
@@ -35,4 +35,4 @@ void MlaForward(const MlaWeights& w, const model::K3Config& config,
 
 }  // namespace flotilla::coordinator
 
-#endif  // FLOTILLA_COORDINATOR_MODEL_MLA_H_
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_MLA_H_

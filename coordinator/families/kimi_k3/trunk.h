@@ -4,15 +4,15 @@
 // through a ring of buffers while earlier layers compute (StreamingTrunk,
 // streaming_trunk.h). The embedding is looked up by rows and the lm_head
 // applied in row chunks, so neither has to be resident.
-#ifndef FLOTILLA_COORDINATOR_MODEL_TRUNK_H_
-#define FLOTILLA_COORDINATOR_MODEL_TRUNK_H_
+#ifndef FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_TRUNK_H_
+#define FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_TRUNK_H_
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/model/weights.h"
+#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 #include "shared/model/tensor_source.h"
@@ -80,4 +80,4 @@ class InMemoryTrunk : public TrunkProvider {
 
 }  // namespace flotilla::coordinator
 
-#endif  // FLOTILLA_COORDINATOR_MODEL_TRUNK_H_
+#endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_TRUNK_H_
