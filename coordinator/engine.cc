@@ -14,12 +14,12 @@
 #include "coordinator/stream/vocab_stream.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_index.h"
+#include "shared/family/kimi_k3/kimi_k3_checkpoint_check.h"
 #include "shared/family/kimi_k3/kimi_k3_family.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"
-#include "shared/pack/checkpoint_check.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/pack_source.h"
 #include "shared/pack/region_builder.h"
@@ -264,7 +264,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
     FLOTILLA_ASSIGN_OR_RETURN(
         std::unique_ptr<model::SafetensorsCheckpoint> source,
         model::SafetensorsCheckpoint::OpenDir(o.model_dir));
-    FLOTILLA_RETURN_IF_ERROR(pack::CheckK3Checkpoint(c, *source, o.model_dir));
+    FLOTILLA_RETURN_IF_ERROR(
+        family::kimi_k3::CheckCheckpoint(c, *source, o.model_dir));
     plan::PlanInputs in =
         InputsFromConfig(family::KimiK3Config(c), o, UINT64_MAX / 4, baseline);
     FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));

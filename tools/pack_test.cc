@@ -7,6 +7,7 @@
 #include "coordinator/families/kimi_k3/region_binding.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shared/family/kimi_k3/kimi_k3_schema.h"
 #include "shared/io/checksum.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/config.h"
@@ -29,10 +30,13 @@ using testing::ScratchDir;
 absl::StatusOr<pack::Region> BuildInMemory(const model::TensorSource& src,
                                            const model::K3Config& c,
                                            const pack::PackRegion& r) {
-  if (r.kind == "layer") return pack::BuildLayerRegion(src, c, r.layer);
-  if (r.kind == "embed") return pack::BuildVocabRegion(src, c, false);
-  if (r.kind == "lm_head") return pack::BuildVocabRegion(src, c, true);
-  return pack::BuildGlobalsRegion(src, c);
+  if (r.kind == "layer")
+    return family::kimi_k3::BuildLayerRegion(src, c, r.layer);
+  if (r.kind == "embed")
+    return family::kimi_k3::BuildVocabRegion(src, c, false);
+  if (r.kind == "lm_head")
+    return family::kimi_k3::BuildVocabRegion(src, c, true);
+  return family::kimi_k3::BuildGlobalsRegion(src, c);
 }
 
 TEST(Pack, TinyCheckpointRegionsMatchTheEngine) {

@@ -80,29 +80,4 @@ absl::StatusOr<Region> BuildRegion(const TensorSource& source,
   return region;
 }
 
-absl::StatusOr<Region> BuildLayerRegion(const TensorSource& source,
-                                        const model::K3Config& config,
-                                        int layer, int parts) {
-  return BuildRegion(source, LayerSchema(config, layer, parts));
-}
-
-absl::StatusOr<Region> BuildGlobalsRegion(const TensorSource& source,
-                                          const model::K3Config& config) {
-  return BuildRegion(source, GlobalsSchema(config));
-}
-
-absl::StatusOr<Region> BuildVocabRegion(const TensorSource& source,
-                                        const model::K3Config& config,
-                                        bool lm_head) {
-  return BuildRegion(source, VocabSchema(config, lm_head));
-}
-
-RegionLayout PlanLayerLayout(const model::K3Config& config, int layer) {
-  return PlannedLayout(LayerSchema(config, layer, kAllLayerParts));
-}
-
-RegionLayout PlanVocabLayout(const model::K3Config& config) {
-  return PlannedLayout(VocabSchema(config, false));
-}
-
 }  // namespace flotilla::pack

@@ -8,31 +8,15 @@
 #define FLOTILLA_SHARED_PACK_REGION_BUILDER_H_
 
 #include "absl/status/statusor.h"
-#include "shared/model/config.h"
 #include "shared/model/tensor_source.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::pack {
 
-// The region of any schema (the families' schemas: trunk_schema.h,
-// mixtral_schema.h). Errors name the tensor and its file.
+// The region of any schema (each family's, shared/family). Errors name the
+// tensor and its file.
 absl::StatusOr<Region> BuildRegion(const model::TensorSource& source,
                                    const std::vector<FieldSpec>& schema);
-
-absl::StatusOr<Region> BuildLayerRegion(const model::TensorSource& source,
-                                        const model::K3Config& config,
-                                        int layer, int parts = kAllLayerParts);
-// final norm and the output AttnRes fold.
-absl::StatusOr<Region> BuildGlobalsRegion(const model::TensorSource& source,
-                                          const model::K3Config& config);
-// A single [vocab][hidden] matrix: "embed" or "lm_head".
-absl::StatusOr<Region> BuildVocabRegion(const model::TensorSource& source,
-                                        const model::K3Config& config,
-                                        bool lm_head);
-
-// Layouts from the config alone (PlannedLayout of the schemas).
-RegionLayout PlanLayerLayout(const model::K3Config& config, int layer);
-RegionLayout PlanVocabLayout(const model::K3Config& config);
 
 }  // namespace flotilla::pack
 

@@ -1,6 +1,7 @@
-// The list of fields each trunk region holds, derived from the config: the
-// single description shared by the region builder, the binder and the
-// planner, so the three cannot drift apart.
+// What a trunk region holds, field by field (FieldSpec), as each family's
+// schema lists it (shared/family/<family>/..._schema.h): the single
+// description shared by the region builder, the binder and the planner, so
+// the three cannot drift apart.
 #ifndef FLOTILLA_SHARED_PACK_TRUNK_SCHEMA_H_
 #define FLOTILLA_SHARED_PACK_TRUNK_SCHEMA_H_
 
@@ -9,11 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "shared/model/config.h"
-
 namespace flotilla::pack {
 
-// Which parts of a layer a region holds (layer fixtures hold only some).
+// Which parts of a layer a region holds (Kimi K3's layer fixtures hold only
+// some).
 enum LayerParts : int {
   kNormParts = 1,      // layer norms and AttnRes folds
   kAttentionPart = 2,  // KDA or MLA
@@ -40,12 +40,6 @@ struct FieldSpec {
   // (a depthwise conv's [channels, 1, kernel] read as one vector).
   std::vector<int64_t> src_shape = {};
 };
-
-// Fields of layer `layer`; `parts` is a LayerParts mask.
-std::vector<FieldSpec> LayerSchema(const model::K3Config& config, int layer,
-                                   int parts);
-std::vector<FieldSpec> GlobalsSchema(const model::K3Config& config);
-std::vector<FieldSpec> VocabSchema(const model::K3Config& config, bool lm_head);
 
 }  // namespace flotilla::pack
 

@@ -5,11 +5,12 @@
 
 #include "coordinator/families/kimi_k3/decoder_layer.h"
 #include "coordinator/families/kimi_k3/kda.h"
-#include "coordinator/model/local_experts.h"
 #include "coordinator/families/kimi_k3/mla.h"
 #include "coordinator/families/kimi_k3/moe.h"
 #include "coordinator/families/kimi_k3/region_binding.h"
+#include "coordinator/model/local_experts.h"
 #include "gtest/gtest.h"
+#include "shared/family/kimi_k3/kimi_k3_schema.h"
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/recurrent.h"
 #include "shared/model/config.h"
@@ -50,7 +51,7 @@ struct BoundLayer {
 std::unique_ptr<BoundLayer> Bind(const model::TensorSource& source,
                                  const model::K3Config& c, int layer,
                                  int parts) {
-  auto region = pack::BuildLayerRegion(source, c, layer, parts);
+  auto region = family::kimi_k3::BuildLayerRegion(source, c, layer, parts);
   EXPECT_TRUE(region.ok()) << region.status();
   if (!region.ok()) return nullptr;
   auto b = std::make_unique<BoundLayer>();

@@ -5,13 +5,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/model/batched_step.h"
 #include "coordinator/families/kimi_k3/decoder_layer.h"
+#include "coordinator/model/batched_step.h"
 #include "coordinator/model/local_experts.h"
 #include "shared/base/status_macros.h"
+#include "shared/family/kimi_k3/kimi_k3_checkpoint_check.h"
 #include "shared/kernels/kernels.h"
 #include "shared/model/safetensors.h"
-#include "shared/pack/checkpoint_check.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -91,7 +91,8 @@ absl::StatusOr<std::unique_ptr<K3Model>> K3Model::OpenDir(
                                               : config_path));
   FLOTILLA_ASSIGN_OR_RETURN(auto source,
                             model::SafetensorsCheckpoint::OpenDir(dir));
-  FLOTILLA_RETURN_IF_ERROR(pack::CheckK3Checkpoint(config, *source, dir));
+  FLOTILLA_RETURN_IF_ERROR(
+      family::kimi_k3::CheckCheckpoint(config, *source, dir));
   return Load(std::move(source), config, options);
 }
 

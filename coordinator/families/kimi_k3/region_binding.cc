@@ -1,6 +1,7 @@
 #include "coordinator/families/kimi_k3/region_binding.h"
 
 #include "shared/base/status_macros.h"
+#include "shared/family/kimi_k3/kimi_k3_schema.h"
 #include "shared/pack/trunk_schema.h"
 
 namespace flotilla::coordinator {
@@ -45,7 +46,7 @@ absl::StatusOr<LayerWeights> BindLayer(const pack::RegionLayout& layout,
                                        int parts) {
   Binder b(layout, base);
   FLOTILLA_RETURN_IF_ERROR(
-      pack::CheckLayout(layout, pack::LayerSchema(c, layer, parts)));
+      pack::CheckLayout(layout, family::kimi_k3::LayerSchema(c, layer, parts)));
   LayerWeights w;
   w.is_mla = c.IsMlaLayer(layer);
   w.is_dense = c.IsDenseLayer(layer);
@@ -103,7 +104,8 @@ absl::StatusOr<GlobalWeights> BindGlobals(const pack::RegionLayout& layout,
                                           const uint8_t* base,
                                           const model::K3Config& c) {
   Binder b(layout, base);
-  FLOTILLA_RETURN_IF_ERROR(pack::CheckLayout(layout, pack::GlobalsSchema(c)));
+  FLOTILLA_RETURN_IF_ERROR(
+      pack::CheckLayout(layout, family::kimi_k3::GlobalsSchema(c)));
   GlobalWeights g;
   g.final_norm = b.V("final_norm");
   g.out_res_fold = b.V("out_res_fold");
@@ -115,7 +117,7 @@ absl::StatusOr<Matrix> BindVocab(const pack::RegionLayout& layout,
                                  const model::K3Config& c) {
   Binder b(layout, base);
   FLOTILLA_RETURN_IF_ERROR(
-      pack::CheckLayout(layout, pack::VocabSchema(c, false)));
+      pack::CheckLayout(layout, family::kimi_k3::VocabSchema(c, false)));
   return b.M("matrix");
 }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/families/kimi_k3/region_binding.h"
 #include "shared/base/status_macros.h"
+#include "shared/family/kimi_k3/kimi_k3_schema.h"
 #include "shared/pack/region_builder.h"
 
 namespace flotilla::coordinator {
@@ -10,12 +11,13 @@ namespace flotilla::coordinator {
 absl::StatusOr<std::unique_ptr<InMemoryTrunk>> InMemoryTrunk::Build(
     const model::TensorSource& source, const model::K3Config& config) {
   auto t = std::unique_ptr<InMemoryTrunk>(new InMemoryTrunk());
-  FLOTILLA_ASSIGN_OR_RETURN(t->embed_region_,
-                            pack::BuildVocabRegion(source, config, false));
-  FLOTILLA_ASSIGN_OR_RETURN(t->lm_head_region_,
-                            pack::BuildVocabRegion(source, config, true));
-  FLOTILLA_ASSIGN_OR_RETURN(t->globals_region_,
-                            pack::BuildGlobalsRegion(source, config));
+  FLOTILLA_ASSIGN_OR_RETURN(t->embed_region_, family::kimi_k3::BuildVocabRegion(
+                                                  source, config, false));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      t->lm_head_region_,
+      family::kimi_k3::BuildVocabRegion(source, config, true));
+  FLOTILLA_ASSIGN_OR_RETURN(
+      t->globals_region_, family::kimi_k3::BuildGlobalsRegion(source, config));
   FLOTILLA_ASSIGN_OR_RETURN(t->embed_,
                             BindVocab(t->embed_region_.layout,
                                       t->embed_region_.bytes.data(), config));
@@ -26,8 +28,8 @@ absl::StatusOr<std::unique_ptr<InMemoryTrunk>> InMemoryTrunk::Build(
       t->globals_, BindGlobals(t->globals_region_.layout,
                                t->globals_region_.bytes.data(), config));
   for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
-    FLOTILLA_ASSIGN_OR_RETURN(pack::Region r,
-                              pack::BuildLayerRegion(source, config, layer));
+    FLOTILLA_ASSIGN_OR_RETURN(pack::Region r, family::kimi_k3::BuildLayerRegion(
+                                                  source, config, layer));
     t->layer_regions_.push_back(std::move(r));
   }
   // Bind after every region has its final address (the vector no longer

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
-#include "shared/pack/mixtral_schema.h"
+#include "shared/family/mixtral/mixtral_schema.h"
 #include "shared/pack/region_builder.h"
 
 namespace flotilla::coordinator {
@@ -51,7 +51,7 @@ absl::StatusOr<MixtralLayerView> BindLayer(const pack::RegionLayout& l,
                                            int layer) {
   const std::string name = absl::StrCat("layer ", layer);
   FLOTILLA_RETURN_IF_ERROR(
-      pack::CheckLayout(l, pack::MixtralLayerSchema(c, layer)));
+      pack::CheckLayout(l, family::mixtral::LayerSchema(c, layer)));
   MixtralLayerView v;
   FLOTILLA_ASSIGN_OR_RETURN(v.input_norm, Vector(l, base, "input_norm", name));
   FLOTILLA_ASSIGN_OR_RETURN(v.post_norm, Vector(l, base, "post_norm", name));
@@ -77,11 +77,11 @@ absl::StatusOr<std::unique_ptr<MixtralTrunk>> MixtralTrunk::InMemory(
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     FLOTILLA_ASSIGN_OR_RETURN(
         pack::Region r,
-        pack::BuildRegion(source, pack::MixtralLayerSchema(c, layer)));
+        pack::BuildRegion(source, family::mixtral::LayerSchema(c, layer)));
     t->regions_.push_back(std::move(r));
   }
-  for (auto schema :
-       {pack::MixtralGlobalsSchema(c), pack::MixtralVocabSchema(c, false)}) {
+  for (auto schema : {family::mixtral::GlobalsSchema(c),
+                      family::mixtral::VocabSchema(c, false)}) {
     FLOTILLA_ASSIGN_OR_RETURN(pack::Region r,
                               pack::BuildRegion(source, schema));
     t->regions_.push_back(std::move(r));
@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<MixtralTrunk>> MixtralTrunk::InMemory(
   if (!c.tie_word_embeddings) {
     FLOTILLA_ASSIGN_OR_RETURN(
         pack::Region r,
-        pack::BuildRegion(source, pack::MixtralVocabSchema(c, true)));
+        pack::BuildRegion(source, family::mixtral::VocabSchema(c, true)));
     t->regions_.push_back(std::move(r));
   }
   // Bind once every region has its final address.

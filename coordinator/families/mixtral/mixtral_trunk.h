@@ -1,12 +1,12 @@
 // Where a Mixtral model's trunk weights come from: regions laid out by
-// shared/pack/mixtral_schema.h, either built in memory from the checkpoint
-// or read from a pack (`flotilla-tool pack`) through a LayerSource (the
-// family-neutral ring of coordinator/stream/region_ring.h: layers
-// [0, pinned_layers) read once, the others read ahead of the forward pass
-// into a ring of slots and checked against their XXH3 checksums before
-// use, so a budget smaller than the trunk still runs and a bad byte on disk
-// is an error naming the layer, file and offset, never wrong output). The
-// embedding, lm_head and final norm stay resident.
+// shared/family/mixtral/mixtral_schema.h, either built in memory from the
+// checkpoint or read from a pack (`flotilla-tool pack`) through a LayerSource
+// (the family-neutral ring of coordinator/stream/region_ring.h: layers [0,
+// pinned_layers) read once, the others read ahead of the forward pass into a
+// ring of slots and checked against their XXH3 checksums before use, so a
+// budget smaller than the trunk still runs and a bad byte on disk is an error
+// naming the layer, file and offset, never wrong output). The embedding,
+// lm_head and final norm stay resident.
 //
 // Thread-compatibility: one forward pass at a time.
 #ifndef FLOTILLA_COORDINATOR_FAMILIES_MIXTRAL_MIXTRAL_TRUNK_H_

@@ -3,7 +3,8 @@
 #include <algorithm>
 
 #include "shared/base/status_macros.h"
-#include "shared/pack/checkpoint_check.h"
+#include "shared/family/kimi_k3/kimi_k3_checkpoint_check.h"
+#include "shared/family/kimi_k3/kimi_k3_schema.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
@@ -106,20 +107,20 @@ model::ModelShape KimiK3Config::Shape() const {
 }
 
 std::vector<pack::FieldSpec> KimiK3Config::LayerSchema(int layer) const {
-  return pack::LayerSchema(config_, layer, pack::kAllLayerParts);
+  return family::kimi_k3::LayerSchema(config_, layer, pack::kAllLayerParts);
 }
 
 std::vector<pack::FieldSpec> KimiK3Config::GlobalsSchema() const {
-  return pack::GlobalsSchema(config_);
+  return family::kimi_k3::GlobalsSchema(config_);
 }
 
 std::vector<pack::FieldSpec> KimiK3Config::VocabSchema(bool lm_head) const {
-  return pack::VocabSchema(config_, lm_head);
+  return family::kimi_k3::VocabSchema(config_, lm_head);
 }
 
 absl::Status KimiK3Config::CheckCheckpoint(
     const model::TensorSource& source, const std::string& source_name) const {
-  return pack::CheckK3Checkpoint(config_, source, source_name);
+  return family::kimi_k3::CheckCheckpoint(config_, source, source_name);
 }
 
 // MXFP4: w1 and w3 [I][L], w2 [L][I], each packed (cols/2 bytes per row)

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "shared/base/status_macros.h"
-#include "shared/pack/mixtral_schema.h"
+#include "shared/family/mixtral/mixtral_schema.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
@@ -77,16 +77,16 @@ model::ModelShape MixtralFamilyConfig::Shape() const {
 }
 
 std::vector<pack::FieldSpec> MixtralFamilyConfig::LayerSchema(int layer) const {
-  return pack::MixtralLayerSchema(config_, layer);
+  return family::mixtral::LayerSchema(config_, layer);
 }
 
 std::vector<pack::FieldSpec> MixtralFamilyConfig::GlobalsSchema() const {
-  return pack::MixtralGlobalsSchema(config_);
+  return family::mixtral::GlobalsSchema(config_);
 }
 
 std::vector<pack::FieldSpec> MixtralFamilyConfig::VocabSchema(
     bool lm_head) const {
-  return pack::MixtralVocabSchema(config_, lm_head);
+  return family::mixtral::VocabSchema(config_, lm_head);
 }
 
 uint64_t MixtralFamilyConfig::ReleasedExpertRunBytes() const {

@@ -1,4 +1,4 @@
-#include "shared/pack/checkpoint_check.h"
+#include "shared/family/kimi_k3/kimi_k3_checkpoint_check.h"
 
 #include <algorithm>
 #include <set>
@@ -11,11 +11,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "shared/family/kimi_k3/kimi_k3_schema.h"
 #include "shared/model/tensor_names.h"
-#include "shared/pack/trunk_schema.h"
 
-namespace flotilla::pack {
+namespace flotilla::family::kimi_k3 {
 namespace {
+
+using pack::FieldKind;
+using pack::FieldSpec;
+using pack::kAllLayerParts;
 
 constexpr absl::string_view kLayers = "language_model.model.layers.";
 constexpr absl::string_view kIgnored[] = {"vision_tower.", "mm_projector.",
@@ -40,9 +44,9 @@ absl::Status Disagree(const std::string& source, absl::string_view what) {
 
 }  // namespace
 
-absl::Status CheckK3Checkpoint(const model::K3Config& c,
-                               const model::TensorSource& source,
-                               const std::string& source_name) {
+absl::Status CheckCheckpoint(const model::K3Config& c,
+                             const model::TensorSource& source,
+                             const std::string& source_name) {
   int max_layer = -1, max_expert = -1;
   std::set<int> expert_layers;
   std::vector<std::string> trunk;  // not a routed expert, not ignored
@@ -132,4 +136,4 @@ absl::Status CheckK3Checkpoint(const model::K3Config& c,
   return absl::OkStatus();
 }
 
-}  // namespace flotilla::pack
+}  // namespace flotilla::family::kimi_k3

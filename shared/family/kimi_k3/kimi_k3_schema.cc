@@ -1,8 +1,15 @@
-#include "shared/pack/trunk_schema.h"
+#include "shared/family/kimi_k3/kimi_k3_schema.h"
 
 #include "shared/model/tensor_names.h"
+#include "shared/pack/region_builder.h"
 
-namespace flotilla::pack {
+namespace flotilla::family::kimi_k3 {
+
+using pack::FieldKind;
+using pack::FieldSpec;
+using pack::kAttentionPart;
+using pack::kFfnPart;
+using pack::kNormParts;
 
 using model::LayerPrefix;
 namespace {
@@ -125,4 +132,21 @@ std::vector<FieldSpec> VocabSchema(const model::K3Config& c, bool lm_head) {
       Mat("matrix", std::string(kModelPrefix) + "embed_tokens.weight", v, e)};
 }
 
-}  // namespace flotilla::pack
+absl::StatusOr<pack::Region> BuildLayerRegion(const model::TensorSource& source,
+                                              const model::K3Config& config,
+                                              int layer, int parts) {
+  return pack::BuildRegion(source, LayerSchema(config, layer, parts));
+}
+
+absl::StatusOr<pack::Region> BuildGlobalsRegion(
+    const model::TensorSource& source, const model::K3Config& config) {
+  return pack::BuildRegion(source, GlobalsSchema(config));
+}
+
+absl::StatusOr<pack::Region> BuildVocabRegion(const model::TensorSource& source,
+                                              const model::K3Config& config,
+                                              bool lm_head) {
+  return pack::BuildRegion(source, VocabSchema(config, lm_head));
+}
+
+}  // namespace flotilla::family::kimi_k3

@@ -1,10 +1,13 @@
-#include "shared/pack/mixtral_schema.h"
+#include "shared/family/mixtral/mixtral_schema.h"
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
-namespace flotilla::pack {
+namespace flotilla::family::mixtral {
+
+using pack::FieldKind;
+using pack::FieldSpec;
 namespace {
 
 FieldSpec Matrix(const char* field, std::string src, size_t rows, size_t cols) {
@@ -16,8 +19,7 @@ FieldSpec Vector(const char* field, std::string src, size_t n) {
 
 }  // namespace
 
-std::vector<FieldSpec> MixtralLayerSchema(const model::MixtralConfig& c,
-                                          int layer) {
+std::vector<FieldSpec> LayerSchema(const model::MixtralConfig& c, int layer) {
   const std::string p = absl::StrCat("model.layers.", layer, ".");
   const size_t e = c.hidden_size, d = c.head_dim;
   const size_t q = c.num_attention_heads * d, kv = c.num_key_value_heads * d;
@@ -33,16 +35,16 @@ std::vector<FieldSpec> MixtralLayerSchema(const model::MixtralConfig& c,
   };
 }
 
-std::vector<FieldSpec> MixtralGlobalsSchema(const model::MixtralConfig& c) {
+std::vector<FieldSpec> GlobalsSchema(const model::MixtralConfig& c) {
   return {Vector("final_norm", "model.norm.weight", c.hidden_size)};
 }
 
-std::vector<FieldSpec> MixtralVocabSchema(const model::MixtralConfig& c,
-                                          bool lm_head) {
+std::vector<FieldSpec> VocabSchema(const model::MixtralConfig& c,
+                                   bool lm_head) {
   const bool own_head = lm_head && !c.tie_word_embeddings;
   return {Matrix("matrix",
                  own_head ? "lm_head.weight" : "model.embed_tokens.weight",
                  c.vocab_size, c.hidden_size)};
 }
 
-}  // namespace flotilla::pack
+}  // namespace flotilla::family::mixtral
