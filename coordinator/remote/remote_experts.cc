@@ -123,7 +123,7 @@ absl::Status RemoteExperts::Impl::CheckChecksums(
 
 void RemoteExperts::Impl::MarkDown(int w, const std::string& error) {
   WorkerConn& worker = workers[w];
-  const RemoteClock::time_point now = RemoteClock::now();
+  const RemoteClock::time_point now = clock->Now();
   if (!worker.down) {
     ++stats.workers[w].failovers;
     worker.down_since = now;
@@ -150,6 +150,7 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->options = options;
+  impl->clock = options.clock != nullptr ? options.clock : base::Clock::Real();
   impl->transport = std::move(transport);
   for (size_t i = 0; i < options.workers.size(); ++i) {
     WorkerConn w;
@@ -200,14 +201,14 @@ absl::StatusOr<std::unique_ptr<RemoteExperts>> RemoteExperts::ConnectWith(
                  std::string(named.message()).c_str());
     w.has_info = false;
     w.down = true;
-    w.down_since = RemoteClock::now();
+    w.down_since = impl->clock->Now();
     w.retry_at =
         w.down_since + std::chrono::milliseconds(options.retry_backoff_ms);
     w.last_error = std::string(why.message());
   }
   FLOTILLA_RETURN_IF_ERROR(impl->CheckFleet());
   impl->UpdateMissing();
-  impl->last_layer_at = RemoteClock::now();
+  impl->last_layer_at = impl->clock->Now();
   impl->StartHealthThread();
   return std::unique_ptr<RemoteExperts>(new RemoteExperts(std::move(impl)));
 }
@@ -221,7 +222,7 @@ absl::Status RemoteExperts::ComputeLayer(int layer, const float* z, int rows,
                                          float* out) {
   std::lock_guard<std::mutex> lock(impl_->calls_mu);
   absl::Status s = impl_->ComputeLayer(layer, z, rows, tasks, out);
-  impl_->last_layer_at = RemoteClock::now();
+  impl_->last_layer_at = impl_->clock->Now();
   impl_->UpdateMissing();
   return s;
 }

@@ -74,6 +74,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/model/expert_backend.h"
+#include "shared/base/clock.h"
 #include "shared/base/latency_counts.h"
 #include "shared/model/moe_spec.h"
 #include "shared/transport/tls_options.h"
@@ -92,6 +93,9 @@ struct RemoteExpertsOptions {
   int connect_timeout_ms = 0;
   // A worker that failed is not used again for this long, then probed.
   int retry_backoff_ms = 500;
+  // What backoffs, idle probes and down times are measured on (null:
+  // base::Clock::Real(); tests pass a testutil::FakeClock).
+  const base::Clock* clock = nullptr;
   // > 0: a thread probes the workers this often (Info, fail-fast): absent
   // and down ones once their backoff passed, up ones when no layer ran for
   // this long, so that MissingExperts follows the fleet while idle (serve).

@@ -61,8 +61,8 @@ bool RemoteExperts::Impl::Admit(int w,
           "answers as a split worker, but the fleet is not split");
     }
     if (!ok.ok()) {
-      worker.retry_at = RemoteClock::now() +
-                        std::chrono::milliseconds(options.retry_backoff_ms);
+      worker.retry_at =
+          clock->Now() + std::chrono::milliseconds(options.retry_backoff_ms);
       worker.last_error = std::string(ok.message());
       return false;
     }
@@ -77,9 +77,9 @@ bool RemoteExperts::Impl::Admit(int w,
         h.insert(std::upper_bound(h.begin(), h.end(), w), w);
       }
     }
-    std::fprintf(stderr,
-                 "flotilla-coordinator: expert %s joined after %.1f s\n",
-                 worker.Name().c_str(), base::SecondsSince(worker.down_since));
+    std::fprintf(
+        stderr, "flotilla-coordinator: expert %s joined after %.1f s\n",
+        worker.Name().c_str(), base::Seconds(clock->Now() - worker.down_since));
     return true;
   }
   if (ok.ok() && (Ownership(*info) != Ownership(worker.info) ||
@@ -95,9 +95,9 @@ bool RemoteExperts::Impl::Admit(int w,
     return false;
   }
   if (worker.down) {
-    std::fprintf(stderr,
-                 "flotilla-coordinator: expert %s is back after %.1f s\n",
-                 worker.Name().c_str(), base::SecondsSince(worker.down_since));
+    std::fprintf(
+        stderr, "flotilla-coordinator: expert %s is back after %.1f s\n",
+        worker.Name().c_str(), base::Seconds(clock->Now() - worker.down_since));
     worker.down = false;
     worker.last_error.clear();
   }
@@ -106,7 +106,7 @@ bool RemoteExperts::Impl::Admit(int w,
 
 void RemoteExperts::Impl::ProbeAbsent() {
   for (WorkerConn& w : workers) {
-    if (w.has_info || RemoteClock::now() < w.retry_at) continue;
+    if (w.has_info || clock->Now() < w.retry_at) continue;
     Admit(w.index, ProbeInfo(w.index, options.rpc_deadline_ms));
   }
 }
@@ -114,7 +114,7 @@ void RemoteExperts::Impl::ProbeAbsent() {
 bool RemoteExperts::Impl::Usable(int w) {
   WorkerConn& worker = workers[w];
   if (!worker.down) return true;
-  if (RemoteClock::now() < worker.retry_at) return false;
+  if (clock->Now() < worker.retry_at) return false;
   // Fail-fast probe: a dead worker answers at once (connection refused), a
   // hung one within the deadline; either way the backoff starts again.
   return Admit(w, ProbeInfo(w, options.rpc_deadline_ms));
@@ -124,7 +124,7 @@ void RemoteExperts::Impl::CheckWorkers() {
   std::vector<int> targets;
   {
     std::lock_guard<std::mutex> lock(calls_mu);
-    const RemoteClock::time_point now = RemoteClock::now();
+    const RemoteClock::time_point now = clock->Now();
     const bool idle = now - last_layer_at >=
                       std::chrono::milliseconds(options.health_interval_ms);
     for (const WorkerConn& w : workers) {

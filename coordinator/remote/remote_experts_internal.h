@@ -83,6 +83,7 @@ void CombineLayer(const std::vector<ExpertTask>& tasks, int rows, size_t width,
 struct RemoteExperts::Impl {
   model::MoeSpec config;
   RemoteExpertsOptions options;
+  const base::Clock* clock = base::Clock::Real();  // options.clock or real
   std::unique_ptr<WorkerTransport> transport;
   std::vector<WorkerConn> workers;
   // holders[layer][expert]: indices of the workers holding it, ascending.

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/model/config.h"
+#include "shared/testing/fake_clock.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -356,8 +357,10 @@ TEST_F(RemoteExpertsTest, MissingExpertsFollowTheDownWorkers) {
 // up workers too: one that stops answering is marked down and its experts
 // named, and it is taken back when it answers, all without a layer call.
 TEST_F(RemoteExpertsTest, IdleHealthChecksFollowTheFleet) {
+  testutil::FakeClock clock;
   RemoteExpertsOptions o;
   o.retry_backoff_ms = 1;
+  o.clock = &clock;
   auto remote = Connect(Fleet(2, 1), o);
   ASSERT_TRUE(remote.ok()) << remote.status();
   (*remote)->CheckWorkers();
@@ -374,7 +377,7 @@ TEST_F(RemoteExpertsTest, IdleHealthChecksFollowTheFleet) {
   EXPECT_TRUE(down.workers[1].up);
   EXPECT_EQ(fleet_->calls(0) + fleet_->calls(1), 0);  // no Compute sent
   fleet_->SetBehaviour(0, WorkerBehaviour::kAnswer);
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  clock.Advance(std::chrono::milliseconds(5));  // past the backoff
   (*remote)->CheckWorkers();
   EXPECT_EQ((*remote)->MissingExperts(), "");
   EXPECT_TRUE((*remote)->remote_stats().workers[0].up);
@@ -382,6 +385,41 @@ TEST_F(RemoteExpertsTest, IdleHealthChecksFollowTheFleet) {
   absl::Status s;
   EXPECT_EQ(Compute(**remote, &s), Reference());
   ASSERT_TRUE(s.ok()) << s;
+}
+
+// A down worker is left alone for exactly its backoff: probed neither by
+// the idle checks nor by the layers before it has passed, and probed (and
+// taken back) as soon as it has, on the clock the options give.
+TEST_F(RemoteExpertsTest, ADownWorkerIsProbedOnlyOnceItsBackoffHasPassed) {
+  testutil::FakeClock clock;
+  RemoteExpertsOptions o;
+  o.retry_backoff_ms = 1000;
+  o.clock = &clock;
+  auto remote = Connect(Fleet(2, 2), o);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  fleet_->SetBehaviour(1, WorkerBehaviour::kDown);
+  MakeStep(4, 7);
+  absl::Status s;
+  ASSERT_EQ(Compute(**remote, &s), Reference());  // worker 0 takes over
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_FALSE((*remote)->remote_stats().workers[1].up);
+  fleet_->SetBehaviour(1, WorkerBehaviour::kAnswer);
+  const uint64_t probes = (*remote)->remote_stats().workers[1].info.count();
+  const int calls = fleet_->calls(1);
+  clock.Advance(std::chrono::milliseconds(999));
+  (*remote)->CheckWorkers();
+  MakeStep(4, 8);
+  ASSERT_EQ(Compute(**remote, &s), Reference());
+  EXPECT_EQ((*remote)->remote_stats().workers[1].info.count(), probes);
+  EXPECT_EQ(fleet_->calls(1), calls);
+  EXPECT_FALSE((*remote)->remote_stats().workers[1].up);
+  clock.Advance(std::chrono::milliseconds(1));
+  (*remote)->CheckWorkers();
+  EXPECT_EQ((*remote)->remote_stats().workers[1].info.count(), probes + 1);
+  EXPECT_TRUE((*remote)->remote_stats().workers[1].up);
+  MakeStep(4, 9);
+  ASSERT_EQ(Compute(**remote, &s), Reference());
+  EXPECT_GT(fleet_->calls(1), calls);
 }
 
 // The health thread does the same on its own (health_interval_ms).
