@@ -194,14 +194,19 @@ TEST(LayersTest, RouterSelectsWithBiasAndWeighsWithoutIt) {
   const std::vector<float> want_w = JsonTensor(j, "topk_weight");
   std::vector<float> logits(rows * n);
   kernels::MatMul(gate.view(), in.data(), rows, logits.data(), nullptr);
+  RouterSpec spec;
+  spec.scoring = RouterSpec::Scoring::kSigmoid;
+  spec.num_experts = n;
+  spec.top_k = k;
+  spec.renormalize_epsilon = 1e-20;
+  std::vector<ExpertTask> tasks;
+  Route(spec, logits.data(), bias.data(), rows, &tasks);
+  ASSERT_EQ(tasks.size(), static_cast<size_t>(rows * k));
   for (int r = 0; r < rows; ++r) {
-    std::vector<int> idx(k);
-    std::vector<float> w(k);
-    RouteTopK(logits.data() + r * n, bias.data(), n, k, /*renormalize=*/true,
-              1.0f, idx.data(), w.data());
     std::map<int, float> got, want;
     for (int i = 0; i < k; ++i) {
-      got[idx[i]] = w[i];
+      EXPECT_EQ(tasks[r * k + i].row, r);
+      got[tasks[r * k + i].expert] = tasks[r * k + i].weight;
       want[static_cast<int>(want_idx[r * k + i])] = want_w[r * k + i];
     }
     ASSERT_EQ(got.size(), want.size());

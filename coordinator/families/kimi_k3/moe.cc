@@ -26,28 +26,15 @@ void GatedMlp(const Matrix& gate, const Matrix& up, const Matrix& down,
 
 }  // namespace
 
-void RouteTopK(const float* logits, const float* bias, int n_experts, int k,
-               bool renormalize, float scale, int* experts, float* weights) {
-  std::vector<double> s(n_experts), biased(n_experts);
-  for (int i = 0; i < n_experts; ++i) {
-    s[i] = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[i])));
-    biased[i] = s[i] + bias[i];
-  }
-  std::vector<int> order(n_experts);
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) {
-                      if (biased[a] != biased[b]) return biased[a] > biased[b];
-                      return a < b;
-                    });
-  double sum = 0;
-  for (int j = 0; j < k; ++j) sum += s[order[j]];
-  for (int j = 0; j < k; ++j) {
-    double w = s[order[j]];
-    if (renormalize) w = w / (sum + 1e-20);
-    experts[j] = order[j];
-    weights[j] = static_cast<float>(w * scale);
-  }
+RouterSpec K3RouterSpec(const model::K3Config& c, int top_k) {
+  RouterSpec spec;
+  spec.scoring = RouterSpec::Scoring::kSigmoid;
+  spec.num_experts = c.num_experts;
+  spec.top_k = top_k;
+  spec.renormalize = c.moe_renormalize;
+  spec.renormalize_epsilon = 1e-20;
+  spec.scaling = c.routed_scaling_factor;
+  return spec;
 }
 
 absl::Status MoeForward(const MoeWeights& w, const model::K3Config& c,
@@ -59,16 +46,9 @@ absl::Status MoeForward(const MoeWeights& w, const model::K3Config& c,
   // Route every token of the step, then hand all tasks over at once.
   std::vector<float> logits(n * ne);
   kernels::MatMul(w.router.view(), x, n, logits.data(), pool);
-  std::vector<ExpertTask> tasks(n * k);
-  std::vector<int> idx(k);
-  std::vector<float> wt(k);
-  for (size_t t = 0; t < n; ++t) {
-    RouteTopK(logits.data() + t * ne, w.bias.data(), ne, k, c.moe_renormalize,
-              c.routed_scaling_factor, idx.data(), wt.data());
-    for (size_t j = 0; j < k; ++j) {
-      tasks[t * k + j] = ExpertTask{static_cast<int32_t>(t), idx[j], wt[j]};
-    }
-  }
+  std::vector<ExpertTask> tasks;
+  Route(K3RouterSpec(c, static_cast<int>(k)), logits.data(), w.bias.data(), n,
+        &tasks);
   std::vector<float> z(n * lat), u(n * lat);
   kernels::MatMul(w.down.view(), x, n, z.data(), pool);
   FLOTILLA_RETURN_IF_ERROR(
@@ -98,14 +78,10 @@ std::vector<int> RoutedExpertUnion(const MoeWeights& w,
   const int k = std::min(ne, c.num_experts_per_token + std::max(0, extra));
   std::vector<float> logits(static_cast<size_t>(steps) * ne);
   kernels::MatMul(w.router.view(), x, steps, logits.data(), pool);
-  std::vector<int> idx(k), all;
-  std::vector<float> wt(k);
-  for (int t = 0; t < steps; ++t) {
-    RouteTopK(logits.data() + static_cast<size_t>(t) * ne, w.bias.data(), ne, k,
-              c.moe_renormalize, c.routed_scaling_factor, idx.data(),
-              wt.data());
-    all.insert(all.end(), idx.begin(), idx.end());
-  }
+  std::vector<ExpertTask> tasks;
+  Route(K3RouterSpec(c, k), logits.data(), w.bias.data(), steps, &tasks);
+  std::vector<int> all;
+  for (const ExpertTask& t : tasks) all.push_back(t.expert);
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
   return all;

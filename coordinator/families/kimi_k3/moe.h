@@ -6,20 +6,19 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/model/expert_backend.h"
 #include "coordinator/families/kimi_k3/weights.h"
+#include "coordinator/model/expert_backend.h"
+#include "coordinator/model/router.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/config.h"
 
 namespace flotilla::coordinator {
 
-// Top-k routing for one token from raw router logits [n_experts]:
-// s = sigmoid(logit) (double); selection by s + bias, descending, ties to
-// the lower index; weights from the unbiased s, renormalised (w/(sum+1e-20))
-// when `renormalize`, times `scale`. Writes k indices and weights in
-// selection order (descending biased score).
-void RouteTopK(const float* logits, const float* bias, int n_experts, int k,
-               bool renormalize, float scale, int* experts, float* weights);
+// Kimi K3's router (coordinator/model/router.h) choosing `top_k`: sigmoid
+// scores, chosen by score + the layer's correction bias, weighed by the
+// unbiased scores renormalised (w / (sum + 1e-20)) and scaled by
+// routed_scaling_factor.
+RouterSpec K3RouterSpec(const model::K3Config& config, int top_k);
 
 // Routed + shared experts for `steps` tokens. x: [steps][E] (normalised by
 // post_attention_layernorm). out: [steps][E].

@@ -7,6 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/batched_step.h"
+#include "coordinator/model/router.h"
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"
 
@@ -129,24 +130,13 @@ absl::Status MixtralModel::Moe(int layer, const MixtralLayerView& w,
   const size_t experts = c.num_local_experts, k = c.num_experts_per_tok;
   std::vector<float> logits(n * experts);
   kernels::MatMul(w.router, normed, n, logits.data(), pool_.get());
+  // Softmax over every expert, the top k renormalised (router.h).
+  RouterSpec spec;
+  spec.scoring = RouterSpec::Scoring::kSoftmax;
+  spec.num_experts = static_cast<int>(experts);
+  spec.top_k = static_cast<int>(k);
   std::vector<ExpertTask> tasks;
-  tasks.reserve(n * k);
-  std::vector<int> order(experts);
-  for (size_t t = 0; t < n; ++t) {
-    float* p = logits.data() + t * experts;
-    kernels::Softmax(p, experts);
-    std::iota(order.begin(), order.end(), 0);
-    // Highest probability first; the lower expert index wins a tie.
-    std::partial_sort(
-        order.begin(), order.begin() + k, order.end(),
-        [p](int a, int b) { return p[a] != p[b] ? p[a] > p[b] : a < b; });
-    float sum = 0;
-    for (size_t i = 0; i < k; ++i) sum += p[order[i]];
-    for (size_t i = 0; i < k; ++i) {
-      tasks.push_back(
-          ExpertTask{static_cast<int32_t>(t), order[i], p[order[i]] / sum});
-    }
-  }
+  Route(spec, logits.data(), nullptr, n, &tasks);
   FLOTILLA_RETURN_IF_ERROR(
       experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out));
   experts_->RecordRouted(layer, tasks.size());

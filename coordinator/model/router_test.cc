@@ -1,0 +1,67 @@
+// The shared router block on hand-worked rows: softmax (Mixtral, Qwen3-MoE)
+// and sigmoid with a correction bias (Kimi K3, DeepSeek-V3): which experts,
+// in which order, with which weights; ties go to the lower index.
+#include "coordinator/model/router.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+TEST(RouterTest, SoftmaxTopKRenormalised) {
+  RouterSpec spec;
+  spec.num_experts = 4;
+  spec.top_k = 2;
+  // Row 0: expert 2 then 0. Row 1: a tie between 1 and 3 goes to 1.
+  const std::vector<float> logits = {1.0f, 0.0f, 2.0f, -1.0f,
+                                     0.0f, 3.0f, 0.0f, 3.0f};
+  std::vector<ExpertTask> tasks;
+  Route(spec, logits.data(), nullptr, 2, &tasks);
+  ASSERT_EQ(tasks.size(), 4u);
+  EXPECT_EQ(tasks[0].row, 0);
+  EXPECT_EQ(tasks[0].expert, 2);
+  EXPECT_EQ(tasks[1].expert, 0);
+  // Renormalised over the two: e^2 / (e^2 + e^1).
+  EXPECT_NEAR(tasks[0].weight, std::exp(2.0) / (std::exp(2.0) + std::exp(1.0)),
+              1e-6);
+  EXPECT_NEAR(tasks[0].weight + tasks[1].weight, 1.0f, 1e-6);
+  EXPECT_EQ(tasks[2].row, 1);
+  EXPECT_EQ(tasks[2].expert, 1);
+  EXPECT_EQ(tasks[3].expert, 3);
+  EXPECT_FLOAT_EQ(tasks[2].weight, 0.5f);
+
+  // Without renormalisation the weights are the softmax probabilities.
+  spec.renormalize = false;
+  tasks.clear();
+  Route(spec, logits.data(), nullptr, 1, &tasks);
+  const double z = std::exp(1.0) + 1 + std::exp(2.0) + std::exp(-1.0);
+  EXPECT_NEAR(tasks[0].weight, std::exp(2.0) / z, 1e-6);
+}
+
+TEST(RouterTest, SigmoidChoosesByBiasAndWeighsWithoutIt) {
+  RouterSpec spec;
+  spec.scoring = RouterSpec::Scoring::kSigmoid;
+  spec.num_experts = 3;
+  spec.top_k = 2;
+  spec.renormalize_epsilon = 1e-20;
+  spec.scaling = 2.5f;
+  const std::vector<float> logits = {2.0f, 0.0f, 1.0f};
+  // The bias lifts expert 1 above the others for the choice only; its
+  // weight comes from its unbiased score.
+  const std::vector<float> bias = {0.0f, 0.5f, 0.0f};
+  std::vector<ExpertTask> tasks;
+  Route(spec, logits.data(), bias.data(), 1, &tasks);
+  ASSERT_EQ(tasks.size(), 2u);
+  // Biased scores: 0.881, 0.5 + 0.5 = 1.0, 0.731: expert 1, then 0.
+  EXPECT_EQ(tasks[0].expert, 1);
+  EXPECT_EQ(tasks[1].expert, 0);
+  const double s0 = 1 / (1 + std::exp(-2.0)), s1 = 0.5;
+  EXPECT_NEAR(tasks[0].weight, 2.5 * s1 / (s0 + s1), 1e-6);
+  EXPECT_NEAR(tasks[1].weight, 2.5 * s0 / (s0 + s1), 1e-6);
+}
+
+}  // namespace
+}  // namespace flotilla::coordinator
