@@ -74,6 +74,9 @@ absl::Status RegionRing::Start() {
                               bind_(layer, r->layout, p.buffer.data()));
     pinned_.push_back(std::move(p));
   }
+  // Counted from here on: reset before the reader thread starts, or a read
+  // that lands first would be counted and then lost.
+  ResetStats();
   // The ring over the rest.
   if (unpinned_ > 0) {
     slots_.resize(options_.ring_slots);
@@ -90,7 +93,6 @@ absl::Status RegionRing::Start() {
     reader_thread_ = std::thread([this] { ReaderLoop(); });
     verifier_thread_ = std::thread([this] { VerifierLoop(); });
   }
-  ResetStats();
   return absl::OkStatus();
 }
 

@@ -90,8 +90,9 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
   }
 
   // The pinned prefix and the ring over the rest.
+  // Its counters start at zero (RegionRing::Start), as do the vocabulary
+  // streams', which have read nothing yet.
   FLOTILLA_RETURN_IF_ERROR(t->ring_->Start());
-  t->ResetStats();
   return t;
 }
 

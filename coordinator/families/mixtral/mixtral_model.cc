@@ -7,23 +7,12 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/batched_step.h"
+#include "coordinator/model/gqa_attention.h"
 #include "coordinator/model/router.h"
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"
 
 namespace flotilla::coordinator {
-namespace {
-
-// HF's rotate-half RoPE on one head: pairs (i, i + d/2).
-void Rotate(float* x, const float* cos, const float* sin, size_t half) {
-  for (size_t i = 0; i < half; ++i) {
-    const float a = x[i], b = x[i + half];
-    x[i] = a * cos[i] - b * sin[i];
-    x[i + half] = b * cos[i] + a * sin[i];
-  }
-}
-
-}  // namespace
 
 size_t MixtralSequence::bytes() const {
   size_t total = 0;
@@ -43,13 +32,9 @@ std::unique_ptr<MixtralModel> MixtralModel::Create(
   m->pool_ = std::move(pool);
   m->trunk_ = std::move(trunk);
   m->experts_ = std::move(experts);
-  const size_t d = c.head_dim;
-  // inv_freq[i] = theta^(-2i/d), as HF computes it (then rounded to float).
-  m->inv_freq_.resize(d / 2);
-  for (size_t i = 0; i < d / 2; ++i) {
-    m->inv_freq_[i] = static_cast<float>(
-        1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / d));
-  }
+  m->attention_ = std::make_unique<GqaAttention>(
+      GqaSpec{c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+              c.rope_theta, c.sliding_window});
   return m;
 }
 
@@ -64,62 +49,15 @@ absl::Status MixtralModel::Attention(const MixtralLayerView& w, int layer,
                                      const float* normed, size_t n,
                                      MixtralSequence* seq, float* out) {
   const model::MixtralConfig& c = config_;
-  const size_t d = c.head_dim, half = d / 2;
+  const size_t d = c.head_dim;
   const size_t heads = c.num_attention_heads, kv_heads = c.num_key_value_heads;
-  const size_t group = heads / kv_heads;
   std::vector<float> q(n * heads * d), k(n * kv_heads * d), v(n * kv_heads * d);
   kernels::MatMul(w.q, normed, n, q.data(), pool_.get());
   kernels::MatMul(w.k, normed, n, k.data(), pool_.get());
   kernels::MatMul(w.v, normed, n, v.data(), pool_.get());
-  std::vector<float> cos(half), sin(half);
-  for (size_t t = 0; t < n; ++t) {
-    const double pos = static_cast<double>(seq->positions + t);
-    for (size_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(pos) * inv_freq_[i];
-      cos[i] = std::cos(angle);
-      sin[i] = std::sin(angle);
-    }
-    for (size_t h = 0; h < heads; ++h) {
-      Rotate(q.data() + (t * heads + h) * d, cos.data(), sin.data(), half);
-    }
-    for (size_t h = 0; h < kv_heads; ++h) {
-      Rotate(k.data() + (t * kv_heads + h) * d, cos.data(), sin.data(), half);
-    }
-  }
-  std::vector<float>& keys = seq->keys[layer];
-  std::vector<float>& values = seq->values[layer];
-  keys.insert(keys.end(), k.begin(), k.end());
-  values.insert(values.end(), v.begin(), v.end());
-  const size_t kv_width = kv_heads * d;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> attn(n * heads * d), scores;
-  for (size_t t = 0; t < n; ++t) {
-    const size_t pos = seq->positions + t;  // attends to 0..pos
-    const size_t first =
-        c.sliding_window > 0 && pos + 1 > static_cast<size_t>(c.sliding_window)
-            ? pos + 1 - c.sliding_window
-            : 0;
-    for (size_t h = 0; h < heads; ++h) {
-      const float* qh = q.data() + (t * heads + h) * d;
-      const size_t kvh = h / group;
-      scores.resize(pos + 1 - first);
-      for (size_t j = first; j <= pos; ++j) {
-        scores[j - first] = static_cast<float>(
-            kernels::DotF32(qh, keys.data() + j * kv_width + kvh * d, d) *
-            scale);
-      }
-      kernels::Softmax(scores.data(), scores.size());
-      float* dst = attn.data() + (t * heads + h) * d;
-      for (size_t i = 0; i < d; ++i) {
-        double acc = 0;
-        for (size_t j = first; j <= pos; ++j) {
-          acc += static_cast<double>(scores[j - first]) *
-                 values[j * kv_width + kvh * d + i];
-        }
-        dst[i] = static_cast<float>(acc);
-      }
-    }
-  }
+  std::vector<float> attn(n * heads * d);
+  attention_->Attend(q.data(), k.data(), v.data(), n, seq->positions,
+                     &seq->keys[layer], &seq->values[layer], attn.data());
   kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
   return absl::OkStatus();
 }

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "coordinator/families/mixtral/mixtral_trunk.h"
 #include "coordinator/model/expert_backend.h"
+#include "coordinator/model/gqa_attention.h"
 #include "coordinator/model/language_model.h"
 #include "shared/kernels/thread_pool.h"
 #include "shared/model/mixtral_config.h"
@@ -93,7 +94,7 @@ class MixtralModel : public LanguageModel {
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::unique_ptr<MixtralTrunk> trunk_;
   std::unique_ptr<ExpertBackend> experts_;
-  std::vector<float> inv_freq_;  // [head_dim / 2]
+  std::unique_ptr<GqaAttention> attention_;
 };
 
 }  // namespace flotilla::coordinator

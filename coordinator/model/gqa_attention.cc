@@ -1,0 +1,84 @@
+#include "coordinator/model/gqa_attention.h"
+
+#include <cmath>
+
+#include "shared/kernels/kernels.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+// HF's rotate-half RoPE on one head: pairs (i, i + d/2).
+void Rotate(float* x, const float* cos, const float* sin, size_t half) {
+  for (size_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * cos[i] - b * sin[i];
+    x[i + half] = b * cos[i] + a * sin[i];
+  }
+}
+
+}  // namespace
+
+GqaAttention::GqaAttention(const GqaSpec& spec) : spec_(spec) {
+  const size_t d = spec.head_dim;
+  // inv_freq[i] = theta^(-2i/d), as HF computes it (then rounded to float).
+  inv_freq_.resize(d / 2);
+  for (size_t i = 0; i < d / 2; ++i) {
+    inv_freq_[i] = static_cast<float>(
+        1.0 / std::pow(spec.rope_theta, static_cast<double>(2 * i) / d));
+  }
+}
+
+void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
+                          size_t first_position, std::vector<float>* keys,
+                          std::vector<float>* values, float* attn) const {
+  const size_t d = spec_.head_dim, half = d / 2;
+  const size_t heads = spec_.heads, kv_heads = spec_.kv_heads;
+  const size_t group = heads / kv_heads;
+  std::vector<float> cos(half), sin(half);
+  for (size_t t = 0; t < n; ++t) {
+    const double pos = static_cast<double>(first_position + t);
+    for (size_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(pos) * inv_freq_[i];
+      cos[i] = std::cos(angle);
+      sin[i] = std::sin(angle);
+    }
+    for (size_t h = 0; h < heads; ++h) {
+      Rotate(q + (t * heads + h) * d, cos.data(), sin.data(), half);
+    }
+    for (size_t h = 0; h < kv_heads; ++h) {
+      Rotate(k + (t * kv_heads + h) * d, cos.data(), sin.data(), half);
+    }
+  }
+  const size_t kv_width = kv_heads * d;
+  keys->insert(keys->end(), k, k + n * kv_width);
+  values->insert(values->end(), v, v + n * kv_width);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const size_t window = spec_.sliding_window > 0 ? spec_.sliding_window : 0;
+  std::vector<float> scores;
+  for (size_t t = 0; t < n; ++t) {
+    const size_t pos = first_position + t;  // attends to 0..pos
+    const size_t first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+    for (size_t h = 0; h < heads; ++h) {
+      const float* qh = q + (t * heads + h) * d;
+      const size_t kvh = h / group;
+      scores.resize(pos + 1 - first);
+      for (size_t j = first; j <= pos; ++j) {
+        scores[j - first] = static_cast<float>(
+            kernels::DotF32(qh, keys->data() + j * kv_width + kvh * d, d) *
+            scale);
+      }
+      kernels::Softmax(scores.data(), scores.size());
+      float* dst = attn + (t * heads + h) * d;
+      for (size_t i = 0; i < d; ++i) {
+        double acc = 0;
+        for (size_t j = first; j <= pos; ++j) {
+          acc += static_cast<double>(scores[j - first]) *
+                 (*values)[j * kv_width + kvh * d + i];
+        }
+        dst[i] = static_cast<float>(acc);
+      }
+    }
+  }
+}
+
+}  // namespace flotilla::coordinator

@@ -1,0 +1,46 @@
+// Grouped-query attention as a shared block (Mixtral and Llama-MoE today;
+// Qwen3-MoE and gpt-oss add per-head q/k norms, sinks and biases to its
+// spec): rotate-half RoPE on the query and key heads, a key/value cache per
+// layer, causal attention over it (or over the last `sliding_window`
+// positions), kv head h / (heads / kv_heads) serving query head h. Scores
+// and the softmax in float, the value sum in double: the arithmetic of the
+// Hugging Face float32 reference, whatever the thread count.
+#ifndef FLOTILLA_COORDINATOR_MODEL_GQA_ATTENTION_H_
+#define FLOTILLA_COORDINATOR_MODEL_GQA_ATTENTION_H_
+
+#include <cstddef>
+#include <vector>
+
+namespace flotilla::coordinator {
+
+struct GqaSpec {
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  double rope_theta = 10000;
+  int sliding_window = 0;  // 0: attend to the whole context
+};
+
+class GqaAttention {
+ public:
+  explicit GqaAttention(const GqaSpec& spec);
+
+  // Tokens at positions first_position .. first_position + n - 1: q
+  // [n][heads * head_dim] and k [n][kv_heads * head_dim] are rotated in
+  // place, k and v appended to the layer's cache (`keys`, `values`:
+  // [positions][kv_heads * head_dim]), and attn [n][heads * head_dim]
+  // receives each head's attention over positions 0..its own.
+  void Attend(float* q, float* k, const float* v, size_t n,
+              size_t first_position, std::vector<float>* keys,
+              std::vector<float>* values, float* attn) const;
+
+  const GqaSpec& spec() const { return spec_; }
+
+ private:
+  GqaSpec spec_;
+  std::vector<float> inv_freq_;  // [head_dim / 2]
+};
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_MODEL_GQA_ATTENTION_H_
