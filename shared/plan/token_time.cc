@@ -13,9 +13,9 @@ double Over(double amount, double rate) { return rate > 0 ? amount / rate : 0; }
 
 std::string ComputeRates::ToString() const {
   return absl::StrFormat(
-      "bf16 matvec %.2f GB/s, MXFP4 expert %.2f GB/s (%d threads); KDA "
-      "step %.0f heads/s, MLA %.1f M head-positions/s, checksum %.2f GB/s "
-      "(1 thread)",
+      "trunk matvec %.2f GB/s, expert matvec %.2f GB/s (%d threads); "
+      "recurrent step %.0f heads/s, attention %.1f M head-positions/s, "
+      "checksum %.2f GB/s (1 thread)",
       bf16_bytes_per_s / 1e9, mxfp4_bytes_per_s / 1e9, threads,
       kda_head_steps_per_s, mla_head_positions_per_s / 1e6,
       checksum_bytes_per_s / 1e9);
