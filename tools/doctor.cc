@@ -181,7 +181,7 @@ void PrintPredictions(const std::vector<Prediction>& preds, uint64_t usable,
                   "for this model (see the minimum above).\n");
   } else {
     absl::FPrintF(out,
-                  "\nRecommendation: --mem %s (%s): %.3f s/token predicted, "
+                  "\nRecommendation: --mem %s (%s): %.3g s/token predicted, "
                   "%d of %d trunk layers pinned.\n",
                   best->preset, io::FormatBytesBinary(best->budget_bytes),
                   best->seconds_per_token, best->plan->pinned_layers,
@@ -303,7 +303,7 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
     absl::FPrintF(out,
                   "Where transparent huge pages are off the engine reads into "
                   "4 KiB pages (trunk at %s, experts at %s): --mem %s would "
-                  "take %.3f s/token.\n",
+                  "take %.3g s/token.\n",
                   Gbps(small_large), Gbps(small_expert), small_best->preset,
                   small_best->seconds_per_token);
   }

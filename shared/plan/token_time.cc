@@ -22,8 +22,9 @@ std::string ComputeRates::ToString() const {
 }
 
 std::string TokenTime::ToString() const {
+  // Three significant digits: a small model's token takes microseconds.
   return absl::StrFormat(
-      "%.3f s/token (compute %.3f s: bf16 %.3f + experts %.3f + attention "
+      "%.3g s/token (compute %.3f s: trunk %.3f + experts %.3f + attention "
       "%.3f + checksums %.3f; disk %.3f s: trunk %.3f + experts %.3f, of "
       "which %.3f after a wrong guess)",
       seconds, compute_s(), bf16_s, mxfp4_s, attention_s, verify_s, disk_s(),
