@@ -114,16 +114,6 @@ absl::StatusOr<std::unique_ptr<family::FamilyConfig>> LoadConfig(
   return family::LoadFamilyConfig(path);
 }
 
-absl::StatusOr<model::K3Config> LoadK3(const EngineOptions& o,
-                                       const pack::PackManifest* m) {
-  const std::string path =
-      o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
-  if (o.config_path.empty() && m != nullptr && !Exists(path)) {
-    return model::ParseK3Config(m->config_json, "pack manifest config");
-  }
-  return model::LoadK3Config(path);
-}
-
 }  // namespace
 
 absl::StatusOr<plan::MemoryPlan> PlanForPack(const EngineOptions& o,
@@ -204,21 +194,18 @@ std::map<std::string, EngineOpener>& Openers() {
   return *openers;
 }
 
-// The model's family name: from its config.json, or from the pack's copy
-// of it when the model folder has none.
-absl::StatusOr<std::string> FamilyName(const EngineOptions& o) {
-  if (Exists(ConfigPath(o))) {
-    FLOTILLA_ASSIGN_OR_RETURN(auto c, family::LoadFamilyConfig(ConfigPath(o)));
-    return c->family().name;
-  }
+// The model's config, of whichever family: from its config.json, or from
+// the pack's copy of it when the model folder has none.
+absl::StatusOr<std::unique_ptr<family::FamilyConfig>> ModelConfig(
+    const EngineOptions& o) {
+  if (Exists(ConfigPath(o))) return family::LoadFamilyConfig(ConfigPath(o));
   const std::string pack = ResolvePackDir(o);
   if (pack.empty()) {
     return absl::NotFoundError(absl::StrCat(
         ConfigPath(o), " does not exist and there is no pack beside it"));
   }
   FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m, pack::LoadPackManifest(pack));
-  FLOTILLA_ASSIGN_OR_RETURN(auto c, LoadConfig(o, &m));
-  return c->family().name;
+  return LoadConfig(o, &m);
 }
 
 }  // namespace
@@ -230,7 +217,9 @@ void RegisterEngineOpener(const std::string& family_name, EngineOpener open) {
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
-  FLOTILLA_ASSIGN_OR_RETURN(const std::string family, FamilyName(o));
+  FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<family::FamilyConfig> config,
+                            ModelConfig(o));
+  const std::string family = config->family().name;
   EngineOpener open = nullptr;
   {
     std::lock_guard<std::mutex> lock(OpenersMutex());
@@ -244,6 +233,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   }
   auto engine = std::make_unique<Engine>();
   engine->family = family;
+  engine->config = std::move(config);
   engine->accountant = std::make_unique<io::MemoryAccountant>(budget);
   return open(o, std::move(engine));
 }
@@ -251,6 +241,13 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
 absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
     const EngineOptions& o, std::unique_ptr<Engine> engine) {
   const uint64_t baseline = io::TrimmedRssBytes();
+  const auto* k3_config =
+      dynamic_cast<const family::KimiK3Config*>(engine->config.get());
+  if (k3_config == nullptr) {
+    return absl::InternalError(
+        "the kimi_k3 opener got another family's config");
+  }
+  const model::K3Config& c = k3_config->config();
   const uint64_t budget = engine->accountant->budget();
   engine->pack_dir = ResolvePackDir(o);
   ModelOptions model_options;
@@ -260,14 +257,13 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
     // No pack: the whole trunk is built in RAM, which only works when it fits.
     // The checkpoint is checked against the config before anything loops
     // over the config's counts (the plan does).
-    FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadK3(o, nullptr));
     FLOTILLA_ASSIGN_OR_RETURN(
         std::unique_ptr<model::SafetensorsCheckpoint> source,
         model::SafetensorsCheckpoint::OpenDir(o.model_dir));
     FLOTILLA_RETURN_IF_ERROR(
         family::kimi_k3::CheckCheckpoint(c, *source, o.model_dir));
     plan::PlanInputs in =
-        InputsFromConfig(family::KimiK3Config(c), o, UINT64_MAX / 4, baseline);
+        InputsFromConfig(*k3_config, o, UINT64_MAX / 4, baseline);
     FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
     engine->plan.budget_bytes = budget;
     uint64_t trunk = 2 * in.vocab_region_bytes + in.globals_bytes;
@@ -313,10 +309,9 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
     FLOTILLA_RETURN_IF_ERROR(
         pack::CheckPackSource(m, o.model_dir, engine->pack_dir));
   }
-  FLOTILLA_ASSIGN_OR_RETURN(model::K3Config c, LoadK3(o, &m));
   FLOTILLA_ASSIGN_OR_RETURN(
       plan::PlanInputs in,
-      InputsFromManifest(m, family::KimiK3Config(c), o, budget, baseline));
+      InputsFromManifest(m, *k3_config, o, budget, baseline));
   FLOTILLA_ASSIGN_OR_RETURN(engine->plan, plan::MakeMemoryPlan(in));
   for (const auto& [owner, bytes] : engine->plan.charges) {
     FLOTILLA_RETURN_IF_ERROR(engine->accountant->Charge(owner, bytes));

@@ -65,6 +65,8 @@ struct EngineOptions {
 struct Engine {
   std::unique_ptr<LanguageModel> model;
   std::string family;  // its name in the family registry (shared/family)
+  // The model's config, parsed once by OpenEngine for the family's opener.
+  std::shared_ptr<const family::FamilyConfig> config;
   plan::MemoryPlan plan;
   bool streaming = false;
   std::string pack_dir;

@@ -18,8 +18,8 @@
 #include "coordinator/stream/streaming_experts.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_index.h"
+#include "shared/family/mixtral/mixtral_family.h"
 #include "shared/model/checkpoint_fingerprint.h"
-#include "shared/model/json_util.h"
 #include "shared/model/safetensors.h"
 #include "shared/model/tensor_names.h"
 #include "shared/pack/pack_manifest.h"
@@ -35,13 +35,13 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
           0) {
     pack_dir = o.model_dir + "/flotilla-pack";
   }
-  const std::string path = ConfigPath(o);
-  FLOTILLA_ASSIGN_OR_RETURN(std::string text,
-                            model::internal::ReadSmallFile(path));
-  FLOTILLA_ASSIGN_OR_RETURN(nlohmann::json root,
-                            model::internal::ParseJson(text, path));
-  FLOTILLA_ASSIGN_OR_RETURN(model::MixtralConfig c,
-                            model::ParseMixtralConfig(root, path));
+  const auto* mixtral =
+      dynamic_cast<const family::MixtralFamilyConfig*>(engine->config.get());
+  if (mixtral == nullptr) {
+    return absl::InternalError(
+        "the mixtral opener got another family's config");
+  }
+  const model::MixtralConfig& c = mixtral->config();
   const model::MoeSpec moe = c.Moe();
   FLOTILLA_ASSIGN_OR_RETURN(auto source,
                             model::SafetensorsCheckpoint::OpenDir(o.model_dir));
@@ -113,11 +113,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     // The memory plan every family follows: sequence state, pinned prefix,
     // ring, expert read buffers and cache, as `generate --plan` prints it.
     FLOTILLA_ASSIGN_OR_RETURN(
-        std::unique_ptr<family::FamilyConfig> family_config,
-        family::LoadFamilyConfig(path));
-    FLOTILLA_ASSIGN_OR_RETURN(
         engine->plan,
-        PlanForPack(o, *family_config, manifest, budget.budget(), baseline));
+        PlanForPack(o, *mixtral, manifest, budget.budget(), baseline));
     for (const auto& [owner, bytes] : engine->plan.charges) {
       FLOTILLA_RETURN_IF_ERROR(budget.Charge(owner, bytes));
     }

@@ -241,9 +241,8 @@ class ToyModel : public coordinator::LanguageModel {
 absl::StatusOr<std::unique_ptr<coordinator::Engine>> OpenToy(
     const coordinator::EngineOptions& o,
     std::unique_ptr<coordinator::Engine> engine) {
-  FLOTILLA_ASSIGN_OR_RETURN(
-      std::unique_ptr<family::FamilyConfig> c,
-      family::LoadFamilyConfig(o.model_dir + "/config.json"));
+  // The config OpenEngine parsed (and found this family by).
+  const family::FamilyConfig* c = engine->config.get();
   FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<model::SafetensorsCheckpoint> ckpt,
                             model::SafetensorsCheckpoint::OpenDir(o.model_dir));
   std::shared_ptr<model::TensorSource> source(std::move(ckpt));
