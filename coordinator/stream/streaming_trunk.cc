@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<StreamingTrunk>> StreamingTrunk::Open(
               t->ring_->file(), r, f->offset,
               f->dtype == model::DType::kBF16 ? kernels::DenseType::kBF16
                                               : kernels::DenseType::kF32,
-              config,
+              config.vocab_size, config.hidden_size,
               embed ? VocabStream::Use::kEmbedRows : VocabStream::Use::kLmHead,
               vo));
       continue;

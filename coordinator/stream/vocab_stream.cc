@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/families/kimi_k3/weights.h"
 #include "shared/base/status_macros.h"
 #include "shared/io/checksum.h"
 #include "shared/plan/memory_plan.h"
@@ -33,9 +32,8 @@ uint64_t LmHeadStreamBufferBytes(uint64_t vocab, uint64_t row_bytes,
 
 absl::StatusOr<std::unique_ptr<VocabStream>> VocabStream::Create(
     const io::File* file, const pack::PackRegion* region, uint64_t field_offset,
-    kernels::DenseType type, const model::K3Config& config, Use use,
+    kernels::DenseType type, uint64_t vocab, uint64_t hidden, Use use,
     const VocabStreamOptions& options) {
-  const uint64_t vocab = static_cast<uint64_t>(config.vocab_size);
   const uint64_t cr = region->chunk_rows;
   if (cr == 0 || region->chunk_checksums.size() != (vocab + cr - 1) / cr) {
     return absl::DataLossError(
@@ -48,7 +46,7 @@ absl::StatusOr<std::unique_ptr<VocabStream>> VocabStream::Create(
   v->field_offset_ = field_offset;
   v->type_ = type;
   v->vocab_ = vocab;
-  v->hidden_ = static_cast<uint64_t>(config.hidden_size);
+  v->hidden_ = hidden;
   v->row_bytes_ = v->hidden_ * (type == kernels::DenseType::kBF16 ? 2 : 4);
   v->options_ = options;
   if (use == Use::kEmbedRows) {
@@ -121,12 +119,16 @@ absl::Status VocabStream::EmbedRows(const std::vector<int32_t>& ids,
     bytes_read_ += range.length;
     const uint8_t* rows = row_chunk_.data() + range.skip;
     FLOTILLA_RETURN_IF_ERROR(VerifyRows(first, count, rows));
-    Matrix one;
-    one.type = type_;
-    one.data = rows + (id - first) * row_bytes_;
-    one.rows = 1;
-    one.cols = hidden_;
-    one.RowF32(0, out + t * hidden_);
+    // The row widened to float.
+    const uint8_t* row = rows + (id - first) * row_bytes_;
+    float* dst = out + t * hidden_;
+    if (type_ == kernels::DenseType::kBF16) {
+      const uint16_t* bf16 = reinterpret_cast<const uint16_t*>(row);
+      for (uint64_t i = 0; i < hidden_; ++i)
+        dst[i] = kernels::Bf16ToF32(bf16[i]);
+    } else {
+      std::memcpy(dst, row, hidden_ * sizeof(float));
+    }
   }
   return absl::OkStatus();
 }

@@ -25,7 +25,6 @@
 #include "shared/io/file.h"
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/plan/memory_plan.h"
 
@@ -53,9 +52,8 @@ class VocabStream {
   // holds [vocab][hidden] elements of `type`.
   static absl::StatusOr<std::unique_ptr<VocabStream>> Create(
       const io::File* file, const pack::PackRegion* region,
-      uint64_t field_offset, kernels::DenseType type,
-      const model::K3Config& config, Use use,
-      const VocabStreamOptions& options);
+      uint64_t field_offset, kernels::DenseType type, uint64_t vocab,
+      uint64_t hidden, Use use, const VocabStreamOptions& options);
   ~VocabStream();
 
   // Writes row id of each of `ids` as floats (Use::kEmbedRows);

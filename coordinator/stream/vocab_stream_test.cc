@@ -59,8 +59,6 @@ class VocabStreamTest : public ::testing::TestWithParam<io::ReaderKind> {
     auto f = io::File::Open(path_, true);
     ASSERT_TRUE(f.ok()) << f.status();
     file_ = std::move(*f);
-    config_.vocab_size = kVocab;
-    config_.hidden_size = kHidden;
   }
 
   absl::StatusOr<std::unique_ptr<VocabStream>> Make(VocabStream::Use use) {
@@ -68,7 +66,8 @@ class VocabStreamTest : public ::testing::TestWithParam<io::ReaderKind> {
     o.lm_head_pass_bytes = kChunkRows * kRowBytes;  // 4 passes
     o.reader = GetParam();
     return VocabStream::Create(&file_, &region_, kFieldOffset,
-                               kernels::DenseType::kBF16, config_, use, o);
+                               kernels::DenseType::kBF16, kVocab, kHidden, use,
+                               o);
   }
 
   void FlipByteOfRow(uint64_t row) {
@@ -86,7 +85,6 @@ class VocabStreamTest : public ::testing::TestWithParam<io::ReaderKind> {
   std::vector<uint16_t> bits_;
   pack::PackRegion region_;
   io::File file_;
-  model::K3Config config_;
 };
 
 TEST_P(VocabStreamTest, StreamedLmHeadIsBitIdenticalToInMemoryMatMul) {
