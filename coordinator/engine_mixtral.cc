@@ -42,6 +42,12 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
         "the mixtral opener got another family's config");
   }
   const model::MixtralConfig& c = mixtral->config();
+  if (o.stream_vocab) {
+    // Refused, not ignored: the forward pass reads both whole.
+    return absl::InvalidArgumentError(
+        "--stream-vocab: the mixtral family keeps its embedding and lm_head "
+        "resident (mixtral_model.cc reads them whole)");
+  }
   const model::MoeSpec moe = c.Moe();
   FLOTILLA_ASSIGN_OR_RETURN(auto source,
                             model::SafetensorsCheckpoint::OpenDir(o.model_dir));

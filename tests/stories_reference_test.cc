@@ -195,6 +195,18 @@ TEST(StoriesReferenceTest, PackedEngineFollowsThePrintedPlan) {
   }
 }
 
+// An option the family does not implement is refused by name.
+TEST(StoriesReferenceTest, StreamedVocabularyIsRefused) {
+  coordinator::EngineOptions o;
+  o.model_dir = ModelDir();
+  o.stream_vocab = true;
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("--stream-vocab"), std::string::npos)
+      << engine.status();
+}
+
 TEST(StoriesReferenceTest, DamagedPackIsAnErrorNamingTheLayer) {
   dtest::TempDir tmp;
   const std::string pack = Pack(tmp);

@@ -132,6 +132,11 @@ TEST(FamilyShapeTest, MixtralPlansResidentVocabAndCachesEveryExpertThatFits) {
     stream_buffers |= owner == "lm_head.stream_buffers";
   }
   EXPECT_FALSE(stream_buffers);
+  // Asked to stream them anyway: refused, naming the flag.
+  in.stream_vocab = true;
+  auto streamed = plan::MakeMemoryPlan(in);
+  ASSERT_FALSE(streamed.ok());
+  EXPECT_THAT(streamed.status().message(), HasSubstr("--stream-vocab"));
 }
 
 TEST(FamilyShapeTest, KimiK3SplitsStateBetweenMlaAndKdaLayers) {

@@ -68,6 +68,11 @@ absl::StatusOr<MemoryPlan> MakeMemoryPlan(const PlanInputs& in) {
         absl::StrCat("memory plan: ", in.layer_region_bytes.size(),
                      " layer region sizes for a model of ", layers, " layers"));
   }
+  if (in.stream_vocab && !shape.streams_vocab) {
+    return absl::InvalidArgumentError(
+        "--stream-vocab: this model's forward pass reads its embedding and "
+        "lm_head whole, so they cannot be streamed");
+  }
   uint64_t max_region = 0;
   for (uint64_t b : in.layer_region_bytes) max_region = std::max(max_region, b);
 
