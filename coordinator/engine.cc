@@ -8,9 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/engine_internal.h"
+#include "coordinator/families/kimi_k3/model.h"
 #include "coordinator/model/local_experts.h"
 #include "coordinator/remote/remote_experts.h"
 #include "coordinator/stream/streaming_experts.h"
+#include "coordinator/stream/streaming_trunk.h"
 #include "coordinator/stream/vocab_stream.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_index.h"

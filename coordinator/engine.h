@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/families/kimi_k3/model.h"
-#include "coordinator/stream/streaming_trunk.h"
+#include "coordinator/model/language_model.h"
 #include "shared/family/family.h"
 #include "shared/io/batch_reader.h"
 #include "shared/io/memory_budget.h"
@@ -21,6 +20,7 @@
 namespace flotilla::coordinator {
 
 class StreamingExperts;
+class StreamingTrunk;
 class LayerSource;
 
 struct EngineOptions {
@@ -86,8 +86,9 @@ struct Engine {
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(
     const EngineOptions& options);
 
-// Opens a model of one family into `engine` (which has its family name and
-// its accountant, charged with the budget of options.mem).
+// Opens a model of one family into `engine` (which has its family's name,
+// the model's parsed config, and an accountant holding the budget of
+// options.mem).
 using EngineOpener = absl::StatusOr<std::unique_ptr<Engine>> (*)(
     const EngineOptions& options, std::unique_ptr<Engine> engine);
 // Adds (or replaces) the opener of `family_name`: a build's extra family, or
