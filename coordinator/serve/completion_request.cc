@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -164,6 +165,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
   r.max_tokens = limits.default_max_tokens;
   bool chat_logprobs = false;
   int chat_top = -1;
+  bool seeded = false;
   for (const auto& [key, v] : j.items()) {
     if (v.is_null()) continue;  // OpenAI clients send explicit nulls
     if (key == "model") {
@@ -191,6 +193,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
           const int64_t s, Integer(v, key, std::numeric_limits<int64_t>::min(),
                                    std::numeric_limits<int64_t>::max()));
       r.sampler.seed = static_cast<uint64_t>(s);
+      seeded = true;
     } else if (key == "stop") {
       FLOTILLA_RETURN_IF_ERROR(ParseStop(v, limits, &r));
     } else if (key == "stream") {
@@ -230,6 +233,12 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
       }
     }
     // Other fields (user, presence_penalty at 0, ...) carry no meaning here.
+  }
+  // No seed (or an explicit null) is a fresh random stream per request, as
+  // OpenAI, vLLM and llama-server do; a given seed repeats its text.
+  if (!seeded) {
+    std::random_device random;
+    r.sampler.seed = (static_cast<uint64_t>(random()) << 32) | random();
   }
   if (chat_top >= 0 && !chat_logprobs) {
     return Bad("top_logprobs needs logprobs: true");
