@@ -25,6 +25,12 @@ absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
                                                    limits.max_tokens, ", got ",
                                                    spec.max_tokens));
   }
+  if (!spec.max_tokens_given &&
+      static_cast<int64_t>(ids.size()) >= limits.max_context) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt (", ids.size(), " tokens) fills the context of ",
+        limits.max_context, " tokens; shorten the prompt"));
+  }
   if (static_cast<int64_t>(ids.size()) + spec.max_tokens > limits.max_context) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the prompt (", ids.size(), " tokens) plus max_tokens (",
@@ -38,6 +44,15 @@ absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
     }
   }
   return absl::OkStatus();
+}
+
+void FitDefaultMaxTokens(CompletionSpec* spec, const RequestLimits& limits) {
+  if (spec->max_tokens_given) return;
+  const int64_t room =
+      limits.max_context - static_cast<int64_t>(spec->prompt.size());
+  if (room >= 1 && spec->max_tokens > room) {
+    spec->max_tokens = static_cast<int>(room);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(

@@ -32,6 +32,9 @@ namespace flotilla::coordinator::serve {
 struct CompletionSpec {
   std::vector<int32_t> prompt;  // non-empty, inside the vocabulary
   int max_tokens = 16;
+  // false: max_tokens is the server's default, which FitDefaultMaxTokens
+  // cuts to what the context leaves after the prompt.
+  bool max_tokens_given = true;
   SamplerOptions sampler;
   std::vector<std::string> stop;  // stop strings
   std::vector<int32_t> stop_ids;  // besides the tokenizer's end of text
@@ -65,6 +68,11 @@ struct TokenLogprob {
 // many positions). InvalidArgument naming what is wrong.
 absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
                                  const RequestLimits& limits);
+// A request that named no max_tokens gets the server's default cut to the
+// positions its prompt leaves in the context, instead of a refusal (vLLM
+// gives such a request the rest of the context). A request that named one
+// keeps it, and is refused by CheckCompletionSpec when it does not fit.
+void FitDefaultMaxTokens(CompletionSpec* spec, const RequestLimits& limits);
 
 // New output since the last Take.
 struct CompletionPiece {

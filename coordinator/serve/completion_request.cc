@@ -179,6 +179,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
       FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
                                 Integer(v, key, 1, limits.max_tokens));
       r.max_tokens = static_cast<int>(n);
+      r.max_tokens_given = true;
     } else if (key == "temperature") {
       FLOTILLA_ASSIGN_OR_RETURN(const double t, Number(v, key));
       r.sampler.temperature = static_cast<float>(t);

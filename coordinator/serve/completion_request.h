@@ -29,6 +29,7 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_ids;    // token-id prompt (completions)
   std::vector<ChatMessage> messages;  // chat
   int max_tokens = 16;
+  bool max_tokens_given = false;  // false: the server's default
   SamplerOptions sampler;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   std::vector<int32_t> stop_ids;  // extra stop token ids

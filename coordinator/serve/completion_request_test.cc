@@ -1,7 +1,12 @@
-// Request parsing details a client relies on: a request without a seed
-// samples from a fresh random stream, one with a seed repeats its own.
+// Request details a client relies on: a request without a seed samples
+// from a fresh random stream, one with a seed repeats its own; a request
+// without max_tokens is cut to the context its prompt leaves, one with
+// max_tokens is refused when they do not fit.
 #include "coordinator/serve/completion_request.h"
 
+#include <string>
+
+#include "coordinator/serve/completion_job.h"
 #include "gtest/gtest.h"
 
 namespace flotilla::coordinator::serve {
@@ -28,6 +33,54 @@ TEST(CompletionRequestTest, NoSeedIsAFreshRandomStream) {
   auto seven = ParseCompletionRequest(R"({"prompt": "hi", "seed": 7})",
                                       /*chat=*/false, limits);
   EXPECT_EQ(seven->sampler.seed, 7u);
+}
+
+TEST(CompletionRequestTest, NoMaxTokensIsCutToTheContextLeft) {
+  RequestLimits limits;
+  limits.max_context = 512;
+  limits.default_max_tokens = 256;
+  auto parsed =
+      ParseCompletionRequest(R"({"prompt": "hi"})", /*chat=*/false, limits);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_FALSE(parsed->max_tokens_given);
+  EXPECT_EQ(parsed->max_tokens, 256);
+  auto given = ParseCompletionRequest(R"({"prompt": "hi", "max_tokens": 300})",
+                                      /*chat=*/false, limits);
+  ASSERT_TRUE(given.ok());
+  EXPECT_TRUE(given->max_tokens_given);
+
+  // A 432-token prompt (the web chat's third turn) and the default 256.
+  CompletionSpec spec;
+  spec.prompt.assign(432, 5);
+  spec.max_tokens = 256;
+  spec.max_tokens_given = false;
+  FitDefaultMaxTokens(&spec, limits);
+  EXPECT_EQ(spec.max_tokens, 512 - 432);
+  EXPECT_TRUE(CheckCompletionSpec(spec, 100, limits).ok());
+  // Short prompts keep the default.
+  spec.prompt.assign(10, 5);
+  spec.max_tokens = 256;
+  FitDefaultMaxTokens(&spec, limits);
+  EXPECT_EQ(spec.max_tokens, 256);
+
+  // max_tokens the client named is never cut: refused when it does not fit.
+  spec.prompt.assign(432, 5);
+  spec.max_tokens = 256;
+  spec.max_tokens_given = true;
+  FitDefaultMaxTokens(&spec, limits);
+  EXPECT_EQ(spec.max_tokens, 256);
+  absl::Status s = CheckCompletionSpec(spec, 100, limits);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("exceed the context"), std::string::npos) << s;
+
+  // A prompt that fills the context leaves no room at all.
+  spec.prompt.assign(512, 5);
+  spec.max_tokens = 256;
+  spec.max_tokens_given = false;
+  FitDefaultMaxTokens(&spec, limits);
+  s = CheckCompletionSpec(spec, 100, limits);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("fills the context"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -75,6 +75,8 @@ grpc::Status GenerationService::Run(
   }
   spec.max_tokens =
       r->max_tokens() == 0 ? limits_.default_max_tokens : r->max_tokens();
+  spec.max_tokens_given = r->max_tokens() != 0;
+  FitDefaultMaxTokens(&spec, limits_);
   if (absl::Status st =
           CheckCompletionSpec(spec, model_->vocab_size(), limits_);
       !st.ok()) {

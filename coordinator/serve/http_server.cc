@@ -237,6 +237,8 @@ void HttpServer::Routes() {
           CompletionSpec spec;
           spec.prompt = std::move(prompt);
           spec.max_tokens = req->max_tokens;
+          spec.max_tokens_given = req->max_tokens_given;
+          FitDefaultMaxTokens(&spec, options_.limits);
           if (absl::Status st = CheckCompletionSpec(spec, model_->vocab_size(),
                                                     options_.limits);
               !st.ok()) {
