@@ -31,11 +31,54 @@ namespace {
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
+}  // namespace
+
+std::string ConfigPath(const EngineOptions& o) {
+  return o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
+}
+
 std::string ResolvePackDir(const EngineOptions& o) {
   if (!o.pack_dir.empty()) return o.pack_dir;
   const std::string candidate = o.model_dir + "/flotilla-pack";
   return Exists(candidate + "/manifest.json") ? candidate : "";
 }
+
+RegionRingOptions PlannedRingOptions(const EngineOptions& o,
+                                     const plan::MemoryPlan& plan,
+                                     const std::string& pack_dir,
+                                     io::ReaderKind reader) {
+  RegionRingOptions ro;
+  ro.pack_dir = pack_dir;
+  ro.pinned_layers = plan.pinned_layers;
+  ro.ring_slots = std::max(2, plan.ring_slots);
+  ro.verify_checksums = o.verify_checksums;
+  ro.reader = reader;
+  ro.reader_factory = o.reader_factory;
+  // Ring reads go as 4 MiB pieces, two in the kernel at a time: that already
+  // reaches a disk's large-read ceiling, and an expert read issued behind
+  // them waits for ~8 MB of trunk instead of 64 MB (the measurements behind
+  // both: bench/measurements.md). The pinned layers load with the same
+  // depth.
+  ro.queue_depth = 2;
+  ro.chunk_bytes = 4ull << 20;
+  return ro;
+}
+
+StreamingExpertsOptions PlannedExpertOptions(const EngineOptions& o,
+                                             const plan::MemoryPlan& plan,
+                                             io::ReaderKind reader) {
+  StreamingExpertsOptions eo;
+  eo.slots = plan.expert_slots;
+  eo.cache_bytes =
+      static_cast<uint64_t>(plan.expert_cache_slots) * plan.expert_slot_bytes;
+  eo.queue_depth = o.queue_depth;
+  eo.reader = reader;
+  eo.reader_factory = o.reader_factory;
+  eo.verify_checksums = o.verify_checksums;
+  return eo;
+}
+
+namespace {
 
 // What the open model keeps to find its weights: the expert index when the
 // experts are read here (none with expert workers: they index their own).
@@ -94,7 +137,6 @@ absl::StatusOr<plan::PlanInputs> InputsFromManifest(
     const EngineOptions& o, uint64_t budget, uint64_t baseline) {
   FLOTILLA_ASSIGN_OR_RETURN(family::TrunkSizes t, family::PackTrunkSizes(c, m));
   // Runs as the pack recorded them, each read aligned.
-  t.expert_run_bytes = 0;
   uint64_t slot = 0;
   for (const pack::PackExpert& e : m.experts) {
     slot = std::max(slot, io::AlignForDirectIo(e.offset, e.length).length);
@@ -108,8 +150,7 @@ absl::StatusOr<plan::PlanInputs> InputsFromManifest(
 
 absl::StatusOr<std::unique_ptr<family::FamilyConfig>> LoadConfig(
     const EngineOptions& o, const pack::PackManifest* m) {
-  const std::string path =
-      o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
+  const std::string path = ConfigPath(o);
   if (o.config_path.empty() && m != nullptr && !Exists(path)) {
     return family::ParseFamilyConfig(m->config_json, "pack manifest config");
   }
@@ -151,10 +192,6 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
   ro.expected_fingerprint = fingerprint;
   FLOTILLA_ASSIGN_OR_RETURN(auto remote, RemoteExperts::Connect(moe, ro));
   return std::unique_ptr<ExpertBackend>(std::move(remote));
-}
-
-std::string ConfigPath(const EngineOptions& o) {
-  return o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path;
 }
 
 absl::StatusOr<plan::MemoryPlan> PlanEngine(
@@ -333,14 +370,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
     pool = std::make_unique<kernels::ThreadPool>(o.threads);
     // Expert memory is already charged by the plan above (read buffers and
     // cache), so the backend is not given the accountant.
-    StreamingExpertsOptions eo;
-    eo.slots = engine->plan.expert_slots;
-    eo.cache_bytes = static_cast<uint64_t>(engine->plan.expert_cache_slots) *
-                     engine->plan.expert_slot_bytes;
-    eo.queue_depth = o.queue_depth;
-    eo.reader = reader;
-    eo.reader_factory = o.reader_factory;
-    eo.verify_checksums = o.verify_checksums;
+    StreamingExpertsOptions eo = PlannedExpertOptions(o, engine->plan, reader);
     eo.lookahead = o.expert_prefetch;
     FLOTILLA_ASSIGN_OR_RETURN(
         auto streaming,
@@ -352,21 +382,9 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
   std::vector<pack::PackExpert>().swap(m.experts);
 
   StreamingTrunkOptions to;
-  to.ring.pack_dir = engine->pack_dir;
-  to.ring.pinned_layers = engine->plan.pinned_layers;
-  to.ring.ring_slots = std::max(2, engine->plan.ring_slots);
+  to.ring = PlannedRingOptions(o, engine->plan, engine->pack_dir, reader);
   to.lm_head_pinned = engine->plan.lm_head_pinned;
   to.embed_pinned = engine->plan.embed_pinned;
-  to.ring.verify_checksums = o.verify_checksums;
-  to.ring.reader = reader;
-  to.ring.reader_factory = o.reader_factory;
-  // Ring reads go as 4 MiB pieces, two in the kernel at a time: that already
-  // reaches a disk's large-read ceiling, and an expert read issued behind
-  // them waits for ~8 MB of trunk instead of 64 MB (the measurements behind
-  // both: bench/measurements.md). The pinned layers load with the same
-  // depth.
-  to.ring.queue_depth = 2;
-  to.ring.chunk_bytes = 4ull << 20;
   FLOTILLA_ASSIGN_OR_RETURN(auto trunk, StreamingTrunk::Open(m, c, to));
   engine->trunk = trunk.get();
   engine->streaming = true;

@@ -9,6 +9,8 @@
 #include "absl/status/statusor.h"
 #include "coordinator/engine.h"
 #include "coordinator/model/expert_backend.h"
+#include "coordinator/stream/region_ring.h"
+#include "coordinator/stream/streaming_experts.h"
 #include "shared/model/moe_spec.h"
 #include "shared/pack/pack_manifest.h"
 
@@ -29,6 +31,19 @@ absl::StatusOr<plan::MemoryPlan> PlanForPack(const EngineOptions& o,
                                              const pack::PackManifest& m,
                                              uint64_t budget,
                                              uint64_t baseline);
+
+// --pack, else <model>/flotilla-pack when it holds a manifest, else "".
+std::string ResolvePackDir(const EngineOptions& o);
+
+// The ring and the streamed experts of a pack as `plan` lays them out: what
+// every family's opener passes to RegionRing and StreamingExperts.
+RegionRingOptions PlannedRingOptions(const EngineOptions& o,
+                                     const plan::MemoryPlan& plan,
+                                     const std::string& pack_dir,
+                                     io::ReaderKind reader);
+StreamingExpertsOptions PlannedExpertOptions(const EngineOptions& o,
+                                             const plan::MemoryPlan& plan,
+                                             io::ReaderKind reader);
 
 // --config, else <model>/config.json.
 std::string ConfigPath(const EngineOptions& o);

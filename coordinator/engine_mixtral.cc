@@ -6,7 +6,6 @@
 // they fit what is left of the budget, else streamed from the checkpoint's
 // safetensors through a few slots. Or the experts run on expert workers
 // (--workers).
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -29,12 +28,7 @@ namespace flotilla::coordinator {
 absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine) {
   const uint64_t baseline = io::TrimmedRssBytes();
-  std::string pack_dir = o.pack_dir;
-  if (pack_dir.empty() &&
-      access((o.model_dir + "/flotilla-pack/manifest.json").c_str(), F_OK) ==
-          0) {
-    pack_dir = o.model_dir + "/flotilla-pack";
-  }
+  const std::string pack_dir = ResolvePackDir(o);
   const auto* mixtral =
       dynamic_cast<const family::MixtralFamilyConfig*>(engine->config.get());
   if (mixtral == nullptr) {
@@ -124,21 +118,13 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     for (const auto& [owner, bytes] : engine->plan.charges) {
       FLOTILLA_RETURN_IF_ERROR(budget.Charge(owner, bytes));
     }
-    const int pinned = engine->plan.pinned_layers;
-    RegionRingOptions ro;
-    ro.pack_dir = pack_dir;
-    ro.pinned_layers = pinned;
-    ro.ring_slots = std::max(2, engine->plan.ring_slots);
-    ro.verify_checksums = o.verify_checksums;
-    FLOTILLA_ASSIGN_OR_RETURN(ro.reader, io::ParseReaderKind(o.reader));
-    ro.reader_factory = o.reader_factory;
-    // As Kimi K3's ring reads (engine.cc): 4 MiB pieces, two at a time.
-    ro.queue_depth = 2;
-    ro.chunk_bytes = 4ull << 20;
+    FLOTILLA_ASSIGN_OR_RETURN(const io::ReaderKind reader,
+                              io::ParseReaderKind(o.reader));
     FLOTILLA_ASSIGN_OR_RETURN(
         std::unique_ptr<RegionRing> ring,
-        RegionRing::Open(manifest, c.num_hidden_layers,
-                         MixtralTrunk::LayerBinder(c), ro));
+        RegionRing::Open(
+            manifest, c.num_hidden_layers, MixtralTrunk::LayerBinder(c),
+            PlannedRingOptions(o, engine->plan, pack_dir, reader)));
     engine->trunk_layers = ring.get();
     FLOTILLA_ASSIGN_OR_RETURN(trunk,
                               MixtralTrunk::FromLayers(std::move(ring), c));
@@ -156,17 +142,12 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
   } else if (!pack_dir.empty()) {
     // The plan's read buffers and cache (every expert, when the budget holds
     // them), already charged; every run checked against the pack's checksum.
-    StreamingExpertsOptions so;
-    so.slots = engine->plan.expert_slots;
-    so.cache_bytes = static_cast<uint64_t>(engine->plan.expert_cache_slots) *
-                     engine->plan.expert_slot_bytes;
-    so.queue_depth = o.queue_depth;
-    FLOTILLA_ASSIGN_OR_RETURN(so.reader, io::ParseReaderKind(o.reader));
-    so.reader_factory = o.reader_factory;
-    so.verify_checksums = o.verify_checksums;
+    FLOTILLA_ASSIGN_OR_RETURN(const io::ReaderKind reader,
+                              io::ParseReaderKind(o.reader));
     FLOTILLA_ASSIGN_OR_RETURN(
-        auto streaming, StreamingExperts::Create(o.model_dir, moe, &manifest,
-                                                 pack_dir, pool.get(), so));
+        auto streaming, StreamingExperts::Create(
+                            o.model_dir, moe, &manifest, pack_dir, pool.get(),
+                            PlannedExpertOptions(o, engine->plan, reader)));
     engine->experts = streaming.get();
     experts = std::move(streaming);
   } else if (budget.Charge("experts.resident", expert_bytes).ok()) {
