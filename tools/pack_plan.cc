@@ -151,7 +151,8 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
     plan.regions.push_back(std::move(r));
     return absl::OkStatus();
   };
-  for (int l = 0; l < c.num_layers(); ++l) {
+  const int layers = c.num_layers();
+  for (int l = 0; l < layers; ++l) {
     FLOTILLA_RETURN_IF_ERROR(add("layer", l, c.LayerSchema(l)));
   }
   FLOTILLA_RETURN_IF_ERROR(add("embed", -1, c.VocabSchema(false)));

@@ -53,7 +53,9 @@ class FamilyConfig {
     return absl::OkStatus();
   }
 
-  int num_layers() const { return Shape().num_layers; }
+  // Decoder layers. From Moe(), which is cheap: Shape() lays out every
+  // layer's schema.
+  int num_layers() const { return Moe().num_layers; }
 };
 
 struct Family {

@@ -153,7 +153,8 @@ TrunkSizes ReleasedTrunkSizes(const FamilyConfig& c) {
 absl::StatusOr<TrunkSizes> CheckpointTrunkSizes(
     const FamilyConfig& c, const model::TensorSource& source) {
   TrunkSizes s;
-  for (int layer = 0; layer < c.num_layers(); ++layer) {
+  const int layers = c.num_layers();
+  for (int layer = 0; layer < layers; ++layer) {
     FLOTILLA_ASSIGN_OR_RETURN(
         pack::RegionLayout l,
         pack::ResolveLayout(source, c.LayerSchema(layer)));
@@ -172,7 +173,8 @@ absl::StatusOr<TrunkSizes> CheckpointTrunkSizes(
 absl::StatusOr<TrunkSizes> PackTrunkSizes(const FamilyConfig& c,
                                           const pack::PackManifest& m) {
   TrunkSizes s;
-  for (int layer = 0; layer < c.num_layers(); ++layer) {
+  const int layers = c.num_layers();
+  for (int layer = 0; layer < layers; ++layer) {
     const pack::PackRegion* r = m.FindLayer(layer);
     if (r == nullptr) {
       return absl::DataLossError(
