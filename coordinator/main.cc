@@ -361,8 +361,12 @@ int RunGenerate() {
 
   const bool json = absl::GetFlag(FLAGS_json);
   flotilla::coordinator::Engine& eng = **engine;
-  // Decode-phase counters: snapshot after the prefill (first token).
+  // Decode-phase counters: one snapshot as each token is returned, shared
+  // by --stats and --metrics-port so that both count the same bytes (the
+  // trunk ring reads ahead on its own threads: two snapshots taken one
+  // after the other can differ by a layer).
   flotilla::coordinator::RunCounters at_decode;
+  flotilla::coordinator::RunCounters at_last_token;
   bool first_token = true;
   std::unique_ptr<flotilla::tokenizer::StreamDecoder> stream;
   if (tokenizer != nullptr) {
@@ -393,15 +397,15 @@ int RunGenerate() {
   }
   auto step_start = std::chrono::steady_clock::now();
   auto on_token = [&](int32_t id) {
+    at_last_token = flotilla::coordinator::SnapshotCounters(eng);
     if (metrics_server != nullptr) {
-      engine_metrics.Step(flotilla::coordinator::SnapshotCounters(eng), 1,
-                          /*decode=*/!first_token,
+      engine_metrics.Step(at_last_token, 1, /*decode=*/!first_token,
                           flotilla::base::SecondsSince(step_start));
       step_start = std::chrono::steady_clock::now();
     }
     if (first_token) {
       first_token = false;
-      at_decode = flotilla::coordinator::SnapshotCounters(eng);
+      at_decode = at_last_token;
     }
     if (json) return true;
     if (stream != nullptr) {
@@ -427,7 +431,8 @@ int RunGenerate() {
   const size_t n_gen = result->generated_ids.size();
   // Per decoded token (the prefill is reported separately).
   const nlohmann::json stats =
-      flotilla::coordinator::DecodeStats(eng, at_decode, *result);
+      flotilla::coordinator::DecodeStats(eng, at_decode, at_last_token,
+                                         *result);
   if (json) {
     flotilla::coordinator::RunSummary run;
     run.model_dir = dir;

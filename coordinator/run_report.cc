@@ -96,8 +96,8 @@ nlohmann::json WorkerRpcJson(const RemoteStats& stats) {
 }
 
 nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
+                           const RunCounters& now,
                            const GenerateResult& result) {
-  const RunCounters now = SnapshotCounters(engine);
   const TrunkStats& t0 = at_decode.trunk;
   const ExpertBackendStats& x0 = at_decode.experts;
   const TrunkStats& t = now.trunk;

@@ -29,13 +29,15 @@ struct RunCounters {
 
 RunCounters SnapshotCounters(const Engine& engine);
 
-// Statistics per decoded token: the difference between the counters now
-// and `at_decode` (taken right after the prefill), divided by the number of
+// Statistics per decoded token: the difference between the counters `now`
+// (taken as the last token was returned) and `at_decode` (taken as the
+// first was, right after the prefill), divided by the number of
 // decode steps, plus the median step time and the peak RSS. With expert
 // workers, a "remote" object holds the decode phase's RPC counters
 // (RemoteDecodeStats) and "workers", each worker's since connect
 // (WorkerRpcJson).
 nlohmann::json DecodeStats(const Engine& engine, const RunCounters& at_decode,
+                           const RunCounters& now,
                            const GenerateResult& result);
 
 // The RPC side of RemoteExperts over the decode phase: Compute calls
