@@ -26,7 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/engine.h"
 #include "coordinator/run_report.h"
-#include "shared/model/model_family.h"
+#include "shared/family/family.h"
 
 ABSL_FLAG(std::string, model, "", "model directory (with its pack)");
 ABSL_FLAG(std::string, mem, "1G", "memory budget, as for generate");
@@ -77,7 +77,7 @@ int Run() {
     return 1;
   }
   coordinator::LanguageModel& model = *(*engine)->model;
-  auto spec = model::LoadMoeSpec(
+  auto spec = family::LoadMoeSpec(
       o.config_path.empty() ? o.model_dir + "/config.json" : o.config_path);
   if (!spec.ok()) {
     std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());

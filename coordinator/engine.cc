@@ -22,6 +22,7 @@
 #include "shared/io/memory_budget.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/manifest_trunk_sizes.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/pack_source.h"
 #include "shared/pack/region_builder.h"
@@ -135,7 +136,8 @@ plan::PlanInputs InputsFromConfig(const family::FamilyConfig& c,
 absl::StatusOr<plan::PlanInputs> InputsFromManifest(
     const pack::PackManifest& m, const family::FamilyConfig& c,
     const EngineOptions& o, uint64_t budget, uint64_t baseline) {
-  FLOTILLA_ASSIGN_OR_RETURN(family::TrunkSizes t, family::PackTrunkSizes(c, m));
+  FLOTILLA_ASSIGN_OR_RETURN(family::TrunkSizes t,
+                            pack::ManifestTrunkSizes(c, m));
   // Runs as the pack recorded them, each read aligned.
   uint64_t slot = 0;
   for (const pack::PackExpert& e : m.experts) {

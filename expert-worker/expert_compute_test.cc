@@ -21,7 +21,7 @@
 #include "gtest/gtest.h"
 #include "shared/experts/expert_index.h"
 #include "shared/experts/in_memory_experts.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
 

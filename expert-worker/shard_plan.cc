@@ -15,8 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "shared/base/status_macros.h"
+#include "shared/family/family.h"
 #include "shared/model/checkpoint_fingerprint.h"
-#include "shared/model/model_family.h"
 #include "shared/model/moe_spec.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
@@ -144,7 +144,7 @@ absl::StatusOr<ShardPlan> BuildShardPlan(const PlanOptions& o) {
   plan.model_dir = o.model_dir;
   FLOTILLA_ASSIGN_OR_RETURN(
       plan.config,
-      model::LoadMoeSpec((fs::path(o.model_dir) / "config.json").string()));
+      family::LoadMoeSpec((fs::path(o.model_dir) / "config.json").string()));
   const model::MoeSpec& c = plan.config;
   std::vector<int> moe_layers;
   for (int layer = 0; layer < c.num_layers; ++layer) {

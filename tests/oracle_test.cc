@@ -3,7 +3,7 @@
 // teacher-forced prediction in the generated span, exactly.
 #include "coordinator/families/kimi_k3/model.h"
 #include "gtest/gtest.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/testing/fixture.h"
 #include "shared/testing/flat_f32_source.h"
 

@@ -11,6 +11,7 @@
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/safetensors.h"
+#include "shared/pack/manifest_trunk_sizes.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/region_builder.h"
 #include "tools/doctor.h"
@@ -56,7 +57,7 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
   if (m.ok()) {
     FLOTILLA_ASSIGN_OR_RETURN(
         s.config, family::ParseFamilyConfig(m->config_json, "pack manifest"));
-    FLOTILLA_ASSIGN_OR_RETURN(t, family::PackTrunkSizes(*s.config, *m));
+    FLOTILLA_ASSIGN_OR_RETURN(t, pack::ManifestTrunkSizes(*s.config, *m));
     s.source = "pack manifest";
     s.shape = s.config->Shape();
     if (!m->expert_format.empty()) s.shape.expert_format = m->expert_format;

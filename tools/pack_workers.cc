@@ -22,10 +22,10 @@
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_checksums.h"
 #include "shared/experts/expert_index.h"
+#include "shared/family/family.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/io/file.h"
 #include "shared/model/checkpoint_fingerprint.h"
-#include "shared/model/config.h"
-#include "shared/model/model_family.h"
 #include "shared/model/safetensors.h"
 #include "shared/model/safetensors_writer.h"
 #include "shared/model/tensor_names.h"
@@ -339,7 +339,7 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   Source src;
   const std::string config_path = o.model_dir + "/config.json";
-  FLOTILLA_ASSIGN_OR_RETURN(src.config, model::LoadMoeSpec(config_path));
+  FLOTILLA_ASSIGN_OR_RETURN(src.config, family::LoadMoeSpec(config_path));
   FLOTILLA_ASSIGN_OR_RETURN(src.checkpoint,
                             model::SafetensorsCheckpoint::OpenDir(o.model_dir));
   FLOTILLA_ASSIGN_OR_RETURN(src.fingerprint, model::FingerprintCheckpoint(

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 
 namespace flotilla::tools {
 

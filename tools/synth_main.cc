@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/read_file.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "tools/commands.h"
 #include "tools/flag_parser.h"
 #include "tools/synth.h"

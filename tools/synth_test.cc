@@ -16,7 +16,7 @@
 
 #include "coordinator/families/kimi_k3/model.h"
 #include "gtest/gtest.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "tools/synth_config.h"
 #include "tools/synth_test_util.h"
 

@@ -20,7 +20,7 @@
 #include "coordinator/remote/fake_fleet.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/testing/fake_clock.h"
 
 namespace flotilla::coordinator {

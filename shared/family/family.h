@@ -19,7 +19,6 @@
 #include "shared/model/model_shape.h"
 #include "shared/model/moe_spec.h"
 #include "shared/model/tensor_source.h"
-#include "shared/pack/pack_manifest.h"
 #include "shared/pack/region_layout.h"
 #include "shared/pack/trunk_schema.h"
 
@@ -86,6 +85,11 @@ absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseFamilyConfig(
     const std::string& text, const std::string& source);
 absl::StatusOr<std::unique_ptr<FamilyConfig>> LoadFamilyConfig(
     const std::string& config_path);
+// The routed experts of any registered family's config.json: all the pack
+// manifest's checks and the expert workers need of a family.
+absl::StatusOr<model::MoeSpec> ParseMoeSpec(const std::string& text,
+                                            const std::string& source);
+absl::StatusOr<model::MoeSpec> LoadMoeSpec(const std::string& config_path);
 
 // Trunk region sizes: what the plan pins, streams and reads per token.
 struct TrunkSizes {
@@ -103,9 +107,11 @@ TrunkSizes ReleasedTrunkSizes(const FamilyConfig& config);
 // (shared/experts/expert_index.h).
 absl::StatusOr<TrunkSizes> CheckpointTrunkSizes(
     const FamilyConfig& config, const model::TensorSource& source);
-// As the pack records them.
-absl::StatusOr<TrunkSizes> PackTrunkSizes(const FamilyConfig& config,
-                                          const pack::PackManifest& manifest);
+// (As a pack records them: pack::ManifestTrunkSizes.)
+
+// Bytes of one row of `layout`'s 2-D "matrix" field (0 without one): one
+// embedding row as stored.
+uint64_t MatrixRowBytes(const pack::RegionLayout& layout);
 
 // Adds the 2-D fields of `layout` (one region's matrices, each used once
 // per decoded token) to `out`; its first `fields_before_experts` fields

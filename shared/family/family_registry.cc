@@ -11,7 +11,6 @@
 #include "shared/family/kimi_k3/kimi_k3_family.h"
 #include "shared/family/mixtral/mixtral_family.h"
 #include "shared/model/json_util.h"
-#include "shared/model/model_family.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
@@ -57,34 +56,19 @@ bool ClaimsByName(const Family& f, const nlohmann::json& config) {
   return false;
 }
 
-uint64_t MatrixBytes(const pack::RegionLayout& layout) {
+}  // namespace
+
+uint64_t MatrixRowBytes(const pack::RegionLayout& layout) {
   const pack::RegionField* f = layout.Find("matrix");
   if (f == nullptr || f->shape.size() != 2 || f->shape[0] <= 0) return 0;
   return f->nbytes / static_cast<uint64_t>(f->shape[0]);
 }
 
-}  // namespace
-
 void RegisterFamily(const Family* family) {
-  {
-    std::lock_guard<std::mutex> lock(RegistryMutex());
-    auto& r = Registry();
-    if (std::find(r.begin(), r.end(), family) != r.end()) return;
-    r.insert(r.begin(), family);
-  }
-  // The libraries below this one (the pack manifest, the workers) read the
-  // family's routed experts through model::ParseMoeSpec.
-  model::RegisterMoeFamily(model::MoeFamily{
-      family->name,
-      [family](const nlohmann::json& config) {
-        return ClaimsByName(*family, config);
-      },
-      [family](const nlohmann::json& root, const std::string& text,
-               const std::string& source) -> absl::StatusOr<model::MoeSpec> {
-        FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<FamilyConfig> c,
-                                  family->parse(root, text, source));
-        return c->Moe();
-      }});
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  auto& r = Registry();
+  if (std::find(r.begin(), r.end(), family) != r.end()) return;
+  r.insert(r.begin(), family);
 }
 
 std::vector<const Family*> RegisteredFamilies() {
@@ -135,6 +119,19 @@ absl::StatusOr<std::unique_ptr<FamilyConfig>> LoadFamilyConfig(
   return ParseFamilyConfig(text, config_path);
 }
 
+absl::StatusOr<model::MoeSpec> ParseMoeSpec(const std::string& text,
+                                            const std::string& source) {
+  FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<FamilyConfig> c,
+                            ParseFamilyConfig(text, source));
+  return c->Moe();
+}
+
+absl::StatusOr<model::MoeSpec> LoadMoeSpec(const std::string& config_path) {
+  FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<FamilyConfig> c,
+                            LoadFamilyConfig(config_path));
+  return c->Moe();
+}
+
 TrunkSizes ReleasedTrunkSizes(const FamilyConfig& c) {
   TrunkSizes s;
   const int layers = c.num_layers();
@@ -144,7 +141,7 @@ TrunkSizes ReleasedTrunkSizes(const FamilyConfig& c) {
   }
   const pack::RegionLayout vocab = pack::PlannedLayout(c.VocabSchema(false));
   s.vocab_region_bytes = vocab.size;
-  s.vocab_row_bytes = static_cast<int64_t>(MatrixBytes(vocab));
+  s.vocab_row_bytes = static_cast<int64_t>(MatrixRowBytes(vocab));
   s.globals_bytes = pack::PlannedLayout(c.GlobalsSchema()).size;
   s.expert_run_bytes = c.ReleasedExpertRunBytes();
   return s;
@@ -163,36 +160,10 @@ absl::StatusOr<TrunkSizes> CheckpointTrunkSizes(
   FLOTILLA_ASSIGN_OR_RETURN(pack::RegionLayout vocab,
                             pack::ResolveLayout(source, c.VocabSchema(false)));
   s.vocab_region_bytes = vocab.size;
-  s.vocab_row_bytes = static_cast<int64_t>(MatrixBytes(vocab));
+  s.vocab_row_bytes = static_cast<int64_t>(MatrixRowBytes(vocab));
   FLOTILLA_ASSIGN_OR_RETURN(pack::RegionLayout globals,
                             pack::ResolveLayout(source, c.GlobalsSchema()));
   s.globals_bytes = globals.size;
-  return s;
-}
-
-absl::StatusOr<TrunkSizes> PackTrunkSizes(const FamilyConfig& c,
-                                          const pack::PackManifest& m) {
-  TrunkSizes s;
-  const int layers = c.num_layers();
-  for (int layer = 0; layer < layers; ++layer) {
-    const pack::PackRegion* r = m.FindLayer(layer);
-    if (r == nullptr) {
-      return absl::DataLossError(
-          absl::StrCat("pack manifest has no region for layer ", layer));
-    }
-    s.layer_region_bytes.push_back(r->size);
-  }
-  const pack::PackRegion* embed = m.FindRegion("embed");
-  const pack::PackRegion* globals = m.FindRegion("globals");
-  if (embed == nullptr || globals == nullptr) {
-    return absl::DataLossError("pack manifest lacks embed/globals regions");
-  }
-  s.vocab_region_bytes = embed->size;
-  s.vocab_row_bytes = static_cast<int64_t>(MatrixBytes(embed->layout));
-  s.globals_bytes = globals->size;
-  for (const pack::PackExpert& e : m.experts) {
-    s.expert_run_bytes = std::max(s.expert_run_bytes, e.length);
-  }
   return s;
 }
 

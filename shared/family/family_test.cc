@@ -29,6 +29,10 @@ TEST(FamilyRegistryTest, EachConfigFindsItsFamily) {
   auto stories = LoadFamilyConfig(kStories);
   ASSERT_TRUE(stories.ok()) << stories.status();
   EXPECT_EQ((*stories)->family().name, "mixtral");
+  auto moe = LoadMoeSpec(kStories);
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  EXPECT_EQ(moe->num_experts, (*stories)->Moe().num_experts);
+  EXPECT_EQ(moe->hidden_size, (*stories)->Moe().hidden_size);
 
   // model_type decides; without one, the architectures; without either,
   // Kimi K3's flat form.
@@ -59,6 +63,9 @@ TEST(FamilyRegistryTest, UnknownModelTypesAreRefusedNamingTheSupportedOnes) {
   auto bad = ParseFamilyConfig(R"({"model_type": "mixtral"})", "cfg.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("hidden_size"));
+  auto moe = ParseMoeSpec(R"({"model_type": "qwen3_moe"})", "cfg.json");
+  ASSERT_FALSE(moe.ok());
+  EXPECT_THAT(moe.status().message(), HasSubstr("'qwen3_moe'"));
 }
 
 TEST(FamilyShapeTest, MixtralHoldsKeysAndValuesPerLayerAndPosition) {
@@ -249,6 +256,13 @@ TEST(FamilyRegistryTest, AFamilyOfTheTestOnlyIsFoundSizedAndPlanned) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(&(*c)->family(), &kToy);
   EXPECT_EQ((*c)->Moe().num_experts, 4);
+  // What the pack manifest's checks and the expert workers read of it.
+  auto moe = ParseMoeSpec(R"({"model_type": "toy_moe",
+                              "num_hidden_layers": 3})",
+                          "toy.json");
+  ASSERT_TRUE(moe.ok()) << moe.status();
+  EXPECT_EQ(moe->num_experts, 4);
+  EXPECT_EQ(moe->num_layers, 3);
   auto bad = ParseFamilyConfig(R"({"model_type": "toy_moe"})", "toy.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("num_hidden_layers"));

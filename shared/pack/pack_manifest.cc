@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
+#include "shared/family/family.h"
 #include "shared/io/checksum.h"
 #include "shared/model/json_util.h"
-#include "shared/model/model_family.h"
 #include "shared/pack/expert_table.h"
 #include "shared/pack/pack_manifest_reader.h"
 
@@ -353,7 +353,7 @@ absl::StatusOr<PackManifest> DecodePackManifest(absl::string_view text,
   }
   if (!rd.ok()) return rd.status();
   // Whichever family the config is (model_type), its expert grid.
-  absl::StatusOr<MoeSpec> config = model::ParseMoeSpec(
+  absl::StatusOr<MoeSpec> config = family::ParseMoeSpec(
       m.config_json, absl::StrCat(source, " (config_json)"));
   if (!config.ok()) return config.status();
   CheckRegions(rd, m, *config);

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/family/kimi_k3/kimi_k3_family.h"
-#include "shared/model/config.h"
 
 namespace flotilla::plan {
 namespace {

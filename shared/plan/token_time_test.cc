@@ -5,8 +5,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/family/kimi_k3/kimi_k3_family.h"
-#include "shared/model/config.h"
 #include "shared/plan/compute_probe.h"
 
 namespace flotilla::plan {

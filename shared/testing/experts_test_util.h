@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::experts::testing {

@@ -4,9 +4,9 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
+#include "shared/family/mixtral/mixtral_config.h"
 #include "shared/model/json_util.h"
-#include "shared/model/mixtral_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);

@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/model/expert_backend.h"
 #include "coordinator/families/kimi_k3/kda.h"
 #include "coordinator/families/kimi_k3/mla.h"
 #include "coordinator/families/kimi_k3/weights.h"
+#include "coordinator/model/expert_backend.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
 
 namespace flotilla::coordinator {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "coordinator/families/kimi_k3/weights.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
 
 namespace flotilla::coordinator {
 

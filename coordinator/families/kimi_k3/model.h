@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/model/expert_backend.h"
 #include "coordinator/families/kimi_k3/kda.h"
-#include "coordinator/model/language_model.h"
 #include "coordinator/families/kimi_k3/mla.h"
 #include "coordinator/families/kimi_k3/trunk.h"
 #include "coordinator/families/kimi_k3/weights.h"
+#include "coordinator/model/expert_backend.h"
+#include "coordinator/model/language_model.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::coordinator {

@@ -9,8 +9,8 @@
 #include "coordinator/families/kimi_k3/weights.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/router.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
 
 namespace flotilla::coordinator {
 

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/families/kimi_k3/weights.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::coordinator {

@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/families/kimi_k3/weights.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/config.h"
 #include "shared/model/tensor_source.h"
 #include "shared/pack/region_layout.h"
 

@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/kernels/kernels.h"
-#include "shared/model/config.h"
 
 namespace flotilla::coordinator {
 

@@ -26,8 +26,8 @@
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/gqa_attention.h"
 #include "coordinator/model/language_model.h"
+#include "shared/family/mixtral/mixtral_config.h"
 #include "shared/kernels/thread_pool.h"
-#include "shared/model/mixtral_config.h"
 
 namespace flotilla::coordinator {
 

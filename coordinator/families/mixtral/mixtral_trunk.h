@@ -19,9 +19,9 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/model/layer_source.h"
+#include "shared/family/mixtral/mixtral_config.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/kernels/kernels.h"
-#include "shared/model/mixtral_config.h"
 #include "shared/model/tensor_source.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/pack/region_layout.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/model/tensor_source.h"
 
 namespace flotilla::family::kimi_k3 {

@@ -4,7 +4,7 @@
 #define FLOTILLA_SHARED_FAMILY_KIMI_K3_KIMI_K3_FAMILY_H_
 
 #include "shared/family/family.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 
 namespace flotilla::family {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 #include "shared/model/tensor_source.h"
 #include "shared/pack/region_layout.h"
 #include "shared/pack/trunk_schema.h"

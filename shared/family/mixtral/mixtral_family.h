@@ -4,7 +4,7 @@
 #define FLOTILLA_SHARED_FAMILY_MIXTRAL_MIXTRAL_FAMILY_H_
 
 #include "shared/family/family.h"
-#include "shared/model/mixtral_config.h"
+#include "shared/family/mixtral/mixtral_config.h"
 
 namespace flotilla::family {
 

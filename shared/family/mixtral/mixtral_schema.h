@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "shared/model/mixtral_config.h"
+#include "shared/family/mixtral/mixtral_config.h"
 #include "shared/pack/trunk_schema.h"
 
 namespace flotilla::family::mixtral {

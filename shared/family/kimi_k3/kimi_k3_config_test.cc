@@ -1,4 +1,4 @@
-#include "shared/model/config.h"
+#include "shared/family/kimi_k3/kimi_k3_config.h"
 
 #include <string>
 #include <vector>

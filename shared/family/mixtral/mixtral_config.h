@@ -1,8 +1,8 @@
 // config.json of the Mixtral / Llama-MoE family (model_type "mixtral"):
 // grouped-query attention with rotary embeddings, RMSNorm, and a sparse MoE
 // of SwiGLU experts behind a softmax top-k router.
-#ifndef FLOTILLA_SHARED_MODEL_MIXTRAL_CONFIG_H_
-#define FLOTILLA_SHARED_MODEL_MIXTRAL_CONFIG_H_
+#ifndef FLOTILLA_SHARED_FAMILY_MIXTRAL_MIXTRAL_CONFIG_H_
+#define FLOTILLA_SHARED_FAMILY_MIXTRAL_MIXTRAL_CONFIG_H_
 
 #include <cstdint>
 #include <string>
@@ -54,4 +54,4 @@ absl::StatusOr<MixtralConfig> ParseMixtralConfig(const nlohmann::json& root,
 
 }  // namespace flotilla::model
 
-#endif  // FLOTILLA_SHARED_MODEL_MIXTRAL_CONFIG_H_
+#endif  // FLOTILLA_SHARED_FAMILY_MIXTRAL_MIXTRAL_CONFIG_H_

@@ -1,4 +1,4 @@
-#include "shared/model/mixtral_config.h"
+#include "shared/family/mixtral/mixtral_config.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

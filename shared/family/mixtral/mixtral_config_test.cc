@@ -1,11 +1,10 @@
 // Mixtral config.json parsing and the family choice from model_type.
-#include "shared/model/mixtral_config.h"
+#include "shared/family/mixtral/mixtral_config.h"
 
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shared/model/model_family.h"
 
 namespace flotilla::model {
 namespace {
@@ -97,40 +96,6 @@ TEST(MixtralConfigTest, EveryBadFieldNamedAtOnce) {
   EXPECT_THAT(m, HasSubstr("rms_norm_eps"));
   EXPECT_THAT(m, HasSubstr("hidden_act"));
   EXPECT_THAT(m, HasSubstr("rope_scaling"));
-}
-
-TEST(ModelFamilyTest, MoeSpecOfEachBuiltInFamily) {
-  auto spec = ParseMoeSpec(Good().dump(), "c");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->hidden_size, 64);
-  EXPECT_EQ(spec->tensor_prefix, "model.");
-  auto other = ParseMoeSpec(R"({"model_type": "qwen3_moe"})", "c");
-  ASSERT_FALSE(other.ok());
-  EXPECT_THAT(std::string(other.status().message()),
-              HasSubstr("model_type 'qwen3_moe' is not supported"));
-}
-
-// A family registered from above (shared/family does it for each family
-// it is given) is read before the built-in ones.
-TEST(ModelFamilyTest, ARegisteredFamilysExpertsAreRead) {
-  RegisterMoeFamily(
-      MoeFamily{"toy_moe_model_level",
-                [](const nlohmann::json& c) {
-                  return c.value("model_type", "") == "toy_moe_model_level";
-                },
-                [](const nlohmann::json& c, const std::string&,
-                   const std::string&) -> absl::StatusOr<MoeSpec> {
-                  MoeSpec m;
-                  m.num_layers = c.value("num_hidden_layers", 0);
-                  m.num_experts = 3;
-                  return m;
-                }});
-  auto spec = ParseMoeSpec(
-      R"({"model_type": "toy_moe_model_level", "num_hidden_layers": 2})", "c");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->num_layers, 2);
-  EXPECT_EQ(spec->num_experts, 3);
-  EXPECT_TRUE(ParseMoeSpec(Good().dump(), "c").ok());  // built-ins still
 }
 
 }  // namespace

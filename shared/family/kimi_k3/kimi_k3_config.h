@@ -2,8 +2,8 @@
 // (every field at top level) or the released nested form (text_config and
 // text_config.linear_attn_config). Every dimension the engine uses comes from
 // here; nothing in a code path assumes the real model's sizes.
-#ifndef FLOTILLA_SHARED_MODEL_CONFIG_H_
-#define FLOTILLA_SHARED_MODEL_CONFIG_H_
+#ifndef FLOTILLA_SHARED_FAMILY_KIMI_K3_KIMI_K3_CONFIG_H_
+#define FLOTILLA_SHARED_FAMILY_KIMI_K3_KIMI_K3_CONFIG_H_
 
 #include <string>
 #include <vector>
@@ -81,4 +81,4 @@ absl::StatusOr<K3Config> LoadK3Config(const std::string& path);
 
 }  // namespace flotilla::model
 
-#endif  // FLOTILLA_SHARED_MODEL_CONFIG_H_
+#endif  // FLOTILLA_SHARED_FAMILY_KIMI_K3_KIMI_K3_CONFIG_H_
