@@ -121,8 +121,6 @@ int RunServe(const EngineOptions& eo) {
       return Fail(2,
                   absl::StrCat("--chat-template: ", parsed.status().message()));
     so.chat_template = *parsed;
-  } else {
-    so.chat_template = serve::DetectChatTemplate(eo.model_dir);
   }
   std::string name = eo.model_dir;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
@@ -152,6 +150,14 @@ int RunServe(const EngineOptions& eo) {
   }
   auto engine = OpenEngine(with_state);
   if (!engine.ok()) return Fail(1, engine.status().ToString());
+  if (absl::GetFlag(FLAGS_chat_template).empty()) {
+    // The model's own template, else its family's.
+    auto family_default = serve::ParseChatTemplate(
+        (*engine)->config->family().default_chat_template);
+    if (!family_default.ok())
+      return Fail(1, family_default.status().ToString());
+    so.chat_template = serve::DetectChatTemplate(eo.model_dir, *family_default);
+  }
   // The budget as charged: the states of --max-batch sequences and the
   // prefix cache included.
   if ((*engine)->accountant != nullptr) {

@@ -1,7 +1,5 @@
 #include "coordinator/serve/chat_template.h"
 
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 
@@ -35,7 +33,8 @@ absl::StatusOr<ChatTemplate> ParseChatTemplate(const std::string& name) {
       "unknown chat template '", name, "' (kimi, chatml, llama2, plain)"));
 }
 
-ChatTemplate DetectChatTemplate(const std::string& dir) {
+ChatTemplate DetectChatTemplate(const std::string& dir,
+                                ChatTemplate family_default) {
   std::ifstream in(dir + "/tokenizer_config.json");
   std::string text;
   if (in) {
@@ -52,10 +51,7 @@ ChatTemplate DetectChatTemplate(const std::string& dir) {
   if (absl::StrContains(text, "<|open|>")) return ChatTemplate::kKimi;
   if (absl::StrContains(text, "<|im_start|>")) return ChatTemplate::kChatMl;
   if (absl::StrContains(text, "[INST]")) return ChatTemplate::kLlama2;
-  if (text.empty() && access((dir + "/tiktoken.model").c_str(), F_OK) == 0) {
-    return ChatTemplate::kKimi;
-  }
-  return ChatTemplate::kPlain;
+  return family_default;
 }
 
 std::string RenderChat(ChatTemplate t, const std::vector<ChatMessage>& m) {

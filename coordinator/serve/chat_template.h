@@ -27,9 +27,11 @@ enum class ChatTemplate { kKimi, kChatMl, kLlama2, kPlain };
 const char* ChatTemplateName(ChatTemplate t);
 // "kimi", "chatml", "llama2", "plain"; InvalidArgument listing them else.
 absl::StatusOr<ChatTemplate> ParseChatTemplate(const std::string& name);
-// The template a model folder's tokenizer_config.json chat_template (or
-// tiktoken.model for Kimi) describes; plain when none is recognised.
-ChatTemplate DetectChatTemplate(const std::string& model_dir);
+// The template a model folder's tokenizer_config.json chat_template
+// describes; `family_default` (the model family's, shared/family/family.h)
+// when it has none or none is recognised.
+ChatTemplate DetectChatTemplate(const std::string& model_dir,
+                                ChatTemplate family_default);
 
 std::string RenderChat(ChatTemplate t, const std::vector<ChatMessage>& m);
 

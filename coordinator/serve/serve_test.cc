@@ -4,6 +4,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -482,7 +483,20 @@ TEST(ChatTemplateTest, Renders) {
   EXPECT_EQ(
       RenderChat(ChatTemplate::kPlain, {{"user", "Once"}, {"user", "upon"}}),
       "Once\nupon");
-  EXPECT_EQ(DetectChatTemplate(ModelDir()), ChatTemplate::kPlain);
+  // The stories model's tokenizer_config.json names no template: its
+  // family's default stands.
+  EXPECT_EQ(DetectChatTemplate(ModelDir(), ChatTemplate::kPlain),
+            ChatTemplate::kPlain);
+  EXPECT_EQ(DetectChatTemplate(ModelDir(), ChatTemplate::kKimi),
+            ChatTemplate::kKimi);
+  // A template the model names wins over the family's.
+  const std::string dir = ::testing::TempDir() + "/chatml_model";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"chat_template": "{% for m in messages %}<|im_start|>{{ m.role }})"
+         R"(\n{{ m.content }}<|im_end|>{% endfor %}"})";
+  EXPECT_EQ(DetectChatTemplate(dir, ChatTemplate::kKimi),
+            ChatTemplate::kChatMl);
   EXPECT_FALSE(ParseChatTemplate("jinja").ok());
 }
 

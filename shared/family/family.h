@@ -64,6 +64,10 @@ struct Family {
   std::vector<std::string> model_types;
   std::vector<std::string> model_type_prefixes;
   std::vector<std::string> architectures;
+  // The chat template serve renders with when the model's
+  // tokenizer_config.json has none it recognises and --chat-template is not
+  // given: a name of coordinator/serve/chat_template.h ("kimi", "plain").
+  std::string default_chat_template = "plain";
   // Claims a config without model_type (Kimi K3's flat configs).
   bool default_without_model_type = false;
   // InvalidArgument naming every bad field.

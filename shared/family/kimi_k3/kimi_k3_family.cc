@@ -48,6 +48,7 @@ const Family& KimiK3Family() {
       .model_types = {},
       .model_type_prefixes = {"kimi"},
       .architectures = {},
+      .default_chat_template = "kimi",
       .default_without_model_type = true,
       .parse = &Parse,
   };

@@ -25,6 +25,7 @@ const Family& MixtralFamily() {
       .model_types = {"mixtral"},
       .model_type_prefixes = {},
       .architectures = {"MixtralForCausalLM"},
+      .default_chat_template = "plain",
       .default_without_model_type = false,
       .parse = &Parse,
   };
