@@ -59,7 +59,7 @@ class ToyConfig : public family::FamilyConfig {
     m.num_experts_per_token = kTopK;
     m.hidden_size = kHidden;
     m.intermediate_size = kInter;
-    m.tensor_prefix = "toy.";
+    m.expert_names.prefix = "toy.";
     return m;
   }
   model::ModelShape Shape() const override {
@@ -347,7 +347,7 @@ void WriteToyCheckpoint(const std::string& dir) {
             which == 1 ? std::vector<int64_t>{kHidden, kInter}
                        : std::vector<int64_t>{kInter, kHidden};
         t.push_back(
-            F32(model::ExpertMatrixPrefix("toy.", l, x, which) + "weight",
+            F32(model::ExpertMatrixPrefix({"toy."}, l, x, which) + "weight",
                 shape, seed++));
       }
     }

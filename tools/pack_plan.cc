@@ -60,7 +60,7 @@ absl::Status PlanExperts(const std::string& model_dir,
       FLOTILLA_ASSIGN_OR_RETURN(
           experts::ExpertTensors t,
           experts::CheckExpertTensors(
-              experts::FindExpertTensors(source, moe.tensor_prefix, layer, x),
+              experts::FindExpertTensors(source, moe.expert_names, layer, x),
               key));
       FLOTILLA_RETURN_IF_ERROR(experts::CheckExpertShapes(t, moe, key));
       const std::string format = experts::ExpertFormatName(t.format);

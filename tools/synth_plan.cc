@@ -172,11 +172,12 @@ void AddExperts(const K3Config& c, int layer, std::vector<SynthTensor>* out) {
   if (c.IsDenseLayer(layer)) return;
   Builder b(out);
   const int64_t l = c.routed_expert_hidden_size, i = c.moe_intermediate_size;
+  const model::ExpertNaming names = c.Moe().expert_names;
   for (int x = 0; x < c.num_experts; ++x) {
     // gate w1 [I][latent], down w2 [latent][I], up w3 [I][latent].
-    b.Mxfp4(model::ExpertMatrixPrefix(kPrefix, layer, x, 0), i, l);
-    b.Mxfp4(model::ExpertMatrixPrefix(kPrefix, layer, x, 1), l, i);
-    b.Mxfp4(model::ExpertMatrixPrefix(kPrefix, layer, x, 2), i, l);
+    b.Mxfp4(model::ExpertMatrixPrefix(names, layer, x, 0), i, l);
+    b.Mxfp4(model::ExpertMatrixPrefix(names, layer, x, 1), l, i);
+    b.Mxfp4(model::ExpertMatrixPrefix(names, layer, x, 2), i, l);
   }
 }
 

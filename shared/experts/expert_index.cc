@@ -29,7 +29,7 @@ std::string Where(const TensorInfo* t) {
 }
 
 struct ParsedName {
-  std::string prefix;  // before "layers."
+  model::ExpertNaming naming;
   ExpertKey key;
   int which = 0;  // 0, 1, 2 for w1, w2, w3
   Part part = kPacked;
@@ -42,7 +42,7 @@ bool ParseExpertName(absl::string_view name, ParsedName* out) {
   if (!model::ParseExpertTensorName(name, &n) || n.which < 0) return false;
   for (int p = 0; p < 3; ++p) {
     if (n.suffix == kSuffix[p]) {
-      out->prefix = std::move(n.prefix);
+      out->naming = std::move(n.naming);
       out->key.layer = n.layer;
       out->key.expert = n.expert;
       out->which = n.which;
@@ -112,7 +112,7 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
     if (!ParseExpertName(t.name, &p)) return;
     if (options.only_layer >= 0 && p.key.layer != options.only_layer) return;
     FoundExpertTensors& g = groups[p.key];
-    g.prefix = p.prefix;
+    g.naming = p.naming;
     g.t[p.which][p.part] = &t;
   });
   IndexBuilder builder;

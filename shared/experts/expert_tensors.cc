@@ -51,7 +51,7 @@ absl::Status BindMxfp4(const FoundExpertTensors& g, const ExpertKey& key, int w,
     const TensorInfo* have = packed != nullptr ? packed : scale;
     return absl::NotFoundError(absl::StrCat(
         "missing tensor ",
-        ExpertTensorName(g.prefix, key.layer, key.expert, w,
+        ExpertTensorName(g.naming, key.layer, key.expert, w,
                          packed == nullptr ? "weight_packed" : "weight_scale"),
         " (", have->name, " exists in ", have->file, ")"));
   }
@@ -82,9 +82,9 @@ absl::Status BindDense(const FoundExpertTensors& g, const ExpertKey& key, int w,
   if (t == nullptr) {
     return absl::NotFoundError(absl::StrCat(
         "missing tensor ",
-        ExpertTensorName(g.prefix, key.layer, key.expert, w, "weight_packed"),
+        ExpertTensorName(g.naming, key.layer, key.expert, w, "weight_packed"),
         " (nor a dense ",
-        ExpertTensorName(g.prefix, key.layer, key.expert, w, "weight"), ")"));
+        ExpertTensorName(g.naming, key.layer, key.expert, w, "weight"), ")"));
   }
   if (t->dtype != DType::kF32 && t->dtype != DType::kBF16) {
     return absl::InvalidArgumentError(absl::StrCat(Where(t), " has dtype ",
@@ -110,19 +110,19 @@ const char* ExpertFormatName(ExpertFormat format) {
   return CodecOf(format).name;
 }
 
-std::string ExpertTensorName(const std::string& prefix, int layer, int expert,
-                             int which, const char* suffix) {
-  return model::ExpertMatrixPrefix(prefix, layer, expert, which) + suffix;
+std::string ExpertTensorName(const model::ExpertNaming& naming, int layer,
+                             int expert, int which, const char* suffix) {
+  return model::ExpertMatrixPrefix(naming, layer, expert, which) + suffix;
 }
 
 FoundExpertTensors FindExpertTensors(const model::TensorSource& source,
-                                     const std::string& prefix, int layer,
-                                     int expert) {
+                                     const model::ExpertNaming& naming,
+                                     int layer, int expert) {
   FoundExpertTensors found;
-  found.prefix = prefix;
+  found.naming = naming;
   for (int w = 0; w < 3; ++w) {
     const std::string base =
-        model::ExpertMatrixPrefix(prefix, layer, expert, w);
+        model::ExpertMatrixPrefix(naming, layer, expert, w);
     for (int p = 0; p < 3; ++p) found.t[w][p] = source.Find(base + kSuffix[p]);
   }
   return found;
@@ -159,7 +159,7 @@ absl::Status CheckExpertShapes(const ExpertTensors& tensors,
     if (got.rows != want[w].rows || got.cols != want[w].cols) {
       return absl::InvalidArgumentError(absl::StrCat(
           "expert ",
-          ExpertTensorName(config.tensor_prefix, key.layer, key.expert, w,
+          ExpertTensorName(config.expert_names, key.layer, key.expert, w,
                            "weight*"),
           " has logical shape [", got.rows, ",", got.cols, "], expected [",
           want[w].rows, ",", want[w].cols, "] from the config (latent ", lat,

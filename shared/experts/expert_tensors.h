@@ -24,21 +24,21 @@ namespace flotilla::experts {
 // The tensors of one expert as found in a source: [which: w1, w2, w3]
 // [part: weight_packed, weight_scale, weight]; null when absent.
 struct FoundExpertTensors {
-  std::string prefix;  // the names' prefix (MoeSpec::tensor_prefix)
+  model::ExpertNaming naming;  // MoeSpec::expert_names
   const model::TensorInfo* t[3][3] = {};
 };
 
 enum ExpertTensorPart : int { kPackedPart = 0, kScalePart = 1, kDensePart = 2 };
 
-// "<prefix>layers.3.block_sparse_moe.experts.7.w1." + suffix, for lookups
-// and error messages.
-std::string ExpertTensorName(const std::string& prefix, int layer, int expert,
-                             int which, const char* suffix);
+// model::ExpertMatrixPrefix + suffix ("model.layers.3.block_sparse_moe.
+// experts.7.w1.weight"), for lookups and error messages.
+std::string ExpertTensorName(const model::ExpertNaming& naming, int layer,
+                             int expert, int which, const char* suffix);
 
 // Looks up (layer, expert) under the release's names (tensor_names.h).
 FoundExpertTensors FindExpertTensors(const model::TensorSource& source,
-                                     const std::string& prefix, int layer,
-                                     int expert);
+                                     const model::ExpertNaming& naming,
+                                     int layer, int expert);
 
 struct ExpertTensors {
   ExpertFormat format = ExpertFormat::kMxfp4;

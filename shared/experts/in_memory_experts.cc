@@ -30,7 +30,8 @@ absl::Status InMemoryExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
       const ExpertKey key{layer, e};
       FLOTILLA_ASSIGN_OR_RETURN(
           ExpertTensors t,
-          CheckExpertTensors(FindExpertTensors(*source_, c.tensor_prefix, layer, e), key));
+          CheckExpertTensors(
+              FindExpertTensors(*source_, c.expert_names, layer, e), key));
       FLOTILLA_RETURN_IF_ERROR(CheckExpertShapes(t, c, key));
       experts_[layer].push_back(std::move(t));
       if (first == nullptr) first = &experts_[layer].back();

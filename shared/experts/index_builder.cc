@@ -70,7 +70,7 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
         const ExpertKey first = experts_.begin()->first;
         return absl::InvalidArgumentError(
             absl::StrCat("expert w", w + 1, " in ", source, " (e.g. ",
-                         ExpertTensorName(c.tensor_prefix, first.layer,
+                         ExpertTensorName(c.expert_names, first.layer,
                                           first.expert, w, "weight*"),
                          ") has logical shape ", ShapeText(got), ", expected ",
                          ShapeText(want[w]), " from the config (latent ", lat,
@@ -83,7 +83,7 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
         key.expert >= c.num_experts) {
       return absl::InvalidArgumentError(absl::StrCat(
           "expert ",
-          ExpertTensorName(c.tensor_prefix, key.layer, key.expert, 0, "*"),
+          ExpertTensorName(c.expert_names, key.layer, key.expert, 0, "*"),
           " in ", source, " is outside the config (", c.num_layers,
           " layers, first ", c.first_moe_layer, " dense, ", c.num_experts,
           " experts)"));
@@ -96,7 +96,7 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
       if (experts_.count(ExpertKey{layer, e}) == 0) {
         return absl::NotFoundError(absl::StrCat(
             "missing tensor ",
-            ExpertTensorName(c.tensor_prefix, layer, e, 0,
+            ExpertTensorName(c.expert_names, layer, e, 0,
                              CodecOf(index_.format_).suffixes[0]),
             " (expert ", e, " of layer ", layer, " is not in ", source, ")"));
       }

@@ -180,7 +180,7 @@ class ToyConfig : public FamilyConfig {
     m.num_experts_per_token = 1;
     m.hidden_size = hidden_;
     m.intermediate_size = 2 * hidden_;
-    m.tensor_prefix = "toy.";
+    m.expert_names.prefix = "toy.";
     return m;
   }
   model::ModelShape Shape() const override {

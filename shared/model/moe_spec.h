@@ -9,6 +9,8 @@
 #include <limits>
 #include <string>
 
+#include "shared/model/tensor_names.h"
+
 namespace flotilla::model {
 
 struct MoeSpec {
@@ -26,10 +28,9 @@ struct MoeSpec {
   float gate_clamp = std::numeric_limits<float>::infinity();
   float up_clamp = std::numeric_limits<float>::infinity();
 
-  // Tensor names: "<tensor_prefix>layers.<L>.block_sparse_moe.experts.<e>.
-  // w1.weight" and so on ("model." for Mixtral, "language_model.model." for
-  // Kimi K3).
-  std::string tensor_prefix;
+  // The routed experts' tensor names (tensor_names.h): a prefix and one
+  // scheme of the naming table.
+  ExpertNaming expert_names;
 
   bool IsDenseLayer(int layer) const { return layer < first_moe_layer; }
 };

@@ -94,7 +94,7 @@ std::string FlatLayerNameToHf(const std::string& name, int layer,
   if (parts.size() == 4 && parts[0] == "experts" &&
       absl::SimpleAtoi(parts[1], &expert) && parts[3] == "weight" &&
       (parts[2] == "w1" || parts[2] == "w2" || parts[2] == "w3")) {
-    return ExpertMatrixPrefix(kPrefix, layer, expert, parts[2][1] - '1') +
+    return ExpertMatrixPrefix({kPrefix}, layer, expert, parts[2][1] - '1') +
            "weight";
   }
   return "";

@@ -65,7 +65,7 @@ struct K3Config {
     m.intermediate_size = moe_intermediate_size;
     m.gate_clamp = situ_beta;
     m.up_clamp = situ_linear_beta;
-    m.tensor_prefix = "language_model.model.";  // model::kK3TensorPrefix
+    m.expert_names = {kK3TensorPrefix, &kBlockSparseMoeExperts};
     return m;
   }
 };

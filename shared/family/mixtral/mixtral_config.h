@@ -40,7 +40,7 @@ struct MixtralConfig {
     m.num_experts_per_token = num_experts_per_tok;
     m.hidden_size = hidden_size;
     m.intermediate_size = intermediate_size;
-    m.tensor_prefix = "model.";
+    m.expert_names = {"model.", &kBlockSparseMoeExperts};
     return m;  // infinite clamps: SwiGLU
   }
 };

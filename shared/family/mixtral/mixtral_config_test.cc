@@ -43,7 +43,8 @@ TEST(MixtralConfigTest, ParsesTheDemoModel) {
   EXPECT_EQ(m.num_experts, 8);
   EXPECT_EQ(m.num_experts_per_token, 2);
   EXPECT_EQ(m.intermediate_size, 172);
-  EXPECT_EQ(m.tensor_prefix, "model.");
+  EXPECT_EQ(m.expert_names.prefix, "model.");
+  EXPECT_EQ(m.expert_names.scheme, &kBlockSparseMoeExperts);
   EXPECT_TRUE(std::isinf(m.gate_clamp) && std::isinf(m.up_clamp));
   EXPECT_FALSE(m.IsDenseLayer(0));
 }
