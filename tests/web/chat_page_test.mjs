@@ -54,7 +54,11 @@ try {
   // reads, so the pacing is done here, under the page's own fetch.)
   await page.evaluate(() => {
     const realFetch = window.fetch;
+    window.sent = [];  // the bodies the page posted
     window.fetch = async (url, init) => {
+      if (String(url).includes("/v1/chat/completions")) {
+        window.sent.push(JSON.parse(init.body));
+      }
       const r = await realFetch(url, init);
       if (!String(url).includes("/v1/chat/completions") || !r.ok) return r;
       const reader = r.body.getReader();
@@ -89,6 +93,39 @@ try {
   check(partial.size >= 3, `the reply grew on the page in ${partial.size} steps before it ended`);
   check(/tokens in/.test(await page.$eval("#stats", (e) => e.textContent)),
         "the page reports tokens and time");
+
+  // A turn the server refuses (max_tokens past the 512-token context) shows
+  // its error and is left out of the conversation: the next turn, with
+  // Max tokens empty again, is answered and does not resend it.
+  const setStatus = () => page.$eval("#status", (e) => { e.textContent = ""; });
+  await setStatus();
+  await page.$eval("#max_tokens", (e) => { e.value = "600"; });
+  await page.type("#prompt", "A refused turn");
+  await page.click("#send");
+  await page.waitForFunction(
+      () => ["done", "error"].includes(document.getElementById("status").textContent),
+      { timeout: 120000 });
+  check((await page.$eval("#status", (e) => e.textContent)) === "error",
+        "max_tokens 600 on a 512-token model is refused");
+  const shown = await page.$eval(".msg.error .text", (e) => e.textContent);
+  check(/exceed the context/.test(shown), "the page shows why: " + shown);
+  await setStatus();
+  await page.$eval("#max_tokens", (e) => { e.value = ""; });
+  await page.type("#prompt", "The next turn");
+  await page.click("#send");
+  await page.waitForFunction(
+      () => ["done", "error"].includes(document.getElementById("status").textContent),
+      { timeout: 120000 });
+  check((await page.$eval("#status", (e) => e.textContent)) === "done",
+        "the turn after a refused one is answered");
+  const sent = await page.evaluate(() => window.sent);
+  const last = sent[sent.length - 1];
+  check(sent.length === 3 && !("max_tokens" in last),
+        "three requests, the last without max_tokens: " + JSON.stringify(last));
+  check(JSON.stringify(last.messages.map((m) => [m.role, m.content])) ===
+            JSON.stringify([["user", "Once upon a time"], ["assistant", reply],
+                            ["user", "The next turn"]]),
+        "the refused turn is not resent");
   check(pageErrors.length === 0, "no script errors: " + pageErrors.join("; "));
   await page.screenshot({ path: screenshot });
   console.log("screenshot: " + screenshot);
