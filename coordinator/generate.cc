@@ -29,6 +29,7 @@ bool AcceptToken(const float* logits, int vocab, const GenerateOptions& options,
                  Sampler* sampler, const TokenCallback& on_token,
                  GenerateResult* result) {
   const int32_t id = sampler->Sample(logits, vocab);
+  sampler->Accept(id);
   result->generated_ids.push_back(id);
   if (options.keep_logits) {
     result->logits.insert(result->logits.end(), logits, logits + vocab);
@@ -51,7 +52,7 @@ absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
   const int vocab = model.vocab_size();
   GenerateResult result;
   result.finish_reason = "length";
-  Sampler sampler(options.sampler);
+  Sampler sampler(options.sampler, prompt);
   std::unique_ptr<ModelSequence> state = model.StartSequence();
   std::vector<float> logits;
 

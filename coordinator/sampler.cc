@@ -42,14 +42,75 @@ absl::Status ValidateSamplerOptions(const SamplerOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "top_p must be in (0, 1] (1 disables the cut), got ", options.top_p));
   }
+  if (!(options.min_p >= 0.0f && options.min_p <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_p must be in [0, 1] (0 disables the cut), got ", options.min_p));
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, float>{"presence_penalty",
+                                      options.presence_penalty},
+        {"frequency_penalty", options.frequency_penalty}}) {
+    if (!(value >= -2.0f && value <= 2.0f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " must be in [-2, 2], got ", value));
+    }
+  }
+  if (!(options.repetition_penalty > 0.0f &&
+        std::isfinite(options.repetition_penalty))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("repetition_penalty must be a finite number > 0 (1 "
+                     "disables it), got ",
+                     options.repetition_penalty));
+  }
+  for (const auto& [id, bias] : options.logit_bias) {
+    if (id < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: token id ", id, " is negative"));
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "logit_bias: the bias of token ", id, " must be in [-100, 100]"));
+    }
+  }
   return absl::OkStatus();
 }
 
-Sampler::Sampler(const SamplerOptions& options)
+Sampler::Sampler(const SamplerOptions& options,
+                 const std::vector<int32_t>& prompt)
     : options_(options), rng_(options.seed) {
   // Options come from users; callers validate them and report the error.
   // Reaching here with bad options is a programmer error.
   FLOTILLA_CHECK(ValidateSamplerOptions(options).ok());
+  if (options_.repetition_penalty != 1.0f) {
+    seen_.insert(prompt.begin(), prompt.end());
+  }
+}
+
+void Sampler::Accept(int32_t id) {
+  if (!options_.Adjusts()) return;
+  ++generated_[id];
+  seen_.insert(id);
+}
+
+const float* Sampler::Adjust(const float* logits, int vocab) {
+  adjusted_.assign(logits, logits + vocab);
+  float* z = adjusted_.data();
+  for (const auto& [id, count] : generated_) {
+    if (id < 0 || id >= vocab) continue;
+    z[id] -= options_.presence_penalty +
+             options_.frequency_penalty * static_cast<float>(count);
+  }
+  if (options_.repetition_penalty != 1.0f) {
+    for (int32_t id : seen_) {
+      if (id < 0 || id >= vocab) continue;
+      z[id] = z[id] > 0.0f ? z[id] / options_.repetition_penalty
+                           : z[id] * options_.repetition_penalty;
+    }
+  }
+  for (const auto& [id, bias] : options_.logit_bias) {
+    if (id < vocab) z[id] += bias;
+  }
+  return z;
 }
 
 int32_t Argmax(const float* logits, int vocab) {
@@ -63,8 +124,10 @@ int32_t Argmax(const float* logits, int vocab) {
   return best < 0 ? 0 : best;
 }
 
-int32_t Sampler::Sample(const float* logits, int vocab) {
-  FLOTILLA_CHECK(logits != nullptr && vocab > 0);
+int32_t Sampler::Sample(const float* raw, int vocab) {
+  FLOTILLA_CHECK(raw != nullptr && vocab > 0);
+  // Unadjusted, the row is read where it is (no copy per token).
+  const float* logits = options_.Adjusts() ? Adjust(raw, vocab) : raw;
   if (options_.temperature == 0.0f) return Argmax(logits, vocab);
 
   // Exactly one draw per sampled token, taken before any early return, so
@@ -102,7 +165,18 @@ int32_t Sampler::Sample(const float* logits, int vocab) {
     std::sort(candidates.begin(), candidates.end(), by_prob);
   }
 
-  // Mass of the top-k set, summed in sorted order (a fixed reduction order).
+  // min-p: weights are relative to the top token's (which is 1), so the
+  // cut keeps those at or above min_p; the top token always survives.
+  if (options_.min_p > 0.0f) {
+    size_t kept = 1;
+    while (kept < keep &&
+           candidates[kept].weight >= static_cast<double>(options_.min_p)) {
+      ++kept;
+    }
+    keep = kept;
+  }
+
+  // Mass of the kept set, summed in sorted order (a fixed reduction order).
   double mass = 0.0;
   for (size_t i = 0; i < keep; ++i) mass += candidates[i].weight;
 

@@ -37,6 +37,13 @@ absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
         spec.max_tokens, ") exceed the context of ", limits.max_context,
         " tokens; shorten the prompt or lower max_tokens"));
   }
+  for (const auto& [id, bias] : spec.sampler.logit_bias) {
+    if (id >= vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias: token id ", id,
+                       " is outside the vocabulary of ", vocab_size));
+    }
+  }
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -66,20 +73,25 @@ absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(
   if (tokenizer != nullptr) {
     c->decoder_ = std::make_unique<tokenizer::StreamDecoder>(tokenizer);
     for (int32_t id : spec.prompt) (void)c->decoder_->Next(id);
+    // The prompt's text is the client's; what it leaves open (a character
+    // cut by its last byte token) is not part of the completion.
+    c->decoder_->Commit();
   }
   c->stop_ = std::make_unique<StopText>(std::move(spec.stop));
+  // Before the prompt moves into the job: the first token's text reads
+  // after the prompt's last token (its leading space kept).
+  c->previous_id_ = spec.prompt.empty() ? -1 : spec.prompt.back();
   GenerationJob job;
   job.prompt = std::move(spec.prompt);
   job.options.max_tokens = spec.max_tokens;
   job.options.sampler = spec.sampler;
   job.options.stop_ids = std::move(spec.stop_ids);
-  if (tokenizer != nullptr) {
+  if (tokenizer != nullptr && !spec.ignore_eos) {
     for (int32_t id : tokenizer->StopIds()) job.options.stop_ids.push_back(id);
   }
   job.deadline = absl::Now() + spec.timeout;
   c->top_logprobs_ = spec.top_logprobs;
   c->tokenizer_ = spec.tokens_as_ids ? nullptr : tokenizer;
-  c->previous_id_ = spec.prompt.empty() ? -1 : spec.prompt.back();
   // The job holds the completion alive until it ends, whoever else lets go.
   job.on_token = [c](int32_t id) { return c->OnToken(id); };
   job.cancelled = [c] { return c->cancelled_.load(); };

@@ -38,6 +38,7 @@ struct CompletionSpec {
   SamplerOptions sampler;
   std::vector<std::string> stop;  // stop strings
   std::vector<int32_t> stop_ids;  // besides the tokenizer's end of text
+  bool ignore_eos = false;        // the tokenizer's end of text stops nothing
   // >= 0: report each token's log-probability and this many most likely
   // alternatives (log-softmax of the raw logits, before temperature).
   int top_logprobs = -1;

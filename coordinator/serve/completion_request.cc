@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
@@ -89,6 +90,44 @@ absl::Status ParsePrompt(const json& p, const RequestLimits& limits,
       "of token ids");
 }
 
+// A message's content as OpenAI clients send it: a string, a list of text
+// parts (joined), or null on an assistant turn (one that only called
+// tools).
+absl::StatusOr<std::string> Content(const json& v, const std::string& role,
+                                    const std::string& field,
+                                    const RequestLimits& limits) {
+  if (v.is_null()) {
+    if (role == "assistant") return std::string();
+    return Bad(
+        absl::StrCat(field, " may be null only on an assistant message"));
+  }
+  if (!v.is_array()) return Text(v, field, limits);
+  std::string joined;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string at = absl::StrCat(field, "[", i, "]");
+    const json& part = v[i];
+    if (!part.is_object() || !part.contains("type") ||
+        !part["type"].is_string()) {
+      return Bad(at + " must be an object with a type");
+    }
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") {
+      return Bad(absl::StrCat(at, ".type '", type,
+                              "' is not supported (this model reads text "
+                              "parts only)"));
+    }
+    if (!part.contains("text")) return Bad(at + " has no text");
+    FLOTILLA_ASSIGN_OR_RETURN(std::string text,
+                              Text(part["text"], at + ".text", limits));
+    joined += text;
+    if (joined.size() > limits.max_prompt_bytes) {
+      return Bad(absl::StrCat(field, " is more than ", limits.max_prompt_bytes,
+                              " bytes"));
+    }
+  }
+  return joined;
+}
+
 absl::Status ParseMessages(const json& m, const RequestLimits& limits,
                            CompletionRequest* r) {
   if (!m.is_array() || m.empty()) {
@@ -108,8 +147,13 @@ absl::Status ParseMessages(const json& m, const RequestLimits& limits,
       return Bad(absl::StrCat(at, ".role '", msg.role,
                               "' is not system, developer, user or assistant"));
     }
-    FLOTILLA_ASSIGN_OR_RETURN(msg.content,
-                              Text(m[i]["content"], at + ".content", limits));
+    for (const auto& [key, unused] : m[i].items()) {
+      if (key != "role" && key != "content" && key != "name") {
+        return Bad(absl::StrCat(at, ".", key, " is not supported"));
+      }
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(msg.content, Content(m[i]["content"], msg.role,
+                                                   at + ".content", limits));
     total += msg.content.size();
     if (total > limits.max_prompt_bytes) {
       return Bad(absl::StrCat("messages total more than ",
@@ -136,6 +180,25 @@ absl::Status ParseStop(const json& s, const RequestLimits& limits,
       if (text.empty()) return Bad(at + " is empty");
       r->stop.push_back(std::move(text));
     }
+  }
+  return absl::OkStatus();
+}
+
+// {"<token id>": bias, ...}, as OpenAI sends it (ids are JSON keys).
+absl::Status ParseLogitBias(const json& v, SamplerOptions* sampler) {
+  if (!v.is_object()) return Bad("logit_bias must be an object");
+  if (v.size() > 1024) return Bad("logit_bias: at most 1024 entries");
+  for (const auto& [key, bias] : v.items()) {
+    int32_t id = 0;
+    if (key.empty() || key.size() > 9 ||
+        key.find_first_not_of("0123456789") != std::string::npos ||
+        !absl::SimpleAtoi(key, &id)) {
+      return Bad(absl::StrCat("logit_bias: key '", key, "' is not a token id"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(
+        const double b,
+        Number(bias, absl::StrCat("logit_bias[\"", key, "\"]")));
+    sampler->logit_bias.emplace_back(id, static_cast<float>(b));
   }
   return absl::OkStatus();
 }
@@ -227,13 +290,57 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
       FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
                                 Integer(v, key, 0, kMaxTopLogprobs));
       r.top_logprobs = static_cast<int>(n);
+    } else if (key == "min_p") {
+      FLOTILLA_ASSIGN_OR_RETURN(const double p, Number(v, key));
+      r.sampler.min_p = static_cast<float>(p);
+    } else if (key == "presence_penalty") {
+      FLOTILLA_ASSIGN_OR_RETURN(const double p, Number(v, key));
+      r.sampler.presence_penalty = static_cast<float>(p);
+    } else if (key == "frequency_penalty") {
+      FLOTILLA_ASSIGN_OR_RETURN(const double p, Number(v, key));
+      r.sampler.frequency_penalty = static_cast<float>(p);
+    } else if (key == "repetition_penalty") {
+      FLOTILLA_ASSIGN_OR_RETURN(const double p, Number(v, key));
+      r.sampler.repetition_penalty = static_cast<float>(p);
+    } else if (key == "logit_bias") {
+      FLOTILLA_RETURN_IF_ERROR(ParseLogitBias(v, &r.sampler));
+    } else if (key == "ignore_eos") {
+      if (!v.is_boolean()) return Bad("ignore_eos must be true or false");
+      r.ignore_eos = v.get<bool>();
+    } else if (key == "response_format") {
+      // Plain text is what every completion is; constrained output comes
+      // with the agents' work.
+      if (!v.is_object() || !v.contains("type") || !v["type"].is_string()) {
+        return Bad("response_format must be an object with a type");
+      }
+      if (v["type"] != "text") {
+        return Bad(absl::StrCat("response_format type '",
+                                v["type"].get<std::string>(),
+                                "' is not supported yet (only 'text')"));
+      }
+    } else if (key == "tools") {
+      if (!v.is_array() || !v.empty()) {
+        return Bad("tools is not supported yet");
+      }
+    } else if (key == "tool_choice") {
+      if (v != "none") {
+        return Bad("tool_choice is not supported yet (only 'none')");
+      }
     } else if (key == "top_logprobs" || key == "echo" || key == "best_of" ||
-               key == "tools" || key == "suffix") {
+               key == "suffix") {
       if (!(v.is_boolean() && !v.get<bool>())) {
         return Bad(absl::StrCat(key, " is not supported yet"));
       }
+    } else if (key == "user" || key == "metadata" || key == "store" ||
+               key == "service_tier" || key == "parallel_tool_calls") {
+      // Bookkeeping that changes nothing the model generates.
+    } else if (chat ? key == "prompt" : key == "messages") {
+      return Bad(
+          absl::StrCat(key, " belongs to ",
+                       chat ? "/v1/completions" : "/v1/chat/completions"));
+    } else {
+      return Bad(absl::StrCat("unknown field '", key, "'"));
     }
-    // Other fields (user, presence_penalty at 0, ...) carry no meaning here.
   }
   // No seed (or an explicit null) is a fresh random stream per request, as
   // OpenAI, vLLM and llama-server do; a given seed repeats its text.

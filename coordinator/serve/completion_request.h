@@ -33,6 +33,7 @@ struct CompletionRequest {
   SamplerOptions sampler;
   std::vector<std::string> stop;  // stop strings (not part of the output)
   std::vector<int32_t> stop_ids;  // extra stop token ids
+  bool ignore_eos = false;        // vLLM's: generate past end of text
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // -1: no log-probabilities; else report them with this many alternatives
@@ -59,9 +60,9 @@ struct RequestLimits {
 
 // Parses a JSON body. InvalidArgument naming the field for malformed JSON,
 // wrong types, out-of-range values (max_tokens < 1 or above the limit,
-// n != 1, temperature < 0, top_p outside (0, 1]), invalid UTF-8, an empty
-// prompt or message list, and parameters that are not supported (the
-// message says which).
+// n != 1, temperature < 0, top_p outside (0, 1], penalties out of range),
+// invalid UTF-8, an empty prompt or message list, parameters that are not
+// supported (the message says which) and fields it does not know.
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(
     absl::string_view body, bool chat, const RequestLimits& limits);
 

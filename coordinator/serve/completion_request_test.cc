@@ -1,10 +1,12 @@
 // Request details a client relies on: a request without a seed samples
 // from a fresh random stream, one with a seed repeats its own; a request
 // without max_tokens is cut to the context its prompt leaves, one with
-// max_tokens is refused when they do not fit.
+// max_tokens is refused when they do not fit; the fields clients send are
+// used or refused, never ignored.
 #include "coordinator/serve/completion_request.h"
 
 #include <string>
+#include <vector>
 
 #include "coordinator/serve/completion_job.h"
 #include "gtest/gtest.h"
@@ -81,6 +83,92 @@ TEST(CompletionRequestTest, NoMaxTokensIsCutToTheContextLeft) {
   s = CheckCompletionSpec(spec, 100, limits);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("fills the context"), std::string::npos) << s;
+}
+
+// What OpenAI-SDK frameworks send: content as text parts, null content on
+// an assistant turn that called tools; the sampling fields llama-server and
+// vLLM take; and refusals, naming the field, for what is not implemented.
+TEST(CompletionRequestTest, ClientFieldsAreUsedOrRefused) {
+  const RequestLimits limits;
+  auto parts = ParseCompletionRequest(
+      R"({"messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Be "},
+                                           {"type": "text", "text": "brief."}]},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": null},
+            {"role": "user", "content": [{"type": "text", "text": "Bye"}],
+             "name": "ann"}]})",
+      /*chat=*/true, limits);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  ASSERT_EQ(parts->messages.size(), 4u);
+  EXPECT_EQ(parts->messages[0].content, "Be brief.");
+  EXPECT_EQ(parts->messages[2].content, "");
+  EXPECT_EQ(parts->messages[3].content, "Bye");
+
+  auto sampling = ParseCompletionRequest(
+      R"({"prompt": "hi", "min_p": 0.05, "presence_penalty": 0.5,
+          "frequency_penalty": -0.25, "repetition_penalty": 1.1,
+          "logit_bias": {"7": -100, "12": 2.5}, "ignore_eos": true,
+          "response_format": {"type": "text"}, "tool_choice": "none",
+          "tools": [], "user": "u-1"})",
+      /*chat=*/false, limits);
+  ASSERT_TRUE(sampling.ok()) << sampling.status();
+  EXPECT_FLOAT_EQ(sampling->sampler.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(sampling->sampler.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(sampling->sampler.frequency_penalty, -0.25f);
+  EXPECT_FLOAT_EQ(sampling->sampler.repetition_penalty, 1.1f);
+  ASSERT_EQ(sampling->sampler.logit_bias.size(), 2u);
+  EXPECT_TRUE(sampling->ignore_eos);
+
+  struct Refused {
+    bool chat;
+    const char* body;
+    const char* names;
+  };
+  for (
+      const Refused& r : std::vector<Refused>{
+          {false,
+           R"({"prompt": "hi", "response_format": {"type": "json_object"}})",
+           "response_format type 'json_object'"},
+          {true,
+           R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})",
+           "tool_choice"},
+          {true,
+           R"({"messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "function"}]})",
+           "tools"},
+          {false, R"({"prompt": "hi", "presence_penalty": 3})",
+           "presence_penalty"},
+          {false, R"({"prompt": "hi", "repetition_penalty": 0})",
+           "repetition_penalty"},
+          {false, R"({"prompt": "hi", "min_p": -0.1})", "min_p"},
+          {false, R"({"prompt": "hi", "logit_bias": {"x": 1}})",
+           "logit_bias: key 'x'"},
+          {false, R"({"prompt": "hi", "logit_bias": {"3": 200}})",
+           "logit_bias"},
+          {false, R"({"prompt": "hi", "ignore_eos": 1})", "ignore_eos"},
+          {false, R"({"prompt": "hi", "mirostat": 2})",
+           "unknown field 'mirostat'"},
+          {true,
+           R"({"messages": [{"role": "user", "content": "x"}], "prompt": "y"})",
+           "prompt belongs to /v1/completions"},
+          {true, R"({"messages": [{"role": "user", "content": null}]})",
+           "messages[0].content may be null only"},
+          {true,
+           R"({"messages": [{"role": "user", "content":
+                [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
+           "messages[0].content[0].type 'image_url'"},
+          {true,
+           R"({"messages": [{"role": "user", "content": "x",
+                              "tool_calls": []}]})",
+           "messages[0].tool_calls"},
+      }) {
+    auto got = ParseCompletionRequest(r.body, r.chat, limits);
+    ASSERT_FALSE(got.ok()) << r.body;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(got.status().message().find(r.names), absl::string_view::npos)
+        << got.status() << " for " << r.body;
+  }
 }
 
 }  // namespace

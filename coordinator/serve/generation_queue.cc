@@ -19,7 +19,7 @@ struct GenerationQueue::Running {
   GenerateResult result;
 
   explicit Running(GenerationJob j)
-      : job(std::move(j)), sampler(job.options.sampler) {}
+      : job(std::move(j)), sampler(job.options.sampler, job.prompt) {}
 };
 
 GenerationQueue::GenerationQueue(LanguageModel* model,

@@ -238,17 +238,18 @@ void HttpServer::Routes() {
           spec.prompt = std::move(prompt);
           spec.max_tokens = req->max_tokens;
           spec.max_tokens_given = req->max_tokens_given;
+          spec.sampler = req->sampler;
           FitDefaultMaxTokens(&spec, options_.limits);
           if (absl::Status st = CheckCompletionSpec(spec, model_->vocab_size(),
                                                     options_.limits);
               !st.ok()) {
             return Error(res, 400, std::string(st.message()));
           }
-          spec.sampler = req->sampler;
           spec.stop = req->stop;
           spec.stop_ids = req->stop_ids;
           spec.top_logprobs = req->top_logprobs;
           spec.tokens_as_ids = req->tokens_as_ids;
+          spec.ignore_eos = req->ignore_eos;
           spec.timeout = options_.limits.request_timeout;
           auto started = Completion::Start(queue_, tokenizer_, std::move(spec),
                                            options_.metrics);

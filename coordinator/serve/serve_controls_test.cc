@@ -1,6 +1,7 @@
 // Per-request controls of the HTTP API over the stories model:
-// log-probabilities (checked against the model's own logits), the request
-// time limit, and a client that goes away mid-stream.
+// log-probabilities (checked against the model's own logits and spelling
+// the text), sampling fields, the request time limit, and a client that
+// goes away mid-stream.
 #include <httplib.h>
 
 #include <algorithm>
@@ -81,6 +82,95 @@ TEST_F(ServeTest, ChatLogprobsFollowTheContent) {
     joined += t["token"].get<std::string>();
   }
   EXPECT_EQ(joined, body["choices"][0]["message"]["content"]);
+}
+
+// Each token's text reads after the one before it, the prompt's last token
+// included: a completion that starts a word keeps its leading space in
+// `text`, the logprob tokens and text_offset alike, whole and streamed; a
+// prompt that ends inside a character (byte tokens) leaves no U+FFFD at the
+// start of the completion.
+TEST_F(ServeTest, LogprobTokensSpellTheTextFromItsFirstCharacter) {
+  StartServer();
+  const auto check = [](const json& choice, const std::string& what) {
+    const json& lp = choice["logprobs"];
+    std::string joined;
+    for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+      EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.size()) << what;
+      joined += lp["tokens"][i].get<std::string>();
+    }
+    EXPECT_EQ(joined, choice["text"].get<std::string>()) << what;
+  };
+  auto [status, body] = Post(
+      "/v1/completions",
+      R"({"prompt": "Once upon a time,", "max_tokens": 4, "logprobs": 1})");
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["choices"][0]["text"], " there was a little");
+  check(body["choices"][0], "completion");
+
+  auto [cs, chat] = Post("/v1/chat/completions",
+                         R"({"messages": [{"role": "user",
+                                           "content": "Once upon a time,"}],
+                             "max_tokens": 4, "logprobs": true})");
+  ASSERT_EQ(cs, 200) << chat.dump();
+  EXPECT_EQ(chat["choices"][0]["logprobs"]["content"][0]["token"], " there");
+
+  auto r = client_->Post("/v1/completions",
+                         R"({"prompt": "Once upon a time,", "max_tokens": 4,
+                             "logprobs": 1, "stream": true})",
+                         "application/json");
+  ASSERT_TRUE(r);
+  std::string text, tokens;
+  for (size_t at = r->body.find("data: {"); at != std::string::npos;
+       at = r->body.find("data: {", at + 1)) {
+    const json event =
+        json::parse(r->body.substr(at + 6, r->body.find('\n', at) - at - 6));
+    const json& choice = event["choices"][0];
+    text += choice["text"].get<std::string>();
+    if (choice["logprobs"].is_object()) {
+      for (const json& t : choice["logprobs"]["tokens"]) tokens += t;
+    }
+  }
+  EXPECT_EQ(text, " there was a little");
+  EXPECT_EQ(tokens, text);
+
+  auto [bs, bytes] = Post("/v1/completions",
+                          R"({"prompt": [1, 200], "max_tokens": 4,
+                              "logprobs": 1})");
+  ASSERT_EQ(bs, 200) << bytes.dump();
+  const std::string completion = bytes["choices"][0]["text"];
+  EXPECT_NE(completion.rfind("\xEF\xBF\xBD", 0), 0u) << completion;
+  check(bytes["choices"][0], "after byte tokens");
+}
+
+// The sampling fields llama-server and vLLM take reach the sampler, end
+// to end: logit_bias forces a token, ignore_eos runs past the story's end.
+TEST_F(ServeTest, SamplingFieldsChangeWhatIsGenerated) {
+  StartServer();
+  auto [bs, biased] = Post("/v1/completions",
+                           R"({"prompt": "Once upon a time", "max_tokens": 3,
+                               "logit_bias": {"300": 100}, "logprobs": 0,
+                               "return_tokens_as_token_ids": true})");
+  ASSERT_EQ(bs, 200) << biased.dump();
+  EXPECT_EQ(biased["choices"][0]["logprobs"]["tokens"],
+            json({"token_id:300", "token_id:300", "token_id:300"}));
+  // The greedy story ends (end of text) after 342 tokens.
+  auto [es, ends] =
+      Post("/v1/completions",
+           R"({"prompt": "Once upon a time", "max_tokens": 400})");
+  ASSERT_EQ(es, 200) << ends.dump();
+  EXPECT_EQ(ends["choices"][0]["finish_reason"], "stop");
+  EXPECT_LT(ends["usage"]["completion_tokens"].get<int>(), 400);
+  auto [is, runs] = Post("/v1/completions",
+                         R"({"prompt": "Once upon a time", "max_tokens": 400,
+                             "ignore_eos": true})");
+  ASSERT_EQ(is, 200) << runs.dump();
+  EXPECT_EQ(runs["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(runs["usage"]["completion_tokens"], 400);
+  // A bias on a token the model does not have is refused.
+  auto [vs, outside] = Post("/v1/completions",
+                            R"({"prompt": "x", "logit_bias": {"100000": 1}})");
+  EXPECT_EQ(vs, 400);
+  EXPECT_NE(outside.dump().find("outside the vocabulary"), std::string::npos);
 }
 
 TEST_F(ServeTest, RequestPastItsTimeLimitIs504) {

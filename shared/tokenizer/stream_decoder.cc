@@ -22,6 +22,11 @@ absl::StatusOr<std::string> StreamDecoder::Next(int32_t id) {
   return after.substr(before.size());
 }
 
+void StreamDecoder::Commit() {
+  read_ = ids_.size();
+  prefix_ = read_ > 0 ? read_ - 1 : 0;
+}
+
 absl::StatusOr<std::string> StreamDecoder::Finish() {
   const std::vector<int32_t> printed(ids_.begin() + prefix_,
                                      ids_.begin() + read_);

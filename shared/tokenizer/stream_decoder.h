@@ -26,6 +26,10 @@ class StreamDecoder {
   absl::StatusOr<std::string> Next(int32_t id);
   // Whatever is still held at the end (an unfinished character's bytes).
   absl::StatusOr<std::string> Finish();
+  // Takes everything given so far as printed elsewhere (a prompt): later
+  // text is only what later ids add, even when the ids so far end inside
+  // a character. The last id stays as the neighbour later ids decode after.
+  void Commit();
 
  private:
   const Tokenizer* tokenizer_;
