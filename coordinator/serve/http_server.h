@@ -1,17 +1,21 @@
 // `flotilla-coordinator serve`: an OpenAI-compatible HTTP API over one
-// model opened once (cpp-httplib from Debian). Routes:
+// model opened once (on shared/http's HttpService). Routes:
 //   POST /v1/completions        prompt as text, [text] or token ids
 //   POST /v1/chat/completions   messages rendered with the chat template
 //        both with "stream": true as server-sent events ending in
 //        "data: [DONE]", usage in every response (and in a last chunk with
 //        stream_options.include_usage)
-//   GET  /v1/models, /healthz, /readyz
+//   GET  /v1/models, /v1/models/{id}, /healthz, /readyz
+//   POST /tokenize, /detokenize  (vLLM's shapes)
 //   GET  /                      the web chat page (chat_page.h)
 // Every completion response carries its id in X-Request-Id (the body's
-// "id"), and is counted in the metrics and the access log when it ends.
+// "id"), and is counted in the metrics and the access log when it ends (as
+// 499 when the client went away before its end).
 // Errors are OpenAI-style bodies ({"error": {"message", "type", ...}}) with
-// 400 (bad request), 401 (API key), 404 (unknown model or route), 429
-// (queue full), 500 (the model failed).
+// 400 (bad request), 401 (API key, also for unknown /v1 routes), 404
+// (unknown model or route), 405 (method), 408/413/415/431 (the request
+// itself, shared/http), 429 (queue full, Retry-After), 500 (the model
+// failed), 503 (draining, connections full).
 //
 // Requests run in the shared GenerationQueue (continuous batching, up to
 // --max-batch at once); waiting ones queue up to --max-queue.
@@ -33,13 +37,8 @@
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/generation_queue.h"
 #include "coordinator/serve/serve_metrics.h"
+#include "shared/http/http_service.h"
 #include "shared/tokenizer/tokenizer.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace flotilla::coordinator::serve {
 
@@ -51,7 +50,11 @@ struct ServeOptions {
   ChatTemplate chat_template = ChatTemplate::kPlain;
   RequestLimits limits;
   size_t max_queue = 64;  // for /readyz (the queue enforces it)
-  size_t max_batch = 8;   // with max_queue, sizes the connection threads
+  size_t max_batch = 8;
+  // Open HTTP connections at most (each holds a thread); past it 503.
+  int max_connections = 512;
+  // Set: CORS for this origin ("*": any), as --cors-origin.
+  std::string cors_origin;
   ServeMetrics* metrics = nullptr;  // may be null; must outlive the server
   // One line per completion request on stderr: request id, API, model,
   // status, prompt and completion tokens, time to first token, total time.
@@ -73,7 +76,7 @@ class HttpServer {
 
   // Binds and serves on a background thread. Errors name the address.
   absl::Status Start();
-  int port() const { return port_; }
+  int port() const { return server_->port(); }
   // Graceful drain: new completion requests get 503 (and /readyz turns
   // 503) while the ones already accepted run to their end. Returns true
   // when they all ended within `timeout`.
@@ -85,7 +88,11 @@ class HttpServer {
   void Routes();
   // Whether an API request may go on: false after answering 401 (a missing
   // or wrong key with --api-key-file) or 503 (a POST while draining).
-  bool Admit(const httplib::Request& req, httplib::Response& res) const;
+  bool Admit(const http::HttpRequest& req, http::HttpResponse* res) const;
+  void Complete(const http::HttpRequest& req, http::HttpResponse* res,
+                bool chat);
+  void Tokenize(const http::HttpRequest& req, http::HttpResponse* res) const;
+  void Detokenize(const http::HttpRequest& req, http::HttpResponse* res) const;
   // Held by each accepted completion until its response is written (the
   // streaming callbacks keep a copy); Drain waits for none to be held.
   std::shared_ptr<void> InFlight();
@@ -93,10 +100,8 @@ class HttpServer {
   LanguageModel* model_;
   const tokenizer::Tokenizer* tokenizer_;
   ServeOptions options_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<http::HttpService> server_;
   GenerationQueue* queue_;
-  std::thread thread_;
-  int port_ = 0;
   std::atomic<bool> draining_{false};
   std::mutex in_flight_mu_;
   std::condition_variable in_flight_cv_;

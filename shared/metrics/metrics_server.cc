@@ -1,14 +1,11 @@
 #include "shared/metrics/metrics_server.h"
 
-#include <httplib.h>
-
 #include <cstdlib>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/gauge.h"
 #include "prometheus/text_serializer.h"
-#include "shared/http/listen.h"
 
 namespace flotilla::metrics {
 
@@ -57,25 +54,26 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     std::shared_ptr<prometheus::Registry> registry) {
   auto s = std::unique_ptr<MetricsServer>(new MetricsServer());
   s->registry_ = std::move(registry);
-  s->server_ = std::make_unique<httplib::Server>();
+  http::HttpServiceOptions o;
+  o.host = host;
+  o.port = port;
+  o.max_body_bytes = 0;  // scrapes are GETs
+  s->server_ = std::make_unique<http::HttpService>(std::move(o));
   prometheus::Registry* r = s->registry_.get();
-  s->server_->Get(
-      "/metrics", [r](const httplib::Request&, httplib::Response& res) {
-        res.set_content(Scrape(*r), "text/plain; version=0.0.4; charset=utf-8");
+  s->server_->Route(
+      "GET", "/metrics",
+      [r](const http::HttpRequest&, http::HttpResponse* res) {
+        res->Set(200, "text/plain; version=0.0.4; charset=utf-8", Scrape(*r));
       });
-  absl::StatusOr<int> bound =
-      http::StartListening(s->server_.get(), host, port, &s->thread_);
-  if (!bound.ok()) {
-    return absl::Status(bound.status().code(),
-                        absl::StrCat("metrics: ", bound.status().message()));
+  if (absl::Status started = s->server_->Start(); !started.ok()) {
+    return absl::Status(started.code(),
+                        absl::StrCat("metrics: ", started.message()));
   }
-  s->port_ = *bound;
   return s;
 }
 
 MetricsServer::~MetricsServer() {
-  if (server_ != nullptr) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (server_ != nullptr) server_->Stop();
 }
 
 double SampleValue(const std::string& scrape, const std::string& series) {

@@ -1,24 +1,20 @@
 // Prometheus metrics over HTTP: a prometheus-cpp Registry served in the text
 // exposition format at GET /metrics on its own port (--metrics-port), by
-// Debian's cpp-httplib (prometheus-cpp's own exposer reports a port in use
-// by throwing; this one returns a Status). Every component registers its
+// shared/http's HttpService (prometheus-cpp's own exposer reports a port in
+// use by throwing; this one returns a Status). Every component registers its
 // families in one Registry and hands it here.
 #ifndef FLOTILLA_SHARED_METRICS_METRICS_SERVER_H_
 #define FLOTILLA_SHARED_METRICS_METRICS_SERVER_H_
 
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
 #include "prometheus/labels.h"
 #include "prometheus/registry.h"
-
-namespace httplib {
-class Server;
-}
+#include "shared/http/http_service.h"
 
 namespace flotilla::metrics {
 
@@ -31,15 +27,13 @@ class MetricsServer {
       std::shared_ptr<prometheus::Registry> registry);
   ~MetricsServer();
 
-  int port() const { return port_; }
+  int port() const { return server_->port(); }
 
  private:
   MetricsServer() = default;
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  int port_ = 0;
+  std::unique_ptr<http::HttpService> server_;
 };
 
 // The registry's families in the text exposition format.

@@ -1,0 +1,186 @@
+// The two completion routes (POST /v1/completions, /v1/chat/completions):
+// a request parsed, checked against the model and its limits, queued, and
+// answered whole or as server-sent events.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "coordinator/serve/chat_template.h"
+#include "coordinator/serve/completion_job.h"
+#include "coordinator/serve/completion_request.h"
+#include "coordinator/serve/http_internal.h"
+#include "coordinator/serve/http_server.h"
+#include "coordinator/serve/logprobs_json.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::coordinator::serve {
+
+using internal::CurrentRequest;
+using internal::Dump;
+using internal::Error;
+using internal::Failed;
+using internal::UnixNow;
+using json = nlohmann::json;
+
+void HttpServer::Complete(const http::HttpRequest& http,
+                          http::HttpResponse* res, bool chat) {
+  // Counted and logged as this API whatever the answer (a refusal too).
+  CurrentRequest().start = absl::Now();
+  CurrentRequest().api = chat ? "chat" : "completions";
+  if (!Admit(http, res)) return;
+  auto req = ParseCompletionRequest(http.body, chat, options_.limits);
+  if (!req.ok()) return Error(res, 400, std::string(req.status().message()));
+  if (!req->model.empty() && req->model != options_.model_name) {
+    return Error(res, 404,
+                 absl::StrCat("model '", req->model,
+                              "' is not served here (this server "
+                              "serves '",
+                              options_.model_name, "')"));
+  }
+  std::vector<int32_t> prompt = req->prompt_ids;
+  if (prompt.empty()) {
+    if (tokenizer_ == nullptr) {
+      return Error(res, 400,
+                   "this model has no tokenizer: send the prompt as "
+                   "token ids");
+    }
+    prompt = tokenizer_->Encode(
+        chat ? RenderChat(options_.chat_template, req->messages)
+             : *req->prompt);
+  }
+  CompletionSpec spec;
+  spec.prompt = std::move(prompt);
+  spec.max_tokens = req->max_tokens;
+  spec.max_tokens_given = req->max_tokens_given;
+  spec.sampler = req->sampler;
+  FitDefaultMaxTokens(&spec, options_.limits);
+  if (absl::Status st =
+          CheckCompletionSpec(spec, model_->vocab_size(), options_.limits);
+      !st.ok()) {
+    return Error(res, 400, std::string(st.message()));
+  }
+  spec.stop = req->stop;
+  spec.stop_ids = req->stop_ids;
+  spec.top_logprobs = req->top_logprobs;
+  spec.tokens_as_ids = req->tokens_as_ids;
+  spec.ignore_eos = req->ignore_eos;
+  spec.timeout = options_.limits.request_timeout;
+  auto started =
+      Completion::Start(queue_, tokenizer_, std::move(spec), options_.metrics);
+  if (!started.ok()) {
+    const bool full = absl::IsResourceExhausted(started.status());
+    // Either is worth a retry: the queue moves, a worker comes back.
+    res->SetHeader("Retry-After", "1");
+    return Error(res, full ? 429 : 503,
+                 std::string(started.status().message()));
+  }
+  std::shared_ptr<Completion> c = *std::move(started);
+  std::shared_ptr<void> in_flight = InFlight();
+  static std::atomic<uint64_t> next_id{1};
+  const std::string id =
+      absl::StrCat(chat ? "chatcmpl-" : "cmpl-", UnixNow(), "-", next_id++);
+  const std::string model_name = options_.model_name;
+  CurrentRequest().id = id;
+  CurrentRequest().completion = c;
+  res->SetHeader("X-Request-Id", id);
+  const char* object = chat ? "chat.completion.chunk" : "text_completion";
+  auto usage = [c] {
+    return json{{"prompt_tokens", c->prompt_tokens()},
+                {"completion_tokens", c->completion_tokens()},
+                {"total_tokens", c->prompt_tokens() + c->completion_tokens()}};
+  };
+  const bool logprobs = req->top_logprobs >= 0;
+  if (!req->stream) {
+    std::string text;
+    std::vector<TokenLogprob> lps;
+    CompletionPiece piece;
+    for (bool done = false; !done;) {
+      done = c->Take(&piece);
+      text += piece.text;
+      lps.insert(lps.end(), piece.logprobs.begin(), piece.logprobs.end());
+    }
+    if (!c->status().ok()) return Failed(res, c->status());
+    json choice = {{"index", 0}, {"finish_reason", c->finish_reason()}};
+    size_t offset = 0;
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+      if (logprobs) choice["logprobs"] = ChatLogprobs(lps);
+    } else {
+      choice["text"] = text;
+      choice["logprobs"] = logprobs ? CompletionLogprobs(lps, &offset) : json();
+    }
+    res->Set(200, "application/json",
+             Dump({{"id", id},
+                   {"object", chat ? "chat.completion" : "text_completion"},
+                   {"created", UnixNow()},
+                   {"model", model_name},
+                   {"choices", json::array({choice})},
+                   {"usage", usage()}}));
+    return;
+  }
+  auto event = [=](json choices, json extra) {
+    json j = {{"id", id},
+              {"object", object},
+              {"created", UnixNow()},
+              {"model", model_name},
+              {"choices", std::move(choices)}};
+    for (auto& [k, v] : extra.items()) j[k] = v;
+    return "data: " + Dump(j) + "\n\n";
+  };
+  auto offset = std::make_shared<size_t>(0);
+  auto chunk = [=](const CompletionPiece& piece, json finish) {
+    json choice = {{"index", 0}, {"finish_reason", std::move(finish)}};
+    if (chat) {
+      choice["delta"] = {{"content", piece.text}};
+      if (logprobs) choice["logprobs"] = ChatLogprobs(piece.logprobs);
+    } else {
+      choice["text"] = piece.text;
+      choice["logprobs"] =
+          logprobs ? CompletionLogprobs(piece.logprobs, offset.get()) : json();
+    }
+    return event(json::array({choice}), json::object());
+  };
+  const bool include_usage = req->include_usage;
+  auto first = std::make_shared<bool>(true);
+  res->status = 200;
+  res->content_type = "text/event-stream";
+  res->stream = [=](std::string* out) {
+    (void)in_flight;  // held until the stream is done
+    if (chat && *first) {
+      json choice = {{"index", 0},
+                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                     {"finish_reason", nullptr}};
+      *out = event(json::array({choice}), json::object());
+    }
+    *first = false;
+    CompletionPiece piece;
+    const bool done = c->Take(&piece);
+    if (!piece.text.empty() || !piece.logprobs.empty()) {
+      *out += chunk(piece, nullptr);
+    }
+    if (!done) return true;
+    if (!c->status().ok()) {
+      *out += "data: " +
+              Dump({{"error",
+                     {{"message", c->status().ToString()},
+                      {"type", absl::IsDeadlineExceeded(c->status())
+                                   ? "timeout_error"
+                                   : "server_error"}}}}) +
+              "\n\n";
+    } else {
+      *out += chunk(CompletionPiece(), c->finish_reason());
+      if (include_usage) *out += event(json::array(), {{"usage", usage()}});
+    }
+    *out += "data: [DONE]\n\n";
+    return false;
+  };
+  // Cut short (the client went away): the sequence leaves the batch.
+  res->stream_end = [c, in_flight](bool completed) {
+    if (!completed) c->Cancel();
+  };
+}
+
+}  // namespace flotilla::coordinator::serve
