@@ -120,7 +120,6 @@ void HttpService::Dispatch(const HttpRequest& req, HttpResponse* res) const {
     if (r.method == req.method) return r.handler(req, res);
     allowed.push_back(r.method);
   }
-  if (not_found_) return not_found_(req, res);
   if (!allowed.empty()) {
     res->SetHeader("Allow", absl::StrJoin(allowed, ", "));
     res->Set(405, "application/json",
@@ -129,6 +128,7 @@ void HttpService::Dispatch(const HttpRequest& req, HttpResponse* res) const {
                                          absl::StrJoin(allowed, ", "), ")")));
     return;
   }
+  if (not_found_) return not_found_(req, res);
   res->Set(404, "application/json",
            ErrorBody(404, absl::StrCat("no route ", req.path)));
 }
