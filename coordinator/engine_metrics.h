@@ -42,6 +42,9 @@ class EngineMetrics {
   // produced, whether it fed no prompt token (a decode step) and its wall
   // time.
   void Step(const RunCounters& now, size_t tokens, bool decode, double seconds);
+  // The counters before the first step: what opening the model read (the
+  // resident experts, pinned layers) is not a step's.
+  void Baseline(const RunCounters& now) { last_ = now; }
 
   // Memory charged to the budget by owner, and the budget (--mem), as the
   // engine's plan charged them at open (nothing without a budget).

@@ -151,8 +151,10 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     engine->experts = streaming.get();
     experts = std::move(streaming);
   } else if (budget.Charge("experts.resident", expert_bytes).ok()) {
+    // Held as charged: read once here, none per token.
     FLOTILLA_ASSIGN_OR_RETURN(
-        experts, LocalExperts::Create(source.get(), moe, pool.get()));
+        experts, LocalExperts::Create(source.get(), moe, pool.get(),
+                                      /*only_layer=*/-1, /*resident=*/true));
   } else {
     // Stream from the safetensors: as many slots as the rest of the budget
     // holds, at least one layer's top-k (a decode step's reads go out

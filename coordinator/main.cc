@@ -26,13 +26,14 @@
 #include "absl/strings/str_split.h"
 #include "coordinator/engine.h"
 #include "coordinator/engine_metrics.h"
-#include "coordinator/generate.h"
 #include "coordinator/families/kimi_k3/model.h"
+#include "coordinator/generate.h"
 #include "coordinator/plan_report.h"
 #include "coordinator/run_report.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/elapsed.h"
 #include "shared/base/read_file.h"
+#include "shared/cli/flag_help.h"
 #include "shared/io/memory_budget.h"
 #include "shared/metrics/metrics_server.h"
 #include "shared/tokenizer/stream_decoder.h"
@@ -160,6 +161,8 @@ constexpr char kUsage[] =
     "           [--grpc-port P] [--api-key-file F] [--max-batch N]\n"
     "           [--max-queue N] [--max-prompt-tokens N] [--prefix-cache SIZE]\n"
     "           [--max-completion-tokens N] [--chat-template NAME]\n"
+    "           [--served-model-name NAME] [--cors-origin ORIGIN]\n"
+    "           [--max-connections N] [--max-context N]\n"
     "           [engine flags: --mem, --pack, --workers, --threads, ...]\n\n"
     "       flotilla-coordinator health --address HOST:PORT\n"
     "           [--health-timeout-ms MS] [--tls-ca F ...]\n"
@@ -388,6 +391,7 @@ int RunGenerate() {
   std::unique_ptr<flotilla::metrics::MetricsServer> metrics_server;
   if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
     engine_metrics.Memory(eng);
+    engine_metrics.Baseline(flotilla::coordinator::SnapshotCounters(eng));
     auto started = flotilla::metrics::MetricsServer::Start(
         absl::GetFlag(FLAGS_host), port, registry);
     if (!started.ok()) return Fail(kExitRuntime, started.status().ToString());
@@ -430,9 +434,8 @@ int RunGenerate() {
   }
   const size_t n_gen = result->generated_ids.size();
   // Per decoded token (the prefill is reported separately).
-  const nlohmann::json stats =
-      flotilla::coordinator::DecodeStats(eng, at_decode, at_last_token,
-                                         *result);
+  const nlohmann::json stats = flotilla::coordinator::DecodeStats(
+      eng, at_decode, at_last_token, *result);
   if (json) {
     flotilla::coordinator::RunSummary run;
     run.model_dir = dir;
@@ -502,9 +505,18 @@ bool WantsHelp(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  if (argc < 2 || WantsHelp(argc, argv)) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? kExitUsage : 0;
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return kExitUsage;
+  }
+  if (WantsHelp(argc, argv)) {
+    std::fputs(kUsage, stdout);
+    flotilla::cli::PrintFlags(stdout, {"coordinator/"});
+    return 0;
+  }
+  if (flotilla::cli::WantsVersion(argc, argv)) {
+    std::printf("flotilla-coordinator %s\n", flotilla::cli::Version());
+    return 0;
   }
   const std::string command = argv[1];
   if (command != "generate" && command != "serve" && command != "health") {

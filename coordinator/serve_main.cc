@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -61,6 +62,15 @@ ABSL_FLAG(int32_t, drain_timeout_s, 60,
 ABSL_FLAG(int32_t, metrics_port, -1,
           "serve and generate: Prometheus metrics at "
           "http://HOST:PORT/metrics (0 = any free port, -1 = off)");
+ABSL_FLAG(std::string, served_model_name, "",
+          "serve: the model id /v1/models lists and requests name (default: "
+          "the model folder's name)");
+ABSL_FLAG(std::string, cors_origin, "",
+          "serve: allow browser pages from this origin (\"*\": any) to call "
+          "the API (CORS headers and OPTIONS preflights; empty: none)");
+ABSL_FLAG(int32_t, max_connections, 512,
+          "serve: open HTTP connections at most (each holds a thread); past "
+          "it new ones are answered 503");
 ABSL_FLAG(std::string, chat_template, "",
           "serve: kimi, chatml, llama2 or plain (default: recognised from "
           "the model's tokenizer_config.json, else plain)");
@@ -125,6 +135,15 @@ int RunServe(const EngineOptions& eo) {
   std::string name = eo.model_dir;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
   so.model_name = name.substr(name.find_last_of('/') + 1);
+  if (std::string served = absl::GetFlag(FLAGS_served_model_name);
+      !served.empty()) {
+    so.model_name = std::move(served);
+  }
+  so.cors_origin = absl::GetFlag(FLAGS_cors_origin);
+  so.max_connections = absl::GetFlag(FLAGS_max_connections);
+  if (so.max_connections < 1 || so.max_connections > 65536) {
+    return Fail(2, "--max-connections must be in 1..65536");
+  }
 
   auto prefix_bytes = io::ParseByteSize(absl::GetFlag(FLAGS_prefix_cache));
   if (!prefix_bytes.ok()) {
@@ -164,9 +183,18 @@ int RunServe(const EngineOptions& eo) {
     std::printf("flotilla-coordinator: memory budget\n%s",
                 (*engine)->accountant->Report().c_str());
   }
-  // The context each sequence's state was charged for.
-  if (const int trained = (*engine)->model->max_positions(); trained > 0) {
-    so.limits.max_context = std::min(so.limits.max_context, trained);
+  // The context each sequence's state was charged for: the model's own
+  // when --max-context is not given; a given one past it is refused.
+  if (const int trained = (*engine)->model->max_positions();
+      trained > 0 && so.limits.max_context > trained) {
+    const absl::CommandLineFlag* flag =
+        absl::FindCommandLineFlag("max_context");
+    if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+      return Fail(2, absl::StrCat("--max-context ", so.limits.max_context,
+                                  " is past the model's ", trained,
+                                  " positions (max_position_embeddings)"));
+    }
+    so.limits.max_context = trained;
   }
   serve::QueueOptions qo;
   qo.max_queue = so.max_queue;
@@ -182,6 +210,7 @@ int RunServe(const EngineOptions& eo) {
   if (const int port = absl::GetFlag(FLAGS_metrics_port); port >= 0) {
     if (port > 65535) return Fail(2, "--metrics-port must be in -1..65535");
     engine_metrics.Memory(**engine);
+    engine_metrics.Baseline(SnapshotCounters(**engine));
     so.metrics = &serve_metrics;
     const Engine* engine_ptr = engine->get();
     // On the queue's thread, which owns the model: the engine's counters
@@ -194,6 +223,9 @@ int RunServe(const EngineOptions& eo) {
       }
       engine_metrics.Step(SnapshotCounters(*engine_ptr), r.tokens,
                           r.prompt_tokens == 0, r.seconds);
+    };
+    qo.on_idle = [&serve_metrics](size_t waiting) {
+      serve_metrics.Idle(waiting);
     };
     auto started = metrics::MetricsServer::Start(so.host, port, registry);
     if (!started.ok()) return Fail(1, started.status().ToString());

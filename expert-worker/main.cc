@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "expert-worker/server.h"
 #include "expert-worker/shard_plan.h"
+#include "shared/cli/flag_help.h"
 
 ABSL_FLAG(std::string, model, "",
           "checkpoint folder (config.json, *.safetensors); required");
@@ -80,23 +81,9 @@ void PrintUsage() {
       "reading them with O_DIRECT from the HF shards in place or from a\n"
       "`flotilla-tool pack --workers` folder. Stops cleanly on "
       "SIGINT/SIGTERM.\n"
-      "Flag names take dashes or underscores.\n\nflags:\n",
+      "Flag names take dashes or underscores.\n",
       kProgram);
-  std::vector<const absl::CommandLineFlag*> flags;
-  for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::StrContains(flag->Filename(), "expert-worker/main.cc")) {
-      flags.push_back(flag);
-    }
-  }
-  std::sort(flags.begin(), flags.end(),
-            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
-  for (const absl::CommandLineFlag* flag : flags) {
-    std::string name(flag->Name());
-    std::replace(name.begin(), name.end(), '_', '-');
-    std::printf("  --%s (default \"%s\")\n      %s\n", name.c_str(),
-                flag->DefaultValue().c_str(), flag->Help().c_str());
-  }
-  std::printf("  -h, --help\n      print this help and exit\n");
+  flotilla::cli::PrintFlags(stdout, {"expert-worker/"});
 }
 
 // absl's own --help exits with status 1 and does not know -h; users and
@@ -124,6 +111,10 @@ int UsageError(const std::string& flag, const std::string& message) {
 int main(int argc, char** argv) {
   if (WantsHelp(argc, argv)) {
     PrintUsage();
+    return 0;
+  }
+  if (flotilla::cli::WantsVersion(argc, argv)) {
+    std::printf("%s %s\n", kProgram, flotilla::cli::Version());
     return 0;
   }
   absl::SetProgramUsageMessage(

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "shared/cli/flag_help.h"
 #include "tools/commands.h"
 
 namespace {
@@ -50,6 +51,10 @@ int main(int argc, char** argv) {
   if (!std::strcmp(name, "--help") || !std::strcmp(name, "-h") ||
       !std::strcmp(name, "help")) {
     PrintUsage(stdout);
+    return kExitOk;
+  }
+  if (!std::strcmp(name, "--version")) {
+    std::printf("flotilla-tool %s\n", flotilla::cli::Version());
     return kExitOk;
   }
   for (const Command& c : kCommands) {

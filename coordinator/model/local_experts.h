@@ -24,11 +24,14 @@ class LocalExperts : public ExpertBackend {
  public:
   // `source` and `pool` must outlive the backend. Binds every MoE layer,
   // or only `only_layer` when it is >= 0 (layer fixtures hold one layer).
+  // `resident`: read every expert once now and hold it (the budget charged
+  // them resident); else each use reads from `source`, and counts as read.
   static absl::StatusOr<std::unique_ptr<LocalExperts>> Create(
       const model::TensorSource* source, const model::MoeSpec& config,
-      kernels::ThreadPool* pool, int only_layer = -1) {
+      kernels::ThreadPool* pool, int only_layer = -1, bool resident = false) {
     absl::StatusOr<std::unique_ptr<experts::InMemoryExperts>> experts =
-        experts::InMemoryExperts::Create(source, config, pool, only_layer);
+        experts::InMemoryExperts::Create(source, config, pool, only_layer,
+                                         resident);
     if (!experts.ok()) return experts.status();
     return std::unique_ptr<LocalExperts>(new LocalExperts(*std::move(experts)));
   }

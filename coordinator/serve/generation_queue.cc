@@ -28,7 +28,8 @@ GenerationQueue::GenerationQueue(LanguageModel* model,
       max_queue_(std::max<size_t>(1, options.max_queue)),
       max_batch_(std::max<size_t>(1, options.max_batch)),
       prefill_chunk_(options.prefill_chunk),
-      on_step_(options.on_step) {
+      on_step_(options.on_step),
+      on_idle_(options.on_idle) {
   if (options.prefix_cache_bytes > 0) {
     cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes);
   }
@@ -168,7 +169,10 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
     }
   }
   *running = std::move(live);
-  if (running->empty()) return;
+  if (running->empty()) {
+    if (on_idle_) on_idle_(waiting());
+    return;
+  }
   std::vector<ModelSequence*> sequences;
   std::vector<std::vector<int32_t>> ids;
   size_t prompt_fed = 0;

@@ -66,6 +66,9 @@ struct QueueOptions {
   uint64_t prefix_cache_bytes = 0;
   size_t prefill_chunk = 256;  // prompt tokens per job per step (0: all)
   std::function<void(const StepReport&)> on_step;  // may be empty
+  // When the batch empties without a step (every running job was
+  // cancelled or ran out of time), with the jobs waiting; may be empty.
+  std::function<void(size_t waiting)> on_idle;
 };
 
 class GenerationQueue {
@@ -104,6 +107,7 @@ class GenerationQueue {
   LanguageModel* model_;
   const size_t max_queue_, max_batch_, prefill_chunk_;
   const std::function<void(const StepReport&)> on_step_;
+  const std::function<void(size_t waiting)> on_idle_;
   StepReport pending_report_;  // loop thread only: admissions since a step
   size_t widest_step_ = 0;     // guarded by mu_
   uint64_t prefix_hits_ = 0, reused_tokens_ = 0;  // guarded by mu_

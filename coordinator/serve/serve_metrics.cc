@@ -81,6 +81,11 @@ void ServeMetrics::Step(size_t sequences, size_t tokens, size_t waiting,
   running_.Set(static_cast<double>(running));
 }
 
+void ServeMetrics::Idle(size_t waiting) {
+  waiting_.Set(static_cast<double>(waiting));
+  running_.Set(0);
+}
+
 void ServeMetrics::PrefixHit(size_t reused_tokens) {
   prefix_hits_.Increment();
   prefix_tokens_.Increment(static_cast<double>(reused_tokens));

@@ -35,6 +35,9 @@ class ServeMetrics {
   // One forward step of the queue: sequences in it, tokens it produced, and
   // the jobs waiting and running after it.
   void Step(size_t sequences, size_t tokens, size_t waiting, size_t running);
+  // The batch emptied without a step (its last requests were cancelled or
+  // timed out): the gauges, no step counted.
+  void Idle(size_t waiting);
   void PrefixHit(size_t reused_tokens);
 
  private:

@@ -6,8 +6,11 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/engine.h"
 #include "coordinator/engine_metrics.h"
 #include "coordinator/run_report.h"
@@ -122,6 +125,100 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
               2 * (prompt_tokens + tokens - 1))
         << layer;
   }
+}
+
+// In memory (the budget holds every expert): the experts are read once at
+// open and none per token, so Prometheus reports no expert reads; a client
+// that leaves mid-stream is counted as 499, not 200, and leaves the running
+// gauge at 0.
+TEST(ServeMetricsTest, ResidentExpertsReadNothingAndAHangUpIs499) {
+  EngineOptions eo;
+  eo.model_dir = testutil::ModelPath("stories260k-moe");
+  eo.max_context = 128;
+  eo.sequences = 2;
+  auto engine = OpenEngine(eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto tok = tokenizer::Tokenizer::LoadDir(eo.model_dir);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  prometheus::Registry registry;
+  ServeMetrics metrics(registry);
+  EngineMetrics engine_metrics(registry);
+  const Engine* e = engine->get();
+  engine_metrics.Baseline(SnapshotCounters(*e));  // as serve does
+  QueueOptions qo;
+  qo.on_step = [&metrics, &engine_metrics, e](const StepReport& r) {
+    metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
+    engine_metrics.Step(SnapshotCounters(*e), r.tokens, r.prompt_tokens == 0,
+                        r.seconds);
+  };
+  qo.on_idle = [&metrics](size_t waiting) { metrics.Idle(waiting); };
+  GenerationQueue queue((*engine)->model.get(), qo);
+  ServeOptions so;
+  so.port = 0;
+  so.model_name = "stories260k-moe";
+  so.limits.max_context = 128;
+  so.metrics = &metrics;
+  so.access_log = false;
+  HttpServer server((*engine)->model.get(), tok->get(), &queue, so);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  auto ok = client.Post("/v1/completions",
+                        R"({"prompt": "Once upon a time", "max_tokens": 20})",
+                        "application/json");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  std::string scrape = metrics::Scrape(registry);
+  for (const char* phase : {"prefill", "decode"}) {
+    EXPECT_EQ(SampleValue(scrape, absl::StrCat(
+                                      R"(flotilla_coordinator_read_bytes_total)"
+                                      R"({phase=")",
+                                      phase, R"(",source="experts"})")),
+              0)
+        << phase;
+  }
+  // A stream the client leaves after its first bytes.
+  {
+    httplib::Client leaver("127.0.0.1", server.port());
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body = R"({"prompt": "Once", "max_tokens": 120, "stream": true})";
+    size_t got = 0;
+    req.content_receiver = [&](const char*, size_t n, uint64_t, uint64_t) {
+      got += n;
+      return false;  // hang up
+    };
+    (void)leaver.send(req);
+    EXPECT_GT(got, 0u);
+  }
+  const std::string hung_up =
+      R"(flotilla_serve_requests_total{api="completions",status="499"})";
+  // Bounded waits: the answer is asserted below, whatever the time taken.
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (SampleValue(metrics::Scrape(registry), hung_up) < 1 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // The cancelled sequence leaves the batch at the next step; the gauge
+  // follows even though no other request comes.
+  while (SampleValue(metrics::Scrape(registry),
+                     "flotilla_serve_running_sequences") != 0 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(SampleValue(metrics::Scrape(registry),
+                        "flotilla_serve_running_sequences"),
+            0);
+  scrape = metrics::Scrape(registry);
+  EXPECT_EQ(SampleValue(scrape, hung_up), 1);
+  EXPECT_EQ(
+      SampleValue(
+          scrape,
+          R"(flotilla_serve_requests_total{api="completions",status="200"})"),
+      1);
+  server.Stop();
 }
 
 }  // namespace

@@ -209,6 +209,7 @@ TEST_F(ServeTest, SixteenConcurrentStreamsEachAsAlone) {
 TEST_F(ServeTest, FullQueueIs429) {
   StartServer("", /*max_queue=*/1, /*max_batch=*/1);
   std::vector<int> status(6, 0);
+  std::vector<std::string> retry_after(6);
   std::vector<std::thread> clients;
   for (size_t i = 0; i < status.size(); ++i) {
     clients.emplace_back([&, i] {
@@ -219,6 +220,7 @@ TEST_F(ServeTest, FullQueueIs429) {
                           "stop": ["zzz"]})",
                       "application/json");
       status[i] = r ? r->status : -1;
+      if (r) retry_after[i] = r->get_header_value("Retry-After");
     });
   }
   for (std::thread& t : clients) t.join();
@@ -227,6 +229,10 @@ TEST_F(ServeTest, FullQueueIs429) {
   EXPECT_GE(ok, 1);
   EXPECT_GE(busy, 1);
   EXPECT_EQ(ok + busy, 6);
+  // A client told 429 is told when to come back.
+  for (size_t i = 0; i < status.size(); ++i) {
+    EXPECT_EQ(retry_after[i], status[i] == 429 ? "1" : "") << i;
+  }
 }
 
 TEST_F(ServeTest, StopStringEndsTheText) {

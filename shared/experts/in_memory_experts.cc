@@ -11,11 +11,27 @@ namespace flotilla::experts {
 
 absl::StatusOr<std::unique_ptr<InMemoryExperts>> InMemoryExperts::Create(
     const model::TensorSource* source, const model::MoeSpec& config,
-    kernels::ThreadPool* pool, int only_layer) {
+    kernels::ThreadPool* pool, int only_layer, bool resident) {
   auto experts =
       std::unique_ptr<InMemoryExperts>(new InMemoryExperts(source, config));
   FLOTILLA_RETURN_IF_ERROR(experts->Bind(only_layer, pool));
+  if (resident) FLOTILLA_RETURN_IF_ERROR(experts->ReadAll());
   return experts;
+}
+
+absl::Status InMemoryExperts::ReadAll() {
+  runs_.resize(experts_.size());
+  locations_.resize(experts_.size());
+  for (size_t layer = 0; layer < experts_.size(); ++layer) {
+    for (const ExpertTensors& t : experts_[layer]) {
+      ExpertLocation loc;
+      FLOTILLA_RETURN_IF_ERROR(ReadRun(t, &loc));
+      runs_[layer].emplace_back(run_.begin(), run_.begin() + loc.length);
+      locations_[layer].push_back(loc);
+    }
+  }
+  run_ = std::vector<uint8_t>();
+  return absl::OkStatus();
 }
 
 absl::Status InMemoryExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
@@ -102,9 +118,14 @@ absl::Status InMemoryExperts::ComputeLayer(int layer, const float* z, int rows,
                   lat * sizeof(float));
     }
     y.resize(n * lat);
-    ExpertLocation loc;
-    FLOTILLA_RETURN_IF_ERROR(ReadRun(experts_[layer][expert], &loc));
-    executor_->Compute(loc, run_.data(), xin.data(), n, y.data());
+    if (!runs_.empty()) {
+      executor_->Compute(locations_[layer][expert], runs_[layer][expert].data(),
+                         xin.data(), n, y.data());
+    } else {
+      ExpertLocation loc;
+      FLOTILLA_RETURN_IF_ERROR(ReadRun(experts_[layer][expert], &loc));
+      executor_->Compute(loc, run_.data(), xin.data(), n, y.data());
+    }
     for (size_t i = 0; i < n; ++i) {
       std::memcpy(task_out.data() + idx[i] * lat, y.data() + i * lat,
                   lat * sizeof(float));

@@ -30,10 +30,12 @@ class InMemoryExperts {
  public:
   // `source` and `pool` (may be null) must outlive the object. Binds every
   // MoE layer, or only `only_layer` when it is >= 0 (layer fixtures hold a
-  // single layer).
+  // single layer). `resident`: every expert is read once here and held
+  // (what a budget that charged them resident pays for); otherwise each
+  // use reads its expert from `source` again.
   static absl::StatusOr<std::unique_ptr<InMemoryExperts>> Create(
       const model::TensorSource* source, const model::MoeSpec& config,
-      kernels::ThreadPool* pool, int only_layer = -1);
+      kernels::ThreadPool* pool, int only_layer = -1, bool resident = false);
 
   // z: [rows][L]; out: [rows][L], overwritten: out[r] = sum over r's
   // assignments, in order, of weight * E(z[r]), in double, rounded once.
@@ -41,6 +43,7 @@ class InMemoryExperts {
                             const ExpertAssignment* tasks, size_t num_tasks,
                             float* out);
 
+  // Bytes read from `source`: at Create when resident, else per use.
   uint64_t bytes_read() const { return bytes_read_; }
 
  private:
@@ -48,6 +51,7 @@ class InMemoryExperts {
       : source_(source), config_(c) {}
 
   absl::Status Bind(int only_layer, kernels::ThreadPool* pool);
+  absl::Status ReadAll();
   // Reads `tensors`' parts back to back into run_, recording their offsets
   // in `loc`.
   absl::Status ReadRun(const ExpertTensors& tensors, ExpertLocation* loc);
@@ -58,6 +62,9 @@ class InMemoryExperts {
   std::vector<std::vector<ExpertTensors>> experts_;
   std::unique_ptr<ExpertExecutor> executor_;
   std::vector<uint8_t> run_;  // one expert's tensors, reused
+  // Resident: each expert's run and where its tensors sit in it.
+  std::vector<std::vector<std::vector<uint8_t>>> runs_;
+  std::vector<std::vector<ExpertLocation>> locations_;
   uint64_t bytes_read_ = 0;
 };
 
