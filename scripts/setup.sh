@@ -17,13 +17,15 @@ set -euo pipefail
 # for find_package(gRPC CONFIG) to succeed (its config names the plugin), and
 # grpc-proto ships the health/reflection .proto files. python3, python3-regex
 # and openssl serve tools and tests; clang-format keeps the style.
+# libboost-dev: Boost.Beast's HTTP parser (header-only) under shared/http;
+# libcpp-httplib-dev: the tests' HTTP client.
 PACKAGES=(
   build-essential cmake ninja-build ccache pkgconf
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   grpc-proto libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev libhwy-dev libpcre2-dev nlohmann-json3-dev libxxhash-dev
-  libcpp-httplib-dev libutf8proc-dev zlib1g-dev
+  libboost-dev libcpp-httplib-dev libutf8proc-dev zlib1g-dev
   python3 python3-regex openssl clang-format
 )
 
