@@ -22,15 +22,6 @@ absl::Status Bad(const std::string& message) {
   return absl::InvalidArgumentError(message);
 }
 
-bool ValidUtf8(absl::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = tokenizer::Utf8UnitLength(s, i);
-    if (n == 1 && static_cast<unsigned char>(s[i]) >= 0x80) return false;
-    i += n;
-  }
-  return true;
-}
-
 absl::StatusOr<std::string> Text(const json& v, const std::string& field,
                                  const RequestLimits& limits) {
   if (!v.is_string()) return Bad(absl::StrCat(field, " must be a string"));
@@ -39,7 +30,8 @@ absl::StatusOr<std::string> Text(const json& v, const std::string& field,
     return Bad(absl::StrCat(field, " is ", s.size(), " bytes; the limit is ",
                             limits.max_prompt_bytes));
   }
-  if (!ValidUtf8(s)) return Bad(absl::StrCat(field, " is not valid UTF-8"));
+  if (!tokenizer::IsValidUtf8(s))
+    return Bad(absl::StrCat(field, " is not valid UTF-8"));
   return s;
 }
 
@@ -207,7 +199,7 @@ absl::Status ParseLogitBias(const json& v, SamplerOptions* sampler) {
 
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(
     absl::string_view body, bool chat, const RequestLimits& limits) {
-  if (!ValidUtf8(body)) {
+  if (!tokenizer::IsValidUtf8(body)) {
     return Bad("the request body is not valid UTF-8 (JSON text must be)");
   }
   // Through the guarded parser: a body nested thousands deep or naming a

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/serve/completion_job.h"
+#include "shared/tokenizer/utf8.h"
 #include "shared/transport/transport.h"
 
 namespace flotilla::coordinator::serve {
@@ -60,6 +61,15 @@ grpc::Status GenerationService::Run(
     grpc::ServerWriter<flotilla::v1::GenerateResponse>* writer,
     std::shared_ptr<Completion>* completion) {
   CompletionSpec spec;
+  // bytes on the wire (generate.proto): UTF-8 is checked here.
+  if (!tokenizer::IsValidUtf8(r->prompt())) {
+    return Invalid("prompt is not valid UTF-8");
+  }
+  for (int i = 0; i < r->stop_size(); ++i) {
+    if (!tokenizer::IsValidUtf8(r->stop(i))) {
+      return Invalid(absl::StrCat("stop[", i, "] is not valid UTF-8"));
+    }
+  }
   if (r->prompt_ids_size() > 0) {
     spec.prompt.assign(r->prompt_ids().begin(), r->prompt_ids().end());
   } else {
@@ -94,12 +104,12 @@ grpc::Status GenerationService::Run(
     if (s.empty()) return Invalid("stop: an empty stop string");
   }
   spec.stop_ids.assign(r->stop_ids().begin(), r->stop_ids().end());
-  // The server's limit, or the client's own deadline when sooner.
+  // The server's limit, or the client's own deadline when sooner (then
+  // the error says whose deadline passed).
   spec.timeout = limits_.request_timeout;
   const absl::Time deadline = absl::FromChrono(context->deadline());
-  if (deadline < absl::Now() + spec.timeout) {
-    spec.timeout = deadline - absl::Now();
-  }
+  const bool clients_deadline = deadline < absl::Now() + spec.timeout;
+  if (clients_deadline) spec.timeout = deadline - absl::Now();
   auto started =
       Completion::Start(queue_, tokenizer_, std::move(spec), metrics_);
   if (!started.ok()) return transport::ToGrpcStatus(started.status());
@@ -110,8 +120,14 @@ grpc::Status GenerationService::Run(
     done = c->Take(&piece);
     flotilla::v1::GenerateResponse out;
     out.mutable_token_ids()->Add(piece.ids.begin(), piece.ids.end());
-    out.set_text(piece.text);
+    out.set_text(tokenizer::ToValidUtf8(piece.text));
+    out.set_raw_text(piece.text);
     if (done) {
+      if (clients_deadline && absl::IsDeadlineExceeded(c->status())) {
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            "the call's deadline (set by the client) passed "
+                            "before the generation ended");
+      }
       if (!c->status().ok()) return transport::ToGrpcStatus(c->status());
       out.set_finish_reason(c->finish_reason());
       out.set_prompt_tokens(static_cast<int32_t>(c->prompt_tokens()));

@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "shared/testing/fixture.h"
 #include "shared/tokenizer/tokenizer.h"
+#include "shared/tokenizer/utf8.h"
 #include "shared/transport/transport.h"
 
 namespace flotilla::coordinator::serve {
@@ -338,71 +339,6 @@ TEST_F(ServeTest, ARefusedPostLeavesTheConnectionUsable) {
   }
 }
 
-TEST_F(ServeTest, GrpcGenerateStreamsTheReference) {
-  StartServer();
-  RequestLimits limits;
-  limits.max_prompt_tokens = 64;
-  GenerationService service(engine_->model.get(), tokenizer_.get(),
-                            queue_.get(), limits);
-  transport::ServerOptions go;
-  go.host = "127.0.0.1";
-  go.port = 0;
-  go.services = {&service};
-  int port = 0;
-  auto grpc_server = transport::StartServer(go, &port);
-  ASSERT_TRUE(grpc_server.ok()) << grpc_server.status();
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = flotilla::v1::Generation::NewStub(channel);
-  std::ifstream in(ModelDir() + "/reference.json");
-  const json ref = json::parse(in);
-  const std::vector<int32_t> want_all = ref["cases"][0]["generated_ids"];
-  {
-    grpc::ClientContext ctx;
-    flotilla::v1::GenerateRequest req;
-    req.set_prompt("Once upon a time");
-    req.set_max_tokens(25);
-    auto reader = stub->Generate(&ctx, req);
-    flotilla::v1::GenerateResponse r;
-    std::vector<int32_t> ids;
-    std::string text, finish;
-    int messages = 0;
-    while (reader->Read(&r)) {
-      ++messages;
-      ids.insert(ids.end(), r.token_ids().begin(), r.token_ids().end());
-      text += r.text();
-      if (!r.finish_reason().empty()) {
-        finish = r.finish_reason();
-        EXPECT_EQ(r.prompt_tokens(), 5);
-        EXPECT_EQ(r.completion_tokens(), 25);
-      }
-    }
-    ASSERT_TRUE(reader->Finish().ok());
-    EXPECT_GT(messages, 1);  // streamed, not one reply
-    EXPECT_EQ(ids,
-              std::vector<int32_t>(want_all.begin(), want_all.begin() + 25));
-    EXPECT_EQ(text, ReferenceText(25));
-    EXPECT_EQ(finish, "length");
-  }
-  {
-    grpc::ClientContext ctx;
-    flotilla::v1::GenerateRequest req;
-    req.add_prompt_ids(1);
-    req.add_prompt_ids(9999);
-    auto reader = stub->Generate(&ctx, req);
-    flotilla::v1::GenerateResponse r;
-    while (reader->Read(&r)) {
-    }
-    const grpc::Status st = reader->Finish();
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_NE(st.error_message().find("9999"), std::string::npos);
-  }
-  (*grpc_server)->Shutdown();
-}
-
-// A second turn that extends the first (its prompt and reply) resumes
-// from the kept state, prefills only its new tokens, and answers exactly
-// what a server without the cache answers.
 TEST_F(ServeTest, PrefixReuseSkipsTheKnownTurn) {
   std::ifstream in(ModelDir() + "/reference.json");
   const json ref = json::parse(in);

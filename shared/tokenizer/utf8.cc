@@ -35,4 +35,28 @@ size_t IncompleteUtf8Tail(const std::string& text) {
   return 0;
 }
 
+bool IsValidUtf8(absl::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8UnitLength(text, i);
+    if (n == 1 && static_cast<unsigned char>(text[i]) >= 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string ToValidUtf8(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = Utf8UnitLength(text, i);
+    if (n == 1 && static_cast<unsigned char>(text[i]) >= 0x80) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+    } else {
+      out.append(text.data() + i, n);
+    }
+    i += n;
+  }
+  return out;
+}
+
 }  // namespace flotilla::tokenizer

@@ -20,6 +20,12 @@ size_t Utf8UnitLength(absl::string_view text, size_t pos);
 // complete (0 when it ends on a character boundary or on invalid bytes).
 size_t IncompleteUtf8Tail(const std::string& text);
 
+// Whether every byte of `text` belongs to a valid UTF-8 character.
+bool IsValidUtf8(absl::string_view text);
+// `text` with each byte that starts no valid character replaced by U+FFFD
+// (what JSON writers and strict proto3 clients accept).
+std::string ToValidUtf8(absl::string_view text);
+
 }  // namespace flotilla::tokenizer
 
 #endif  // FLOTILLA_SHARED_TOKENIZER_UTF8_H_
