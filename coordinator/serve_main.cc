@@ -1,6 +1,8 @@
 // `flotilla-coordinator serve`: the model opened once, the OpenAI-compatible
 // HTTP API (coordinator/serve/http_server.h) until SIGINT or SIGTERM, which
 // stop taking connections and let queued requests finish.
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -79,7 +81,17 @@ namespace flotilla::coordinator {
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
+// The first SIGINT/SIGTERM drains; a second one (an impatient Ctrl-C during
+// the drain) exits at once, with 130 as a shell reports an interrupt.
+void OnSignal(int) {
+  if (g_stop) {
+    static const char kMessage[] =
+        "flotilla-coordinator: second signal: exiting without draining\n";
+    (void)!::write(2, kMessage, sizeof(kMessage) - 1);
+    ::_exit(130);
+  }
+  g_stop = 1;
+}
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "flotilla-coordinator serve: %s\n", message.c_str());

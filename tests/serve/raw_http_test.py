@@ -12,6 +12,7 @@ Starts serve on the stories model (with an API key, and once more with
   10  gzip and chunked bombs are refused without being decoded (RSS stays)
   11  Range is never applied (no 206, no multipart)
   12  pipelined requests are all answered, in order (API and /metrics)
+  9   a second SIGINT during the drain exits at once
   13  conflicting Content-Length, "Host :", HTTP/1.1 without Host, a NUL
       in the Authorization header: 400
 
@@ -21,6 +22,7 @@ Exit 0 pass, 1 fail (every failed check listed).
 import gzip
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -293,6 +295,39 @@ def main():
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+    # 9: a second SIGINT during the drain exits at once (130). The drain is
+    # held by 24 accepted requests run one at a time (--max-batch 1).
+    proc, port, _ = start(binary, model, tmp, "drain",
+                          ["--max-batch", "1", "--max-queue", "64"])
+    try:
+        body = json.dumps({"prompt": "Once", "max_tokens": 400,
+                           "ignore_eos": True}).encode()
+        held = []
+        for _ in range(24):
+            s = socket.create_connection(("127.0.0.1", port), timeout=60)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
+                      b"Content-Length: " + str(len(body)).encode()
+                      + b"\r\n\r\n" + body)
+            held.append(s)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        drained_alone = proc.poll()
+        proc.send_signal(signal.SIGINT)
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            code = None
+        check(drained_alone is None and code == 130,
+              f"9: still draining after a SIGINT ({drained_alone}); a second "
+              f"one exits {code}")
+        for s in held:
+            s.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
     if FAILURES:
         print(f"{len(FAILURES)} checks failed")
