@@ -6,7 +6,9 @@
 # the worker's gRPC front end and compute queue (worker_server_test), and
 # the coordinator's worker health thread, probes and failover over a fake
 # fleet (remote_experts_test), and the completions the HTTP and gRPC front
-# ends consume from the generation queue's thread (completion_job_test).
+# ends consume from the generation queue's thread (completion_job_test),
+# and the HTTP server's accept loop and connection threads
+# (http_service_test).
 # Built with gcc -fsanitize=thread into
 # build-tsan (only these targets); any race report fails the run.
 # FLOTILLA_TSAN_FULL=1 adds the process-level tests (streaming_test's
@@ -27,8 +29,8 @@ BUILD="${FLOTILLA_TSAN_DIR:-build-tsan}"
 TARGETS=(vocab_stream_test flotilla_io_test flotilla_experts_test
          streaming_experts_test thread_pool_test worker_server_test
          remote_experts_test compute_queue_test completion_job_test
-         flotilla-expert-worker)
-REGEX='^(Readers/VocabStreamTest|Vocabularies/StreamTest|Kinds/BatchReaderTest|CreateBatchReaderTest|ExpertFetcherTest|All/FetcherMatrixTest|ExpertEngineTest|StreamingExpertsTest|ThreadPoolTest|ServedWorkerTest|WorkerServerTest|WorkerCommandLineTest|RemoteExpertsTest|ComputeQueueTest|CompletionThreadsTest'
+         http_service_test flotilla-expert-worker)
+REGEX='^(Readers/VocabStreamTest|Vocabularies/StreamTest|Kinds/BatchReaderTest|CreateBatchReaderTest|ExpertFetcherTest|All/FetcherMatrixTest|ExpertEngineTest|StreamingExpertsTest|ThreadPoolTest|ServedWorkerTest|WorkerServerTest|WorkerCommandLineTest|RemoteExpertsTest|ComputeQueueTest|CompletionThreadsTest|HttpServiceTest'
 if [[ "${FLOTILLA_TSAN_FULL:-0}" == "1" ]]; then
   TARGETS+=(streaming_test distributed_failover_test serve_test
             flotilla-coordinator flotilla-tool)
