@@ -491,16 +491,6 @@ int RunServeFromFlags() {
   return flotilla::coordinator::RunServe(eo);
 }
 
-bool WantsHelp(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--help") ||
-        !std::strcmp(argv[i], "help")) {
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -509,7 +499,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return kExitUsage;
   }
-  if (WantsHelp(argc, argv)) {
+  if (flotilla::cli::WantsHelp(argc, argv)) {
     std::fputs(kUsage, stdout);
     flotilla::cli::PrintFlags(stdout, {"coordinator/"});
     return 0;

@@ -16,24 +16,41 @@
 #include "shared/transport/transport.h"
 
 namespace flotilla::coordinator::serve {
+
+// The Generation service over the fixture's queue on a free loopback port,
+// and a stub for it (null if it could not start).
+struct GrpcFront {
+  GrpcFront(LanguageModel* model, const tokenizer::Tokenizer* tokenizer,
+            GenerationQueue* queue, const RequestLimits& limits)
+      : service(model, tokenizer, queue, limits) {
+    transport::ServerOptions go;
+    go.host = "127.0.0.1";
+    go.port = 0;
+    go.services = {&service};
+    int port = 0;
+    auto started = transport::StartServer(go, &port);
+    if (!started.ok()) return;
+    server = *std::move(started);
+    stub = flotilla::v1::Generation::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+  ~GrpcFront() {
+    if (server != nullptr) server->Shutdown();
+  }
+  GenerationService service;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<flotilla::v1::Generation::Stub> stub;
+};
+
 namespace {
 
 TEST_F(ServeTest, GrpcGenerateStreamsTheReference) {
   StartServer();
   RequestLimits limits;
   limits.max_prompt_tokens = 64;
-  GenerationService service(engine_->model.get(), tokenizer_.get(),
-                            queue_.get(), limits);
-  transport::ServerOptions go;
-  go.host = "127.0.0.1";
-  go.port = 0;
-  go.services = {&service};
-  int port = 0;
-  auto grpc_server = transport::StartServer(go, &port);
-  ASSERT_TRUE(grpc_server.ok()) << grpc_server.status();
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                     grpc::InsecureChannelCredentials());
-  auto stub = flotilla::v1::Generation::NewStub(channel);
+  GrpcFront front(engine_->model.get(), tokenizer_.get(), queue_.get(), limits);
+  ASSERT_NE(front.stub, nullptr);
+  auto& stub = front.stub;
   std::ifstream in(ModelDir() + "/reference.json");
   const json ref = json::parse(in);
   const std::vector<int32_t> want_all = ref["cases"][0]["generated_ids"];
@@ -82,28 +99,17 @@ TEST_F(ServeTest, GrpcGenerateStreamsTheReference) {
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(st.error_message().find("9999"), std::string::npos);
   }
-  (*grpc_server)->Shutdown();
 }
 
-// A second turn that extends the first (its prompt and reply) resumes
-// from the kept state, prefills only its new tokens, and answers exactly
-// what a server without the cache answers.
 // gRPC text is valid UTF-8 (bytes that form no character are U+FFFD in
 // `text`, exact in `raw_text`), and request strings that are not UTF-8 are
 // INVALID_ARGUMENT naming the field (they reach the server as bytes).
 TEST_F(ServeTest, GrpcTextIsValidUtf8AndBadStringsNameTheField) {
   StartServer();
-  GenerationService service(engine_->model.get(), tokenizer_.get(),
-                            queue_.get(), RequestLimits());
-  transport::ServerOptions go;
-  go.host = "127.0.0.1";
-  go.port = 0;
-  go.services = {&service};
-  int port = 0;
-  auto grpc_server = transport::StartServer(go, &port);
-  ASSERT_TRUE(grpc_server.ok()) << grpc_server.status();
-  auto stub = flotilla::v1::Generation::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  GrpcFront front(engine_->model.get(), tokenizer_.get(), queue_.get(),
+                  RequestLimits());
+  ASSERT_NE(front.stub, nullptr);
+  auto& stub = front.stub;
   {
     // Byte tokens sampled hot: seed 0 makes one that starts no character.
     grpc::ClientContext ctx;
@@ -141,7 +147,6 @@ TEST_F(ServeTest, GrpcTextIsValidUtf8AndBadStringsNameTheField) {
               std::string::npos)
         << st.error_message();
   }
-  (*grpc_server)->Shutdown();
 }
 
 }  // namespace

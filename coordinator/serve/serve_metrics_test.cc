@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -27,39 +28,62 @@ namespace {
 
 using metrics::SampleValue;
 
-TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
-  EngineOptions eo;
-  eo.model_dir = testutil::ModelPath("stories260k-moe");
-  eo.mem = "4M";  // the experts (5.3 MB) are streamed from disk
-  eo.max_context = 128;
-  eo.sequences = 2;
-  auto engine = OpenEngine(eo);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  auto tok = tokenizer::Tokenizer::LoadDir(eo.model_dir);
-  ASSERT_TRUE(tok.ok()) << tok.status();
+// The stories model behind an HttpServer with metrics wired as serve wires
+// them (the engine's baseline, a report per step and when the batch
+// empties). `mem` "" = no budget: every expert resident.
+struct MeteredServer {
+  explicit MeteredServer(const std::string& mem) {
+    EngineOptions eo;
+    eo.model_dir = testutil::ModelPath("stories260k-moe");
+    if (!mem.empty()) eo.mem = mem;
+    eo.max_context = 128;
+    eo.sequences = 2;
+    auto opened = OpenEngine(eo);
+    auto tok = tokenizer::Tokenizer::LoadDir(eo.model_dir);
+    if (!opened.ok() || !tok.ok()) return;
+    engine = *std::move(opened);
+    tokenizer = *std::move(tok);
+    const Engine* e = engine.get();
+    engine_metrics.Baseline(SnapshotCounters(*e));
+    QueueOptions qo;
+    qo.max_batch = 2;
+    qo.prefill_chunk = 0;  // the whole prompt in the first step
+    qo.on_step = [this, e](const StepReport& r) {
+      metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
+      engine_metrics.Step(SnapshotCounters(*e), r.tokens, r.prompt_tokens == 0,
+                          r.seconds);
+    };
+    qo.on_idle = [this](size_t waiting) { metrics.Idle(waiting); };
+    queue = std::make_unique<GenerationQueue>(engine->model.get(), qo);
+    ServeOptions so;
+    so.port = 0;
+    so.model_name = "stories260k-moe";
+    so.limits.max_context = 128;
+    so.metrics = &metrics;
+    so.access_log = false;
+    server = std::make_unique<HttpServer>(engine->model.get(), tokenizer.get(),
+                                          queue.get(), so);
+    if (!server->Start().ok()) server.reset();
+  }
+  ~MeteredServer() {
+    if (server != nullptr) server->Stop();
+  }
 
   prometheus::Registry registry;
-  ServeMetrics metrics(registry);
-  EngineMetrics engine_metrics(registry);
-  const Engine* e = engine->get();
-  QueueOptions qo;
-  qo.max_batch = 2;
-  qo.prefill_chunk = 0;  // the whole prompt in the first step
-  qo.on_step = [&metrics, &engine_metrics, e](const StepReport& r) {
-    metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
-    engine_metrics.Step(SnapshotCounters(*e), r.tokens, r.prompt_tokens == 0,
-                        r.seconds);
-  };
-  GenerationQueue queue((*engine)->model.get(), qo);
-  ServeOptions so;
-  so.port = 0;
-  so.model_name = "stories260k-moe";
-  so.limits.max_context = 128;
-  so.metrics = &metrics;
-  so.access_log = false;
-  HttpServer server((*engine)->model.get(), tok->get(), &queue, so);
-  ASSERT_TRUE(server.Start().ok());
-  httplib::Client client("127.0.0.1", server.port());
+  ServeMetrics metrics{registry};
+  EngineMetrics engine_metrics{registry};
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::unique_ptr<GenerationQueue> queue;
+  std::unique_ptr<HttpServer> server;
+};
+
+TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
+  MeteredServer m("4M");  // the experts (5.3 MB) are streamed from disk
+  ASSERT_NE(m.server, nullptr);
+  prometheus::Registry& registry = m.registry;
+  const std::unique_ptr<Engine>& engine = m.engine;
+  httplib::Client client("127.0.0.1", m.server->port());
   auto ok = client.Post("/v1/completions",
                         R"({"prompt": "Once upon a time", "max_tokens": 20})",
                         "application/json");
@@ -72,7 +96,7 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
       client.Post("/v1/completions", R"({"prompt": 5})", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
-  server.Stop();
+  m.server->Stop();
 
   const std::string scrape = metrics::Scrape(registry);
   EXPECT_EQ(
@@ -91,7 +115,7 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
       SampleValue(scrape, "flotilla_serve_time_to_first_token_seconds_count"),
       1);
   // The bytes Prometheus sees are the engine's own counters.
-  const RunCounters now = SnapshotCounters(**engine);
+  const RunCounters now = SnapshotCounters(*engine);
   ASSERT_GT(now.experts.bytes_read, 0u);
   const double prefill = SampleValue(
       scrape,
@@ -132,35 +156,10 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
 // that leaves mid-stream is counted as 499, not 200, and leaves the running
 // gauge at 0.
 TEST(ServeMetricsTest, ResidentExpertsReadNothingAndAHangUpIs499) {
-  EngineOptions eo;
-  eo.model_dir = testutil::ModelPath("stories260k-moe");
-  eo.max_context = 128;
-  eo.sequences = 2;
-  auto engine = OpenEngine(eo);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  auto tok = tokenizer::Tokenizer::LoadDir(eo.model_dir);
-  ASSERT_TRUE(tok.ok()) << tok.status();
-  prometheus::Registry registry;
-  ServeMetrics metrics(registry);
-  EngineMetrics engine_metrics(registry);
-  const Engine* e = engine->get();
-  engine_metrics.Baseline(SnapshotCounters(*e));  // as serve does
-  QueueOptions qo;
-  qo.on_step = [&metrics, &engine_metrics, e](const StepReport& r) {
-    metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
-    engine_metrics.Step(SnapshotCounters(*e), r.tokens, r.prompt_tokens == 0,
-                        r.seconds);
-  };
-  qo.on_idle = [&metrics](size_t waiting) { metrics.Idle(waiting); };
-  GenerationQueue queue((*engine)->model.get(), qo);
-  ServeOptions so;
-  so.port = 0;
-  so.model_name = "stories260k-moe";
-  so.limits.max_context = 128;
-  so.metrics = &metrics;
-  so.access_log = false;
-  HttpServer server((*engine)->model.get(), tok->get(), &queue, so);
-  ASSERT_TRUE(server.Start().ok());
+  MeteredServer m("");
+  ASSERT_NE(m.server, nullptr);
+  prometheus::Registry& registry = m.registry;
+  HttpServer& server = *m.server;
   httplib::Client client("127.0.0.1", server.port());
   auto ok = client.Post("/v1/completions",
                         R"({"prompt": "Once upon a time", "max_tokens": 20})",
