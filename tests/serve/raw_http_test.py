@@ -297,14 +297,15 @@ def main():
         proc.wait(timeout=60)
 
     # 9: a second SIGINT during the drain exits at once (130). The drain is
-    # held by 24 accepted requests run one at a time (--max-batch 1).
+    # held by 60 accepted requests run one at a time (--max-batch 1): about
+    # 8 s of work here, far more than the second between the signals.
     proc, port, _ = start(binary, model, tmp, "drain",
                           ["--max-batch", "1", "--max-queue", "64"])
     try:
         body = json.dumps({"prompt": "Once", "max_tokens": 400,
                            "ignore_eos": True}).encode()
         held = []
-        for _ in range(24):
+        for _ in range(60):
             s = socket.create_connection(("127.0.0.1", port), timeout=60)
             s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
                       b"Content-Length: " + str(len(body)).encode()
