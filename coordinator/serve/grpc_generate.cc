@@ -16,12 +16,50 @@ grpc::Status Invalid(const std::string& message) {
 
 }  // namespace
 
+GenerationService::GenerationService(LanguageModel* model,
+                                     const tokenizer::Tokenizer* tokenizer,
+                                     GenerationQueue* queue,
+                                     RequestLimits limits,
+                                     ServeMetrics* metrics)
+    : model_(model),
+      tokenizer_(tokenizer),
+      queue_(queue),
+      limits_(limits),
+      metrics_(metrics) {
+  // As the generated Generation::Service registers it, but with the
+  // request's bytes left to Generate.
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      "/flotilla.v1.Generation/Generate",
+      grpc::internal::RpcMethod::SERVER_STREAMING,
+      new grpc::internal::ServerStreamingHandler<
+          GenerationService, grpc::ByteBuffer, flotilla::v1::GenerateResponse>(
+          [](GenerationService* service, grpc::ServerContext* context,
+             const grpc::ByteBuffer* request,
+             grpc::ServerWriter<flotilla::v1::GenerateResponse>* writer) {
+            return service->Generate(context, request, writer);
+          },
+          this)));
+}
+
 grpc::Status GenerationService::Generate(
-    grpc::ServerContext* context, const flotilla::v1::GenerateRequest* r,
+    grpc::ServerContext* context, const grpc::ByteBuffer* bytes,
     grpc::ServerWriter<flotilla::v1::GenerateResponse>* writer) {
   const absl::Time start = absl::Now();
   std::shared_ptr<Completion> c;
-  const grpc::Status status = Run(context, r, writer, &c);
+  flotilla::v1::GenerateRequest request;
+  grpc::Slice slice;
+  grpc::Status status;
+  if (!bytes->TrySingleSlice(&slice).ok() &&
+      !bytes->DumpToSingleSlice(&slice).ok()) {
+    status = Invalid("the request could not be read");
+  } else if (!request.ParseFromArray(slice.begin(),
+                                     static_cast<int>(slice.size()))) {
+    status = Invalid(
+        "the request is not a flotilla.v1.GenerateRequest (it does not "
+        "parse as one)");
+  } else {
+    status = Run(context, &request, writer, &c);
+  }
   if (metrics_ != nullptr) {
     // The HTTP status the gRPC code corresponds to, so both APIs share
     // one requests_total family.

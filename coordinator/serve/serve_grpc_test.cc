@@ -31,14 +31,16 @@ struct GrpcFront {
     auto started = transport::StartServer(go, &port);
     if (!started.ok()) return;
     server = *std::move(started);
-    stub = flotilla::v1::Generation::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                  grpc::InsecureChannelCredentials());
+    stub = flotilla::v1::Generation::NewStub(channel);
   }
   ~GrpcFront() {
     if (server != nullptr) server->Shutdown();
   }
   GenerationService service;
   std::unique_ptr<grpc::Server> server;
+  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<flotilla::v1::Generation::Stub> stub;
 };
 
@@ -103,7 +105,8 @@ TEST_F(ServeTest, GrpcGenerateStreamsTheReference) {
 
 // gRPC text is valid UTF-8 (bytes that form no character are U+FFFD in
 // `text`, exact in `raw_text`), and request strings that are not UTF-8 are
-// INVALID_ARGUMENT naming the field (they reach the server as bytes).
+// INVALID_ARGUMENT naming the field (they reach the server as bytes), as
+// is a request that does not parse at all.
 TEST_F(ServeTest, GrpcTextIsValidUtf8AndBadStringsNameTheField) {
   StartServer();
   GrpcFront front(engine_->model.get(), tokenizer_.get(), queue_.get(),
@@ -131,6 +134,28 @@ TEST_F(ServeTest, GrpcTextIsValidUtf8AndBadStringsNameTheField) {
     EXPECT_FALSE(tokenizer::IsValidUtf8(raw)) << raw;
     EXPECT_EQ(text, tokenizer::ToValidUtf8(raw));
     EXPECT_NE(text.find("\xEF\xBF\xBD"), std::string::npos);
+  }
+  {
+    // Bytes that are no GenerateRequest at all, sent raw.
+    grpc::ClientContext ctx;
+    const std::string junk = "\xff\xff\xff\xff";
+    grpc::Slice slice(junk);
+    const grpc::ByteBuffer request(&slice, 1);
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+            front.channel.get(),
+            grpc::internal::RpcMethod(
+                "/flotilla.v1.Generation/Generate",
+                grpc::internal::RpcMethod::SERVER_STREAMING),
+            &ctx, request));
+    grpc::ByteBuffer unused;
+    while (reader->Read(&unused)) {
+    }
+    const grpc::Status st = reader->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("not a flotilla.v1.GenerateRequest"),
+              std::string::npos)
+        << st.error_message();
   }
   for (const bool in_stop : {false, true}) {
     grpc::ClientContext ctx;
