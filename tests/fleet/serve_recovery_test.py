@@ -29,10 +29,19 @@ import urllib.error
 import urllib.request
 
 
+_ISSUED = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, never one this process was given before (a
+    port just released can come back from bind(0) at once)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ISSUED:
+            _ISSUED.add(port)
+            return port
 
 
 def request(url, body=None, timeout=30):

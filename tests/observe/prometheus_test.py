@@ -31,10 +31,19 @@ import urllib.parse
 import urllib.request
 
 
+_ISSUED = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, never one this process was given before (a
+    port just released can come back from bind(0) at once)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ISSUED:
+            _ISSUED.add(port)
+            return port
 
 
 def get(url, timeout=10):
@@ -202,8 +211,15 @@ def run(bin_dir, model, dashboards, prometheus, tmp, procs):
             "--metrics-linger-s", "30"], stdout=stdout,
             stderr=open(os.path.join(tmp, "generate.log"), "w"))
         procs.procs.append(("generate", gen))
-        wait_for("generate's /metrics scraped", lambda: scraped({"generate"}),
-                 timeout=300)
+
+        def generate_scraped():
+            # A generate that failed (its port taken, a bad flag) ends the
+            # test at once instead of after the wait's timeout.
+            if gen.poll() not in (None, 0):
+                raise SystemExit(f"FAIL: generate exited {gen.returncode}: "
+                                 + procs.log("generate")[-2000:])
+            return scraped({"generate"})
+        wait_for("generate's /metrics scraped", generate_scraped, timeout=300)
         wait_for("generate's JSON", lambda: os.path.getsize(out) > 0 and
                  open(out).read().endswith("\n"), timeout=300)
     with open(out) as f:

@@ -38,10 +38,19 @@ def check(ok, what):
         FAILURES.append(what)
 
 
+_ISSUED = set()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port, never one this process was given before (a
+    port just released can come back from bind(0) at once)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _ISSUED:
+            _ISSUED.add(port)
+            return port
 
 
 def exchange(port, data, timeout=20):
