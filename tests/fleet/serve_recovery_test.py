@@ -20,7 +20,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,20 +27,8 @@ import time
 import urllib.error
 import urllib.request
 
-
-_ISSUED = set()
-
-
-def free_port():
-    """A free loopback port, never one this process was given before (a
-    port just released can come back from bind(0) at once)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _ISSUED:
-            _ISSUED.add(port)
-            return port
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from net_util import free_port  # noqa: E402
 
 
 def request(url, body=None, timeout=30):

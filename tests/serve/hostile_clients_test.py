@@ -29,24 +29,12 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from net_util import free_port  # noqa: E402
+
 ALLOWANCE_MIB = 64
 SLOW_SOCKETS = 64
 ATTACK_S = 14  # past the 10 s header deadline, so every slow socket meets it
-
-
-_ISSUED = set()
-
-
-def free_port():
-    """A free loopback port, never one this process was given before (a
-    port just released can come back from bind(0) at once)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _ISSUED:
-            _ISSUED.add(port)
-            return port
 
 
 def stream_text(port):

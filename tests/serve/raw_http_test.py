@@ -29,6 +29,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from net_util import free_port  # noqa: E402
+
 FAILURES = []
 
 
@@ -36,21 +39,6 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     if not ok:
         FAILURES.append(what)
-
-
-_ISSUED = set()
-
-
-def free_port():
-    """A free loopback port, never one this process was given before (a
-    port just released can come back from bind(0) at once)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _ISSUED:
-            _ISSUED.add(port)
-            return port
 
 
 def exchange(port, data, timeout=20):
