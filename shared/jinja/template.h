@@ -1,0 +1,55 @@
+// A Jinja template as Hugging Face chat templates are written and as
+// transformers renders them (jinja2's ImmutableSandboxedEnvironment with
+// trim_blocks, lstrip_blocks and loop controls; tojson, raise_exception and
+// strftime_now as transformers defines them). What it covers is listed in
+// parser.h and builtins.h; the golden test renders published chat templates
+// and compares with python3-jinja2's output byte for byte.
+//
+//   absl::StatusOr<Template> t = Template::Parse(source);
+//   absl::StatusOr<std::string> prompt = t->Render(context);  // a dict
+#ifndef FLOTILLA_SHARED_JINJA_TEMPLATE_H_
+#define FLOTILLA_SHARED_JINJA_TEMPLATE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "shared/jinja/ast.h"
+#include "shared/jinja/value.h"
+
+namespace flotilla::jinja {
+
+struct RenderOptions {
+  // What strftime_now() formats; the clock at render time when infinite.
+  absl::Time now = absl::InfinitePast();
+  absl::TimeZone zone = absl::LocalTimeZone();
+  // Refuses output past this many bytes, and macro calls nested deeper
+  // than max_depth, so a runaway template ends with an error.
+  size_t max_output_bytes = 64u << 20;
+  int max_depth = 200;
+};
+
+class Template {
+ public:
+  // InvalidArgument naming the line for a syntax error or a construct this
+  // interpreter does not run.
+  static absl::StatusOr<Template> Parse(absl::string_view source);
+
+  // Renders with `context`'s entries as variables (a dict; null = none).
+  // An error names the line; a raise_exception() call's error carries its
+  // message unchanged and IsRaisedError() says so.
+  absl::StatusOr<std::string> Render(
+      const Value& context, const RenderOptions& options = {}) const;
+
+ private:
+  std::shared_ptr<const Body> body_;
+};
+
+// True for the error of a template's own raise_exception("message").
+bool IsRaisedError(const absl::Status& status);
+
+}  // namespace flotilla::jinja
+
+#endif  // FLOTILLA_SHARED_JINJA_TEMPLATE_H_
