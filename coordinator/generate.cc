@@ -28,7 +28,19 @@ absl::Status CheckGenerateRequest(const std::vector<int32_t>& prompt,
 bool AcceptToken(const float* logits, int vocab, const GenerateOptions& options,
                  Sampler* sampler, const TokenCallback& on_token,
                  GenerateResult* result) {
-  const int32_t id = sampler->Sample(logits, vocab);
+  int32_t id;
+  bool complete = false;
+  if (options.constraint != nullptr) {
+    thread_local std::vector<float> masked;
+    masked.assign(logits, logits + vocab);
+    options.constraint->Mask(
+        masked.data(), vocab,
+        options.max_tokens - static_cast<int>(result->generated_ids.size()));
+    id = sampler->Sample(masked.data(), vocab);
+    complete = options.constraint->Accept(id);
+  } else {
+    id = sampler->Sample(logits, vocab);
+  }
   sampler->Accept(id);
   result->generated_ids.push_back(id);
   if (options.keep_logits) {
@@ -37,7 +49,7 @@ bool AcceptToken(const float* logits, int vocab, const GenerateOptions& options,
   const bool stop = std::find(options.stop_ids.begin(), options.stop_ids.end(),
                               id) != options.stop_ids.end();
   if (on_token && !on_token(id)) return true;
-  if (stop) {
+  if (stop || complete) {
     result->finish_reason = "stop";
     return true;
   }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,20 @@
 #include "coordinator/sampler.h"
 
 namespace flotilla::coordinator {
+
+// Restricts which tokens may come next (constrained decoding: JSON that
+// must parse and match a schema). Used by one sequence, on the thread that
+// samples it.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets to -infinity the logits of the tokens that may not come next, when
+  // `remaining` tokens (this one included) may still be generated.
+  virtual void Mask(float* logits, int vocab, int remaining) = 0;
+  // Takes the token chosen; true when the constrained output is complete
+  // (the generation then ends with finish_reason "stop").
+  virtual bool Accept(int32_t id) = 0;
+};
 
 struct GenerateOptions {
   int max_tokens = 16;            // >= 0 new tokens at most
@@ -24,6 +39,8 @@ struct GenerateOptions {
   // do not depend on it: every token's arithmetic is the same whatever the
   // batch it runs in.
   int prefill_chunk = 0;
+  // Set: tokens are chosen from those it allows (null: any).
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct GenerateResult {

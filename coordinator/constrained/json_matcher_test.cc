@@ -1,0 +1,191 @@
+#include "coordinator/constrained/json_matcher.h"
+
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::coordinator::constrained {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+CompiledSchema Compile(const std::string& schema) {
+  absl::StatusOr<CompiledSchema> s = CompiledSchema::Compile(Json::parse(schema));
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *std::move(s);
+}
+
+// Whether `text` is accepted whole and leaves a complete value.
+bool Accepts(const CompiledSchema& s, const std::string& text) {
+  JsonMatcher m(&s);
+  return m.FeedAll(text) && m.CanEnd();
+}
+
+// A validator for the subset, independent of the matcher.
+bool Valid(const Json& v, const Json& s) {
+  if (s.contains("enum")) {
+    for (const Json& e : s["enum"]) {
+      if (e == v) return true;
+    }
+    return false;
+  }
+  if (s.contains("anyOf")) {
+    for (const Json& alt : s["anyOf"]) {
+      if (Valid(v, alt)) return true;
+    }
+    return false;
+  }
+  if (s.contains("type")) {
+    const Json types = s["type"].is_array() ? s["type"] : Json::array({s["type"]});
+    bool ok = false;
+    for (const Json& t : types) {
+      ok |= (t == "object" && v.is_object()) || (t == "array" && v.is_array()) ||
+            (t == "string" && v.is_string()) ||
+            (t == "number" && v.is_number()) ||
+            (t == "integer" && v.is_number_integer()) ||
+            (t == "boolean" && v.is_boolean()) || (t == "null" && v.is_null());
+    }
+    if (!ok) return false;
+  }
+  if (v.is_object()) {
+    for (const Json& r : s.value("required", Json::array())) {
+      if (!v.contains(r.get<std::string>())) return false;
+    }
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (s.contains("properties") && s["properties"].contains(it.key())) {
+        if (!Valid(it.value(), s["properties"][it.key()])) return false;
+      } else if (s.value("additionalProperties", true) == false) {
+        return false;
+      }
+    }
+  }
+  if (v.is_array()) {
+    if (v.size() < s.value("minItems", 0u)) return false;
+    if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return false;
+    for (const Json& item : v) {
+      if (s.contains("items") && !Valid(item, s["items"])) return false;
+    }
+  }
+  if (v.is_string() && s.contains("maxLength")) {
+    size_t code_points = 0;  // maxLength counts characters, not bytes
+    for (unsigned char c : v.get<std::string>()) code_points += (c & 0xc0) != 0x80;
+    if (code_points > s["maxLength"].get<size_t>()) return false;
+  }
+  return true;
+}
+
+constexpr char kPerson[] = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 12},
+    "age": {"type": "integer"},
+    "mood": {"enum": ["happy", "sad", 3, null]},
+    "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+             "maxItems": 3},
+    "pet": {"anyOf": [{"type": "null"},
+                       {"type": "object", "properties": {"kind": {"type": "string"}},
+                        "required": ["kind"], "additionalProperties": false}]},
+    "score": {"type": ["number", "null"]}
+  },
+  "required": ["name", "age", "tags"],
+  "additionalProperties": false
+})";
+
+TEST(JsonMatcherTest, AcceptsWhatTheSchemaAllowsAndNothingElse) {
+  const CompiledSchema s = Compile(kPerson);
+  EXPECT_TRUE(Accepts(s, R"({"name":"Al","age":3,"tags":["x"]})"));
+  EXPECT_TRUE(Accepts(s, R"({"tags": ["a", "b"], "age": -12, "name": "Bé"})"));
+  EXPECT_TRUE(Accepts(s, R"({"name":"","age":0,"tags":["\u00e9\n"],"mood":3,"pet":null,"score":1.5e-3})"));
+  EXPECT_TRUE(Accepts(s, R"({"name":"x","age":1,"tags":["t"],"pet":{"kind":"cat"},"mood":null})"));
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","age":3})"));                  // tags
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","age":3.5,"tags":["x"]})"));   // integer
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","age":3,"tags":[]})"));        // minItems
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","age":3,"tags":["a","b","c","d"]})"));
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","age":3,"tags":["x"],"extra":1})"));
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","name":"B","age":3,"tags":["x"]})"));
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","age":3,"tags":["x"],"mood":"ok"})"));
+  EXPECT_FALSE(Accepts(s, R"({"name":"thirteen chars","age":3,"tags":["x"]})"));
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","age":03,"tags":["x"]})"));
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al",  "age":3,"tags":["x"]})"));   // 2 spaces
+  EXPECT_FALSE(Accepts(s, "{\"name\":\"a\tb\",\"age\":3,\"tags\":[\"x\"]}"));
+  EXPECT_FALSE(Accepts(s, R"({"name":"Al","age":3,"tags":["x"]} )"));
+  EXPECT_FALSE(Accepts(s, "{\"name\":\"\xff\",\"age\":3,\"tags\":[\"x\"]}"));
+}
+
+TEST(JsonMatcherTest, OpenObjectsTakeAnyKeyButKeepDeclaredTypes) {
+  const CompiledSchema s = Compile(
+      R"({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]})");
+  EXPECT_TRUE(Accepts(s, R"({"x":[1,{"y":null}],"n":2})"));
+  EXPECT_FALSE(Accepts(s, R"({"n":"two"})"));
+  EXPECT_FALSE(Accepts(s, R"({"x":1})"));
+  const CompiledSchema any = CompiledSchema::AnyObject();
+  EXPECT_TRUE(Accepts(any, R"({"a":{"b":[true,false,null,"s",-0.5]}})"));
+  EXPECT_FALSE(Accepts(any, R"([1])"));
+}
+
+TEST(JsonMatcherTest, ToolCallPicksTheArgumentsOfTheNamedTool) {
+  std::vector<std::pair<std::string, Json>> tools = {
+      {"get_weather", Json::parse(R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false})")},
+      {"add", Json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false})")}};
+  absl::StatusOr<CompiledSchema> s = CompiledSchema::ToolCall(tools);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(Accepts(*s, R"({"name":"add","arguments":{"a":2}})"));
+  EXPECT_TRUE(Accepts(*s, R"({"name": "get_weather", "arguments": {"city": "Oslo"}})"));
+  EXPECT_FALSE(Accepts(*s, R"({"name":"add","arguments":{"city":"Oslo"}})"));
+  EXPECT_FALSE(Accepts(*s, R"({"arguments":{"a":2},"name":"add"})"));
+  EXPECT_FALSE(Accepts(*s, R"({"name":"sub","arguments":{"a":2}})"));
+}
+
+TEST(JsonMatcherTest, RefusesWhatItCannotEnforceNamingThePath) {
+  absl::StatusOr<CompiledSchema> s = CompiledSchema::Compile(Json::parse(
+      R"({"type":"object","properties":{"days":{"type":"integer","minimum":1}}})"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(),
+            "#/properties/days/minimum: the keyword 'minimum' is not supported "
+            "by constrained decoding");
+  s = CompiledSchema::Compile(Json::parse(
+      R"({"anyOf":[{"type":"string"},{"enum":["a"]}]})"));
+  EXPECT_FALSE(s.ok());
+  s = CompiledSchema::Compile(Json::parse(R"({"$ref":"#/defs/x"})"));
+  EXPECT_FALSE(s.ok());
+}
+
+// Random walks: pick any byte the matcher takes while the value can still
+// close in the bytes left; every walk must end complete, parse, and validate.
+TEST(JsonMatcherTest, RandomWalksWithinABudgetAlwaysCloseValid) {
+  const Json schema = Json::parse(kPerson);
+  const CompiledSchema s = Compile(kPerson);
+  const std::string alphabet =
+      "{}[]\":, -.0123456789eEtrufalsnbcdghijkmopqvwxyzABC\\/\xc3\xa9";
+  std::mt19937 rng(7);
+  // The shortest valid value is 31 bytes: {"name":"","age":0,"tags":[""]}.
+  for (int walk = 0; walk < 600; ++walk) {
+    const int64_t budget = 31 + walk % 110;
+    JsonMatcher m(&s);
+    std::string text;
+    while (!m.Done() && !(m.CanEnd() && rng() % 4 == 0)) {
+      std::vector<char> options;
+      for (char c : alphabet) {
+        JsonMatcher next = m;
+        if (next.Feed(c) &&
+            next.MinBytesToEnd() <=
+                budget - static_cast<int64_t>(text.size()) - 1) {
+          options.push_back(c);
+        }
+      }
+      ASSERT_FALSE(options.empty()) << "stuck after: " << text;
+      const char c = options[rng() % options.size()];
+      ASSERT_TRUE(m.Feed(c));
+      text += c;
+    }
+    ASSERT_LE(static_cast<int64_t>(text.size()), budget) << text;
+    const Json parsed = Json::parse(text, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << text;
+    EXPECT_TRUE(Valid(parsed, schema)) << text;
+  }
+}
+
+}  // namespace
+}  // namespace flotilla::coordinator::constrained

@@ -1,0 +1,276 @@
+#include "coordinator/constrained/json_schema.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+
+namespace flotilla::coordinator::constrained {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kMaxDepth = 32;
+constexpr size_t kMaxProperties = 64;
+constexpr size_t kMaxLiterals = 64;
+
+bool IsAnnotation(const std::string& key) {
+  static const char* const kAnnotations[] = {
+      "title", "description", "default",    "examples", "$schema",
+      "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
+  for (const char* a : kAnnotations) {
+    if (key == a) return true;
+  }
+  return false;
+}
+
+std::string Compact(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// Which first bytes a value of `node` can start with (for anyOf).
+std::string FirstBytes(const CompiledSchema& s, int node) {
+  const SchemaNode& n = s.node(node);
+  std::string out;
+  if (n.has_literals) {
+    for (const std::string& l : n.literals) out += l[0];
+    return out;
+  }
+  for (int alt : n.any_of) out += FirstBytes(s, alt);
+  if (!n.any_of.empty()) return out;
+  if (n.types & kObject) out += '{';
+  if (n.types & kArray) out += '[';
+  if (n.types & kString) out += '"';
+  if (n.types & (kNumber | kInteger)) out += "-0123456789";
+  if (n.types & kBoolean) out += "tf";
+  if (n.types & kNull) out += 'n';
+  return out;
+}
+
+}  // namespace
+
+CompiledSchema::CompiledSchema() {
+  nodes_.resize(3);
+  nodes_[kAny].types = kAnyType;  // additional = items = 0: any inside
+  nodes_[kBooleanLiterals].has_literals = true;
+  nodes_[kBooleanLiterals].literals = {"true", "false"};
+  nodes_[kNullLiteral].has_literals = true;
+  nodes_[kNullLiteral].literals = {"null"};
+}
+
+CompiledSchema CompiledSchema::AnyObject() {
+  CompiledSchema s;
+  SchemaNode object;
+  object.types = kObject;
+  s.nodes_.push_back(object);
+  s.root_ = static_cast<int>(s.nodes_.size()) - 1;
+  for (int i = 0; i < static_cast<int>(s.nodes_.size()); ++i) s.ComputeMinBytes(i);
+  return s;
+}
+
+absl::StatusOr<CompiledSchema> CompiledSchema::Compile(const Json& schema) {
+  CompiledSchema s;
+  FLOTILLA_ASSIGN_OR_RETURN(s.root_, s.Add(schema, "#", 0));
+  for (int i = 0; i < static_cast<int>(s.nodes_.size()); ++i) s.ComputeMinBytes(i);
+  return s;
+}
+
+absl::StatusOr<CompiledSchema> CompiledSchema::ToolCall(
+    const std::vector<std::pair<std::string, Json>>& tools) {
+  if (tools.empty() || tools.size() > kMaxLiterals) {
+    return absl::InvalidArgumentError("a forced tool call needs 1 to 64 tools");
+  }
+  CompiledSchema s;
+  SchemaNode names;
+  names.has_literals = true;
+  std::vector<int> arguments;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    names.literals.push_back(Compact(Json(tools[i].first)));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        int node, s.Add(tools[i].second,
+                        absl::StrCat("tools[", i, "].function.parameters"), 0));
+    arguments.push_back(node);
+  }
+  s.nodes_.push_back(names);
+  const int names_node = static_cast<int>(s.nodes_.size()) - 1;
+  SchemaNode call;
+  call.types = kObject;
+  call.tool_call = true;
+  call.property_keys = {"\"name\"", "\"arguments\""};
+  call.property_nodes = {names_node, arguments[0]};
+  call.required = 3;
+  call.additional = -1;
+  call.tool_arguments = arguments;
+  s.nodes_.push_back(call);
+  s.root_ = static_cast<int>(s.nodes_.size()) - 1;
+  for (int i = 0; i < static_cast<int>(s.nodes_.size()); ++i) s.ComputeMinBytes(i);
+  return s;
+}
+
+absl::StatusOr<int> CompiledSchema::Add(const Json& schema,
+                                        const std::string& path, int depth) {
+  auto bad = [&](const std::string& where, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
+  };
+  if (depth > kMaxDepth) return bad(path, "the schema nests too deep");
+  if (schema.is_boolean()) {
+    if (!schema.get<bool>()) return bad(path, "a false schema allows nothing");
+    return kAny;
+  }
+  if (!schema.is_object()) return bad(path, "a schema must be an object");
+  SchemaNode n;
+  bool typed = false, nullable = false;
+  for (auto it = schema.begin(); it != schema.end(); ++it) {
+    const std::string& key = it.key();
+    const Json& v = it.value();
+    const std::string at = path + "/" + key;
+    if (IsAnnotation(key)) continue;
+    if (key == "type") {
+      const Json list = v.is_array() ? v : Json::array({v});
+      n.types = 0;
+      for (const Json& t : list) {
+        if (!t.is_string()) return bad(at, "types are strings");
+        const std::string name = t.get<std::string>();
+        const uint32_t bit = name == "object"    ? kObject
+                             : name == "array"   ? kArray
+                             : name == "string"  ? kString
+                             : name == "number"  ? kNumber | kInteger
+                             : name == "integer" ? kInteger
+                             : name == "boolean" ? kBoolean
+                             : name == "null"    ? kNull
+                                                 : 0;
+        if (bit == 0) return bad(at, "unknown type '" + name + "'");
+        n.types |= bit;
+      }
+      typed = true;
+    } else if (key == "nullable") {
+      nullable = v.is_boolean() && v.get<bool>();
+    } else if (key == "enum" || key == "const") {
+      const Json list = key == "const" ? Json::array({v}) : v;
+      if (!list.is_array() || list.empty() || list.size() > kMaxLiterals) {
+        return bad(at, "must list 1 to 64 values");
+      }
+      n.has_literals = true;
+      for (const Json& l : list) n.literals.push_back(Compact(l));
+    } else if (key == "properties") {
+      if (!v.is_object()) return bad(at, "must be an object");
+      if (v.size() > kMaxProperties) return bad(at, "more than 64 properties");
+      for (auto p = v.begin(); p != v.end(); ++p) {
+        FLOTILLA_ASSIGN_OR_RETURN(int child,
+                                  Add(p.value(), at + "/" + p.key(), depth + 1));
+        n.property_keys.push_back(Compact(Json(p.key())));
+        n.property_nodes.push_back(child);
+      }
+    } else if (key == "additionalProperties") {
+      if (v.is_boolean()) {
+        n.additional = v.get<bool>() ? kAny : -1;
+      } else {
+        FLOTILLA_ASSIGN_OR_RETURN(n.additional, Add(v, at, depth + 1));
+      }
+    } else if (key == "items") {
+      if (v.is_array()) return bad(at, "tuple items are not supported");
+      FLOTILLA_ASSIGN_OR_RETURN(n.items, Add(v, at, depth + 1));
+    } else if (key == "minItems" || key == "maxItems" || key == "minLength" ||
+               key == "maxLength") {
+      if (!v.is_number_unsigned()) return bad(at, "must be a whole number");
+      const int64_t x = static_cast<int64_t>(v.get<uint64_t>());
+      (key == "minItems"    ? n.min_items
+       : key == "maxItems"  ? n.max_items
+       : key == "minLength" ? n.min_length
+                            : n.max_length) = x;
+    } else if (key == "anyOf" || key == "oneOf") {
+      if (!v.is_array() || v.empty()) return bad(at, "must be a list of schemas");
+      for (size_t i = 0; i < v.size(); ++i) {
+        FLOTILLA_ASSIGN_OR_RETURN(
+            int alt, Add(v[i], absl::StrCat(at, "/", i), depth + 1));
+        n.any_of.push_back(alt);
+      }
+    } else if (key == "required") {
+      continue;  // after properties, below
+    } else {
+      return bad(at, "the keyword '" + key +
+                         "' is not supported by constrained decoding");
+    }
+  }
+  if (schema.contains("required")) {
+    const Json& req = schema["required"];
+    if (!req.is_array()) return bad(path + "/required", "must be a list");
+    for (const Json& r : req) {
+      if (!r.is_string()) return bad(path + "/required", "names are strings");
+      const std::string encoded = Compact(r);
+      auto it = std::find(n.property_keys.begin(), n.property_keys.end(), encoded);
+      if (it == n.property_keys.end()) {
+        if (n.additional < 0 || n.property_keys.size() >= kMaxProperties) {
+          return bad(path + "/required",
+                     "'" + r.get<std::string>() + "' is not a property");
+        }
+        n.property_keys.push_back(encoded);
+        n.property_nodes.push_back(n.additional);
+        it = n.property_keys.end() - 1;
+      }
+      n.required |= uint64_t{1} << (it - n.property_keys.begin());
+    }
+  }
+  if (nullable && typed) n.types |= kNull;
+  if (!n.any_of.empty() && (typed || n.has_literals)) {
+    return bad(path, "anyOf/oneOf beside type or enum is not supported");
+  }
+  if (n.min_items > 1024 || n.min_length > 4096) {
+    return bad(path, "minItems/minLength above 1024/4096");
+  }
+  nodes_.push_back(std::move(n));
+  const int index = static_cast<int>(nodes_.size()) - 1;
+  // The matcher picks an alternative by the value's first byte.
+  const SchemaNode& added = nodes_[index];
+  std::string seen;
+  for (int alt : added.any_of) {
+    for (char c : FirstBytes(*this, alt)) {
+      if (seen.find(c) != std::string::npos) {
+        return bad(path, "anyOf/oneOf alternatives that can start alike "
+                         "are not supported");
+      }
+    }
+    seen += FirstBytes(*this, alt);
+  }
+  return index;
+}
+
+void CompiledSchema::ComputeMinBytes(int index) {
+  // Children are added before their parent, so they are already computed
+  // (and fixed nodes come first).
+  SchemaNode& n = nodes_[index];
+  int64_t best = INT64_MAX;
+  if (n.has_literals) {
+    for (const std::string& l : n.literals) {
+      best = std::min<int64_t>(best, static_cast<int64_t>(l.size()));
+    }
+  } else if (!n.any_of.empty()) {
+    for (int alt : n.any_of) best = std::min(best, nodes_[alt].min_bytes);
+  } else {
+    if (n.types & kObject) {
+      int64_t bytes = 2, count = 0;
+      for (size_t i = 0; i < n.property_keys.size(); ++i) {
+        if (!(n.required & (uint64_t{1} << i))) continue;
+        int64_t child = nodes_[n.property_nodes[i]].min_bytes;
+        if (n.tool_call && i == 1) {
+          for (int a : n.tool_arguments) child = std::min(child, nodes_[a].min_bytes);
+        }
+        bytes += static_cast<int64_t>(n.property_keys[i].size()) + 1 + child;
+        ++count;
+      }
+      best = std::min(best, bytes + std::max<int64_t>(0, count - 1));
+    }
+    if (n.types & kArray) {
+      const int64_t m = n.min_items;
+      best = std::min(best, 2 + m * nodes_[n.items].min_bytes +
+                                std::max<int64_t>(0, m - 1));
+    }
+    if (n.types & kString) best = std::min(best, 2 + n.min_length);
+    if (n.types & (kNumber | kInteger)) best = std::min<int64_t>(best, 1);
+    if (n.types & (kBoolean | kNull)) best = std::min<int64_t>(best, 4);
+  }
+  n.min_bytes = best == INT64_MAX ? 1 : best;
+  n.first_bytes = FirstBytes(*this, index);
+}
+
+}  // namespace flotilla::coordinator::constrained

@@ -1,0 +1,94 @@
+// JSON schemas compiled for constrained decoding (json_matcher.h): the
+// subset tool definitions and structured-output requests use. Enforced:
+// type (one or a list), properties, required, additionalProperties
+// (false, true, or a schema), items, minItems/maxItems,
+// minLength/maxLength, enum, const, anyOf/oneOf whose alternatives differ
+// in their first character (e.g. a string or null), and OpenAPI's
+// nullable. Annotations (title, description, default, examples, $schema,
+// $id, $comment, deprecated, readOnly, writeOnly) are ignored. Any other
+// keyword (minimum, pattern, format, $ref, allOf, ...) is refused with its
+// path, never silently dropped.
+#ifndef FLOTILLA_COORDINATOR_CONSTRAINED_JSON_SCHEMA_H_
+#define FLOTILLA_COORDINATOR_CONSTRAINED_JSON_SCHEMA_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::coordinator::constrained {
+
+enum TypeBit : uint32_t {
+  kObject = 1,
+  kArray = 2,
+  kString = 4,
+  kNumber = 8,
+  kInteger = 16,
+  kBoolean = 32,
+  kNull = 64,
+  kAnyType = 127,
+};
+
+struct SchemaNode {
+  uint32_t types = kAnyType;
+  // enum/const: the only values allowed, as compact JSON text.
+  std::vector<std::string> literals;
+  bool has_literals = false;
+  // anyOf/oneOf alternatives (node indices); empty when none.
+  std::vector<int> any_of;
+  // object
+  std::vector<std::string> property_keys;  // JSON-encoded, with quotes
+  std::vector<int> property_nodes;
+  uint64_t required = 0;  // bit per property
+  // Keys not in properties: -1 refused, else the node their values follow.
+  int additional = 0;
+  // A forced tool call: {"name": <one of literals of node property 0>,
+  // "arguments": <tool_arguments[the name's index]>} in that order.
+  bool tool_call = false;
+  std::vector<int> tool_arguments;
+  // array
+  int items = 0;  // node of every item
+  int64_t min_items = 0, max_items = -1;
+  // string
+  int64_t min_length = 0, max_length = -1;
+  // Fewest bytes a value of this node takes (for closing in time), and the
+  // bytes a value of it can start with.
+  int64_t min_bytes = 1;
+  std::string first_bytes;
+};
+
+class CompiledSchema {
+ public:
+  // InvalidArgument naming the JSON path ("#/properties/days/minimum") of
+  // what is not supported or not valid.
+  static absl::StatusOr<CompiledSchema> Compile(
+      const nlohmann::ordered_json& schema);
+  // Any JSON object (response_format json_object).
+  static CompiledSchema AnyObject();
+  // One call of one of `tools` (name, parameters schema):
+  // {"name": "...", "arguments": {...}} (tool_choice "required").
+  static absl::StatusOr<CompiledSchema> ToolCall(
+      const std::vector<std::pair<std::string, nlohmann::ordered_json>>& tools);
+
+  const SchemaNode& node(int i) const { return nodes_[i]; }
+  int root() const { return root_; }
+  // Fixed nodes: any JSON value, and the literals true/false and null.
+  static constexpr int kAny = 0;
+  static constexpr int kBooleanLiterals = 1;
+  static constexpr int kNullLiteral = 2;
+
+ private:
+  CompiledSchema();
+  absl::StatusOr<int> Add(const nlohmann::ordered_json& schema,
+                          const std::string& path, int depth);
+  void ComputeMinBytes(int node);
+
+  std::vector<SchemaNode> nodes_;
+  int root_ = 0;
+};
+
+}  // namespace flotilla::coordinator::constrained
+
+#endif  // FLOTILLA_COORDINATOR_CONSTRAINED_JSON_SCHEMA_H_

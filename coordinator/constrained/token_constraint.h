@@ -1,0 +1,68 @@
+// Constrained decoding over a tokenizer's vocabulary: each step, every
+// token whose text the JsonMatcher would reject is masked out before
+// sampling, and so is every token after which the value could no longer
+// close within the tokens left (max_tokens), so the output always parses
+// and matches its schema. The stop tokens are allowed only where the value
+// may end; once it is complete the generation ends.
+#ifndef FLOTILLA_COORDINATOR_CONSTRAINED_TOKEN_CONSTRAINT_H_
+#define FLOTILLA_COORDINATOR_CONSTRAINED_TOKEN_CONSTRAINT_H_
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/constrained/json_matcher.h"
+#include "coordinator/constrained/json_schema.h"
+#include "coordinator/generate.h"
+#include "shared/tokenizer/tokenizer.h"
+
+namespace flotilla::coordinator::constrained {
+
+// The bytes each token adds to the text, as decoded after another token
+// (so a SentencePiece "▁word" keeps its space), grouped by first byte.
+// Built once per tokenizer; shared by every constrained request.
+class TokenPieces {
+ public:
+  static absl::StatusOr<std::shared_ptr<const TokenPieces>> Build(
+      const tokenizer::Tokenizer& tokenizer);
+
+  const std::string& piece(int32_t id) const { return pieces_[id]; }
+  const std::vector<int32_t>& starting_with(unsigned char b) const {
+    return by_first_byte_[b];
+  }
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
+
+ private:
+  std::vector<std::string> pieces_;  // empty: never allowed
+  std::array<std::vector<int32_t>, 256> by_first_byte_;
+  std::vector<int32_t> stop_ids_;
+};
+
+class JsonConstraint : public TokenConstraint {
+ public:
+  JsonConstraint(std::shared_ptr<const CompiledSchema> schema,
+                 std::shared_ptr<const TokenPieces> pieces);
+
+  void Mask(float* logits, int vocab, int remaining) override;
+  bool Accept(int32_t id) override;
+
+  // The JSON text taken so far.
+  const std::string& text() const { return text_; }
+  // Steps where no token fit the budget (the budget was then ignored).
+  int budget_misses() const { return budget_misses_; }
+
+ private:
+  std::shared_ptr<const CompiledSchema> schema_;
+  std::shared_ptr<const TokenPieces> pieces_;
+  JsonMatcher matcher_;
+  std::string text_;
+  std::vector<char> allowed_;  // per token, this step
+  int budget_misses_ = 0;
+};
+
+}  // namespace flotilla::coordinator::constrained
+
+#endif  // FLOTILLA_COORDINATOR_CONSTRAINED_TOKEN_CONSTRAINT_H_
