@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -74,8 +75,15 @@ ABSL_FLAG(int32_t, max_connections, 512,
           "serve: open HTTP connections at most (each holds a thread); past "
           "it new ones are answered 503");
 ABSL_FLAG(std::string, chat_template, "",
-          "serve: kimi, chatml, llama2 or plain (default: recognised from "
-          "the model's tokenizer_config.json, else plain)");
+          "serve: the chat template: a Jinja file, or a built-in one (kimi, "
+          "chatml, llama2, plain); default: the model's own "
+          "(tokenizer_config.json's chat_template or chat_template.jinja), "
+          "else its family's built-in one");
+ABSL_FLAG(std::string, tool_call_parser, "",
+          "serve: how the model writes tool calls: hermes "
+          "(<tool_call>{...}</tool_call>), llama3_json ({\"name\": ..., "
+          "\"parameters\": ...}) or none (default: recognised from the chat "
+          "template)");
 
 namespace flotilla::coordinator {
 namespace {
@@ -137,12 +145,14 @@ int RunServe(const EngineOptions& eo) {
     if (so.api_key.empty())
       return Fail(2, absl::StrCat("--api-key-file: ", f, " is empty"));
   }
-  if (const std::string t = absl::GetFlag(FLAGS_chat_template); !t.empty()) {
-    auto parsed = serve::ParseChatTemplate(t);
-    if (!parsed.ok())
-      return Fail(2,
-                  absl::StrCat("--chat-template: ", parsed.status().message()));
-    so.chat_template = *parsed;
+  std::optional<serve::ToolSyntax> tool_syntax;
+  if (const std::string p = absl::GetFlag(FLAGS_tool_call_parser); !p.empty()) {
+    auto parsed = serve::ParseToolSyntax(p);
+    if (!parsed.ok()) {
+      return Fail(2, absl::StrCat("--tool-call-parser: ",
+                                  parsed.status().message()));
+    }
+    tool_syntax = *parsed;
   }
   std::string name = eo.model_dir;
   while (name.size() > 1 && name.back() == '/') name.pop_back();
@@ -181,13 +191,20 @@ int RunServe(const EngineOptions& eo) {
   }
   auto engine = OpenEngine(with_state);
   if (!engine.ok()) return Fail(1, engine.status().ToString());
-  if (absl::GetFlag(FLAGS_chat_template).empty()) {
-    // The model's own template, else its family's.
+  {
+    // --chat-template, else the model's own template, else its family's.
     auto family_default = serve::ParseChatTemplate(
         (*engine)->config->family().default_chat_template);
     if (!family_default.ok())
       return Fail(1, family_default.status().ToString());
-    so.chat_template = serve::DetectChatTemplate(eo.model_dir, *family_default);
+    auto format = serve::ChatFormat::Load(eo.model_dir, *family_default,
+                                          absl::GetFlag(FLAGS_chat_template));
+    if (!format.ok()) {
+      return Fail(absl::GetFlag(FLAGS_chat_template).empty() ? 1 : 2,
+                  absl::StrCat("--chat-template: ", format.status().message()));
+    }
+    if (tool_syntax.has_value()) format->set_tool_syntax(*tool_syntax);
+    so.chat_format = std::make_shared<const serve::ChatFormat>(*std::move(format));
   }
   // The budget as charged: the states of --max-batch sequences and the
   // prefix cache included.
@@ -271,9 +288,10 @@ int RunServe(const EngineOptions& eo) {
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   std::printf(
-      "flotilla-coordinator: serving %s (%s chat template) on "
-      "http://%s:%d\n",
-      so.model_name.c_str(), serve::ChatTemplateName(so.chat_template),
+      "flotilla-coordinator: serving %s (%s chat template, %s tool calls) "
+      "on http://%s:%d\n",
+      so.model_name.c_str(), so.chat_format->description().c_str(),
+      serve::ToolSyntaxName(so.chat_format->tool_syntax()),
       so.host.c_str(), server.port());
   std::fflush(stdout);
   // The gRPC health service says NOT_SERVING while some expert has no live

@@ -1,12 +1,7 @@
 #include "coordinator/serve/chat_template.h"
 
-#include <fstream>
-#include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
-#include "shared/model/json_util.h"
 
 namespace flotilla::coordinator::serve {
 
@@ -31,27 +26,6 @@ absl::StatusOr<ChatTemplate> ParseChatTemplate(const std::string& name) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown chat template '", name, "' (kimi, chatml, llama2, plain)"));
-}
-
-ChatTemplate DetectChatTemplate(const std::string& dir,
-                                ChatTemplate family_default) {
-  std::ifstream in(dir + "/tokenizer_config.json");
-  std::string text;
-  if (in) {
-    std::stringstream ss;
-    ss << in.rdbuf();
-    absl::StatusOr<nlohmann::json> parsed =
-        model::internal::ParseJson(ss.str(), "tokenizer_config.json");
-    const nlohmann::json j = parsed.ok() ? *std::move(parsed) : nullptr;
-    if (j.is_object() && j.contains("chat_template") &&
-        j["chat_template"].is_string()) {
-      text = j["chat_template"].get<std::string>();
-    }
-  }
-  if (absl::StrContains(text, "<|open|>")) return ChatTemplate::kKimi;
-  if (absl::StrContains(text, "<|im_start|>")) return ChatTemplate::kChatMl;
-  if (absl::StrContains(text, "[INST]")) return ChatTemplate::kLlama2;
-  return family_default;
 }
 
 std::string RenderChat(ChatTemplate t, const std::vector<ChatMessage>& m) {

@@ -1,6 +1,5 @@
-// Rendering chat messages into prompt text. The checkpoint's Jinja
-// chat_template is not executed; it is recognised by its markers and the
-// matching template below is used, or `--chat-template NAME` picks one:
+// The built-in chat templates, for checkpoints without a Jinja one of their
+// own (chat_format.h renders those), or picked by `--chat-template NAME`:
 //
 //   kimi    [BOS]<|open|>ROLE<|sep|>CONTENT<|close|>... then
 //           <|open|>assistant<|sep|>  (Kimi K3's XTML markers)
@@ -27,12 +26,6 @@ enum class ChatTemplate { kKimi, kChatMl, kLlama2, kPlain };
 const char* ChatTemplateName(ChatTemplate t);
 // "kimi", "chatml", "llama2", "plain"; InvalidArgument listing them else.
 absl::StatusOr<ChatTemplate> ParseChatTemplate(const std::string& name);
-// The template a model folder's tokenizer_config.json chat_template
-// describes; `family_default` (the model family's, shared/family/family.h)
-// when it has none or none is recognised.
-ChatTemplate DetectChatTemplate(const std::string& model_dir,
-                                ChatTemplate family_default);
-
 std::string RenderChat(ChatTemplate t, const std::vector<ChatMessage>& m);
 
 }  // namespace flotilla::coordinator::serve

@@ -8,7 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "coordinator/serve/chat_template.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "coordinator/serve/chat_output.h"
 #include "coordinator/serve/completion_job.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/http_internal.h"
@@ -41,15 +43,31 @@ void HttpServer::Complete(const http::HttpRequest& http,
                               options_.model_name, "')"));
   }
   std::vector<int32_t> prompt = req->prompt_ids;
+  ChatOutputOptions output_options;
+  output_options.syntax = chat_format().tool_syntax();
+  output_options.think_tags = chat_format().think_tags();
+  output_options.parse_tools =
+      !req->tool_definitions.empty() && req->tool_choice == ToolChoice::kAuto;
+  output_options.forced = req->tool_choice;
+  output_options.forced_name = req->tool_choice_name;
   if (prompt.empty()) {
     if (tokenizer_ == nullptr) {
       return Error(res, 400,
                    "this model has no tokenizer: send the prompt as "
                    "token ids");
     }
-    prompt = tokenizer_->Encode(
-        chat ? RenderChat(options_.chat_template, req->messages)
-             : *req->prompt);
+    std::string text = chat ? std::string() : *req->prompt;
+    if (chat) {
+      absl::StatusOr<std::string> rendered = chat_format().Render(*req);
+      if (!rendered.ok()) {
+        return Error(res, 400, std::string(rendered.status().message()));
+      }
+      text = *std::move(rendered);
+      // A template that opens <think> for the model: the reply starts in it.
+      const absl::string_view tail = absl::StripTrailingAsciiWhitespace(text);
+      output_options.starts_in_reasoning = absl::EndsWith(tail, "<think>");
+    }
+    prompt = tokenizer_->Encode(text);
   }
   CompletionSpec spec;
   spec.prompt = std::move(prompt);
@@ -68,6 +86,13 @@ void HttpServer::Complete(const http::HttpRequest& http,
   spec.tokens_as_ids = req->tokens_as_ids;
   spec.ignore_eos = req->ignore_eos;
   spec.timeout = options_.limits.request_timeout;
+  if (req->output_schema != nullptr) {
+    absl::StatusOr<std::shared_ptr<const constrained::TokenPieces>> pieces =
+        Pieces();
+    if (!pieces.ok()) return Error(res, 400, std::string(pieces.status().message()));
+    spec.constraint = std::make_shared<constrained::JsonConstraint>(
+        req->output_schema, *std::move(pieces));
+  }
   auto started =
       Completion::Start(queue_, tokenizer_, std::move(spec), options_.metrics);
   if (!started.ok()) {
@@ -106,7 +131,24 @@ void HttpServer::Complete(const http::HttpRequest& http,
     json choice = {{"index", 0}, {"finish_reason", c->finish_reason()}};
     size_t offset = 0;
     if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
+      ChatOutput out(output_options);
+      out.Feed(text);
+      out.Finish();
+      json message = {{"role", "assistant"}, {"content", out.content()}};
+      if (!out.reasoning().empty()) message["reasoning_content"] = out.reasoning();
+      if (!out.tool_calls().empty()) {
+        json calls = json::array();
+        for (const ToolCall& call : out.tool_calls()) {
+          calls.push_back({{"id", call.id},
+                           {"type", "function"},
+                           {"function",
+                            {{"name", call.name}, {"arguments", call.arguments}}}});
+        }
+        message["tool_calls"] = std::move(calls);
+        if (out.content().empty()) message["content"] = nullptr;
+        choice["finish_reason"] = "tool_calls";
+      }
+      choice["message"] = std::move(message);
       if (logprobs) choice["logprobs"] = ChatLogprobs(lps);
     } else {
       choice["text"] = text;
@@ -131,10 +173,30 @@ void HttpServer::Complete(const http::HttpRequest& http,
     return "data: " + Dump(j) + "\n\n";
   };
   auto offset = std::make_shared<size_t>(0);
-  auto chunk = [=](const CompletionPiece& piece, json finish) {
+  auto output = std::make_shared<ChatOutput>(output_options);
+  auto chunk = [=](const CompletionPiece& piece, json finish,
+                   const ChatDelta& d) {
     json choice = {{"index", 0}, {"finish_reason", std::move(finish)}};
     if (chat) {
-      choice["delta"] = {{"content", piece.text}};
+      json delta = json::object();
+      if (!d.content.empty()) delta["content"] = d.content;
+      if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+      if (!d.tool_calls.empty()) {
+        json calls = json::array();
+        for (const ToolCallDelta& t : d.tool_calls) {
+          json call = {{"index", t.index}};
+          json function = {{"arguments", t.arguments}};
+          if (!t.id.empty()) {
+            call["id"] = t.id;
+            call["type"] = "function";
+            function["name"] = t.name;
+          }
+          call["function"] = std::move(function);
+          calls.push_back(std::move(call));
+        }
+        delta["tool_calls"] = std::move(calls);
+      }
+      choice["delta"] = std::move(delta);
       if (logprobs) choice["logprobs"] = ChatLogprobs(piece.logprobs);
     } else {
       choice["text"] = piece.text;
@@ -158,8 +220,9 @@ void HttpServer::Complete(const http::HttpRequest& http,
     *first = false;
     CompletionPiece piece;
     const bool done = c->Take(&piece);
-    if (!piece.text.empty() || !piece.logprobs.empty()) {
-      *out += chunk(piece, nullptr);
+    const ChatDelta d = chat ? output->Feed(piece.text) : ChatDelta();
+    if ((chat ? !d.empty() : !piece.text.empty()) || !piece.logprobs.empty()) {
+      *out += chunk(piece, nullptr, d);
     }
     if (!done) return true;
     if (!c->status().ok()) {
@@ -171,7 +234,11 @@ void HttpServer::Complete(const http::HttpRequest& http,
                                    : "server_error"}}}}) +
               "\n\n";
     } else {
-      *out += chunk(CompletionPiece(), c->finish_reason());
+      const ChatDelta last = chat ? output->Finish() : ChatDelta();
+      if (!last.empty()) *out += chunk(CompletionPiece(), nullptr, last);
+      const bool called = chat && !output->tool_calls().empty();
+      *out += chunk(CompletionPiece(), called ? "tool_calls" : c->finish_reason(),
+                    ChatDelta());
       if (include_usage) *out += event(json::array(), {{"usage", usage()}});
     }
     *out += "data: [DONE]\n\n";

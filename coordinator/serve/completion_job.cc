@@ -85,6 +85,7 @@ absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(
   job.prompt = std::move(spec.prompt);
   job.options.max_tokens = spec.max_tokens;
   job.options.sampler = spec.sampler;
+  job.options.constraint = std::move(spec.constraint);
   job.options.stop_ids = std::move(spec.stop_ids);
   if (tokenizer != nullptr && !spec.ignore_eos) {
     for (int32_t id : tokenizer->StopIds()) job.options.stop_ids.push_back(id);

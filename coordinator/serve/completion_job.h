@@ -44,6 +44,8 @@ struct CompletionSpec {
   int top_logprobs = -1;
   bool tokens_as_ids = false;  // logprobs name tokens "token_id:N"
   absl::Duration timeout = absl::InfiniteDuration();
+  // Set: constrained decoding (null: free output).
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 // One token (chosen or an alternative) with its log-probability and its

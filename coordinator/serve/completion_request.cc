@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/serve/chat_request.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
 #include "shared/model/json_util.h"
@@ -16,23 +17,11 @@
 namespace flotilla::coordinator::serve {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
+using internal::Text;
 
 absl::Status Bad(const std::string& message) {
   return absl::InvalidArgumentError(message);
-}
-
-absl::StatusOr<std::string> Text(const json& v, const std::string& field,
-                                 const RequestLimits& limits) {
-  if (!v.is_string()) return Bad(absl::StrCat(field, " must be a string"));
-  std::string s = v.get<std::string>();
-  if (s.size() > limits.max_prompt_bytes) {
-    return Bad(absl::StrCat(field, " is ", s.size(), " bytes; the limit is ",
-                            limits.max_prompt_bytes));
-  }
-  if (!tokenizer::IsValidUtf8(s))
-    return Bad(absl::StrCat(field, " is not valid UTF-8"));
-  return s;
 }
 
 absl::StatusOr<int64_t> Integer(const json& v, const std::string& field,
@@ -82,80 +71,6 @@ absl::Status ParsePrompt(const json& p, const RequestLimits& limits,
       "of token ids");
 }
 
-// A message's content as OpenAI clients send it: a string, a list of text
-// parts (joined), or null on an assistant turn (one that only called
-// tools).
-absl::StatusOr<std::string> Content(const json& v, const std::string& role,
-                                    const std::string& field,
-                                    const RequestLimits& limits) {
-  if (v.is_null()) {
-    if (role == "assistant") return std::string();
-    return Bad(
-        absl::StrCat(field, " may be null only on an assistant message"));
-  }
-  if (!v.is_array()) return Text(v, field, limits);
-  std::string joined;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const std::string at = absl::StrCat(field, "[", i, "]");
-    const json& part = v[i];
-    if (!part.is_object() || !part.contains("type") ||
-        !part["type"].is_string()) {
-      return Bad(at + " must be an object with a type");
-    }
-    const std::string type = part["type"].get<std::string>();
-    if (type != "text") {
-      return Bad(absl::StrCat(at, ".type '", type,
-                              "' is not supported (this model reads text "
-                              "parts only)"));
-    }
-    if (!part.contains("text")) return Bad(at + " has no text");
-    FLOTILLA_ASSIGN_OR_RETURN(std::string text,
-                              Text(part["text"], at + ".text", limits));
-    joined += text;
-    if (joined.size() > limits.max_prompt_bytes) {
-      return Bad(absl::StrCat(field, " is more than ", limits.max_prompt_bytes,
-                              " bytes"));
-    }
-  }
-  return joined;
-}
-
-absl::Status ParseMessages(const json& m, const RequestLimits& limits,
-                           CompletionRequest* r) {
-  if (!m.is_array() || m.empty()) {
-    return Bad("messages must be a non-empty array");
-  }
-  size_t total = 0;
-  for (size_t i = 0; i < m.size(); ++i) {
-    const std::string at = absl::StrCat("messages[", i, "]");
-    if (!m[i].is_object() || !m[i].contains("role") ||
-        !m[i]["role"].is_string() || !m[i].contains("content")) {
-      return Bad(at + " must be an object with a role and a content");
-    }
-    ChatMessage msg;
-    msg.role = m[i]["role"].get<std::string>();
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" &&
-        msg.role != "developer") {
-      return Bad(absl::StrCat(at, ".role '", msg.role,
-                              "' is not system, developer, user or assistant"));
-    }
-    for (const auto& [key, unused] : m[i].items()) {
-      if (key != "role" && key != "content" && key != "name") {
-        return Bad(absl::StrCat(at, ".", key, " is not supported"));
-      }
-    }
-    FLOTILLA_ASSIGN_OR_RETURN(msg.content, Content(m[i]["content"], msg.role,
-                                                   at + ".content", limits));
-    total += msg.content.size();
-    if (total > limits.max_prompt_bytes) {
-      return Bad(absl::StrCat("messages total more than ",
-                              limits.max_prompt_bytes, " bytes"));
-    }
-    r->messages.push_back(std::move(msg));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ParseStop(const json& s, const RequestLimits& limits,
                        CompletionRequest* r) {
   if (s.is_null()) return absl::OkStatus();
@@ -197,6 +112,23 @@ absl::Status ParseLogitBias(const json& v, SamplerOptions* sampler) {
 
 }  // namespace
 
+namespace internal {
+
+absl::StatusOr<std::string> Text(const nlohmann::ordered_json& v, const std::string& field,
+                                 const RequestLimits& limits) {
+  if (!v.is_string()) return Bad(absl::StrCat(field, " must be a string"));
+  std::string s = v.get<std::string>();
+  if (s.size() > limits.max_prompt_bytes) {
+    return Bad(absl::StrCat(field, " is ", s.size(), " bytes; the limit is ",
+                            limits.max_prompt_bytes));
+  }
+  if (!tokenizer::IsValidUtf8(s))
+    return Bad(absl::StrCat(field, " is not valid UTF-8"));
+  return s;
+}
+
+}  // namespace internal
+
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(
     absl::string_view body, bool chat, const RequestLimits& limits) {
   if (!tokenizer::IsValidUtf8(body)) {
@@ -205,7 +137,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
   // Through the guarded parser: a body nested thousands deep or naming a
   // field twice is refused before a DOM is built.
   absl::StatusOr<json> parsed =
-      model::internal::ParseJson(body, "the request body");
+      model::internal::ParseOrderedJson(body, "the request body");
   if (!parsed.ok()) {
     const std::string why(parsed.status().message());
     return Bad(
@@ -229,7 +161,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
     } else if (key == "prompt" && !chat) {
       FLOTILLA_RETURN_IF_ERROR(ParsePrompt(v, limits, &r));
     } else if (key == "messages" && chat) {
-      FLOTILLA_RETURN_IF_ERROR(ParseMessages(v, limits, &r));
+      FLOTILLA_RETURN_IF_ERROR(internal::ParseMessages(v, limits, &r));
     } else if (key == "max_tokens" || key == "max_completion_tokens") {
       FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
                                 Integer(v, key, 1, limits.max_tokens));
@@ -300,24 +232,13 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
       if (!v.is_boolean()) return Bad("ignore_eos must be true or false");
       r.ignore_eos = v.get<bool>();
     } else if (key == "response_format") {
-      // Plain text is what every completion is; constrained output comes
-      // with the agents' work.
-      if (!v.is_object() || !v.contains("type") || !v["type"].is_string()) {
-        return Bad("response_format must be an object with a type");
-      }
-      if (v["type"] != "text") {
-        return Bad(absl::StrCat("response_format type '",
-                                v["type"].get<std::string>(),
-                                "' is not supported yet (only 'text')"));
-      }
-    } else if (key == "tools") {
-      if (!v.is_array() || !v.empty()) {
-        return Bad("tools is not supported yet");
-      }
-    } else if (key == "tool_choice") {
-      if (v != "none") {
-        return Bad("tool_choice is not supported yet (only 'none')");
-      }
+      FLOTILLA_RETURN_IF_ERROR(internal::ParseResponseFormat(v, &r));
+    } else if (key == "tools" && chat) {
+      FLOTILLA_RETURN_IF_ERROR(internal::ParseTools(v, &r));
+    } else if (key == "tool_choice" && chat) {
+      FLOTILLA_RETURN_IF_ERROR(internal::ParseToolChoice(v, &r));
+    } else if (key == "chat_template_kwargs" && chat) {
+      FLOTILLA_RETURN_IF_ERROR(internal::ParseTemplateKwargs(v, &r));
     } else if (key == "top_logprobs" || key == "echo" || key == "best_of" ||
                key == "suffix") {
       if (!(v.is_boolean() && !v.get<bool>())) {
@@ -326,6 +247,9 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
     } else if (key == "user" || key == "metadata" || key == "store" ||
                key == "service_tier" || key == "parallel_tool_calls") {
       // Bookkeeping that changes nothing the model generates.
+    } else if (!chat && (key == "tools" || key == "tool_choice" ||
+                         key == "chat_template_kwargs")) {
+      return Bad(absl::StrCat(key, " belongs to /v1/chat/completions"));
     } else if (chat ? key == "prompt" : key == "messages") {
       return Bad(
           absl::StrCat(key, " belongs to ",
@@ -348,6 +272,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
     return Bad("prompt is required");
   }
   if (chat && r.messages.empty()) return Bad("messages is required");
+  FLOTILLA_RETURN_IF_ERROR(internal::ResolveOutputConstraint(&r));
   if (absl::Status s = ValidateSamplerOptions(r.sampler); !s.ok()) {
     return Bad(std::string(s.message()));
   }

@@ -6,6 +6,7 @@
 #define FLOTILLA_COORDINATOR_SERVE_COMPLETION_REQUEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,14 +14,38 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "coordinator/constrained/json_schema.h"
 #include "coordinator/sampler.h"
 
 namespace flotilla::coordinator::serve {
 
-struct ChatMessage {
-  std::string role;  // system, user, assistant
-  std::string content;
+// A call an assistant message made (OpenAI's tool_calls entry).
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text, as the API carries it
 };
+
+struct ChatMessage {
+  std::string role;     // system, developer, user, assistant, tool
+  std::string content;  // the text (parts joined)
+  std::vector<ToolCall> tool_calls;  // assistant
+  std::string tool_call_id;          // tool: the call it answers
+  std::string name;
+  std::string reasoning_content;  // assistant: earlier thinking, if sent
+  // The message as a chat template sees it: as sent, with each tool call's
+  // arguments parsed into an object (as vLLM passes them).
+  nlohmann::ordered_json view;
+};
+
+struct ToolDefinition {
+  std::string name;
+  nlohmann::ordered_json parameters;  // a JSON schema (null: none given)
+};
+
+enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
+enum class ResponseFormat { kText, kJsonObject, kJsonSchema };
 
 struct CompletionRequest {
   bool chat = false;
@@ -28,6 +53,21 @@ struct CompletionRequest {
   std::optional<std::string> prompt;  // text prompt (completions)
   std::vector<int32_t> prompt_ids;    // token-id prompt (completions)
   std::vector<ChatMessage> messages;  // chat
+  // Chat: the tools as sent (null: none), each one's name and schema, and
+  // which the model must, may or may not call.
+  nlohmann::ordered_json tools;
+  std::vector<ToolDefinition> tool_definitions;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  std::string tool_choice_name;  // kNamed
+  ResponseFormat response_format = ResponseFormat::kText;
+  nlohmann::ordered_json response_schema;  // kJsonSchema
+  // vLLM's chat_template_kwargs: extra variables for the chat template
+  // (enable_thinking, reasoning_effort, ...).
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  // What constrained decoding holds the output to: the response_format's
+  // schema, the named tool's parameters, or one call of any tool
+  // (tool_choice "required"); null when the output is free.
+  std::shared_ptr<const constrained::CompiledSchema> output_schema;
   int max_tokens = 16;
   bool max_tokens_given = false;  // false: the server's default
   SamplerOptions sampler;

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "coordinator/serve/chat_page.h"
-#include "coordinator/serve/chat_template.h"
+#include "coordinator/serve/chat_format.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/http_internal.h"
 #include "nlohmann/json.hpp"
@@ -205,6 +205,28 @@ void HttpServer::Routes() {
           [this](const http::HttpRequest& req, http::HttpResponse* res) {
             Detokenize(req, res);
           });
+}
+
+const ChatFormat& HttpServer::chat_format() const {
+  static const ChatFormat* const kPlain =
+      new ChatFormat(ChatFormat::BuiltIn(ChatTemplate::kPlain));
+  return options_.chat_format != nullptr ? *options_.chat_format : *kPlain;
+}
+
+absl::StatusOr<std::shared_ptr<const constrained::TokenPieces>>
+HttpServer::Pieces() {
+  std::lock_guard<std::mutex> lock(pieces_mu_);
+  if (pieces_ == nullptr) {
+    if (tokenizer_ == nullptr) {
+      return absl::InvalidArgumentError(
+          "constrained output needs the model's tokenizer");
+    }
+    absl::StatusOr<std::shared_ptr<const constrained::TokenPieces>> built =
+        constrained::TokenPieces::Build(*tokenizer_);
+    if (!built.ok()) return built.status();
+    pieces_ = *std::move(built);
+  }
+  return pieces_;
 }
 
 }  // namespace flotilla::coordinator::serve

@@ -33,7 +33,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/model/language_model.h"
-#include "coordinator/serve/chat_template.h"
+#include "coordinator/constrained/token_constraint.h"
+#include "coordinator/serve/chat_format.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/generation_queue.h"
 #include "coordinator/serve/serve_metrics.h"
@@ -47,7 +48,9 @@ struct ServeOptions {
   int port = 8080;         // 0: any free port (see HttpServer::port)
   std::string model_name;  // the id /v1/models lists and requests may name
   std::string api_key;     // empty: no authentication
-  ChatTemplate chat_template = ChatTemplate::kPlain;
+  // How chat messages become a prompt and replies are read back (null:
+  // the plain built-in template).
+  std::shared_ptr<const ChatFormat> chat_format;
   RequestLimits limits;
   size_t max_queue = 64;  // for /readyz (the queue enforces it)
   size_t max_batch = 8;
@@ -96,6 +99,10 @@ class HttpServer {
   // Held by each accepted completion until its response is written (the
   // streaming callbacks keep a copy); Drain waits for none to be held.
   std::shared_ptr<void> InFlight();
+  const ChatFormat& chat_format() const;
+  // Each token's text for constrained decoding, built at the first request
+  // that needs it.
+  absl::StatusOr<std::shared_ptr<const constrained::TokenPieces>> Pieces();
 
   LanguageModel* model_;
   const tokenizer::Tokenizer* tokenizer_;
@@ -106,6 +113,8 @@ class HttpServer {
   std::mutex in_flight_mu_;
   std::condition_variable in_flight_cv_;
   int in_flight_ = 0;  // guarded by in_flight_mu_
+  std::mutex pieces_mu_;
+  std::shared_ptr<const constrained::TokenPieces> pieces_;  // pieces_mu_
 };
 
 }  // namespace flotilla::coordinator::serve

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/engine.h"
 #include "coordinator/generate.h"
+#include "coordinator/serve/chat_format.h"
 #include "coordinator/serve/chat_template.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/grpc_generate.h"
@@ -426,19 +427,29 @@ TEST(ChatTemplateTest, Renders) {
       RenderChat(ChatTemplate::kPlain, {{"user", "Once"}, {"user", "upon"}}),
       "Once\nupon");
   // The stories model's tokenizer_config.json names no template: its
-  // family's default stands.
-  EXPECT_EQ(DetectChatTemplate(ModelDir(), ChatTemplate::kPlain),
-            ChatTemplate::kPlain);
-  EXPECT_EQ(DetectChatTemplate(ModelDir(), ChatTemplate::kKimi),
-            ChatTemplate::kKimi);
-  // A template the model names wins over the family's.
+  // family's built-in one stands.
+  absl::StatusOr<ChatFormat> plain =
+      ChatFormat::Load(ModelDir(), ChatTemplate::kPlain, "");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->description(), "plain (built in)");
+  // A template the model names is rendered (Jinja), special tokens and all.
   const std::string dir = ::testing::TempDir() + "/chatml_model";
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer_config.json")
-      << R"({"chat_template": "{% for m in messages %}<|im_start|>{{ m.role }})"
-         R"(\n{{ m.content }}<|im_end|>{% endfor %}"})";
-  EXPECT_EQ(DetectChatTemplate(dir, ChatTemplate::kKimi),
-            ChatTemplate::kChatMl);
+      << R"({"bos_token": {"content": "<s>"}, "chat_template": "{{ bos_token }})"
+         R"({% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }})"
+         R"(<|im_end|>{% endfor %}{% if add_generation_prompt %}A:{% endif %}"})";
+  absl::StatusOr<ChatFormat> jinja = ChatFormat::Load(dir, ChatTemplate::kKimi, "");
+  ASSERT_TRUE(jinja.ok()) << jinja.status();
+  EXPECT_EQ(jinja->description(), "jinja (tokenizer_config.json)");
+  CompletionRequest request;
+  request.messages = {{"user", "Hi"}};
+  request.messages[0].view = {{"role", "user"}, {"content", "Hi"}};
+  EXPECT_EQ(*jinja->Render(request), "<s><|im_start|>user\nHi<|im_end|>A:");
+  // --chat-template: a built-in name wins over the folder's template.
+  EXPECT_EQ(ChatFormat::Load(dir, ChatTemplate::kKimi, "chatml")->description(),
+            "chatml (built in)");
+  EXPECT_FALSE(ChatFormat::Load(dir, ChatTemplate::kKimi, "nosuch").ok());
   EXPECT_FALSE(ParseChatTemplate("jinja").ok());
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/serve/chat_template.h"
+#include "coordinator/serve/chat_format.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/http_internal.h"
 #include "coordinator/serve/http_server.h"
@@ -58,7 +58,8 @@ void HttpServer::Tokenize(const http::HttpRequest& req,
                           http::HttpResponse* res) const {
   if (!Admit(req, res)) return;
   const auto body =
-      Body(req, {"model", "prompt", "messages"}, options_.model_name, res);
+      Body(req, {"model", "prompt", "messages", "tools", "chat_template_kwargs"},
+           options_.model_name, res);
   if (!body) return;
   if (tokenizer_ == nullptr) {
     return Error(res, 400, "this model has no tokenizer");
@@ -69,14 +70,17 @@ void HttpServer::Tokenize(const http::HttpRequest& req,
   }
   std::string text;
   if (chat) {
-    // Checked as a chat request's messages are.
-    auto parsed =
-        ParseCompletionRequest(Dump({{"messages", (*body)["messages"]}}),
-                               /*chat=*/true, options_.limits);
+    // Checked and rendered as a chat request's messages are (its other
+    // fields are all chat request fields).
+    auto parsed = ParseCompletionRequest(req.body, /*chat=*/true, options_.limits);
     if (!parsed.ok()) {
       return Error(res, 400, std::string(parsed.status().message()));
     }
-    text = RenderChat(options_.chat_template, parsed->messages);
+    absl::StatusOr<std::string> rendered = chat_format().Render(*parsed);
+    if (!rendered.ok()) {
+      return Error(res, 400, std::string(rendered.status().message()));
+    }
+    text = *std::move(rendered);
   } else {
     const json& p = (*body)["prompt"];
     if (!p.is_string()) return Error(res, 400, "prompt must be a string");

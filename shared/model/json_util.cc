@@ -89,10 +89,9 @@ class JsonGuard : public ErrorRecorder {
   std::string problem_;
 };
 
-}  // namespace
-
-absl::StatusOr<json> ParseJson(absl::string_view text,
-                               absl::string_view source) {
+template <typename Json>
+absl::StatusOr<Json> ParseGuarded(absl::string_view text,
+                                  absl::string_view source) {
   const char* begin = text.data();
   const char* end = text.data() + text.size();
   {
@@ -104,7 +103,7 @@ absl::StatusOr<json> ParseJson(absl::string_view text,
           absl::StrCat(source, ": refused JSON: ", guard.problem()));
     }
   }
-  json parsed = json::parse(begin, end, nullptr,
+  Json parsed = Json::parse(begin, end, nullptr,
                             /*allow_exceptions=*/false);
   if (!parsed.is_discarded()) return parsed;
   ErrorRecorder recorder;
@@ -114,6 +113,18 @@ absl::StatusOr<json> ParseJson(absl::string_view text,
                                                   : recorder.message();
   return absl::InvalidArgumentError(
       absl::StrCat(source, ": invalid JSON: ", reason));
+}
+
+}  // namespace
+
+absl::StatusOr<json> ParseJson(absl::string_view text,
+                               absl::string_view source) {
+  return ParseGuarded<json>(text, source);
+}
+
+absl::StatusOr<nlohmann::ordered_json> ParseOrderedJson(
+    absl::string_view text, absl::string_view source) {
+  return ParseGuarded<nlohmann::ordered_json>(text, source);
 }
 
 std::string DescribeJson(const json& value) {

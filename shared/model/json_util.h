@@ -21,6 +21,11 @@ inline constexpr int kMaxJsonDepth = 64;
 absl::StatusOr<nlohmann::json> ParseJson(absl::string_view text,
                                          absl::string_view source);
 
+// The same, keeping object keys in the order written (what a chat template
+// or a JSON schema's properties depend on).
+absl::StatusOr<nlohmann::ordered_json> ParseOrderedJson(
+    absl::string_view text, absl::string_view source);
+
 // Short rendering of a JSON value for error messages (long values are cut).
 std::string DescribeJson(const nlohmann::json& value);
 

@@ -1,0 +1,215 @@
+#include "coordinator/serve/chat_output.h"
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr absl::string_view kThinkOpen = "<think>";
+constexpr absl::string_view kThinkClose = "</think>";
+constexpr absl::string_view kCallOpen = "<tool_call>";
+constexpr absl::string_view kCallClose = "</tool_call>";
+
+// How many bytes at the end of `text` could begin `tag`.
+size_t TagPrefixAtEnd(absl::string_view text, absl::string_view tag) {
+  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
+    if (absl::EndsWith(text, tag.substr(0, n))) return n;
+  }
+  return 0;
+}
+
+// {"name": ..., "arguments"/"parameters": {...}} as a call; false if not.
+bool CallFromJson(const Json& j, ToolCall* call) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) {
+    return false;
+  }
+  const Json args = j.contains("arguments")    ? j["arguments"]
+                    : j.contains("parameters") ? j["parameters"]
+                                               : Json::object();
+  call->id = NewToolCallId();
+  call->name = j["name"].get<std::string>();
+  call->arguments = args.is_string() ? args.get<std::string>() : args.dump();
+  return true;
+}
+
+}  // namespace
+
+std::string NewToolCallId() {
+  static const char kAlphabet[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+  return id;
+}
+
+ChatOutput::ChatOutput(ChatOutputOptions options)
+    : options_(std::move(options)),
+      stage_(options_.think_tags
+                 ? (options_.starts_in_reasoning ? Stage::kReasoning
+                                                 : Stage::kStart)
+                 : Stage::kContent) {
+  if (options_.forced == ToolChoice::kNamed) {
+    calls_.push_back({NewToolCallId(), options_.forced_name, ""});
+  }
+}
+
+ChatDelta ChatOutput::Feed(absl::string_view text) {
+  ChatDelta d;
+  if (options_.forced == ToolChoice::kNamed) {
+    ToolCallDelta delta;
+    if (calls_[0].arguments.empty()) {
+      delta.id = calls_[0].id;
+      delta.name = calls_[0].name;
+    }
+    absl::StrAppend(&calls_[0].arguments, text);
+    delta.arguments = std::string(text);
+    if (!text.empty()) d.tool_calls.push_back(std::move(delta));
+    return d;
+  }
+  if (options_.forced == ToolChoice::kRequired) {
+    absl::StrAppend(&pending_, text);
+    return d;
+  }
+  absl::StrAppend(&pending_, text);
+  if (stage_ == Stage::kStart) {
+    const absl::string_view lead = absl::StripLeadingAsciiWhitespace(pending_);
+    if (absl::StartsWith(lead, kThinkOpen)) {
+      pending_ = std::string(lead.substr(kThinkOpen.size()));
+      stage_ = Stage::kReasoning;
+    } else if (lead.size() < kThinkOpen.size() &&
+               absl::StartsWith(kThinkOpen, lead)) {
+      return d;  // may still become <think>
+    } else {
+      stage_ = Stage::kContent;
+    }
+  }
+  if (stage_ == Stage::kReasoning) {
+    const size_t end = absl::string_view(pending_).find(kThinkClose);
+    if (end == std::string::npos) {
+      const size_t keep = TagPrefixAtEnd(pending_, kThinkClose);
+      d.reasoning = pending_.substr(0, pending_.size() - keep);
+      pending_.erase(0, d.reasoning.size());
+      if (reasoning_.empty()) {  // the tag's own line break is no reasoning
+        d.reasoning = std::string(absl::StripLeadingAsciiWhitespace(d.reasoning));
+      }
+      reasoning_ += d.reasoning;
+      return d;
+    }
+    d.reasoning = pending_.substr(0, end);
+    if (reasoning_.empty()) {
+      d.reasoning = std::string(absl::StripLeadingAsciiWhitespace(d.reasoning));
+    }
+    d.reasoning = std::string(absl::StripTrailingAsciiWhitespace(d.reasoning));
+    reasoning_ += d.reasoning;
+    const std::string rest(absl::StripLeadingAsciiWhitespace(
+        absl::string_view(pending_).substr(end + kThinkClose.size())));
+    pending_.clear();
+    stage_ = Stage::kContent;
+    FeedContent(rest, &d);
+    return d;
+  }
+  const std::string text_now = std::move(pending_);
+  pending_.clear();
+  FeedContent(text_now, &d);
+  return d;
+}
+
+void ChatOutput::FeedContent(absl::string_view text, ChatDelta* d) {
+  if (!options_.parse_tools || options_.syntax == ToolSyntax::kNone) {
+    absl::StrAppend(&d->content, text);
+    absl::StrAppend(&content_, text);
+    return;
+  }
+  absl::StrAppend(&pending_, text);
+  if (held_calls_) return;
+  if (options_.syntax == ToolSyntax::kLlama3Json) {
+    if (!decided_) {
+      absl::string_view lead = absl::StripLeadingAsciiWhitespace(pending_);
+      absl::ConsumePrefix(&lead, "<|python_tag|>");
+      if (lead.empty() || absl::StartsWith("<|python_tag|>", lead)) return;
+      decided_ = true;
+      held_calls_ = lead[0] == '{';
+      if (held_calls_) return;
+    }
+    d->content += pending_;
+    content_ += pending_;
+    pending_.clear();
+    return;
+  }
+  // Hermes: content until a <tool_call> begins.
+  const size_t open = absl::string_view(pending_).find(kCallOpen);
+  const size_t emit = open != std::string::npos
+                          ? open
+                          : pending_.size() - TagPrefixAtEnd(pending_, kCallOpen);
+  d->content += pending_.substr(0, emit);
+  content_ += pending_.substr(0, emit);
+  pending_.erase(0, emit);
+  held_calls_ = open != std::string::npos;
+}
+
+bool ChatOutput::ParseCalls(const std::string& text) {
+  std::vector<ToolCall> calls;
+  if (options_.syntax == ToolSyntax::kLlama3Json ||
+      options_.forced == ToolChoice::kRequired) {
+    absl::string_view body = absl::StripAsciiWhitespace(text);
+    absl::ConsumePrefix(&body, "<|python_tag|>");
+    ToolCall call;
+    if (!CallFromJson(Json::parse(body, nullptr, false), &call)) return false;
+    calls.push_back(std::move(call));
+  } else {
+    absl::string_view rest = text;
+    while (true) {
+      rest = absl::StripLeadingAsciiWhitespace(rest);
+      if (rest.empty()) break;
+      if (!absl::ConsumePrefix(&rest, kCallOpen)) return false;
+      const size_t close = rest.find(kCallClose);
+      const absl::string_view body = rest.substr(0, close);
+      ToolCall call;
+      if (!CallFromJson(Json::parse(absl::StripAsciiWhitespace(body), nullptr,
+                                    false),
+                        &call)) {
+        return false;
+      }
+      calls.push_back(std::move(call));
+      if (close == absl::string_view::npos) break;
+      rest.remove_prefix(close + kCallClose.size());
+    }
+  }
+  calls_ = std::move(calls);
+  return !calls_.empty();
+}
+
+ChatDelta ChatOutput::Finish() {
+  ChatDelta d;
+  if (options_.forced == ToolChoice::kNamed) return d;
+  if (stage_ == Stage::kStart) stage_ = Stage::kContent;
+  if (stage_ == Stage::kReasoning) {  // never closed: all of it was thinking
+    d.reasoning = pending_;
+    reasoning_ += pending_;
+    pending_.clear();
+    return d;
+  }
+  const bool calls = (held_calls_ || options_.forced == ToolChoice::kRequired) &&
+                     ParseCalls(pending_);
+  if (!calls) {
+    d.content = pending_;
+    content_ += pending_;
+  } else {
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      d.tool_calls.push_back({static_cast<int>(i), calls_[i].id,
+                              calls_[i].name, calls_[i].arguments});
+    }
+  }
+  pending_.clear();
+  return d;
+}
+
+}  // namespace flotilla::coordinator::serve
