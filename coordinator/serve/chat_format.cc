@@ -172,15 +172,13 @@ std::vector<ChatMessage> WithHermesTools(const CompletionRequest& request,
                                          bool tool_role) {
   std::vector<ChatMessage> out;
   if (request.tools.is_array() && !request.tools.empty()) {
-    std::string preamble =
-        "# Tools\n\nYou can call these functions (JSON schemas):\n<tools>\n";
+    std::string preamble = "# Tools\n<tools>\n";
     for (const Json& tool : request.tools) {
       absl::StrAppend(&preamble, tool.dump(), "\n");
     }
     absl::StrAppend(&preamble,
-                    "</tools>\n\nTo call one, reply with a <tool_call> block "
-                    "per call holding its name and arguments as JSON:\n"
-                    "<tool_call>\n{\"name\": \"NAME\", \"arguments\": "
+                    "</tools>\nTo call tools, reply with one block per call:\n"
+                    "<tool_call>\n{\"name\": NAME, \"arguments\": "
                     "{...}}\n</tool_call>");
     ChatMessage system;
     system.role = "system";

@@ -94,8 +94,14 @@ ChatDelta ChatOutput::Feed(absl::string_view text) {
   if (stage_ == Stage::kReasoning) {
     const size_t end = absl::string_view(pending_).find(kThinkClose);
     if (end == std::string::npos) {
-      const size_t keep = TagPrefixAtEnd(pending_, kThinkClose);
-      d.reasoning = pending_.substr(0, pending_.size() - keep);
+      // Held: what may begin </think>, and trailing whitespace (dropped if
+      // the tag follows).
+      const size_t tag = TagPrefixAtEnd(pending_, kThinkClose);
+      const size_t text_end = absl::StripTrailingAsciiWhitespace(
+                                  absl::string_view(pending_).substr(
+                                      0, pending_.size() - tag))
+                                  .size();
+      d.reasoning = pending_.substr(0, text_end);
       pending_.erase(0, d.reasoning.size());
       if (reasoning_.empty()) {  // the tag's own line break is no reasoning
         d.reasoning = std::string(absl::StripLeadingAsciiWhitespace(d.reasoning));
@@ -109,20 +115,26 @@ ChatDelta ChatOutput::Feed(absl::string_view text) {
     }
     d.reasoning = std::string(absl::StripTrailingAsciiWhitespace(d.reasoning));
     reasoning_ += d.reasoning;
-    const std::string rest(absl::StripLeadingAsciiWhitespace(
-        absl::string_view(pending_).substr(end + kThinkClose.size())));
+    const std::string rest(
+        absl::string_view(pending_).substr(end + kThinkClose.size()));
     pending_.clear();
     stage_ = Stage::kContent;
+    content_lead_ = true;
     FeedContent(rest, &d);
     return d;
   }
-  const std::string text_now = std::move(pending_);
+  std::string text_now = std::move(pending_);
   pending_.clear();
   FeedContent(text_now, &d);
   return d;
 }
 
 void ChatOutput::FeedContent(absl::string_view text, ChatDelta* d) {
+  if (content_lead_) {  // the blank lines after </think> are no content
+    text = absl::StripLeadingAsciiWhitespace(text);
+    if (text.empty()) return;
+    content_lead_ = false;
+  }
   if (!options_.parse_tools || options_.syntax == ToolSyntax::kNone) {
     absl::StrAppend(&d->content, text);
     absl::StrAppend(&content_, text);

@@ -61,6 +61,7 @@ class ChatOutput {
   enum class Stage { kStart, kReasoning, kContent } stage_;
   bool held_calls_ = false;  // a call has begun: the rest is held
   bool decided_ = false;     // llama3_json: the first byte was seen
+  bool content_lead_ = false;  // after </think>: whitespace is dropped
   std::string pending_;      // held back
   std::string content_, reasoning_;
   std::vector<ToolCall> calls_;

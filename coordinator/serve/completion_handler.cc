@@ -87,6 +87,17 @@ void HttpServer::Complete(const http::HttpRequest& http,
   spec.ignore_eos = req->ignore_eos;
   spec.timeout = options_.limits.request_timeout;
   if (req->output_schema != nullptr) {
+    // Every token adds at least a byte: with fewer tokens than the shortest
+    // valid reply has bytes, the reply could be cut before it parses.
+    const int64_t shortest =
+        req->output_schema->node(req->output_schema->root()).min_bytes;
+    if (spec.max_tokens < shortest) {
+      return Error(res, 400,
+                   absl::StrCat("max_tokens (", spec.max_tokens,
+                                ") is below the ", shortest,
+                                " tokens the shortest reply matching the "
+                                "schema may take"));
+    }
     absl::StatusOr<std::shared_ptr<const constrained::TokenPieces>> pieces =
         Pieces();
     if (!pieces.ok()) return Error(res, 400, std::string(pieces.status().message()));

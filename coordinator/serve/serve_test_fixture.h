@@ -70,7 +70,7 @@ class ServeTest : public ::testing::Test {
     so.model_name = "stories260k-moe";
     so.api_key = api_key;
     so.limits.max_tokens = 512;
-    so.limits.max_prompt_tokens = 64;
+    so.limits.max_prompt_tokens = max_prompt_tokens_;
     so.limits.max_context = engine_->model->max_positions();  // 512
     so.max_queue = max_queue;
     so.limits.request_timeout = request_timeout_;
@@ -110,6 +110,7 @@ class ServeTest : public ::testing::Test {
   }
 
   size_t prefill_chunk_ = 256;
+  int max_prompt_tokens_ = 64;
   absl::Duration request_timeout_ = absl::InfiniteDuration();
   std::function<std::string()> missing_experts_;  // ServeOptions' hook
   std::unique_ptr<Engine> engine_;
