@@ -59,7 +59,7 @@ int64_t JsonMatcher::ObjectNeed(const Frame& f, const Frame* key) const {
                                 std::max(0, key->pending);
           best = std::min(best, close + 1 +
                                     schema_->node(n.additional).min_bytes +
-                                    CostOf(f, missing) - 1);
+                                    CostOf(f, missing));
         }
       }
       return best == INT64_MAX ? CostOf(f, missing) : best;

@@ -56,8 +56,10 @@ bool Valid(const Json& v, const Json& s) {
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (s.contains("properties") && s["properties"].contains(it.key())) {
         if (!Valid(it.value(), s["properties"][it.key()])) return false;
-      } else if (s.value("additionalProperties", true) == false) {
-        return false;
+      } else if (s.contains("additionalProperties")) {
+        const Json& extra = s["additionalProperties"];
+        if (extra == false) return false;
+        if (extra.is_object() && !Valid(it.value(), extra)) return false;
       }
     }
   }
@@ -154,15 +156,15 @@ TEST(JsonMatcherTest, RefusesWhatItCannotEnforceNamingThePath) {
 
 // Random walks: pick any byte the matcher takes while the value can still
 // close in the bytes left; every walk must end complete, parse, and validate.
-TEST(JsonMatcherTest, RandomWalksWithinABudgetAlwaysCloseValid) {
-  const Json schema = Json::parse(kPerson);
-  const CompiledSchema s = Compile(kPerson);
+void RandomWalks(const std::string& schema_text, int64_t shortest, int walks) {
+  const Json schema = Json::parse(schema_text);
+  const CompiledSchema s = Compile(schema_text);
+  EXPECT_EQ(s.node(s.root()).min_bytes, shortest);
   const std::string alphabet =
       "{}[]\":, -.0123456789eEtrufalsnbcdghijkmopqvwxyzABC\\/\xc3\xa9";
   std::mt19937 rng(7);
-  // The shortest valid value is 31 bytes: {"name":"","age":0,"tags":[""]}.
-  for (int walk = 0; walk < 600; ++walk) {
-    const int64_t budget = 31 + walk % 110;
+  for (int walk = 0; walk < walks; ++walk) {
+    const int64_t budget = shortest + walk % 110;
     JsonMatcher m(&s);
     std::string text;
     while (!m.Done() && !(m.CanEnd() && rng() % 4 == 0)) {
@@ -185,6 +187,26 @@ TEST(JsonMatcherTest, RandomWalksWithinABudgetAlwaysCloseValid) {
     ASSERT_FALSE(parsed.is_discarded()) << text;
     EXPECT_TRUE(Valid(parsed, schema)) << text;
   }
+}
+
+TEST(JsonMatcherTest, RandomWalksWithinABudgetAlwaysCloseValid) {
+  // The shortest: {"name":"","age":0,"tags":[""]}.
+  RandomWalks(kPerson, 31, 600);
+  // Open objects: any other key may come, the required one must.
+  RandomWalks(R"({"type":"object","properties":{"a":{"type":"number"}},
+                  "required":["a"]})", 7, 600);
+  RandomWalks(R"({"type":"array","items":{"type":"object"},"minItems":2})", 7,
+              300);
+  // Enums that prefix each other, nested bounded arrays, anyOf, typed
+  // additional properties. Shortest: {"n":1,"s":[[0]],"o":null}.
+  RandomWalks(R"({"type":"object","properties":{"n":{"enum":[1,10,100]},
+      "s":{"type":"array","items":{"type":"array","items":{"type":"integer"},
+           "minItems":1,"maxItems":2},"minItems":1},
+      "o":{"anyOf":[{"type":"string","minLength":3},{"type":"null"},
+           {"type":"object","properties":{"x":{"type":"boolean"}},
+            "required":["x"]}]}},
+    "required":["n","s","o"],"additionalProperties":{"type":"integer"}})",
+              26, 600);
 }
 
 }  // namespace

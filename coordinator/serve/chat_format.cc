@@ -97,7 +97,7 @@ absl::StatusOr<ChatFormat> ChatFormat::Load(const std::string& dir,
       source = t.get<std::string>();
     } else if (t.is_array()) {  // named templates: the "default" one
       for (const Json& named : t) {
-        if (named.is_object() && named.value("name", "") == "default" &&
+        if (named.is_object() && named.value("name", Json()) == "default" &&
             named.contains("template") && named["template"].is_string()) {
           source = named["template"].get<std::string>();
         }

@@ -35,83 +35,13 @@ void HttpServer::Complete(const http::HttpRequest& http,
   if (!Admit(http, res)) return;
   auto req = ParseCompletionRequest(http.body, chat, options_.limits);
   if (!req.ok()) return Error(res, 400, std::string(req.status().message()));
-  if (!req->model.empty() && req->model != options_.model_name) {
-    return Error(res, 404,
-                 absl::StrCat("model '", req->model,
-                              "' is not served here (this server "
-                              "serves '",
-                              options_.model_name, "')"));
-  }
-  std::vector<int32_t> prompt = req->prompt_ids;
   ChatOutputOptions output_options;
-  output_options.syntax = chat_format().tool_syntax();
-  output_options.think_tags = chat_format().think_tags();
-  output_options.parse_tools =
-      !req->tool_definitions.empty() && req->tool_choice == ToolChoice::kAuto;
-  output_options.forced = req->tool_choice;
-  output_options.forced_name = req->tool_choice_name;
-  if (prompt.empty()) {
-    if (tokenizer_ == nullptr) {
-      return Error(res, 400,
-                   "this model has no tokenizer: send the prompt as "
-                   "token ids");
-    }
-    std::string text = chat ? std::string() : *req->prompt;
-    if (chat) {
-      absl::StatusOr<std::string> rendered = chat_format().Render(*req);
-      if (!rendered.ok()) {
-        return Error(res, 400, std::string(rendered.status().message()));
-      }
-      text = *std::move(rendered);
-      // A template that opens <think> for the model: the reply starts in it.
-      const absl::string_view tail = absl::StripTrailingAsciiWhitespace(text);
-      output_options.starts_in_reasoning = absl::EndsWith(tail, "<think>");
-    }
-    prompt = tokenizer_->Encode(text);
-  }
-  CompletionSpec spec;
-  spec.prompt = std::move(prompt);
-  spec.max_tokens = req->max_tokens;
-  spec.max_tokens_given = req->max_tokens_given;
-  spec.sampler = req->sampler;
-  FitDefaultMaxTokens(&spec, options_.limits);
-  if (absl::Status st =
-          CheckCompletionSpec(spec, model_->vocab_size(), options_.limits);
-      !st.ok()) {
-    return Error(res, 400, std::string(st.message()));
-  }
-  spec.stop = req->stop;
-  spec.stop_ids = req->stop_ids;
-  spec.top_logprobs = req->top_logprobs;
-  spec.tokens_as_ids = req->tokens_as_ids;
-  spec.ignore_eos = req->ignore_eos;
-  spec.timeout = options_.limits.request_timeout;
-  if (req->output_schema != nullptr) {
-    // Every token adds at least a byte: with fewer tokens than the shortest
-    // valid reply has bytes, the reply could be cut before it parses.
-    const int64_t shortest =
-        req->output_schema->node(req->output_schema->root()).min_bytes;
-    if (spec.max_tokens < shortest) {
-      return Error(res, 400,
-                   absl::StrCat("max_tokens (", spec.max_tokens,
-                                ") is below the ", shortest,
-                                " tokens the shortest reply matching the "
-                                "schema may take"));
-    }
-    absl::StatusOr<std::shared_ptr<const constrained::TokenPieces>> pieces =
-        Pieces();
-    if (!pieces.ok()) return Error(res, 400, std::string(pieces.status().message()));
-    spec.constraint = std::make_shared<constrained::JsonConstraint>(
-        req->output_schema, *std::move(pieces));
-  }
-  auto started =
-      Completion::Start(queue_, tokenizer_, std::move(spec), options_.metrics);
+  int refusal = 0;
+  auto started = StartCompletion(*req, chat, &output_options, &refusal);
   if (!started.ok()) {
-    const bool full = absl::IsResourceExhausted(started.status());
-    // Either is worth a retry: the queue moves, a worker comes back.
-    res->SetHeader("Retry-After", "1");
-    return Error(res, full ? 429 : 503,
-                 std::string(started.status().message()));
+    // Worth a retry: the queue moves, a worker comes back.
+    if (refusal == 429 || refusal == 503) res->SetHeader("Retry-After", "1");
+    return Error(res, refusal, std::string(started.status().message()));
   }
   std::shared_ptr<Completion> c = *std::move(started);
   std::shared_ptr<void> in_flight = InFlight();

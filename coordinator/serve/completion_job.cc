@@ -211,6 +211,11 @@ absl::Status Completion::status() const {
   return status_;
 }
 
+std::string Completion::stop_sequence() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_ != nullptr ? stop_->matched() : std::string();
+}
+
 std::string Completion::finish_reason() const {
   std::lock_guard<std::mutex> lock(mu_);
   return finish_reason_;

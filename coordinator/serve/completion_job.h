@@ -98,6 +98,8 @@ class Completion {
   // After Take returned true:
   absl::Status status() const;
   std::string finish_reason() const;  // "stop" or "length"
+  // The stop string that ended the output (empty: another end).
+  std::string stop_sequence() const;
   size_t prompt_tokens() const { return prompt_tokens_; }
   size_t completion_tokens() const;
   // From Start to the first token (0 before it), and to now.

@@ -197,6 +197,14 @@ void HttpServer::Routes() {
           [this](const http::HttpRequest& req, http::HttpResponse* res) {
             Complete(req, res, /*chat=*/true);
           });
+  s.Route("POST", "/v1/messages",
+          [this](const http::HttpRequest& req, http::HttpResponse* res) {
+            Messages(req, res);
+          });
+  s.Route("POST", "/v1/messages/count_tokens",
+          [this](const http::HttpRequest& req, http::HttpResponse* res) {
+            CountTokens(req, res);
+          });
   s.Route("POST", "/tokenize",
           [this](const http::HttpRequest& req, http::HttpResponse* res) {
             Tokenize(req, res);

@@ -35,6 +35,8 @@
 #include "coordinator/model/language_model.h"
 #include "coordinator/constrained/token_constraint.h"
 #include "coordinator/serve/chat_format.h"
+#include "coordinator/serve/chat_output.h"
+#include "coordinator/serve/completion_job.h"
 #include "coordinator/serve/completion_request.h"
 #include "coordinator/serve/generation_queue.h"
 #include "coordinator/serve/serve_metrics.h"
@@ -94,6 +96,18 @@ class HttpServer {
   bool Admit(const http::HttpRequest& req, http::HttpResponse* res) const;
   void Complete(const http::HttpRequest& req, http::HttpResponse* res,
                 bool chat);
+  // POST /v1/messages (Anthropic's Messages API) and its count_tokens.
+  void Messages(const http::HttpRequest& req, http::HttpResponse* res);
+  void CountTokens(const http::HttpRequest& req, http::HttpResponse* res);
+  // Admit for the Anthropic routes: x-api-key (or Bearer), Anthropic errors.
+  bool AdmitAnthropic(const http::HttpRequest& req,
+                      http::HttpResponse* res) const;
+  // A parsed request made into a queued Completion (completion_start.cc);
+  // on failure `*refusal` holds the HTTP status to answer (400, 404, 429,
+  // 503) and the status its message.
+  absl::StatusOr<std::shared_ptr<Completion>> StartCompletion(
+      const CompletionRequest& req, bool chat, ChatOutputOptions* output,
+      int* refusal);
   void Tokenize(const http::HttpRequest& req, http::HttpResponse* res) const;
   void Detokenize(const http::HttpRequest& req, http::HttpResponse* res) const;
   // Held by each accepted completion until its response is written (the

@@ -9,7 +9,11 @@ std::string StopText::Feed(const std::string& piece) {
   pending_ += piece;
   size_t cut = std::string::npos;
   for (const std::string& s : stops_) {
-    cut = std::min(cut, pending_.find(s));
+    const size_t at = pending_.find(s);
+    if (at < cut) {
+      cut = at;
+      matched_ = s;
+    }
   }
   if (cut != std::string::npos) {
     stopped_ = true;

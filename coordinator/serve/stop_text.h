@@ -20,11 +20,14 @@ class StopText {
   // What is still held back, at the end of generation.
   std::string Flush();
   bool stopped() const { return stopped_; }
+  // The stop string that ended it (empty while none has).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string pending_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace flotilla::coordinator::serve
