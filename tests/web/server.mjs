@@ -1,6 +1,6 @@
 // Starts `flotilla-coordinator serve` on a free loopback port for the web
 // tests and the serving benches (bench/serve_*.mjs), and stops it again. The server prints
-// "flotilla-coordinator: serving NAME (... chat template) on http://HOST:PORT"
+// "flotilla-coordinator: serving NAME (... chat template, ...) on http://HOST:PORT"
 // once it accepts requests.
 import { spawn } from "node:child_process";
 

@@ -1,0 +1,133 @@
+// What an agent framework does with the official OpenAI Node client against
+// `flotilla-coordinator serve` on the stories model: a tool-call round trip
+// (the model is made to call by tool_choice, its arguments kept valid by
+// constrained decoding; the tool's result fed back), streamed and not, and
+// json_schema replies that parse and validate at temperature 1 for several
+// seeds.
+//
+//   node tests/web/openai_agent_test.mjs BUILD/bin/flotilla-coordinator MODEL_DIR
+import OpenAI from "openai";
+import { check, startServer } from "./server.mjs";
+
+const [binary, modelDir] = process.argv.slice(2);
+if (!binary || !modelDir) {
+  console.error("usage: openai_agent_test.mjs COORDINATOR_BINARY MODEL_DIR");
+  process.exit(2);
+}
+
+const tools = [{
+  type: "function",
+  function: {
+    name: "weather",
+    description: "Weather in a city",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 16 }, unit: { enum: ["c", "f"] } },
+      required: ["city", "unit"],
+      additionalProperties: false,
+    },
+  },
+}];
+const person = {
+  type: "object",
+  properties: {
+    name: { type: "string" },
+    age: { type: "integer" },
+    pets: { type: "array", items: { type: "string" }, maxItems: 2 },
+  },
+  required: ["name", "age", "pets"],
+  additionalProperties: false,
+};
+const validWeather = (args) =>
+  typeof args.city === "string" && ["c", "f"].includes(args.unit) &&
+  Object.keys(args).every((k) => k === "city" || k === "unit");
+const validPerson = (p) =>
+  typeof p.name === "string" && Number.isInteger(p.age) && Array.isArray(p.pets) &&
+  p.pets.length <= 2 && p.pets.every((x) => typeof x === "string") &&
+  Object.keys(p).length === 3;
+
+const server = await startServer(binary, ["--model", modelDir]);
+let failed = false;
+try {
+  const client = new OpenAI({ baseURL: server.url + "/v1", apiKey: "none" });
+  const model = "stories260k-moe";
+  const question = { role: "user", content: "Weather in Oslo?" };
+
+  for (const seed of [1, 2, 3]) {
+    // Not streamed: the call, then its result fed back.
+    const first = await client.chat.completions.create({
+      model, messages: [question], tools, tool_choice: "required",
+      temperature: 1, seed, max_tokens: 64,
+    });
+    const message = first.choices[0].message;
+    check(first.choices[0].finish_reason === "tool_calls", "finish_reason tool_calls");
+    check(message.tool_calls?.length === 1, "one tool call: " + JSON.stringify(message));
+    const call = message.tool_calls[0];
+    check(call.function.name === "weather", "the call names weather");
+    const args = JSON.parse(call.function.arguments);
+    check(validWeather(args), `seed ${seed}: valid arguments ${call.function.arguments}`);
+    const second = await client.chat.completions.create({
+      model,
+      messages: [question, message,
+                 { role: "tool", tool_call_id: call.id, content: "sunny, 18 C" }],
+      tools, temperature: 1, seed, max_tokens: 16,
+    });
+    check(typeof second.choices[0].message.content === "string",
+          "the reply after the tool result is text");
+
+    // Streamed, the call named: deltas assemble into valid arguments.
+    const stream = await client.chat.completions.create({
+      model, messages: [question], tools, stream: true,
+      tool_choice: { type: "function", function: { name: "weather" } },
+      temperature: 1, seed, max_tokens: 40,
+    });
+    let name = "", argumentsText = "", id = "", finish = null;
+    for await (const chunk of stream) {
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      if (choice.finish_reason) finish = choice.finish_reason;
+      for (const t of choice.delta.tool_calls ?? []) {
+        if (t.id) id = t.id;
+        if (t.function?.name) name = t.function.name;
+        argumentsText += t.function?.arguments ?? "";
+      }
+    }
+    check(finish === "tool_calls" && name === "weather" && id.startsWith("call_"),
+          `streamed call: ${finish} ${name} ${id}`);
+    check(validWeather(JSON.parse(argumentsText)),
+          `seed ${seed}: streamed arguments ${argumentsText}`);
+  }
+
+  for (const seed of [1, 2, 3, 4, 5]) {
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: "user", content: "Tell me about a girl." }],
+      response_format: { type: "json_schema", json_schema: { name: "person", strict: true, schema: person } },
+      temperature: 1, seed, max_tokens: 64,
+    });
+    const content = r.choices[0].message.content;
+    check(validPerson(JSON.parse(content)), `seed ${seed}: json_schema reply ${content}`);
+  }
+
+  let error = null;
+  try {
+    await client.chat.completions.create({
+      model, messages: [question], max_tokens: 40,
+      response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "integer", minimum: 3 } } },
+    });
+  } catch (e) {
+    error = e;
+  }
+  check(error instanceof OpenAI.BadRequestError && /minimum/.test(error.message),
+        "a schema keyword it cannot enforce is a 400 naming it: " + error?.message);
+} catch (e) {
+  failed = true;
+  console.error("FAILED: " + (e.stack || e));
+  console.error("server output:\n" + server.output());
+} finally {
+  const code = await server.stop();
+  if (code !== 0) {
+    failed = true;
+    console.error(`the server exited ${code} on SIGTERM`);
+  }
+}
+process.exit(failed ? 1 : 0);
