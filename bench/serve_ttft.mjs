@@ -5,11 +5,15 @@
 // sends for the next turn) as a streamed completion, and the time until
 // its first token arrives is measured. Each --repeats round uses fresh
 // prompts; the server runs once with --prefix-cache 0 and once with
-// --cache SIZE. Prints medians and the ratio.
+// --cache SIZE. Prints medians and the ratio. With --cache-dir DIR it also
+// runs turn 1 on a server keeping states in DIR (--prefix-cache-dir, no
+// memory cache), stops it, and runs turn 2 on a fresh server over the same
+// folder: the second turn's TTFT after a restart.
 //
 //   node bench/serve_ttft.mjs --binary build/bin/flotilla-coordinator \
 //     --model DIR [--mem 1G] [--cache 256M] [--first-tokens 500]
 //     [--reply 16] [--new-tokens 20] [--repeats 3] [--vocab 32768]
+//     [--cache-dir DIR]
 import { startServer } from "../tests/web/server.mjs";
 
 const args = Object.fromEntries(
@@ -30,11 +34,11 @@ const randomId = () => {
   return 3 + (state % (vocab - 3));  // clear of the usual special ids
 };
 
-function start(cache) {
+function start(cache, extra = []) {
   return startServer(args.binary, [
     "--model", args.model, "--mem", args.mem || "1G", "--max-batch", "1",
     "--max-context", String(firstTokens + reply + newTokens + 64),
-    "--prefix-cache", cache, "--threads", args.threads || "2",
+    "--prefix-cache", cache, "--threads", args.threads || "2", ...extra,
   ], { timeoutMs: 600000 });
 }
 
@@ -94,7 +98,33 @@ for (const cache of ["0", args.cache || "256M"]) {
               `turn 2 TTFT ${ttft.map((t) => t.toFixed(2)).join(" ")} s (median ${median(ttft).toFixed(2)})`);
 }
 const [off, on] = Object.values(results);
-const same = off.replies.every((r, i) => r === on.replies[i]);
+let same = off.replies.every((r, i) => r === on.replies[i]);
+if (args["cache-dir"]) {
+  const { rmSync } = await import("node:fs");
+  rmSync(args["cache-dir"], { recursive: true, force: true });
+  const disk = ["--prefix-cache-dir", args["cache-dir"]];
+  let server = await start("0", disk);
+  const turn2s = [];
+  for (const round of rounds) {
+    const [, ids] = await complete(server.url, round.first, reply);
+    turn2s.push([...round.first, ...ids, ...round.next]);
+  }
+  await server.stop();
+  server = await start("0", disk);  // the restart
+  const ttft = [], replies = [];
+  for (const turn2 of turn2s) {
+    const [t2, ids2] = await complete(server.url, turn2, 4);
+    ttft.push(t2);
+    replies.push(ids2.join(","));
+  }
+  await server.stop();
+  const identical = replies.every((r, i) => r === off.replies[i]);
+  same = same && identical;
+  console.log(`prefix cache on disk, after a restart: turn 2 TTFT ` +
+              `${ttft.map((t) => t.toFixed(2)).join(" ")} s (median ${median(ttft).toFixed(2)}, ` +
+              `${(off.turn2_median_s / median(ttft)).toFixed(1)}x faster than without); ` +
+              `replies identical: ${identical}`);
+}
 console.log(`second-turn TTFT: ${off.turn2_median_s.toFixed(2)} s without reuse, ` +
             `${on.turn2_median_s.toFixed(2)} s with (${(off.turn2_median_s / on.turn2_median_s).toFixed(1)}x); ` +
             `replies identical: ${same}`);

@@ -24,10 +24,15 @@
 #include "coordinator/run_report.h"
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
+#include "coordinator/serve/prefix_store.h"
+#include "shared/cli/flag_help.h"
 #include "coordinator/serve/serve_metrics.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
 #include "shared/io/memory_budget.h"
+#include "shared/model/checkpoint_fingerprint.h"
+#include "shared/model/safetensors.h"
+#include "shared/pack/pack_manifest.h"
 #include "shared/metrics/metrics_server.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/transport/transport.h"
@@ -54,6 +59,14 @@ ABSL_FLAG(std::string, prefix_cache, "64M",
           "serve: keep ended requests' sequence states up to this size, so a "
           "prompt that extends one (a chat's next turn) prefills only its new "
           "tokens; 0 = off");
+ABSL_FLAG(std::string, prefix_cache_dir, "",
+          "serve: also keep ended requests' sequence states in files in this "
+          "folder, so a conversation's next turn prefills only its new "
+          "tokens even after a restart (checked against the model's "
+          "fingerprint and a checksum on load; empty = off)");
+ABSL_FLAG(std::string, prefix_cache_disk, "8G",
+          "serve: bytes --prefix-cache-dir may hold; least recently used "
+          "states go first");
 ABSL_FLAG(int32_t, max_completion_tokens, 4096,
           "serve: largest max_tokens a request may ask for");
 ABSL_FLAG(int32_t, request_timeout_s, 600,
@@ -230,6 +243,38 @@ int RunServe(const EngineOptions& eo) {
   qo.max_batch = static_cast<size_t>(max_batch);
   qo.prefix_cache_bytes = prefix_cache;
   qo.prefill_chunk = static_cast<size_t>(eo.prefill_chunk);
+  if (const std::string dir = absl::GetFlag(FLAGS_prefix_cache_dir);
+      !dir.empty()) {
+    auto disk = io::ParseByteSize(absl::GetFlag(FLAGS_prefix_cache_disk));
+    if (!disk.ok()) {
+      return Fail(2, absl::StrCat("--prefix-cache-disk: ",
+                                  disk.status().message()));
+    }
+    // States are only valid for this checkpoint, family and build.
+    absl::StatusOr<std::string> checkpoint =
+        !(*engine)->pack_dir.empty()
+            ? [&]() -> absl::StatusOr<std::string> {
+                auto m = pack::LoadPackManifest((*engine)->pack_dir);
+                if (!m.ok()) return m.status();
+                return m->source_fingerprint;
+              }()
+            : [&]() -> absl::StatusOr<std::string> {
+                auto source = model::SafetensorsCheckpoint::OpenDir(eo.model_dir);
+                if (!source.ok()) return source.status();
+                return model::FingerprintCheckpoint(eo.model_dir, **source);
+              }();
+    if (!checkpoint.ok()) {
+      return Fail(1, absl::StrCat("--prefix-cache-dir: the model's fingerprint: ",
+                                  checkpoint.status().message()));
+    }
+    auto store = serve::PrefixStore::Open(
+        dir, absl::StrCat(*checkpoint, "/", (*engine)->family, "/", flotilla::cli::Version()),
+        *disk);
+    if (!store.ok()) return Fail(2, store.status().ToString());
+    std::printf("flotilla-coordinator: prefix cache in %s: %zu states, %.1f MB\n",
+                dir.c_str(), (*store)->files(), (*store)->bytes() / 1e6);
+    qo.prefix_store = *std::move(store);
+  }
   // Prometheus metrics at /metrics on --metrics-port.
   auto registry = std::make_shared<prometheus::Registry>();
   metrics::AddBuildInfo(*registry, "coordinator");

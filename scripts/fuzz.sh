@@ -18,7 +18,7 @@ SECONDS_EACH="${1:-30}"
 shift || true
 BUILD="${FLOTILLA_FUZZ_DIR:-build-fuzz}"
 ALL=(safetensors_header config index pack_manifest tiktoken tokenizer_json
-     completion_request worker_request)
+     completion_request worker_request chat_template json_schema)
 HARNESSES=("$@")
 [[ ${#HARNESSES[@]} -gt 0 ]] || HARNESSES=("${ALL[@]}")
 

@@ -7,10 +7,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "coordinator/model/expert_backend.h"
 
 namespace flotilla::coordinator {
@@ -24,6 +27,13 @@ class ModelSequence {
   // conversation's next turn resumes from a copy of the last one's state).
   // It holds no spare capacity, so a kept copy costs only its contents.
   virtual std::unique_ptr<ModelSequence> Clone() const = 0;
+  // The state as bytes, for a prefix cache that outlives the process; the
+  // model that made it reads them back (LanguageModel::LoadSequence).
+  // Unimplemented for a state that cannot be saved.
+  virtual absl::Status Save(std::string* out) const {
+    (void)out;
+    return absl::UnimplementedError("this model's state cannot be saved");
+  }
 };
 
 class LanguageModel {
@@ -35,6 +45,14 @@ class LanguageModel {
   // or 0 when its config names none.
   virtual int max_positions() const { return 0; }
   virtual std::unique_ptr<ModelSequence> StartSequence() const = 0;
+  // A state saved by ModelSequence::Save from a model of this shape.
+  // InvalidArgument when the bytes do not fit it (cut short, other
+  // dimensions); Unimplemented for a model whose states are not saved.
+  virtual absl::StatusOr<std::unique_ptr<ModelSequence>> LoadSequence(
+      absl::string_view bytes) const {
+    (void)bytes;
+    return absl::UnimplementedError("this model's states cannot be loaded");
+  }
   // Feeds `ids` (after the sequence's positions so far). logits receives
   // [ids.size()][vocab] when all_positions, else the last position's
   // [vocab]. InvalidArgument for an id outside the vocabulary or a

@@ -33,6 +33,7 @@ GenerationQueue::GenerationQueue(LanguageModel* model,
   if (options.prefix_cache_bytes > 0) {
     cache_ = std::make_unique<PrefixCache>(options.prefix_cache_bytes);
   }
+  store_ = options.prefix_store;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -125,6 +126,16 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
     auto r = std::make_unique<Running>(std::move(job));
     size_t reused = 0;
     if (cache_ != nullptr) r->sequence = cache_->Find(r->job.prompt, &reused);
+    if (store_ != nullptr) {
+      // The disk may hold a longer prefix (kept before a restart).
+      size_t on_disk = 0;
+      std::unique_ptr<ModelSequence> state =
+          store_->Find(r->job.prompt, reused, *model_, &on_disk);
+      if (state != nullptr) {
+        r->sequence = std::move(state);
+        reused = on_disk;
+      }
+    }
     if (r->sequence == nullptr) r->sequence = model_->StartSequence();
     r->fed.assign(r->job.prompt.begin(), r->job.prompt.begin() + reused);
     r->prompt_left.assign(r->job.prompt.begin() + reused, r->job.prompt.end());
@@ -228,6 +239,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
     if (done) {
       r.result.state_bytes = r.sequence->bytes();
       // Kept for a later turn, or freed now, not after the batch.
+      if (store_ != nullptr) store_->Put(r.fed, *r.sequence);
       if (cache_ != nullptr) {
         // A copy holds no spare capacity (the caches grew by appending).
         cache_->Put(std::move(r.fed), r.sequence->Clone());

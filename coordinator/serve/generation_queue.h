@@ -26,6 +26,7 @@
 #include "coordinator/generate.h"
 #include "coordinator/model/language_model.h"
 #include "coordinator/serve/prefix_cache.h"
+#include "coordinator/serve/prefix_store.h"
 
 namespace flotilla::coordinator::serve {
 
@@ -65,6 +66,9 @@ struct QueueOptions {
   // (PrefixCache) and later prompts that extend one resume from it.
   uint64_t prefix_cache_bytes = 0;
   size_t prefill_chunk = 256;  // prompt tokens per job per step (0: all)
+  // Set: ended jobs' states are also kept on disk (--prefix-cache-dir) and
+  // later prompts resume from there, across restarts.
+  std::shared_ptr<PrefixStore> prefix_store;
   std::function<void(const StepReport&)> on_step;  // may be empty
   // When the batch empties without a step (every running job was
   // cancelled or ran out of time), with the jobs waiting; may be empty.
@@ -114,6 +118,7 @@ class GenerationQueue {
   uint64_t cancelled_ = 0;                        // guarded by mu_
   size_t running_ = 0;                            // guarded by mu_
   std::unique_ptr<PrefixCache> cache_;            // loop thread only; null: off
+  std::shared_ptr<PrefixStore> store_;            // loop thread only; null: off
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<GenerationJob> jobs_;

@@ -80,6 +80,7 @@ class ServeTest : public ::testing::Test {
     qo.max_batch = max_batch;
     qo.prefix_cache_bytes = prefix_cache_bytes;
     qo.prefill_chunk = prefill_chunk_;
+    qo.prefix_store = prefix_store_;
     queue_ = std::make_unique<GenerationQueue>(engine_->model.get(), qo);
     server_ = std::make_unique<HttpServer>(engine_->model.get(),
                                            tokenizer_.get(), queue_.get(), so);
@@ -111,6 +112,7 @@ class ServeTest : public ::testing::Test {
 
   size_t prefill_chunk_ = 256;
   int max_prompt_tokens_ = 64;
+  std::shared_ptr<PrefixStore> prefix_store_;  // QueueOptions' disk cache
   absl::Duration request_timeout_ = absl::InfiniteDuration();
   std::function<std::string()> missing_experts_;  // ServeOptions' hook
   std::unique_ptr<Engine> engine_;

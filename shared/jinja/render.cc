@@ -38,6 +38,15 @@ absl::Status AtLine(int line, const absl::Status& status) {
                                                   status.message()));
 }
 
+absl::Status Renderer::Step() {
+  if (++steps_ > options_.max_steps) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the template ran more than ", options_.max_steps,
+        " loop iterations and macro calls"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Flow> Renderer::RenderBody(const Body& body, Scope* scope,
                                           std::string* out) {
   for (const NodePtr& n : body) {
@@ -85,6 +94,7 @@ Value Renderer::MakeMacro(const Node& n) {
               "macro '", n.name, "' takes not more than ", n.params.size(),
               " arguments"));
         }
+        FLOTILLA_RETURN_IF_ERROR(Step());
         if (depth_ >= options_.max_depth) {
           return absl::ResourceExhaustedError(absl::StrCat(
               "macro calls nested deeper than ", options_.max_depth));
@@ -130,6 +140,7 @@ absl::StatusOr<Flow> Renderer::RenderFor(const Node& n, Scope* scope,
   if (n.filter != nullptr) {
     std::vector<Value> kept;
     for (Value& item : items) {
+      FLOTILLA_RETURN_IF_ERROR(Step());
       Scope probe;
       probe.parent = scope;
       Node bind;
@@ -142,6 +153,7 @@ absl::StatusOr<Flow> Renderer::RenderFor(const Node& n, Scope* scope,
   }
   const int64_t length = static_cast<int64_t>(items.size());
   for (int64_t i = 0; i < length; ++i) {
+    FLOTILLA_RETURN_IF_ERROR(Step());
     Scope iteration;
     iteration.parent = scope;
     Node bind;

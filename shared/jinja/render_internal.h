@@ -53,6 +53,9 @@ class Renderer {
   const RenderOptions& options_;
   Scope* root_;
   int depth_ = 0;
+  int64_t steps_ = 0;  // loop iterations and macro calls so far
+  // ResourceExhausted once the render has taken max_steps steps.
+  absl::Status Step();
 };
 
 // Line-numbered error for an expression or statement.

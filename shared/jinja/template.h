@@ -25,10 +25,13 @@ struct RenderOptions {
   // What strftime_now() formats; the clock at render time when infinite.
   absl::Time now = absl::InfinitePast();
   absl::TimeZone zone = absl::LocalTimeZone();
-  // Refuses output past this many bytes, and macro calls nested deeper
-  // than max_depth, so a runaway template ends with an error.
+  // Refuses output past this many bytes, macro calls nested deeper than
+  // max_depth and more than max_steps loop iterations and macro calls, so
+  // a runaway template ends with an error.
   size_t max_output_bytes = 64u << 20;
   int max_depth = 200;
+  // Loop iterations and macro calls in one render at most.
+  int64_t max_steps = 10'000'000;
 };
 
 class Template {

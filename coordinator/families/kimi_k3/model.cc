@@ -1,5 +1,7 @@
 #include "coordinator/families/kimi_k3/model.h"
 
+#include "coordinator/model/state_codec.h"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -94,6 +96,51 @@ absl::StatusOr<std::unique_ptr<K3Model>> K3Model::OpenDir(
   FLOTILLA_RETURN_IF_ERROR(
       family::kimi_k3::CheckCheckpoint(config, *source, dir));
   return Load(std::move(source), config, options);
+}
+
+absl::Status SequenceState::Save(std::string* out) const {
+  state_codec::PutU64(out, positions);
+  state_codec::PutU64(out, kda.size());
+  for (size_t l = 0; l < kda.size(); ++l) {
+    for (const std::vector<float>* v :
+         {&kda[l].s, &kda[l].conv_q, &kda[l].conv_k, &kda[l].conv_v,
+          &mla[l].c_kv, &mla[l].k_rope}) {
+      state_codec::PutFloats(out, *v);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ModelSequence>> K3Model::LoadSequence(
+    absl::string_view bytes) const {
+  state_codec::Reader in(bytes);
+  // A fresh state has every fixed-size array at its size; the MLA caches
+  // hold one row per position.
+  auto s = std::make_unique<SequenceState>(NewSequence());
+  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t positions, in.U64());
+  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
+  if (layers != s->kda.size() || positions > (uint64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "saved state: ", layers, " layers and ", positions,
+        " positions do not fit this model (", s->kda.size(), " layers)"));
+  }
+  s->positions = positions;
+  for (size_t l = 0; l < layers; ++l) {
+    KdaState& k = s->kda[l];
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(k.s.size(), &k.s, "the KDA state"));
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(k.conv_q.size(), &k.conv_q, "conv_q"));
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(k.conv_k.size(), &k.conv_k, "conv_k"));
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(k.conv_v.size(), &k.conv_v, "conv_v"));
+    const bool mla = config_.IsMlaLayer(static_cast<int>(l));
+    MlaCache& m = s->mla[l];
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(
+        mla ? positions * config_.kv_lora_rank : 0, &m.c_kv, "the MLA cache"));
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(
+        mla ? positions * config_.qk_rope_head_dim : 0, &m.k_rope, "k_rope"));
+    m.positions = mla ? positions : 0;
+  }
+  FLOTILLA_RETURN_IF_ERROR(in.Finish());
+  return std::unique_ptr<ModelSequence>(std::move(s));
 }
 
 SequenceState K3Model::NewSequence() const {

@@ -36,6 +36,7 @@ struct SequenceState : public ModelSequence {
   std::unique_ptr<ModelSequence> Clone() const override {
     return std::make_unique<SequenceState>(*this);
   }
+  absl::Status Save(std::string* out) const override;
 };
 
 struct ModelOptions {
@@ -71,6 +72,8 @@ class K3Model : public LanguageModel {
   std::unique_ptr<ModelSequence> StartSequence() const override {
     return std::make_unique<SequenceState>(NewSequence());
   }
+  absl::StatusOr<std::unique_ptr<ModelSequence>> LoadSequence(
+      absl::string_view bytes) const override;
   absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
                        bool all_positions, std::vector<float>* logits) override;
   // One step for all sequences together: each trunk layer acquired once and

@@ -1,5 +1,8 @@
 #include "coordinator/families/mixtral/mixtral_model.h"
 
+#include "coordinator/model/state_codec.h"
+#include "shared/base/status_macros.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -36,6 +39,42 @@ std::unique_ptr<MixtralModel> MixtralModel::Create(
       GqaSpec{c.num_attention_heads, c.num_key_value_heads, c.head_dim,
               c.rope_theta, c.sliding_window});
   return m;
+}
+
+absl::Status MixtralSequence::Save(std::string* out) const {
+  state_codec::PutU64(out, positions);
+  state_codec::PutU64(out, keys.size());
+  for (size_t l = 0; l < keys.size(); ++l) {
+    state_codec::PutFloats(out, keys[l]);
+    state_codec::PutFloats(out, values[l]);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ModelSequence>> MixtralModel::LoadSequence(
+    absl::string_view bytes) const {
+  state_codec::Reader in(bytes);
+  auto s = std::make_unique<MixtralSequence>();
+  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t positions, in.U64());
+  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
+  if (layers != static_cast<uint64_t>(config_.num_hidden_layers) ||
+      positions > (uint64_t{1} << 31)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "saved state: ", layers, " layers and ", positions,
+        " positions do not fit this model (", config_.num_hidden_layers,
+        " layers)"));
+  }
+  s->positions = positions;
+  s->keys.resize(layers);
+  s->values.resize(layers);
+  const uint64_t row = static_cast<uint64_t>(config_.num_key_value_heads) *
+                       config_.head_dim;
+  for (uint64_t l = 0; l < layers; ++l) {
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * row, &s->keys[l], "keys"));
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * row, &s->values[l], "values"));
+  }
+  FLOTILLA_RETURN_IF_ERROR(in.Finish());
+  return std::unique_ptr<ModelSequence>(std::move(s));
 }
 
 std::unique_ptr<ModelSequence> MixtralModel::StartSequence() const {

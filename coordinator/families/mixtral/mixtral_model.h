@@ -40,6 +40,7 @@ struct MixtralSequence : public ModelSequence {
   std::unique_ptr<ModelSequence> Clone() const override {
     return std::make_unique<MixtralSequence>(*this);
   }
+  absl::Status Save(std::string* out) const override;
 };
 
 class MixtralModel : public LanguageModel {
@@ -56,6 +57,8 @@ class MixtralModel : public LanguageModel {
 
   int vocab_size() const override { return config_.vocab_size; }
   std::unique_ptr<ModelSequence> StartSequence() const override;
+  absl::StatusOr<std::unique_ptr<ModelSequence>> LoadSequence(
+      absl::string_view bytes) const override;
   absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
                        bool all_positions, std::vector<float>* logits) override;
   // Each layer is acquired once and each MoE layer's experts are computed

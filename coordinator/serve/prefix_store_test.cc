@@ -1,0 +1,161 @@
+// The prefix cache on disk: a conversation's state survives a restart and
+// its next turn prefills only its new tokens, with the same text as
+// without a cache; files of another model, corrupt or cut short are never
+// used.
+#include <filesystem>
+#include <fstream>
+
+#include "coordinator/serve/prefix_store.h"
+#include "coordinator/serve/serve_test_fixture.h"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TEST_F(ServeTest, PrefixCacheOnDiskSurvivesARestart) {
+  std::ifstream in(ModelDir() + "/reference.json");
+  const json ref = json::parse(in);
+  const std::vector<int32_t> prompt = ref["cases"][0]["prompt_ids"];
+  const std::vector<int32_t> gen = ref["cases"][0]["generated_ids"];
+  std::vector<int32_t> turn2 = prompt;
+  turn2.insert(turn2.end(), gen.begin(), gen.begin() + 30);
+  auto request = [](const std::vector<int32_t>& ids, int n) {
+    return json{{"prompt", ids}, {"max_tokens", n}}.dump();
+  };
+  std::string without;
+  {
+    StartServer();
+    auto [status, body] = Post("/v1/completions", request(turn2, 12));
+    ASSERT_EQ(status, 200) << body.dump();
+    without = body["choices"][0]["text"];
+    TearDown();
+  }
+  const std::string dir = FreshDir("prefix_store_restart");
+  auto store = PrefixStore::Open(dir, "model-a", 64 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  prefix_store_ = *std::move(store);
+  StartServer();
+  auto [s1, b1] = Post("/v1/completions", request(prompt, 20));
+  ASSERT_EQ(s1, 200) << b1.dump();
+  TearDown();  // the restart: nothing survives but the folder
+  EXPECT_EQ(prefix_store_->files(), 1u);
+
+  store = PrefixStore::Open(dir, "model-a", 64 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  prefix_store_ = *std::move(store);
+  EXPECT_EQ(prefix_store_->files(), 1u);
+  StartServer();
+  auto [s2, b2] = Post("/v1/completions", request(turn2, 12));
+  ASSERT_EQ(s2, 200) << b2.dump();
+  EXPECT_EQ(b2["choices"][0]["text"], without);
+  // The file holds the first prompt and the 19 replies it ran: only the
+  // rest of the second turn was prefilled.
+  EXPECT_EQ(queue_->prefix_hits(), 1u);
+  EXPECT_EQ(queue_->reused_tokens(), 5u + 19u);
+}
+
+class PrefixStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EngineOptions eo;
+    eo.model_dir = ModelDir();
+    eo.mem = "1G";
+    auto engine = OpenEngine(eo);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+    state_ = engine_->model->StartSequence();
+    std::vector<float> logits;
+    ASSERT_TRUE(engine_->model->Forward(state_.get(), ids_, false, &logits).ok());
+  }
+  // The logits after feeding `next` to a copy of `state`.
+  std::vector<float> Next(const ModelSequence& state) {
+    std::unique_ptr<ModelSequence> copy = state.Clone();
+    std::vector<float> logits;
+    EXPECT_TRUE(engine_->model->Forward(copy.get(), {42}, false, &logits).ok());
+    return logits;
+  }
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<ModelSequence> state_;
+  const std::vector<int32_t> ids_ = {1, 100, 200, 300};
+};
+
+TEST_F(PrefixStoreTest, ALoadedStateContinuesBitwiseAsTheSavedOne) {
+  const std::string dir = FreshDir("prefix_store_roundtrip");
+  auto store = PrefixStore::Open(dir, "model-a", 1 << 20);
+  ASSERT_TRUE(store.ok());
+  (*store)->Put(ids_, *state_);
+  size_t length = 0;
+  std::unique_ptr<ModelSequence> loaded =
+      (*store)->Find({1, 100, 200, 300, 42}, 0, *engine_->model, &length);
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_EQ(length, 4u);
+  EXPECT_EQ(Next(*loaded), Next(*state_));
+  // Only proper prefixes longer than what the caller holds.
+  EXPECT_EQ((*store)->Find(ids_, 0, *engine_->model, &length), nullptr);
+  EXPECT_EQ((*store)->Find({1, 100, 200, 300, 42}, 4, *engine_->model, &length),
+            nullptr);
+}
+
+TEST_F(PrefixStoreTest, OtherModelsCorruptAndShortFilesAreNeverUsed) {
+  const std::string dir = FreshDir("prefix_store_refusals");
+  {
+    auto store = PrefixStore::Open(dir, "model-a", 1 << 20);
+    ASSERT_TRUE(store.ok());
+    (*store)->Put(ids_, *state_);
+  }
+  size_t length = 0;
+  const std::vector<int32_t> longer = {1, 100, 200, 300, 42};
+  // Another fingerprint: not indexed, and left in place.
+  auto other = PrefixStore::Open(dir, "model-b", 1 << 20);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->files(), 0u);
+  EXPECT_EQ((*other)->Find(longer, 0, *engine_->model, &length), nullptr);
+  std::string path;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) path = e.path();
+  ASSERT_FALSE(path.empty());
+  // One flipped byte in the state: the checksum refuses it and it goes.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-40, std::ios::end);
+    f.put('\x7f');
+  }
+  auto store = PrefixStore::Open(dir, "model-a", 1 << 20);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->files(), 1u);
+  EXPECT_EQ((*store)->Find(longer, 0, *engine_->model, &length), nullptr);
+  EXPECT_EQ((*store)->files(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  // Cut short: never indexed as usable state.
+  (*store)->Put(ids_, *state_);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  store = PrefixStore::Open(dir, "model-a", 1 << 20);
+  ASSERT_TRUE(store.ok());
+  EXPECT_EQ((*store)->Find(longer, 0, *engine_->model, &length), nullptr);
+  // A state that does not fit the model (another shape) is refused too.
+  EXPECT_FALSE(engine_->model->LoadSequence("short").ok());
+}
+
+TEST_F(PrefixStoreTest, TheBudgetEvictsTheLeastRecentlyUsed) {
+  std::string saved;
+  ASSERT_TRUE(state_->Save(&saved).ok());
+  const uint64_t one = saved.size() + 200;  // a file, with room for its header
+  auto store = PrefixStore::Open(FreshDir("prefix_store_budget"), "m", 2 * one);
+  ASSERT_TRUE(store.ok());
+  (*store)->Put({1}, *state_);
+  (*store)->Put({2}, *state_);
+  size_t length = 0;
+  ASSERT_NE((*store)->Find({1, 5}, 0, *engine_->model, &length), nullptr);
+  (*store)->Put({3}, *state_);  // {2} is the least recently used now
+  EXPECT_EQ((*store)->files(), 2u);
+  EXPECT_LE((*store)->bytes(), 2 * one);
+  EXPECT_EQ((*store)->Find({2, 5}, 0, *engine_->model, &length), nullptr);
+  EXPECT_NE((*store)->Find({1, 5}, 0, *engine_->model, &length), nullptr);
+}
+
+}  // namespace
+}  // namespace flotilla::coordinator::serve
