@@ -196,8 +196,9 @@ absl::StatusOr<Value> GetSlice(const Value& obj, const Value& start_v,
   const int64_t start = clamp(start_v, step < 0 ? n - 1 : 0);
   const int64_t stop = clamp(stop_v, step < 0 ? -1 : n);
   std::vector<int64_t> picked;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     picked.push_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;
   }
   if (text) {
     std::string out;

@@ -2,7 +2,9 @@
 // joins strings and lists but not a string and a number, `/` is true
 // division, `//` and `%` floor, and any arithmetic on an undefined value
 // is an error naming it.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -20,15 +22,33 @@ absl::Status TypeError(const std::string& op, const Value& a, const Value& b) {
 
 bool Numeric(const Value& v) { return v.is_number() || v.is_bool(); }
 
+// Strings and lists an expression may build: bounded, so that doubling a
+// string in a loop ends with an error instead of exhausting memory.
+constexpr size_t kMaxBuiltBytes = 64u << 20;
+constexpr size_t kMaxBuiltItems = 1u << 20;
+
+absl::Status TooLarge() {
+  return absl::ResourceExhaustedError(
+      "a string or list built by the template is too large");
+}
+
+absl::Status Overflow(const std::string& op) {
+  return absl::InvalidArgumentError("integer overflow in " + op);
+}
+
 absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a,
                                  const Value& b) {
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
+      if (a.as_string().size() + b.as_string().size() > kMaxBuiltBytes) {
+        return TooLarge();
+      }
       return Value::String(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+      if (a.list().size() + b.list().size() > kMaxBuiltItems) return TooLarge();
       Value::List items = a.list();
       items.insert(items.end(), b.list().begin(), b.list().end());
       return Value::MakeList(std::move(items), a.is_tuple());
@@ -38,15 +58,17 @@ absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a,
     return Arithmetic(op, b, a);
   }
   if (op == "*" && a.is_int() && (b.is_string() || b.is_list())) {
+    const int64_t n = std::max<int64_t>(0, a.as_int());
+    const size_t unit = b.is_string() ? b.as_string().size() : b.list().size();
+    const size_t cap = b.is_string() ? kMaxBuiltBytes : kMaxBuiltItems;
+    if (unit > 0 && static_cast<uint64_t>(n) > cap / unit) return TooLarge();
     if (b.is_string()) {
       std::string out;
-      for (int64_t i = 0; i < a.as_int() && i < (1 << 20); ++i) {
-        out += b.as_string();
-      }
+      for (int64_t i = 0; i < n; ++i) out += b.as_string();
       return Value::String(std::move(out));
     }
     Value::List items;
-    for (int64_t i = 0; i < a.as_int() && i < (1 << 20); ++i) {
+    for (int64_t i = 0; i < n && unit > 0; ++i) {
       items.insert(items.end(), b.list().begin(), b.list().end());
     }
     return Value::MakeList(std::move(items), b.is_tuple());
@@ -54,13 +76,30 @@ absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a,
   if (!Numeric(a) || !Numeric(b)) return TypeError(op, a, b);
   const bool ints = !a.is_float() && !b.is_float();
   const double x = a.as_number(), y = b.as_number();
-  if (op == "+") return ints ? Value::Int(a.as_int() + b.as_int()) : Value::Float(x + y);
-  if (op == "-") return ints ? Value::Int(a.as_int() - b.as_int()) : Value::Float(x - y);
-  if (op == "*") return ints ? Value::Int(a.as_int() * b.as_int()) : Value::Float(x * y);
+  int64_t r = 0;
+  if (op == "+") {
+    if (!ints) return Value::Float(x + y);
+    if (__builtin_add_overflow(a.as_int(), b.as_int(), &r)) return Overflow(op);
+    return Value::Int(r);
+  }
+  if (op == "-") {
+    if (!ints) return Value::Float(x - y);
+    if (__builtin_sub_overflow(a.as_int(), b.as_int(), &r)) return Overflow(op);
+    return Value::Int(r);
+  }
+  if (op == "*") {
+    if (!ints) return Value::Float(x * y);
+    if (__builtin_mul_overflow(a.as_int(), b.as_int(), &r)) return Overflow(op);
+    return Value::Int(r);
+  }
   if ((op == "/" || op == "//" || op == "%") && y == 0) {
     return absl::InvalidArgumentError("division by zero");
   }
   if (op == "/") return Value::Float(x / y);
+  if ((op == "//" || op == "%") && ints && b.as_int() == -1 &&
+      a.as_int() == INT64_MIN) {
+    return Overflow(op);
+  }
   if (op == "//") {
     if (ints) {
       int64_t q = a.as_int() / b.as_int();
@@ -81,9 +120,16 @@ absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a,
   }
   if (op == "**") {
     if (ints && b.as_int() >= 0) {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b.as_int() && i < 64; ++i) r *= a.as_int();
-      return Value::Int(r);
+      int64_t p = 1;
+      for (int64_t i = 0; i < b.as_int(); ++i) {
+        if (__builtin_mul_overflow(p, a.as_int(), &p)) return Overflow(op);
+        if (p == 0 || p == 1) break;
+        if (p == -1) {
+          if ((b.as_int() - i - 1) % 2 == 1) p = 1;
+          break;
+        }
+      }
+      return Value::Int(p);
     }
     return Value::Float(std::pow(x, y));
   }
@@ -164,7 +210,11 @@ absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e, Scope* scope) {
   if (e.name == "and") return a.Truthy() ? Eval(*e.children[1], scope) : a;
   if (e.name == "or") return a.Truthy() ? a : Eval(*e.children[1], scope);
   FLOTILLA_ASSIGN_OR_RETURN(Value b, Eval(*e.children[1], scope));
-  if (e.name == "~") return Value::String(a.Str() + b.Str());
+  if (e.name == "~") {
+    std::string left = a.Str(), right = b.Str();
+    if (left.size() + right.size() > kMaxBuiltBytes) return TooLarge();
+    return Value::String(left + right);
+  }
   return Arithmetic(e.name, a, b);
 }
 
@@ -260,8 +310,9 @@ absl::StatusOr<Value> Renderer::Eval(const Expr& e, Scope* scope) {
             "bad operand type for unary ", e.name, ": '", v.TypeName(), "'"));
       }
       if (e.name == "+") return v.is_float() ? v : Value::Int(v.as_int());
-      return v.is_float() ? Value::Float(-v.as_number())
-                          : Value::Int(-v.as_int());
+      if (v.is_float()) return Value::Float(-v.as_number());
+      if (v.as_int() == INT64_MIN) return Overflow("-");
+      return Value::Int(-v.as_int());
     }
     case Expr::Kind::kBinary:
       return EvalBinary(e, scope);

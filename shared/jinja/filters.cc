@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -20,8 +21,10 @@ absl::StatusOr<Value> AttributePath(const Value& v, const std::string& path) {
   Value cur = v;
   for (absl::string_view part : absl::StrSplit(path, '.')) {
     Value key = Value::String(std::string(part));
-    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
-      key = Value::Int(std::stoll(std::string(part)));
+    int64_t index = 0;
+    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) &&
+        absl::SimpleAtoi(part, &index)) {
+      key = Value::Int(index);
     }
     if (cur.is_undefined()) return cur;
     FLOTILLA_ASSIGN_OR_RETURN(cur, GetItem(cur, key));
@@ -146,8 +149,9 @@ absl::StatusOr<Value> ToJsonFilter(const Value& input, CallArgs& call) {
     return absl::InvalidArgumentError("tojson(separators=...) is not supported");
   }
   const Value indent = args.Get(1);
-  if (!indent.is_undefined() && !indent.is_none() && !indent.is_int()) {
-    return absl::InvalidArgumentError("tojson indent must be an integer");
+  if (!indent.is_undefined() && !indent.is_none() &&
+      (!indent.is_int() || indent.as_int() < 0 || indent.as_int() > 64)) {
+    return absl::InvalidArgumentError("tojson indent must be an integer in 0..64");
   }
   if (input.is_undefined()) return UndefinedError(input);
   FLOTILLA_ASSIGN_OR_RETURN(
@@ -160,9 +164,10 @@ absl::StatusOr<Value> ToJsonFilter(const Value& input, CallArgs& call) {
 
 std::string Indent(const std::string& s, const Value& width, bool first,
                    bool blank) {
-  const std::string pad = width.is_string()
-                              ? width.as_string()
-                              : std::string(width.is_int() ? width.as_int() : 4, ' ');
+  const int64_t spaces =
+      width.is_int() ? std::clamp<int64_t>(width.as_int(), 0, 1024) : 4;
+  const std::string pad =
+      width.is_string() ? width.as_string() : std::string(spaces, ' ');
   std::vector<std::string> lines = absl::StrSplit(s, '\n');
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -321,11 +326,15 @@ absl::StatusOr<Value> CallFilter(const std::string& name, const Value& input,
     }
     if (name == "int") {
       if (input.is_int()) return input;
+      if (!(d > -9.2e18 && d < 9.2e18)) return dflt;  // NaN or out of range
       return Value::Int(static_cast<int64_t>(std::trunc(d)));
     }
     return Value::Float(d);
   }
   if (name == "abs") {
+    if (input.is_int() && input.as_int() == INT64_MIN) {
+      return absl::InvalidArgumentError("integer overflow in abs");
+    }
     if (input.is_int()) return Value::Int(std::llabs(input.as_int()));
     if (input.is_float()) return Value::Float(std::fabs(input.as_number()));
     return absl::InvalidArgumentError("abs() needs a number");

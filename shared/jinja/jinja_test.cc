@@ -9,12 +9,14 @@ namespace {
 
 // Renders `source` with `context` (JSON text); the error message on error.
 std::string Render(const std::string& source,
-                   const std::string& context = "{}") {
+                   const std::string& context = "{}",
+                   int64_t max_steps = 10'000'000) {
   absl::StatusOr<Template> t = Template::Parse(source);
   if (!t.ok()) return "PARSE: " + std::string(t.status().message());
   RenderOptions options;
   options.now = absl::FromUnixSeconds(1767225600);  // 2026-01-01
   options.zone = absl::UTCTimeZone();
+  options.max_steps = max_steps;
   absl::StatusOr<std::string> out = t->Render(
       Value::FromJson(nlohmann::ordered_json::parse(context)), options);
   if (!out.ok()) return "ERROR: " + std::string(out.status().message());
@@ -115,6 +117,30 @@ TEST(JinjaTest, ErrorsNameTheProblem) {
   EXPECT_EQ(Render("{{ x | nosuch }}"),
             "ERROR: template line 1: no filter named 'nosuch'");
   EXPECT_EQ(Render("{{ 'abc"), "PARSE: template line 1: unterminated string");
+}
+
+TEST(JinjaTest, HostileTemplatesEndWithAnError) {
+  // Nesting, overflow, growth and loops are bounded: each is an error.
+  EXPECT_EQ(Render("{{ " + std::string(500, '(') + "1" + std::string(500, ')') +
+                   " }}"),
+            "PARSE: template line 1: expressions nest too deep (at '(')");
+  EXPECT_EQ(Render("{{ 9223372036854775807 + 1 }}"),
+            "ERROR: template line 1: integer overflow in +");
+  EXPECT_EQ(Render("{{ 99999999999999999999 }}"),
+            "PARSE: template line 1: integer literal too large (at "
+            "'99999999999999999999')");
+  EXPECT_EQ(Render("{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
+                   "{% set ns.s = ns.s + ns.s %}{% endfor %}"),
+            "ERROR: template line 1: a string or list built by the template is "
+            "too large");
+  EXPECT_EQ(Render("{% for i in range(1000) %}{% for j in range(1000) %}"
+                   "{% endfor %}{% endfor %}",
+                   "{}", /*max_steps=*/50000),
+            "ERROR: template line 1: the template ran more than 50000 loop "
+            "iterations and macro calls");
+  EXPECT_EQ(Render("{{ 'x' * 100000000 }}"),
+            "ERROR: template line 1: a string or list built by the template is "
+            "too large");
 }
 
 TEST(JinjaTest, RaisedErrorsAreMarked) {

@@ -120,6 +120,11 @@ absl::StatusOr<Body> Parser::ParseBody(const std::vector<std::string>& ends,
 }
 
 absl::StatusOr<NodePtr> Parser::ParseStatement(const std::string& keyword) {
+  if (++depth_ > kMaxNesting) return Error("statements nest too deep");
+  struct Leave {
+    int* depth;
+    ~Leave() { --*depth; }
+  } leave{&depth_};
   if (keyword == "if") return ParseIf();
   if (keyword == "for") return ParseFor();
   if (keyword == "set") return ParseSet();

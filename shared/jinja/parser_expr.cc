@@ -1,4 +1,5 @@
 // Expressions, one function per precedence level as in Jinja's parser.
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/jinja/parser_internal.h"
@@ -159,6 +160,12 @@ absl::StatusOr<ExprPtr> Parser::ParsePow() {
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseUnary(bool with_filter) {
+  // Nesting is bounded so that a hostile template cannot exhaust the stack.
+  if (++depth_ > kMaxNesting) return Error("expressions nest too deep");
+  struct Leave {
+    int* depth;
+    ~Leave() { --*depth; }
+  } leave{&depth_};
   ExprPtr node;
   if (IsOp("-") || IsOp("+")) {
     node = MakeExpr(Expr::Kind::kUnary);
@@ -198,7 +205,8 @@ absl::StatusOr<ExprPtr> Parser::ParsePrimary() {
     }
     case Kind::kInt: {
       int64_t v = 0;
-      for (char c : Next().text) v = v * 10 + (c - '0');
+      if (!absl::SimpleAtoi(t.text, &v)) return Error("integer literal too large");
+      Next();
       node->literal = Value::Int(v);
       return node;
     }
@@ -252,7 +260,8 @@ absl::StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
         ExprPtr item = MakeExpr(Expr::Kind::kItem);
         ExprPtr index = MakeExpr(Expr::Kind::kLiteral);
         int64_t v = 0;
-        for (char c : Next().text) v = v * 10 + (c - '0');
+        if (!absl::SimpleAtoi(t.text, &v)) return Error("index too large");
+        Next();
         index->literal = Value::Int(v);
         item->children.push_back(std::move(node));
         item->children.push_back(std::move(index));

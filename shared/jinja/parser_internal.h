@@ -66,8 +66,10 @@ class Parser {
   absl::Status Error(absl::string_view what) const;
   ExprPtr MakeExpr(Expr::Kind kind) const;
 
+  static constexpr int kMaxNesting = 100;
   const std::vector<Token>& tokens_;
   size_t pos_ = 0;
+  int depth_ = 0;  // expressions and statements open now
 };
 
 }  // namespace flotilla::jinja::internal

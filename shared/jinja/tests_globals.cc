@@ -115,11 +115,12 @@ Value MakeGlobals(absl::Time now, absl::TimeZone zone) {
     const int64_t step = a.size() == 3 ? a[2] : 1;
     if (step == 0) return absl::InvalidArgumentError("range() step is zero");
     Value::List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (out.size() >= 1'000'000) {
         return absl::InvalidArgumentError("range() of over a million items");
       }
       out.push_back(Value::Int(i));
+      if (__builtin_add_overflow(i, step, &i)) break;
     }
     return Value::MakeList(std::move(out));
   }));
