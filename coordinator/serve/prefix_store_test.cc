@@ -18,29 +18,14 @@ std::string FreshDir(const std::string& name) {
 }
 
 TEST_F(ServeTest, PrefixCacheOnDiskSurvivesARestart) {
-  std::ifstream in(ModelDir() + "/reference.json");
-  const json ref = json::parse(in);
-  const std::vector<int32_t> prompt = ref["cases"][0]["prompt_ids"];
-  const std::vector<int32_t> gen = ref["cases"][0]["generated_ids"];
-  std::vector<int32_t> turn2 = prompt;
-  turn2.insert(turn2.end(), gen.begin(), gen.begin() + 30);
-  auto request = [](const std::vector<int32_t>& ids, int n) {
-    return json{{"prompt", ids}, {"max_tokens", n}}.dump();
-  };
-  std::string without;
-  {
-    StartServer();
-    auto [status, body] = Post("/v1/completions", request(turn2, 12));
-    ASSERT_EQ(status, 200) << body.dump();
-    without = body["choices"][0]["text"];
-    TearDown();
-  }
+  const Turns turns = ReferenceTurns();
+  const std::string without = TextWithoutCache(IdsRequest(turns.second, 12));
   const std::string dir = FreshDir("prefix_store_restart");
   auto store = PrefixStore::Open(dir, "model-a", 64 << 20);
   ASSERT_TRUE(store.ok()) << store.status();
   prefix_store_ = *std::move(store);
   StartServer();
-  auto [s1, b1] = Post("/v1/completions", request(prompt, 20));
+  auto [s1, b1] = Post("/v1/completions", IdsRequest(turns.first, 20));
   ASSERT_EQ(s1, 200) << b1.dump();
   TearDown();  // the restart: nothing survives but the folder
   EXPECT_EQ(prefix_store_->files(), 1u);
@@ -50,7 +35,7 @@ TEST_F(ServeTest, PrefixCacheOnDiskSurvivesARestart) {
   prefix_store_ = *std::move(store);
   EXPECT_EQ(prefix_store_->files(), 1u);
   StartServer();
-  auto [s2, b2] = Post("/v1/completions", request(turn2, 12));
+  auto [s2, b2] = Post("/v1/completions", IdsRequest(turns.second, 12));
   ASSERT_EQ(s2, 200) << b2.dump();
   EXPECT_EQ(b2["choices"][0]["text"], without);
   // The file holds the first prompt and the 19 replies it ran: only the

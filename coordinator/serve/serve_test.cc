@@ -341,28 +341,13 @@ TEST_F(ServeTest, ARefusedPostLeavesTheConnectionUsable) {
 }
 
 TEST_F(ServeTest, PrefixReuseSkipsTheKnownTurn) {
-  std::ifstream in(ModelDir() + "/reference.json");
-  const json ref = json::parse(in);
-  const std::vector<int32_t> prompt = ref["cases"][0]["prompt_ids"];
-  const std::vector<int32_t> gen = ref["cases"][0]["generated_ids"];
-  std::vector<int32_t> turn2 = prompt;
-  turn2.insert(turn2.end(), gen.begin(), gen.begin() + 30);
-  auto request = [](const std::vector<int32_t>& ids, int n) {
-    return json{{"prompt", ids}, {"max_tokens", n}}.dump();
-  };
-  std::string without;
-  {
-    StartServer();
-    auto [status, body] = Post("/v1/completions", request(turn2, 12));
-    ASSERT_EQ(status, 200) << body.dump();
-    without = body["choices"][0]["text"];
-    TearDown();
-  }
+  const Turns turns = ReferenceTurns();
+  const std::string without = TextWithoutCache(IdsRequest(turns.second, 12));
   StartServer("", 64, 8, /*prefix_cache_bytes=*/64 << 20);
-  auto [s1, b1] = Post("/v1/completions", request(prompt, 20));
+  auto [s1, b1] = Post("/v1/completions", IdsRequest(turns.first, 20));
   ASSERT_EQ(s1, 200) << b1.dump();
   EXPECT_EQ(queue_->prefix_hits(), 0u);
-  auto [s2, b2] = Post("/v1/completions", request(turn2, 12));
+  auto [s2, b2] = Post("/v1/completions", IdsRequest(turns.second, 12));
   ASSERT_EQ(s2, 200) << b2.dump();
   EXPECT_EQ(b2["choices"][0]["text"], without);
   EXPECT_EQ(b2["usage"]["prompt_tokens"], 35);

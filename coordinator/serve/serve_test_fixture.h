@@ -99,6 +99,34 @@ class ServeTest : public ::testing::Test {
     if (!r) return {-1, json()};
     return {r->status, json::parse(r->body, nullptr, false)};
   }
+  // The reference prompt, and a second turn: it, then 30 of its reference
+  // tokens (the first reply as a client sends it back).
+  struct Turns {
+    std::vector<int32_t> first, second;
+  };
+  static Turns ReferenceTurns() {
+    std::ifstream in(ModelDir() + "/reference.json");
+    const json ref = json::parse(in);
+    Turns t;
+    t.first = ref["cases"][0]["prompt_ids"].get<std::vector<int32_t>>();
+    const std::vector<int32_t> gen = ref["cases"][0]["generated_ids"];
+    t.second = t.first;
+    t.second.insert(t.second.end(), gen.begin(), gen.begin() + 30);
+    return t;
+  }
+  static std::string IdsRequest(const std::vector<int32_t>& ids, int n) {
+    return json{{"prompt", ids}, {"max_tokens", n}}.dump();
+  }
+  // The text `body` (a completion) gets from a server without a prefix
+  // cache, started and stopped for it.
+  std::string TextWithoutCache(const std::string& body) {
+    StartServer();
+    auto [status, reply] = Post("/v1/completions", body);
+    EXPECT_EQ(status, 200) << reply.dump();
+    TearDown();
+    return reply["choices"][0]["text"];
+  }
+
   // The reference continuation of "Once upon a time", as text.
   std::string ReferenceText(int tokens) {
     std::ifstream in(ModelDir() + "/reference.json");

@@ -59,22 +59,27 @@ absl::StatusOr<ExprPtr> Parser::ParseExpression(bool with_condexpr) {
   return node;
 }
 
-absl::StatusOr<ExprPtr> Parser::ParseOr() {
-  FLOTILLA_ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
-  while (AcceptName("or")) {
-    FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
-    left = Binary("or", std::move(left), std::move(right));
+absl::StatusOr<ExprPtr> Parser::ParseLeftAssociative(
+    std::initializer_list<absl::string_view> ops, Level next) {
+  FLOTILLA_ASSIGN_OR_RETURN(ExprPtr left, (this->*next)());
+  while (true) {
+    absl::string_view op;
+    for (absl::string_view o : ops) {
+      if (IsOp(o) || IsName(o)) op = o;  // "or"/"and" are names, the rest ops
+    }
+    if (op.empty()) return left;
+    Next();
+    FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, (this->*next)());
+    left = Binary(std::string(op), std::move(left), std::move(right));
   }
-  return left;
+}
+
+absl::StatusOr<ExprPtr> Parser::ParseOr() {
+  return ParseLeftAssociative({"or"}, &Parser::ParseAnd);
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseAnd() {
-  FLOTILLA_ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
-  while (AcceptName("and")) {
-    FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
-    left = Binary("and", std::move(left), std::move(right));
-  }
-  return left;
+  return ParseLeftAssociative({"and"}, &Parser::ParseNot);
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseNot() {
@@ -122,42 +127,22 @@ absl::StatusOr<ExprPtr> Parser::ParseCompare() {
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseMath1() {
-  FLOTILLA_ASSIGN_OR_RETURN(ExprPtr left, ParseConcat());
-  while (IsOp("+") || IsOp("-")) {
-    const std::string op = Next().text;
-    FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, ParseConcat());
-    left = Binary(op, std::move(left), std::move(right));
-  }
-  return left;
+  return ParseLeftAssociative({"+", "-"}, &Parser::ParseConcat);
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseConcat() {
-  FLOTILLA_ASSIGN_OR_RETURN(ExprPtr left, ParseMath2());
-  while (AcceptOp("~")) {
-    FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, ParseMath2());
-    left = Binary("~", std::move(left), std::move(right));
-  }
-  return left;
+  return ParseLeftAssociative({"~"}, &Parser::ParseMath2);
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseMath2() {
-  FLOTILLA_ASSIGN_OR_RETURN(ExprPtr left, ParsePow());
-  while (IsOp("*") || IsOp("/") || IsOp("//") || IsOp("%")) {
-    const std::string op = Next().text;
-    FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, ParsePow());
-    left = Binary(op, std::move(left), std::move(right));
-  }
-  return left;
+  return ParseLeftAssociative({"*", "/", "//", "%"}, &Parser::ParsePow);
 }
 
 absl::StatusOr<ExprPtr> Parser::ParsePow() {
-  FLOTILLA_ASSIGN_OR_RETURN(ExprPtr left, ParseUnary(true));
-  while (AcceptOp("**")) {
-    FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, ParseUnary(true));
-    left = Binary("**", std::move(left), std::move(right));
-  }
-  return left;
+  return ParseLeftAssociative({"**"}, &Parser::ParseFiltered);
 }
+
+absl::StatusOr<ExprPtr> Parser::ParseFiltered() { return ParseUnary(true); }
 
 absl::StatusOr<ExprPtr> Parser::ParseUnary(bool with_filter) {
   // Nesting is bounded so that a hostile template cannot exhaust the stack.

@@ -3,6 +3,7 @@
 #ifndef FLOTILLA_SHARED_JINJA_PARSER_INTERNAL_H_
 #define FLOTILLA_SHARED_JINJA_PARSER_INTERNAL_H_
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class Parser {
   absl::StatusOr<NodePtr> ParseFilterBlock();
   absl::StatusOr<std::vector<std::string>> ParseTargets();
 
+  using Level = absl::StatusOr<ExprPtr> (Parser::*)();
+  // A level of left-associative binary operators over the `next` level.
+  absl::StatusOr<ExprPtr> ParseLeftAssociative(
+      std::initializer_list<absl::string_view> ops, Level next);
   absl::StatusOr<ExprPtr> ParseOr();
   absl::StatusOr<ExprPtr> ParseAnd();
   absl::StatusOr<ExprPtr> ParseNot();
@@ -45,6 +50,7 @@ class Parser {
   absl::StatusOr<ExprPtr> ParseMath2();
   absl::StatusOr<ExprPtr> ParsePow();
   absl::StatusOr<ExprPtr> ParseUnary(bool with_filter);
+  absl::StatusOr<ExprPtr> ParseFiltered();  // ParseUnary(true)
   absl::StatusOr<ExprPtr> ParsePrimary();
   absl::StatusOr<ExprPtr> ParsePostfix(ExprPtr node);
   absl::StatusOr<ExprPtr> ParseFilterExpr(ExprPtr node);

@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Anthropic from "@anthropic-ai/sdk";
-import { check, startServer } from "./server.mjs";
+import { check, runAgainstServer, thrown } from "./server.mjs";
 
 const [binary, modelDir] = process.argv.slice(2);
 if (!binary || !modelDir) {
@@ -17,9 +17,7 @@ if (!binary || !modelDir) {
 }
 const keyFile = join(mkdtempSync(join(tmpdir(), "flotilla-anthropic-")), "key");
 writeFileSync(keyFile, "test-key-456\n");
-const server = await startServer(binary, ["--model", modelDir, "--api-key-file", keyFile]);
-let failed = false;
-try {
+await runAgainstServer(binary, ["--model", modelDir, "--api-key-file", keyFile], async (server) => {
   const client = new Anthropic({ baseURL: server.url, apiKey: "test-key-456" });
   const model = "stories260k-moe";
   const hello = [{ role: "user", content: "Once upon a time" }];
@@ -92,42 +90,16 @@ try {
   check(counted.input_tokens === message.usage.input_tokens,
         `count_tokens ${counted.input_tokens} equals the message's input_tokens`);
 
-  let error = null;
-  try {
-    await client.messages.create({ model, max_tokens: 0, messages: hello });
-  } catch (e) {
-    error = e;
-  }
+  let error = await thrown(() => client.messages.create({ model, max_tokens: 0, messages: hello }));
   check(error instanceof Anthropic.BadRequestError && /max_tokens/.test(error.message),
         "max_tokens 0 is a BadRequestError naming it: " + error?.message);
-  error = null;
-  try {
-    const wrong = new Anthropic({ baseURL: server.url, apiKey: "wrong", maxRetries: 0 });
-    await wrong.messages.create({ model, max_tokens: 4, messages: hello });
-  } catch (e) {
-    error = e;
-  }
+  const wrong = new Anthropic({ baseURL: server.url, apiKey: "wrong", maxRetries: 0 });
+  error = await thrown(() => wrong.messages.create({ model, max_tokens: 4, messages: hello }));
   check(error instanceof Anthropic.AuthenticationError, "a wrong key is an AuthenticationError");
-  error = null;
-  try {
-    await client.messages.create({
-      model, max_tokens: 4,
-      messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } }] }],
-    });
-  } catch (e) {
-    error = e;
-  }
+  error = await thrown(() => client.messages.create({
+    model, max_tokens: 4,
+    messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "AA==" } }] }],
+  }));
   check(error instanceof Anthropic.BadRequestError && /image/.test(error.message),
         "an image block is refused naming it: " + error?.message);
-} catch (e) {
-  failed = true;
-  console.error("FAILED: " + (e.stack || e));
-  console.error("server output:\n" + server.output());
-} finally {
-  const code = await server.stop();
-  if (code !== 0) {
-    failed = true;
-    console.error(`the server exited ${code} on SIGTERM`);
-  }
-}
-process.exit(failed ? 1 : 0);
+});

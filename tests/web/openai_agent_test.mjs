@@ -7,7 +7,7 @@
 //
 //   node tests/web/openai_agent_test.mjs BUILD/bin/flotilla-coordinator MODEL_DIR
 import OpenAI from "openai";
-import { check, startServer } from "./server.mjs";
+import { check, runAgainstServer, thrown } from "./server.mjs";
 
 const [binary, modelDir] = process.argv.slice(2);
 if (!binary || !modelDir) {
@@ -46,9 +46,7 @@ const validPerson = (p) =>
   p.pets.length <= 2 && p.pets.every((x) => typeof x === "string") &&
   Object.keys(p).length === 3;
 
-const server = await startServer(binary, ["--model", modelDir]);
-let failed = false;
-try {
+await runAgainstServer(binary, ["--model", modelDir], async (server) => {
   const client = new OpenAI({ baseURL: server.url + "/v1", apiKey: "none" });
   const model = "stories260k-moe";
   const question = { role: "user", content: "Weather in Oslo?" };
@@ -108,26 +106,10 @@ try {
     check(validPerson(JSON.parse(content)), `seed ${seed}: json_schema reply ${content}`);
   }
 
-  let error = null;
-  try {
-    await client.chat.completions.create({
-      model, messages: [question], max_tokens: 40,
-      response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "integer", minimum: 3 } } },
-    });
-  } catch (e) {
-    error = e;
-  }
+  const error = await thrown(() => client.chat.completions.create({
+    model, messages: [question], max_tokens: 40,
+    response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "integer", minimum: 3 } } },
+  }));
   check(error instanceof OpenAI.BadRequestError && /minimum/.test(error.message),
         "a schema keyword it cannot enforce is a 400 naming it: " + error?.message);
-} catch (e) {
-  failed = true;
-  console.error("FAILED: " + (e.stack || e));
-  console.error("server output:\n" + server.output());
-} finally {
-  const code = await server.stop();
-  if (code !== 0) {
-    failed = true;
-    console.error(`the server exited ${code} on SIGTERM`);
-  }
-}
-process.exit(failed ? 1 : 0);
+});

@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { check, startServer } from "./server.mjs";
+import { check, runAgainstServer, thrown } from "./server.mjs";
 
 const [binary, modelDir] = process.argv.slice(2);
 // What a call threw, for the check's line (which error, which status).
@@ -20,9 +20,7 @@ if (!binary || !modelDir) {
 }
 const keyFile = join(mkdtempSync(join(tmpdir(), "flotilla-openai-")), "key");
 writeFileSync(keyFile, "test-key-123\n");
-const server = await startServer(binary, ["--model", modelDir, "--api-key-file", keyFile]);
-let failed = false;
-try {
+await runAgainstServer(binary, ["--model", modelDir, "--api-key-file", keyFile], async (server) => {
   const client = new OpenAI({ baseURL: server.url + "/v1", apiKey: "test-key-123" });
 
   const models = await client.models.list();
@@ -69,45 +67,19 @@ try {
   check(finish === "length" && usage && usage.completion_tokens === 24,
         "stream ends with finish_reason and usage");
 
-  let error = null;
-  try {
-    await client.chat.completions.create({
-      model, messages: [{ role: "user", content: "hi" }], max_tokens: -5,
-    });
-  } catch (e) {
-    error = e;
-  }
+  let error = await thrown(() => client.chat.completions.create({
+    model, messages: [{ role: "user", content: "hi" }], max_tokens: -5,
+  }));
   check(error instanceof OpenAI.BadRequestError && error.status === 400,
         "max_tokens -5 is a BadRequestError (400)" + got(error));
   check(/max_tokens/.test(error.message), "its message names max_tokens: " + error.message);
 
-  error = null;
-  try {
-    const wrong = new OpenAI({ baseURL: server.url + "/v1", apiKey: "wrong", maxRetries: 0 });
-    await wrong.completions.create({ model, prompt: "x", max_tokens: 1 });
-  } catch (e) {
-    error = e;
-  }
+  const wrong = new OpenAI({ baseURL: server.url + "/v1", apiKey: "wrong", maxRetries: 0 });
+  error = await thrown(() => wrong.completions.create({ model, prompt: "x", max_tokens: 1 }));
   check(error instanceof OpenAI.AuthenticationError && error.status === 401,
         "a wrong API key is an AuthenticationError (401)" + got(error));
 
-  error = null;
-  try {
-    await client.completions.create({ model: "gpt-4", prompt: "x", max_tokens: 1 });
-  } catch (e) {
-    error = e;
-  }
+  error = await thrown(() => client.completions.create({ model: "gpt-4", prompt: "x", max_tokens: 1 }));
   check(error instanceof OpenAI.NotFoundError && error.status === 404,
         "an unknown model is a NotFoundError (404)" + got(error));
-} catch (e) {
-  failed = true;
-  console.error("FAILED: " + (e.stack || e));
-  console.error("server output:\n" + server.output());
-} finally {
-  const code = await server.stop();
-  if (code !== 0) {
-    failed = true;
-    console.error(`the server exited ${code} on SIGTERM`);
-  }
-}
-process.exit(failed ? 1 : 0);
+});

@@ -47,3 +47,35 @@ export function check(condition, what) {
   if (!condition) throw new Error("check failed: " + what);
   console.log("ok - " + what);
 }
+
+// Runs `body(server)` against a server started with `args`, then stops it
+// and exits: 1 when the body threw (with the server's output) or the server
+// did not exit 0 on SIGTERM, else 0.
+export async function runAgainstServer(binary, args, body) {
+  const server = await startServer(binary, args);
+  let failed = false;
+  try {
+    await body(server);
+  } catch (e) {
+    failed = true;
+    console.error("FAILED: " + (e.stack || e));
+    console.error("server output:\n" + server.output());
+  } finally {
+    const code = await server.stop();
+    if (code !== 0) {
+      failed = true;
+      console.error(`the server exited ${code} on SIGTERM`);
+    }
+  }
+  process.exit(failed ? 1 : 0);
+}
+
+// What `call()` threw, or null when it did not throw.
+export async function thrown(call) {
+  try {
+    await call();
+  } catch (e) {
+    return e;
+  }
+  return null;
+}
