@@ -148,7 +148,7 @@ absl::StatusOr<std::string> ChatFormat::Render(
   for (const ChatMessage& m : request.messages) messages.push_back(m.view);
   Json context = {{"messages", std::move(messages)},
                   {"tools", request.tools},
-                  {"documents", nullptr},
+                  {"documents", request.documents},
                   {"add_generation_prompt", true},
                   {"bos_token", bos_token_},
                   {"eos_token", eos_token_}};

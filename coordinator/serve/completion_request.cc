@@ -237,6 +237,14 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
       FLOTILLA_RETURN_IF_ERROR(internal::ParseTools(v, &r));
     } else if (key == "tool_choice" && chat) {
       FLOTILLA_RETURN_IF_ERROR(internal::ParseToolChoice(v, &r));
+    } else if (key == "documents" && chat) {
+      if (!v.is_array() || v.size() > 256) {
+        return Bad("documents must be an array of at most 256 objects");
+      }
+      for (const json& d : v) {
+        if (!d.is_object()) return Bad("documents must hold objects");
+      }
+      r.documents = v;
     } else if (key == "chat_template_kwargs" && chat) {
       FLOTILLA_RETURN_IF_ERROR(internal::ParseTemplateKwargs(v, &r));
     } else if (key == "top_logprobs" || key == "echo" || key == "best_of" ||
@@ -248,7 +256,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
                key == "service_tier" || key == "parallel_tool_calls") {
       // Bookkeeping that changes nothing the model generates.
     } else if (!chat && (key == "tools" || key == "tool_choice" ||
-                         key == "chat_template_kwargs")) {
+                         key == "chat_template_kwargs" || key == "documents")) {
       return Bad(absl::StrCat(key, " belongs to /v1/chat/completions"));
     } else if (chat ? key == "prompt" : key == "messages") {
       return Bad(

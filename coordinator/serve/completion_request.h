@@ -61,6 +61,9 @@ struct CompletionRequest {
   std::string tool_choice_name;  // kNamed
   ResponseFormat response_format = ResponseFormat::kText;
   nlohmann::ordered_json response_schema;  // kJsonSchema
+  // Retrieved documents for templates that cite them (vLLM's `documents`:
+  // a list of objects; null when none).
+  nlohmann::ordered_json documents;
   // vLLM's chat_template_kwargs: extra variables for the chat template
   // (enable_thinking, reasoning_effort, ...).
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();

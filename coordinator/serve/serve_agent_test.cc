@@ -2,10 +2,13 @@
 // and json_schema replies by constrained decoding (they parse and validate
 // whatever the seed), tool results fed back, and constrained requests
 // batched with others giving what they give alone.
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <string>
 #include <vector>
 
+#include "coordinator/serve/chat_format.h"
 #include "coordinator/serve/serve_test_fixture.h"
 
 namespace flotilla::coordinator::serve {
@@ -176,6 +179,31 @@ TEST_F(ServeTest, ToolResultsAreFedBackThroughTheTemplate) {
                                  R"(], "max_tokens": 8})");
   ASSERT_EQ(status, 200) << body;
   EXPECT_TRUE(body["choices"][0]["message"]["content"].is_string());
+}
+
+TEST_F(ServeTest, TheTemplateSeesToolsDocumentsAndKwargs) {
+  // A model folder whose template prints what it was given.
+  const std::string dir = ::testing::TempDir() + "/template_inputs_model";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    std::filesystem::copy_file(ModelDir() + "/" + f, dir + "/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  std::ofstream(dir + "/chat_template.jinja")
+      << "{% for d in documents %}[{{ d.title }}]{% endfor %}"
+         "{{ tools | map(attribute='function.name') | join(',') }}|"
+         "{{ flavour }}|{{ messages[-1].content }}";
+  auto format = ChatFormat::Load(dir, ChatTemplate::kPlain, "");
+  ASSERT_TRUE(format.ok()) << format.status();
+  EXPECT_EQ(format->description(), "jinja (chat_template.jinja)");
+  auto request = ParseCompletionRequest(
+      std::string(R"({"messages": [{"role": "user", "content": "Hi"}],
+          "documents": [{"title": "a"}, {"title": "b"}],
+          "chat_template_kwargs": {"flavour": "mint"}, "tools": )") +
+          kTools + "}",
+      true, RequestLimits());
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(*format->Render(*request), "[a][b]weather,add|mint|Hi");
 }
 
 // 16 requests at once, greedy, some constrained, some with tools: each
