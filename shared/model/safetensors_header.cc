@@ -25,6 +25,8 @@ bool ParseDType(const std::string& name, DType* out) {
     *out = DType::kF16;
   } else if (name == "U8") {
     *out = DType::kU8;
+  } else if (name == "F8_E4M3") {
+    *out = DType::kF8E4M3;
   } else {
     return false;
   }

@@ -26,6 +26,8 @@ const char* DTypeName(DType dtype) {
       return "F16";
     case DType::kU8:
       return "U8";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -38,6 +40,7 @@ size_t DTypeSize(DType dtype) {
     case DType::kF16:
       return 2;
     case DType::kU8:
+    case DType::kF8E4M3:
       return 1;
   }
   return 0;
@@ -64,10 +67,10 @@ absl::StatusOr<std::vector<float>> TensorSource::ReadF32(
                      " elements (shape [", absl::StrJoin(info->shape, ","),
                      "]), expected ", expected_numel));
   }
-  if (info->dtype == DType::kU8) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", name, "' in ", info->file,
-                     " has dtype U8, which cannot be read as float32"));
+  if (info->dtype == DType::kU8 || info->dtype == DType::kF8E4M3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", name, "' in ", info->file, " has dtype ",
+        DTypeName(info->dtype), ", which cannot be read as float32 alone"));
   }
   const uint64_t want = static_cast<uint64_t>(numel) * DTypeSize(info->dtype);
   if (info->nbytes != want) {

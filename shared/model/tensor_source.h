@@ -15,7 +15,9 @@
 
 namespace flotilla::model {
 
-enum class DType { kF32, kBF16, kF16, kU8 };
+// kF8E4M3: FP8 e4m3 bytes ("F8_E4M3"), dequantised with their block scales
+// (shared/kernels/fp8.h), never read as float32 alone.
+enum class DType { kF32, kBF16, kF16, kU8, kF8E4M3 };
 
 const char* DTypeName(DType dtype);
 size_t DTypeSize(DType dtype);

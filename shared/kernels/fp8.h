@@ -1,0 +1,44 @@
+// FP8 e4m3 ("float8_e4m3fn") weights with 128x128 block scales, as the
+// DeepSeek-V3 / Kimi K2 releases store them: W[i][j] =
+// float32(e4m3(q[i][j]) * scale_inv[i / 128][j / 128]), one IEEE float
+// multiply, edge blocks partial (the index still divides by 128). This is
+// Hugging Face's Fp8Dequantize and DeepSeek's weight_dequant.
+//
+// e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; (1 + m/8) *
+// 2^(e-7) for e >= 1, (m/8) * 2^-6 for e == 0; no infinities; S.1111.111
+// (0x7F, 0xFF) is NaN, which the releases never hold and this code refuses.
+#ifndef FLOTILLA_SHARED_KERNELS_FP8_H_
+#define FLOTILLA_SHARED_KERNELS_FP8_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace flotilla::kernels {
+
+inline constexpr size_t kFp8Block = 128;
+
+// The value of an e4m3 byte (NaN for 0x7F and 0xFF).
+float E4m3ToF32(uint8_t code);
+
+// A row-major FP8 matrix [rows][cols] and its float32 block scales
+// [ceil(rows/128)][ceil(cols/128)].
+struct Fp8BlockMatrix {
+  const uint8_t* codes = nullptr;
+  const float* scale_inv = nullptr;
+  size_t rows = 0;
+  size_t cols = 0;
+  size_t scale_rows() const { return (rows + kFp8Block - 1) / kFp8Block; }
+  size_t scale_cols() const { return (cols + kFp8Block - 1) / kFp8Block; }
+};
+
+// Dequantises rows [row_begin, row_end) into out[(r - row_begin) * cols +
+// c]. InvalidArgument naming the row and column of a NaN code, or of a
+// scale that is not finite and positive.
+absl::Status DequantizeFp8Rows(const Fp8BlockMatrix& w, size_t row_begin,
+                               size_t row_end, float* out);
+
+}  // namespace flotilla::kernels
+
+#endif  // FLOTILLA_SHARED_KERNELS_FP8_H_
