@@ -28,6 +28,11 @@ struct ToolCall {
 };
 
 struct ChatMessage {
+  ChatMessage() = default;
+  // A plain text turn (the built-in templates' tests and callers).
+  ChatMessage(std::string r, std::string c)
+      : role(std::move(r)), content(std::move(c)) {}
+
   std::string role;     // system, developer, user, assistant, tool
   std::string content;  // the text (parts joined)
   std::vector<ToolCall> tool_calls;  // assistant
