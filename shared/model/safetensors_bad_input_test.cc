@@ -162,9 +162,9 @@ TEST_F(BadInputTest, ByteCountMustMatchDtypeAndShape) {
 
 TEST_F(BadInputTest, UnknownDtypeNamesTensorAndDtype) {
   const std::string path = WriteShard(
-      "d.safetensors", Header({Entry("w.q", "F8_E4M3", "[4]", "[0,4]")}),
+      "d.safetensors", Header({Entry("w.q", "F8_E5M2", "[4]", "[0,4]")}),
       std::string(4, 0));
-  ExpectFileError(path, {path, "w.q", "F8_E4M3"});
+  ExpectFileError(path, {path, "w.q", "F8_E5M2"});
 }
 
 TEST_F(BadInputTest, GarbageHeaderJson) {
