@@ -47,10 +47,7 @@ TEST_F(ServeTest, PrefixCacheOnDiskSurvivesARestart) {
 class PrefixStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    EngineOptions eo;
-    eo.model_dir = ModelDir();
-    eo.mem = "1G";
-    auto engine = OpenEngine(eo);
+    auto engine = OpenStories();
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
     state_ = engine_->model->StartSequence();

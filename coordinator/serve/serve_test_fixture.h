@@ -52,14 +52,19 @@ inline int32_t TokenIdOf(const std::string& token) {
 
 inline std::string ModelDir() { return testutil::ModelPath("stories260k-moe"); }
 
+// The stories model opened in memory (1G budget).
+inline absl::StatusOr<std::unique_ptr<Engine>> OpenStories() {
+  EngineOptions eo;
+  eo.model_dir = ModelDir();
+  eo.mem = "1G";
+  return OpenEngine(eo);
+}
+
 class ServeTest : public ::testing::Test {
  protected:
   void StartServer(const std::string& api_key = "", size_t max_queue = 64,
                    size_t max_batch = 8, uint64_t prefix_cache_bytes = 0) {
-    EngineOptions eo;
-    eo.model_dir = ModelDir();
-    eo.mem = "1G";
-    auto engine = OpenEngine(eo);
+    auto engine = OpenStories();
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
     auto tok = tokenizer::Tokenizer::LoadDir(ModelDir());

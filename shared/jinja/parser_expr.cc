@@ -262,10 +262,7 @@ absl::StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
       FLOTILLA_ASSIGN_OR_RETURN(node, ParseSubscript(std::move(node)));
     } else if (IsOp("(")) {
       Next();
-      ExprPtr call = MakeExpr(Expr::Kind::kCall);
-      call->children.push_back(std::move(node));
-      FLOTILLA_RETURN_IF_ERROR(ParseCallArgs(call.get()));
-      node = std::move(call);
+      FLOTILLA_ASSIGN_OR_RETURN(node, ParseCall(std::move(node)));
     } else {
       return node;
     }
@@ -293,6 +290,22 @@ absl::StatusOr<ExprPtr> Parser::ParseSubscript(ExprPtr node) {
     out->children.push_back(std::move(parts[2]));
   }
   return out;
+}
+
+absl::StatusOr<ExprPtr> Parser::ParseCall(ExprPtr callee) {
+  ExprPtr call = MakeExpr(Expr::Kind::kCall);
+  call->children.push_back(std::move(callee));
+  FLOTILLA_RETURN_IF_ERROR(ParseCallArgs(call.get()));
+  return call;
+}
+
+absl::StatusOr<std::string> Parser::ParseDottedName() {
+  FLOTILLA_ASSIGN_OR_RETURN(std::string name, ExpectName());
+  while (AcceptOp(".")) {
+    FLOTILLA_ASSIGN_OR_RETURN(std::string part, ExpectName());
+    absl::StrAppend(&name, ".", part);
+  }
+  return name;
 }
 
 absl::Status Parser::ParseCallArgs(Expr* call) {
@@ -328,10 +341,7 @@ absl::StatusOr<ExprPtr> Parser::ParseFilterExpr(ExprPtr node) {
       FLOTILLA_ASSIGN_OR_RETURN(node, ParseTest(std::move(node)));
     } else if (IsOp("(")) {
       Next();
-      ExprPtr call = MakeExpr(Expr::Kind::kCall);
-      call->children.push_back(std::move(node));
-      FLOTILLA_RETURN_IF_ERROR(ParseCallArgs(call.get()));
-      node = std::move(call);
+      FLOTILLA_ASSIGN_OR_RETURN(node, ParseCall(std::move(node)));
     } else {
       return node;
     }
@@ -340,11 +350,7 @@ absl::StatusOr<ExprPtr> Parser::ParseFilterExpr(ExprPtr node) {
 
 absl::StatusOr<ExprPtr> Parser::ParseFilter(ExprPtr input) {
   ExprPtr filter = MakeExpr(Expr::Kind::kFilter);
-  FLOTILLA_ASSIGN_OR_RETURN(filter->name, ExpectName());
-  while (AcceptOp(".")) {
-    FLOTILLA_ASSIGN_OR_RETURN(std::string part, ExpectName());
-    absl::StrAppend(&filter->name, ".", part);
-  }
+  FLOTILLA_ASSIGN_OR_RETURN(filter->name, ParseDottedName());
   filter->children.push_back(std::move(input));
   if (AcceptOp("(")) FLOTILLA_RETURN_IF_ERROR(ParseCallArgs(filter.get()));
   return filter;
@@ -353,11 +359,7 @@ absl::StatusOr<ExprPtr> Parser::ParseFilter(ExprPtr input) {
 absl::StatusOr<ExprPtr> Parser::ParseTest(ExprPtr subject) {
   ExprPtr test = MakeExpr(Expr::Kind::kTest);
   test->negated = AcceptName("not");
-  FLOTILLA_ASSIGN_OR_RETURN(test->name, ExpectName());
-  while (AcceptOp(".")) {
-    FLOTILLA_ASSIGN_OR_RETURN(std::string part, ExpectName());
-    absl::StrAppend(&test->name, ".", part);
-  }
+  FLOTILLA_ASSIGN_OR_RETURN(test->name, ParseDottedName());
   test->children.push_back(std::move(subject));
   const Token& t = Peek();
   if (AcceptOp("(")) {

@@ -55,6 +55,10 @@ class Parser {
   absl::StatusOr<ExprPtr> ParsePostfix(ExprPtr node);
   absl::StatusOr<ExprPtr> ParseFilterExpr(ExprPtr node);
   absl::StatusOr<ExprPtr> ParseSubscript(ExprPtr node);
+  // A call of `callee`, after its '(' (arguments and the ')').
+  absl::StatusOr<ExprPtr> ParseCall(ExprPtr callee);
+  // name(.name)* (filters and tests may be dotted).
+  absl::StatusOr<std::string> ParseDottedName();
   // Call arguments after '(' up to and including ')'.
   absl::Status ParseCallArgs(Expr* call);
   absl::StatusOr<ExprPtr> ParseFilter(ExprPtr input);
