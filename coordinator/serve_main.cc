@@ -213,8 +213,14 @@ int RunServe(const EngineOptions& eo) {
     auto format = serve::ChatFormat::Load(eo.model_dir, *family_default,
                                           absl::GetFlag(FLAGS_chat_template));
     if (!format.ok()) {
-      return Fail(absl::GetFlag(FLAGS_chat_template).empty() ? 1 : 2,
-                  absl::StrCat("--chat-template: ", format.status().message()));
+      if (!absl::GetFlag(FLAGS_chat_template).empty()) {
+        return Fail(2, absl::StrCat("--chat-template: ",
+                                    format.status().message()));
+      }
+      return Fail(1, absl::StrCat(
+                         format.status().message(),
+                         " (--chat-template kimi|chatml|llama2|plain or a "
+                         "Jinja file serves it with another template)"));
     }
     if (tool_syntax.has_value()) format->set_tool_syntax(*tool_syntax);
     so.chat_format = std::make_shared<const serve::ChatFormat>(*std::move(format));

@@ -215,7 +215,14 @@ void PrefixStore::Put(const std::vector<int32_t>& ids,
   state_codec::PutU64(&bytes, ids.size());
   bytes.append(reinterpret_cast<const char*>(ids.data()), ids.size() * 4);
   std::string saved;
-  if (absl::Status s = state.Save(&saved); !s.ok()) return;
+  if (absl::Status s = state.Save(&saved); !s.ok()) {
+    if (!save_refused_) {  // once: every state of this model would say it
+      std::fprintf(stderr, "prefix cache: states are not kept on disk: %s\n",
+                   std::string(s.message()).c_str());
+      save_refused_ = true;
+    }
+    return;
+  }
   state_codec::PutU64(&bytes, saved.size());
   bytes += saved;
   state_codec::PutU64(&bytes, io::Checksum64(bytes.data(), bytes.size()));

@@ -68,6 +68,7 @@ class PrefixStore {
   const uint64_t budget_;
   std::vector<Entry> entries_;
   uint64_t bytes_ = 0, clock_ = 0, hits_ = 0;
+  bool save_refused_ = false;
 };
 
 }  // namespace flotilla::coordinator::serve
