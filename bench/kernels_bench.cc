@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "shared/kernels/fp8.h"
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/thread_pool.h"
 
@@ -60,7 +61,7 @@ size_t CopiesFor(size_t bytes_per_copy) {
              : (kStreamBytes + bytes_per_copy - 1) / bytes_per_copy;
 }
 
-enum class Fill { kPackedNibbles, kScales, kBf16 };
+enum class Fill { kPackedNibbles, kScales, kBf16, kFp8 };
 
 // Weight bytes, generated (and so pre-faulted) once per size and kind and
 // shared by every benchmark instance, so page faults stay out of the timing.
@@ -73,6 +74,10 @@ const std::vector<uint8_t>& CachedWeights(size_t bytes, Fill fill) {
   if (fill == Fill::kScales) {
     // Realistic exponents (the real expert bytes use 120..122).
     for (uint8_t& b : v) b = 118 + b % 7;
+  } else if (fill == Fill::kFp8) {
+    for (uint8_t& b : v) {
+      if ((b & 0x7f) == 0x7f) b = 0x7e;  // no NaN codes
+    }
   } else if (fill == Fill::kBf16) {
     // Random sign and mantissa, exponent 120..127: finite, normal bf16.
     for (size_t i = 0; i + 1 < bytes; i += 2) {
@@ -158,6 +163,34 @@ void BM_Bf16MatVec(benchmark::State& state) {
   SetSimdLevel(SimdLevel::kAuto);
 }
 
+// FP8 e4m3 with 128x128 block scales (DeepSeek-V3 / Kimi K2), computed on
+// the bytes (scalar kernel). Args: rows, cols, threads, tokens.
+void BM_Fp8MatVec(benchmark::State& state) {
+  const size_t rows = state.range(0), cols = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const size_t n_tokens = state.range(3);
+  const size_t bytes = rows * cols;
+  const size_t copies = CopiesFor(bytes);
+  const uint8_t* codes = CachedWeights(copies * bytes, Fill::kFp8).data();
+  Fp8BlockMatrix shape{nullptr, nullptr, rows, cols};
+  const std::vector<float> scales(shape.scale_rows() * shape.scale_cols(),
+                                  1e-3f);
+  const std::vector<float> x = RandomActivations(n_tokens * cols, 5);
+  std::vector<float> y(n_tokens * rows);
+  ThreadPool pool(threads);
+  size_t copy = 0;
+  for (auto _ : state) {
+    const Fp8BlockMatrix w{codes + copy * bytes, scales.data(), rows, cols};
+    MatMulFp8(w, x.data(), n_tokens, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+    copy = (copy + 1) % copies;
+  }
+  state.counters["weight_B/s"] =
+      benchmark::Counter(static_cast<double>(bytes),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("scalar");
+}
+
 // Streaming read of a pre-faulted 1 GiB buffer, split across the threads:
 // the ceiling that a memory-bound matvec can reach on this machine.
 void BM_MemoryReadSum(benchmark::State& state) {
@@ -236,6 +269,13 @@ BENCHMARK(BM_Mxfp4MatVec)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Bf16MatVec)
     ->Apply(Bf16Args)
+    ->Apply(BestOf)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Fp8MatVec)
+    ->ArgNames({"rows", "cols", "threads", "tokens"})
+    ->Args({7168, 2048, 1, 1})
+    ->Args({7168, 2048, 2, 1})
     ->Apply(BestOf)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "shared/kernels/thread_pool.h"
 
 namespace flotilla::kernels {
 namespace {
@@ -35,14 +36,17 @@ const E4m3Table& Table() {
 
 float E4m3ToF32(uint8_t code) { return Table().value[code]; }
 
-absl::Status DequantizeFp8Rows(const Fp8BlockMatrix& w, size_t row_begin,
-                               size_t row_end, float* out) {
+namespace {
+
+// Dequantises (out non-null) or only checks rows [row_begin, row_end).
+absl::Status Rows(const Fp8BlockMatrix& w, size_t row_begin, size_t row_end,
+                  float* out) {
   const float* lut = Table().value;
   const size_t scale_cols = w.scale_cols();
   for (size_t r = row_begin; r < row_end; ++r) {
     const uint8_t* codes = w.codes + r * w.cols;
     const float* scales = w.scale_inv + (r / kFp8Block) * scale_cols;
-    float* row = out + (r - row_begin) * w.cols;
+    float* row = out == nullptr ? nullptr : out + (r - row_begin) * w.cols;
     for (size_t c = 0; c < w.cols; ++c) {
       const uint8_t code = codes[c];
       const float scale = scales[c / kFp8Block];
@@ -56,10 +60,52 @@ absl::Status DequantizeFp8Rows(const Fp8BlockMatrix& w, size_t row_begin,
             "FP8 block scale for row ", r, ", column ", c, " is ", scale,
             " (must be finite and positive)"));
       }
-      row[c] = lut[code] * scale;
+      if (row != nullptr) row[c] = lut[code] * scale;
     }
   }
   return absl::OkStatus();
+}
+
+// One row times one token in Dot16 order: lane c % 16 takes column c in
+// increasing c; then the lanes fold 8, 4, 2, 1 (kernels_scalar.cc).
+double RowDot(const uint8_t* codes, const float* scales, size_t cols,
+              const float* x) {
+  const float* lut = Table().value;
+  double lane[16] = {};
+  for (size_t c = 0; c < cols; ++c) {
+    const float weight = lut[codes[c]] * scales[c / kFp8Block];
+    lane[c % 16] += static_cast<double>(weight) * static_cast<double>(x[c]);
+  }
+  for (int i = 0; i < 8; ++i) lane[i] += lane[i + 8];
+  for (int i = 0; i < 4; ++i) lane[i] += lane[i + 4];
+  for (int i = 0; i < 2; ++i) lane[i] += lane[i + 2];
+  return lane[0] + lane[1];
+}
+
+}  // namespace
+
+absl::Status DequantizeFp8Rows(const Fp8BlockMatrix& w, size_t row_begin,
+                               size_t row_end, float* out) {
+  return Rows(w, row_begin, row_end, out);
+}
+
+absl::Status CheckFp8Matrix(const Fp8BlockMatrix& w) {
+  return Rows(w, 0, w.rows, nullptr);
+}
+
+void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
+               float* y, ThreadPool* pool) {
+  const size_t scale_cols = w.scale_cols();
+  ParallelFor(pool, w.rows, 16, [&](size_t begin, size_t end) {
+    for (size_t r = begin; r < end; ++r) {
+      const uint8_t* codes = w.codes + r * w.cols;
+      const float* scales = w.scale_inv + (r / kFp8Block) * scale_cols;
+      for (size_t t = 0; t < n_tokens; ++t) {
+        y[t * w.rows + r] =
+            static_cast<float>(RowDot(codes, scales, w.cols, x + t * w.cols));
+      }
+    }
+  });
 }
 
 }  // namespace flotilla::kernels

@@ -39,6 +39,21 @@ struct Fp8BlockMatrix {
 absl::Status DequantizeFp8Rows(const Fp8BlockMatrix& w, size_t row_begin,
                                size_t row_end, float* out);
 
+class ThreadPool;
+
+// Y[t][r] = sum_c W[r][c] * X[t][c] computed on the FP8 bytes, with W's
+// elements made as DequantizeFp8Rows makes them (one float multiply by the
+// block's scale) and summed in MatMul's Dot16 order (kernels.h), so the
+// result equals MatMul over the dequantised matrix bit for bit, without a
+// widened copy of the weights. Scalar for now; parallel over rows. The
+// matrix must have passed CheckFp8Matrix (no NaN codes, positive scales).
+void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
+               float* y, ThreadPool* pool);
+
+// What MatMulFp8 assumes, checked once when a weight is loaded: the errors
+// of DequantizeFp8Rows, without writing the values.
+absl::Status CheckFp8Matrix(const Fp8BlockMatrix& w);
+
 }  // namespace flotilla::kernels
 
 #endif  // FLOTILLA_SHARED_KERNELS_FP8_H_

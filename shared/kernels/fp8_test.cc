@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "shared/kernels/kernels.h"
+#include "shared/kernels/thread_pool.h"
 
 namespace flotilla::kernels {
 namespace {
@@ -64,6 +66,31 @@ TEST(Fp8Test, NanCodesAndBadScalesAreRefusedByPosition) {
   EXPECT_EQ(s.message(),
             "FP8 block scale for row 0, column 0 is 0 (must be finite and "
             "positive)");
+}
+
+TEST(Fp8Test, MatMulOnTheBytesEqualsMatMulOnTheDequantisedMatrix) {
+  // Partial blocks both ways, several tokens, every code but NaN.
+  const size_t rows = 150, cols = 300, tokens = 3;
+  std::vector<uint8_t> codes(rows * cols);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    uint8_t c = static_cast<uint8_t>((i * 37) % 256);
+    codes[i] = (c & 0x7f) == 0x7f ? 0x00 : c;
+  }
+  const std::vector<float> scales = {1e-3f, 2.5e-4f, 7e-4f, 3e-3f, 5e-4f, 9e-4f};
+  const Fp8BlockMatrix w{codes.data(), scales.data(), rows, cols};
+  ASSERT_TRUE(CheckFp8Matrix(w).ok());
+  std::vector<float> x(tokens * cols);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) * 3.0f;
+  std::vector<float> dense(rows * cols);
+  ASSERT_TRUE(DequantizeFp8Rows(w, 0, rows, dense.data()).ok());
+  std::vector<float> want(tokens * rows), got(tokens * rows);
+  MatMul({DenseType::kF32, dense.data(), rows, cols}, x.data(), tokens,
+         want.data(), nullptr);
+  ThreadPool pool(2);
+  MatMulFp8(w, x.data(), tokens, got.data(), &pool);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i], want[i]) << i;  // bit for bit, not approximately
+  }
 }
 
 }  // namespace
