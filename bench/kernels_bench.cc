@@ -164,11 +164,16 @@ void BM_Bf16MatVec(benchmark::State& state) {
 }
 
 // FP8 e4m3 with 128x128 block scales (DeepSeek-V3 / Kimi K2), computed on
-// the bytes (scalar kernel). Args: rows, cols, threads, tokens.
+// the bytes. Args as BM_Mxfp4MatVec.
 void BM_Fp8MatVec(benchmark::State& state) {
   const size_t rows = state.range(0), cols = state.range(1);
   const int threads = static_cast<int>(state.range(2));
-  const size_t n_tokens = state.range(3);
+  const SimdLevel level = LevelArg(state.range(3));
+  const size_t n_tokens = state.range(4);
+  if (SetSimdLevel(level) != level) {
+    state.SkipWithError("SIMD level not supported by this CPU");
+    return;
+  }
   const size_t bytes = rows * cols;
   const size_t copies = CopiesFor(bytes);
   const uint8_t* codes = CachedWeights(copies * bytes, Fill::kFp8).data();
@@ -188,7 +193,8 @@ void BM_Fp8MatVec(benchmark::State& state) {
   state.counters["weight_B/s"] =
       benchmark::Counter(static_cast<double>(bytes),
                          benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel("scalar");
+  state.SetLabel(SimdLevelName(level));
+  SetSimdLevel(SimdLevel::kAuto);
 }
 
 // Streaming read of a pre-faulted 1 GiB buffer, split across the threads:
@@ -273,9 +279,11 @@ BENCHMARK(BM_Bf16MatVec)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Fp8MatVec)
-    ->ArgNames({"rows", "cols", "threads", "tokens"})
-    ->Args({7168, 2048, 1, 1})
-    ->Args({7168, 2048, 2, 1})
+    ->ArgNames({"rows", "cols", "threads", "simd", "tokens"})
+    ->Args({7168, 2048, 1, 0, 1})
+    ->Args({7168, 2048, 1, 1, 1})
+    ->Args({7168, 2048, 1, 2, 1})
+    ->Args({7168, 2048, 2, 2, 1})
     ->Apply(BestOf)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

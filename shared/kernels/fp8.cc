@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "shared/kernels/kernels.h"
+#include "shared/kernels/kernels_internal.h"
 #include "shared/kernels/thread_pool.h"
 
 namespace flotilla::kernels {
@@ -96,13 +98,26 @@ absl::Status CheckFp8Matrix(const Fp8BlockMatrix& w) {
 void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
                float* y, ThreadPool* pool) {
   const size_t scale_cols = w.scale_cols();
+  const float* lut = Table().value;
+  // Every level gives the same bits; the active one (kernels.h) runs.
+  const SimdLevel level = ActiveSimdLevel();
+  auto dot = [level, lut](const uint8_t* codes, const float* scales,
+                          size_t cols, const float* xt) {
+    if (level == SimdLevel::kAvx512) {
+      return internal::Fp8RowDotAvx512(codes, scales, cols, xt, lut);
+    }
+    if (level == SimdLevel::kAvx2) {
+      return internal::Fp8RowDotAvx2(codes, scales, cols, xt, lut);
+    }
+    return RowDot(codes, scales, cols, xt);
+  };
   ParallelFor(pool, w.rows, 16, [&](size_t begin, size_t end) {
     for (size_t r = begin; r < end; ++r) {
       const uint8_t* codes = w.codes + r * w.cols;
       const float* scales = w.scale_inv + (r / kFp8Block) * scale_cols;
       for (size_t t = 0; t < n_tokens; ++t) {
         y[t * w.rows + r] =
-            static_cast<float>(RowDot(codes, scales, w.cols, x + t * w.cols));
+            static_cast<float>(dot(codes, scales, w.cols, x + t * w.cols));
       }
     }
   });

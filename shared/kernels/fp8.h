@@ -45,7 +45,8 @@ class ThreadPool;
 // elements made as DequantizeFp8Rows makes them (one float multiply by the
 // block's scale) and summed in MatMul's Dot16 order (kernels.h), so the
 // result equals MatMul over the dequantised matrix bit for bit, without a
-// widened copy of the weights. Scalar for now; parallel over rows. The
+// widened copy of the weights, at the active SIMD level (scalar, AVX2,
+// AVX-512: the same bits at each); parallel over rows. The
 // matrix must have passed CheckFp8Matrix (no NaN codes, positive scales).
 void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
                float* y, ThreadPool* pool);

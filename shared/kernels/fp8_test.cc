@@ -87,10 +87,16 @@ TEST(Fp8Test, MatMulOnTheBytesEqualsMatMulOnTheDequantisedMatrix) {
   MatMul({DenseType::kF32, dense.data(), rows, cols}, x.data(), tokens,
          want.data(), nullptr);
   ThreadPool pool(2);
-  MatMulFp8(w, x.data(), tokens, got.data(), &pool);
-  for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_EQ(got[i], want[i]) << i;  // bit for bit, not approximately
+  for (SimdLevel level :
+       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (SetSimdLevel(level) != level) continue;  // not on this CPU
+    SCOPED_TRACE(SimdLevelName(level));
+    MatMulFp8(w, x.data(), tokens, got.data(), &pool);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << i;  // bit for bit, not approximately
+    }
   }
+  SetSimdLevel(SimdLevel::kAuto);
 }
 
 }  // namespace
