@@ -98,16 +98,15 @@ absl::Status CheckFp8Matrix(const Fp8BlockMatrix& w) {
 void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
                float* y, ThreadPool* pool) {
   const size_t scale_cols = w.scale_cols();
-  const float* lut = Table().value;
   // Every level gives the same bits; the active one (kernels.h) runs.
   const SimdLevel level = ActiveSimdLevel();
-  auto dot = [level, lut](const uint8_t* codes, const float* scales,
-                          size_t cols, const float* xt) {
+  auto dot = [level](const uint8_t* codes, const float* scales, size_t cols,
+                     const float* xt) {
     if (level == SimdLevel::kAvx512) {
-      return internal::Fp8RowDotAvx512(codes, scales, cols, xt, lut);
+      return internal::Fp8RowDotAvx512(codes, scales, cols, xt);
     }
     if (level == SimdLevel::kAvx2) {
-      return internal::Fp8RowDotAvx2(codes, scales, cols, xt, lut);
+      return internal::Fp8RowDotAvx2(codes, scales, cols, xt);
     }
     return RowDot(codes, scales, cols, xt);
   };

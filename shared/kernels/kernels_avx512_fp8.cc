@@ -1,5 +1,5 @@
 // The AVX-512 FP8 row dot product of MatMulFp8 (fp8.h). Bit-identical to
-// fp8.cc's scalar RowDot: each weight is lut[code] * scale in float (the
+// fp8.cc's scalar RowDot: each weight is e4m3(code) * scale in float (the
 // same rounding), widened to double, times x widened; the 16 Dot16 lanes
 // are two __m512d registers and fold as the scalar lanes do. FMA is exact
 // here: the product of two widened floats fits a double.
@@ -22,9 +22,32 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace flotilla::kernels::internal {
+namespace {
+
+// 16 e4m3 codes to floats by bit arithmetic (gathers are slow): a normal
+// code's sign, exponent + (127 - 7) and mantissa go straight into the float
+// bits; a subnormal one (exponent 0) is m * 2^-9, exact in float. NaN
+// codes never get here (CheckFp8Matrix).
+inline __m512 DecodeE4m3(__m512i b) {
+  const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24);
+  const __m512i e = _mm512_and_si512(_mm512_srli_epi32(b, 3), _mm512_set1_epi32(0xf));
+  const __m512i m = _mm512_and_si512(b, _mm512_set1_epi32(7));
+  const __m512i normal = _mm512_or_si512(
+      sign, _mm512_or_si512(
+                _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(120)), 23),
+                _mm512_slli_epi32(m, 20)));
+  const __m512i subnormal = _mm512_or_si512(
+      sign, _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(m),
+                                              _mm512_set1_ps(1.0f / 512))));
+  const __mmask16 is_subnormal = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+  return _mm512_castsi512_ps(
+      _mm512_mask_blend_epi32(is_subnormal, normal, subnormal));
+}
+
+}  // namespace
 
 double Fp8RowDotAvx512(const uint8_t* codes, const float* scales, size_t cols,
-                       const float* x, const float* lut) {
+                       const float* x) {
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
   for (size_t c = 0; c < cols; c += 16) {
     // A tail reads code 0 (+0.0) and x +0.0 in its missing columns: a +0.0
@@ -35,8 +58,8 @@ double Fp8RowDotAvx512(const uint8_t* codes, const float* scales, size_t cols,
     const __m512i index =
         _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, codes + c));
     // Columns c..c+15 share one 128-column block (128 % 16 == 0).
-    const __m512 w = _mm512_mul_ps(_mm512_i32gather_ps(index, lut, 4),
-                                   _mm512_set1_ps(scales[c / 128]));
+    const __m512 w =
+        _mm512_mul_ps(DecodeE4m3(index), _mm512_set1_ps(scales[c / 128]));
     const __m512 xv = _mm512_maskz_loadu_ps(mask, x + c);
     lo = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(w)),
                          _mm512_cvtps_pd(_mm512_castps512_ps256(xv)), lo);

@@ -69,12 +69,12 @@ void Bf16RowsAvx512(const uint16_t* data, size_t rows, size_t cols,
                     const double* xd, size_t n_tokens, size_t row_begin,
                     size_t row_end, float* y);
 
-// MatMulFp8's row dot product (fp8.h) at the SIMD levels: `lut` holds the
-// 256 e4m3 values; bit-identical to the scalar one in fp8.cc.
+// MatMulFp8's row dot product (fp8.h) at the SIMD levels (e4m3 decoded by
+// bit arithmetic); bit-identical to the scalar one in fp8.cc.
 double Fp8RowDotAvx2(const uint8_t* codes, const float* scales, size_t cols,
-                     const float* x, const float* lut);
+                     const float* x);
 double Fp8RowDotAvx512(const uint8_t* codes, const float* scales, size_t cols,
-                       const float* x, const float* lut);
+                       const float* x);
 
 // Tables for each level. The SIMD ones are only valid when the CPU supports
 // them; the dispatcher checks that before handing them out.
