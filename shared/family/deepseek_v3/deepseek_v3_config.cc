@@ -1,0 +1,223 @@
+#include "shared/family/deepseek_v3/deepseek_v3_config.h"
+
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "shared/model/config_fields.h"
+
+namespace flotilla::model {
+namespace {
+
+using internal::ConfigFieldReader;
+using internal::General;
+using Json = nlohmann::json;
+
+// YaRN's attention factor: 0.1 * mscale * ln(factor) + 1 above factor 1.
+double YarnMscale(double factor, double mscale) {
+  return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
+// A number field of rope_scaling (or `fallback` when absent).
+std::optional<double> ScalingNumber(const Json& s, const char* key,
+                                    double fallback, ConfigFieldReader* r) {
+  const auto it = s.find(key);
+  if (it == s.end() || it->is_null()) return fallback;
+  if (!it->is_number()) {
+    r->AddError(absl::StrCat("rope_scaling.", key, ": must be a number"));
+    return std::nullopt;
+  }
+  return it->get<double>();
+}
+
+void ParseRopeScaling(const Json& root, ConfigFieldReader* r,
+                      DeepSeekV3Config* c) {
+  const auto it = root.find("rope_scaling");
+  if (it == root.end() || it->is_null()) return;
+  const Json& s = *it;
+  if (!s.is_object()) {
+    r->AddError("rope_scaling: must be null or an object");
+    return;
+  }
+  const Json type = s.contains("rope_type") ? s["rope_type"] : s.value("type", Json());
+  if (type != "yarn") {
+    r->AddError(absl::StrCat("rope_scaling: type ", type.dump(),
+                             " is not supported (yarn)"));
+    return;
+  }
+  const auto factor = ScalingNumber(s, "factor", 1, r);
+  const auto original = ScalingNumber(s, "original_max_position_embeddings", 0, r);
+  const auto fast = ScalingNumber(s, "beta_fast", 32, r);
+  const auto slow = ScalingNumber(s, "beta_slow", 1, r);
+  const auto mscale = ScalingNumber(s, "mscale", 1, r);
+  const auto all_dim = ScalingNumber(s, "mscale_all_dim", 0, r);
+  if (!factor || !original || !fast || !slow || !mscale || !all_dim) return;
+  if (!(*factor >= 1)) {
+    r->AddError(absl::StrCat("rope_scaling.factor: ", *factor, " must be >= 1"));
+  }
+  if (!(*original >= 1) || *original != std::floor(*original)) {
+    r->AddError("rope_scaling.original_max_position_embeddings: must be a "
+                "positive integer");
+  }
+  if (!(*fast > *slow)) {
+    r->AddError("rope_scaling: beta_fast must be above beta_slow");
+  }
+  c->yarn_factor = *factor;
+  c->yarn_original_max_position = static_cast<int>(*original);
+  c->yarn_beta_fast = *fast;
+  c->yarn_beta_slow = *slow;
+  c->yarn_mscale = *mscale;
+  c->yarn_mscale_all_dim = *all_dim;
+}
+
+void ParseQuantization(const Json& root, ConfigFieldReader* r,
+                       DeepSeekV3Config* c) {
+  const auto it = root.find("quantization_config");
+  if (it == root.end() || it->is_null()) return;
+  const Json& q = *it;
+  if (!q.is_object() || q.value("quant_method", Json()) != "fp8" ||
+      q.value("fmt", Json("e4m3")) != "e4m3" ||
+      q.value("weight_block_size", Json()) != Json::array({128, 128})) {
+    r->AddError(absl::StrCat(
+        "quantization_config: ", q.dump(),
+        " is not supported (FP8 e4m3 with weight_block_size [128, 128])"));
+    return;
+  }
+  c->fp8 = true;
+}
+
+}  // namespace
+
+double DeepSeekV3Config::SoftmaxScale() const {
+  double scale = 1.0 / std::sqrt(static_cast<double>(qk_head_dim()));
+  if (yarn_mscale_all_dim != 0) {
+    const double m = YarnMscale(yarn_factor, yarn_mscale_all_dim);
+    scale *= m * m;
+  }
+  return scale;
+}
+
+absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
+    const nlohmann::json& root, absl::string_view source) {
+  ConfigFieldReader r(root);
+  DeepSeekV3Config c;
+  auto i = [&](const char* name, int* out, int minimum) {
+    const auto v = r.RequiredInt(General(name, {name}));
+    if (v.has_value() && *v < minimum) {
+      r.AddError(absl::StrCat(name, ": ", *v, " must be >= ", minimum));
+    }
+    if (v.has_value()) *out = *v;
+  };
+  i("hidden_size", &c.hidden_size, 1);
+  i("intermediate_size", &c.intermediate_size, 1);
+  i("moe_intermediate_size", &c.moe_intermediate_size, 1);
+  i("num_hidden_layers", &c.num_hidden_layers, 1);
+  i("num_attention_heads", &c.num_attention_heads, 1);
+  i("vocab_size", &c.vocab_size, 1);
+  i("max_position_embeddings", &c.max_position_embeddings, 1);
+  i("kv_lora_rank", &c.kv_lora_rank, 1);
+  i("qk_nope_head_dim", &c.qk_nope_head_dim, 0);
+  i("qk_rope_head_dim", &c.qk_rope_head_dim, 2);
+  i("v_head_dim", &c.v_head_dim, 1);
+  i("n_routed_experts", &c.n_routed_experts, 1);
+  i("n_shared_experts", &c.n_shared_experts, 0);
+  i("num_experts_per_tok", &c.num_experts_per_tok, 1);
+  i("n_group", &c.n_group, 1);
+  i("topk_group", &c.topk_group, 1);
+  i("first_k_dense_replace", &c.first_k_dense_replace, 0);
+  bool present = false;
+  if (const auto q = r.OptionalInt(General("q_lora_rank", {"q_lora_rank"}), &present);
+      present && q.has_value()) {
+    if (*q < 1) r.AddError(absl::StrCat("q_lora_rank: ", *q, " must be >= 1"));
+    c.q_lora_rank = *q;
+  }
+  if (const auto n = r.OptionalInt(
+          General("num_nextn_predict_layers", {"num_nextn_predict_layers"}), &present);
+      present && n.has_value()) {
+    if (*n < 0) r.AddError("num_nextn_predict_layers: must be >= 0");
+    c.num_nextn_predict_layers = *n;
+  }
+  if (const auto freq = r.OptionalInt(General("moe_layer_freq", {"moe_layer_freq"}),
+                                      &present);
+      present && freq.has_value() && *freq != 1) {
+    r.AddError(absl::StrCat("moe_layer_freq: ", *freq,
+                            " is not supported (every layer past "
+                            "first_k_dense_replace is MoE: 1)"));
+  }
+  if (const auto kv = r.OptionalInt(
+          General("num_key_value_heads", {"num_key_value_heads"}), &present);
+      present && kv.has_value() && *kv != c.num_attention_heads) {
+    r.AddError(absl::StrCat("num_key_value_heads: ", *kv,
+                            " differs from num_attention_heads (MLA has one "
+                            "key/value head per query head)"));
+  }
+  if (const auto eps = r.RequiredFloat(General("rms_norm_eps", {"rms_norm_eps"}))) {
+    if (!(*eps > 0)) r.AddError("rms_norm_eps: must be > 0");
+    c.rms_norm_eps = static_cast<float>(*eps);
+  }
+  if (const auto s = r.RequiredFloat(
+          General("routed_scaling_factor", {"routed_scaling_factor"}))) {
+    if (!(*s > 0)) r.AddError("routed_scaling_factor: must be > 0");
+    c.routed_scaling_factor = static_cast<float>(*s);
+  }
+  if (const auto theta = r.RequiredFloat(General("rope_theta", {"rope_theta"}))) {
+    if (!(*theta > 0)) r.AddError("rope_theta: must be > 0");
+    c.rope_theta = *theta;
+  }
+  if (const auto v = r.OptionalBool(General("norm_topk_prob", {"norm_topk_prob"}),
+                                    false)) {
+    c.norm_topk_prob = *v;
+  }
+  if (const auto v = r.OptionalBool(
+          General("tie_word_embeddings", {"tie_word_embeddings"}), false)) {
+    c.tie_word_embeddings = *v;
+  }
+  // The routing upstream runs: sigmoid scores, bias-corrected group top-k.
+  for (const auto& [key, want] : {std::pair<const char*, const char*>{
+                                      "scoring_func", "sigmoid"},
+                                  {"topk_method", "noaux_tc"},
+                                  {"hidden_act", "silu"}}) {
+    const auto it = root.find(key);
+    if (it == root.end() || *it != want) {
+      r.AddError(absl::StrCat(key, ": ", it == root.end() ? "missing" : it->dump(),
+                              " is not supported (", want, ")"));
+    }
+  }
+  if (c.n_group > 0 && c.n_routed_experts > 0) {
+    if (c.n_routed_experts % c.n_group != 0) {
+      r.AddError(absl::StrCat("n_group: ", c.n_group,
+                              " does not divide n_routed_experts ",
+                              c.n_routed_experts));
+    } else if (c.topk_group > c.n_group) {
+      r.AddError(absl::StrCat("topk_group: ", c.topk_group, " is above n_group ",
+                              c.n_group));
+    } else if (c.num_experts_per_tok >
+               c.topk_group * (c.n_routed_experts / c.n_group)) {
+      r.AddError(absl::StrCat("num_experts_per_tok: ", c.num_experts_per_tok,
+                              " is more than the ", c.topk_group,
+                              " selected groups hold"));
+    }
+  }
+  if (c.first_k_dense_replace > c.num_hidden_layers) {
+    r.AddError(absl::StrCat("first_k_dense_replace: ", c.first_k_dense_replace,
+                            " is past num_hidden_layers ", c.num_hidden_layers));
+  }
+  ParseRopeScaling(root, &r, &c);
+  ParseQuantization(root, &r, &c);
+  if (const auto it = root.find("eos_token_id"); it != root.end()) {
+    const Json ids = it->is_array() ? *it : Json::array({*it});
+    for (const Json& id : ids) {
+      if (id.is_number_integer()) c.eos_token_ids.push_back(id.get<int32_t>());
+    }
+  }
+  if (!r.errors().empty()) {
+    const size_t n = r.errors().size();
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": invalid DeepSeek-V3 config (", n,
+        n == 1 ? " problem" : " problems", "): ", absl::StrJoin(r.errors(), "; ")));
+  }
+  return c;
+}
+
+}  // namespace flotilla::model
