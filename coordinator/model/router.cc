@@ -30,6 +30,32 @@ void RouteSigmoid(const RouterSpec& spec, const float* logits,
     s[i] = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[i])));
     biased[i] = s[i] + (bias != nullptr ? bias[i] : 0.0f);
   }
+  if (spec.num_groups > 1) {
+    const int size = n / spec.num_groups;
+    std::vector<double> group(spec.num_groups);
+    for (int g = 0; g < spec.num_groups; ++g) {
+      const double* b = biased.data() + g * size;
+      // The sum of the group's two largest (size >= 2, checked by the
+      // family's config).
+      double first = std::max(b[0], b[1]), second = std::min(b[0], b[1]);
+      for (int i = 2; i < size; ++i) {
+        if (b[i] > first) {
+          second = first;
+          first = b[i];
+        } else if (b[i] > second) {
+          second = b[i];
+        }
+      }
+      group[g] = first + second;
+    }
+    std::vector<int> kept;
+    TopK(group.data(), spec.num_groups, spec.top_groups, &kept);
+    std::vector<char> keep(spec.num_groups, 0);
+    for (int j = 0; j < spec.top_groups; ++j) keep[kept[j]] = 1;
+    for (int i = 0; i < n; ++i) {
+      if (!keep[i / size]) biased[i] = 0.0;
+    }
+  }
   TopK(biased.data(), n, k, order);
   double sum = 0;
   for (int j = 0; j < k; ++j) sum += s[(*order)[j]];

@@ -27,6 +27,13 @@ struct RouterSpec {
   bool renormalize = true;
   double renormalize_epsilon = 0;
   float scaling = 1;  // then multiplied by this
+  // Group-limited choice (DeepSeek-V3 / Kimi K2, sigmoid scoring only): the
+  // experts form num_groups contiguous groups; a group scores the sum of
+  // its two best biased scores; the top_groups best groups stay and every
+  // other expert's biased score becomes 0.0 (not -inf, as upstream), then
+  // the top k are chosen. num_groups <= 1: no group stage.
+  int num_groups = 1;
+  int top_groups = 1;
 };
 
 // Routes `rows` tokens from their router logits [rows][num_experts]

@@ -63,5 +63,49 @@ TEST(RouterTest, SigmoidChoosesByBiasAndWeighsWithoutIt) {
   EXPECT_NEAR(tasks[1].weight, 2.5 * s0 / (s0 + s1), 1e-6);
 }
 
+TEST(RouterTest, GroupLimitedChoiceKeepsTheBestPairsOfGroups) {
+  RouterSpec spec;
+  spec.scoring = RouterSpec::Scoring::kSigmoid;
+  spec.num_experts = 8;
+  spec.top_k = 2;
+  spec.num_groups = 4;  // {0,1} {2,3} {4,5} {6,7}
+  spec.top_groups = 2;
+  spec.renormalize = true;
+  spec.renormalize_epsilon = 1e-20;
+  spec.scaling = 2.5f;
+  // Expert 0 scores highest alone, but its group's pair sum is the lowest:
+  // groups {2,3} and {6,7} are kept and the choice is made inside them.
+  const auto logit = [](double s) { return static_cast<float>(std::log(s / (1 - s))); };
+  const std::vector<float> logits = {logit(0.95), logit(0.05), logit(0.70),
+                                     logit(0.65), logit(0.40), logit(0.45),
+                                     logit(0.60), logit(0.60)};
+  std::vector<ExpertTask> tasks;
+  Route(spec, logits.data(), nullptr, 1, &tasks);
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].expert, 2);
+  EXPECT_EQ(tasks[1].expert, 3);
+  // Weighed by the unbiased scores, renormalised, then scaled.
+  EXPECT_NEAR(tasks[0].weight, 2.5 * 0.70 / (0.70 + 0.65), 1e-6);
+
+  // Experts outside the kept groups score 0.0, as upstream (not -inf): with
+  // every kept score biased below zero, a dropped group's expert wins.
+  const std::vector<float> bias = {0, 0, -1, -1, 0, 0, -1, -1};
+  spec.top_groups = 1;
+  tasks.clear();
+  Route(spec, logits.data(), bias.data(), 1, &tasks);
+  // Group sums: {0,1} 1.0, {2,3} -0.65, {4,5} 0.85, {6,7} -0.8: {0,1} kept,
+  // so 0 and 1 are chosen by their own scores.
+  EXPECT_EQ(tasks[0].expert, 0);
+  EXPECT_EQ(tasks[1].expert, 1);
+  const std::vector<float> low = {-1, -1, -1, -1, -1, -1, -1, -1};
+  tasks.clear();
+  Route(spec, logits.data(), low.data(), 1, &tasks);
+  // Group sums: {0,1} -1.0, {2,3} -0.65, {4,5} -1.15, {6,7} -0.8: {2,3} is
+  // kept, at -0.30 and -0.35; the 0.0 of the dropped experts is higher, so
+  // the lowest-indexed dropped ones (0, 1) are chosen.
+  EXPECT_EQ(tasks[0].expert, 0);
+  EXPECT_EQ(tasks[1].expert, 1);
+}
+
 }  // namespace
 }  // namespace flotilla::coordinator

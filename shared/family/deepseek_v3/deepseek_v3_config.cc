@@ -189,6 +189,10 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
       r.AddError(absl::StrCat("n_group: ", c.n_group,
                               " does not divide n_routed_experts ",
                               c.n_routed_experts));
+    } else if (c.n_routed_experts / c.n_group < 2) {
+      r.AddError(absl::StrCat("n_group: ", c.n_group,
+                              " leaves groups of one expert (a group scores "
+                              "its two best)"));
     } else if (c.topk_group > c.n_group) {
       r.AddError(absl::StrCat("topk_group: ", c.topk_group, " is above n_group ",
                               c.n_group));

@@ -66,6 +66,13 @@ TEST(DeepSeekV3ConfigTest, BadConfigsAreRefusedNamingEveryField) {
   EXPECT_NE(c.status().message().find("topk_group: 5 is above n_group 4"),
             absl::string_view::npos);
   bad = FixtureConfig();
+  bad["n_group"] = 16;
+  bad["topk_group"] = 4;
+  c = ParseDeepSeekV3Config(bad, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("n_group: 16 leaves groups of one expert"),
+            absl::string_view::npos);
+  bad = FixtureConfig();
   bad["num_experts_per_tok"] = 9;  // 2 groups of 4 hold 8
   c = ParseDeepSeekV3Config(bad, "config.json");
   ASSERT_FALSE(c.ok());
