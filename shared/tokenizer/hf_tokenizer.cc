@@ -90,9 +90,22 @@ absl::StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::FromJson(
   }
   FLOTILLA_RETURN_IF_ERROR(t->ParseModel(doc["model"]));
   FLOTILLA_RETURN_IF_ERROR(t->ParseAddedTokens(doc));
+  FLOTILLA_RETURN_IF_ERROR(t->CheckUnmappedVocab());
   FLOTILLA_RETURN_IF_ERROR(t->ParsePostProcessor(doc));
   FLOTILLA_RETURN_IF_ERROR(t->ParseConfig(config_json));
   return t;
+}
+
+absl::Status HfTokenizer::CheckUnmappedVocab() const {
+  for (const auto& [token, id] : unmapped_vocab_) {
+    if (AddedTokenId(token) != id) {
+      return Bad(source_, absl::StrCat("model.vocab: '", token,
+                                       "' is not in the byte-level alphabet "
+                                       "(and not an added token of id ",
+                                       id, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status HfTokenizer::ParseModel(const json& m) {
@@ -126,6 +139,10 @@ absl::Status HfTokenizer::ParseModel(const json& m) {
         IntIn(id, 0, kMaxTokenId, absl::StrCat("model.vocab['", token, "']"));
     if (!checked.ok())
       return Bad(source_, std::string(checked.status().message()));
+    if (byte_level && !ByteLevelToBytes(token).has_value()) {
+      unmapped_vocab_.emplace_back(token, static_cast<int32_t>(*checked));
+      continue;
+    }
     FLOTILLA_ASSIGN_OR_RETURN(
         std::string raw,
         RawBytes(token, byte_level, source_ + ": model.vocab"));

@@ -52,6 +52,12 @@ class HfTokenizer : public Tokenizer {
   HfTokenizer() = default;
   absl::Status ParseModel(const nlohmann::json& model);
   absl::Status ParseAddedTokens(const nlohmann::json& doc);
+  // Byte-level vocabularies may also list their special tokens as plain
+  // text (DeepSeek-V3's '<｜begin▁of▁sentence｜>'): BPE can never produce
+  // them, so they stay out of its table, and each must be an added token of
+  // the same id (checked once the added tokens are read).
+  absl::Status CheckUnmappedVocab() const;
+  std::vector<std::pair<std::string, int32_t>> unmapped_vocab_;
   absl::Status ParsePostProcessor(const nlohmann::json& doc);
   absl::Status ParseConfig(absl::string_view config_json);
   absl::StatusOr<int32_t> TokenId(const nlohmann::json& value,

