@@ -65,6 +65,8 @@ class ArgReader {
 std::vector<uint32_t> DecodeUtf8(const std::string& s);
 std::string EncodeUtf8(const std::vector<uint32_t>& cps, size_t begin,
                        size_t end);
+// Appends one code point's UTF-8 bytes.
+void AppendUtf8(std::string* out, uint32_t cp);
 
 }  // namespace flotilla::jinja::internal
 

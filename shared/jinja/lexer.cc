@@ -4,31 +4,16 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "shared/jinja/builtins.h"
 
 namespace flotilla::jinja {
 namespace {
 
+using internal::AppendUtf8;
+
 bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
          c == '\v';
-}
-
-void AppendUtf8(std::string* out, uint32_t cp) {
-  if (cp < 0x80) {
-    *out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    *out += static_cast<char>(0xc0 | (cp >> 6));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    *out += static_cast<char>(0xe0 | (cp >> 12));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    *out += static_cast<char>(0xf0 | (cp >> 18));
-    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    *out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
 }
 
 // The body of a string literal with Python's escapes decoded, as Jinja
