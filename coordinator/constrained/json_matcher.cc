@@ -6,9 +6,6 @@
 namespace flotilla::coordinator::constrained {
 namespace {
 
-enum ObjectPhase : uint8_t { kOpen, kKey, kColon, kInValue, kAfterValue, kComma };
-enum ArrayPhase : uint8_t { kArrayOpen, kInItem, kAfterItem, kArrayComma };
-
 uint64_t AllBits(size_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
 
 }  // namespace

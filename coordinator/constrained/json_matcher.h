@@ -53,6 +53,14 @@ class JsonMatcher {
     uint64_t alive = 0;    // literal/key: candidates still matching
   };
   enum Step { kTaken, kTakenDone, kRejected, kRetry, kPopAndRetry };
+  // Frame::phase of objects and arrays (the matcher's files share them).
+  enum ObjectPhase : uint8_t { kOpen, kKey, kColon, kInValue, kAfterValue, kComma };
+  enum ArrayPhase : uint8_t { kArrayOpen, kInItem, kAfterItem, kArrayComma };
+  // A number's phases where it may end: after 0, integer digits, fraction
+  // digits or exponent digits (json_matcher_scalars.cc's NumberStep).
+  static bool IsNumberEnd(uint8_t phase) {
+    return phase == 2 || phase == 3 || phase == 5 || phase == 8;
+  }
 
   Step FeedTop(char c);
   Step StartValue(Frame& f, char c);

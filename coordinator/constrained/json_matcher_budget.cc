@@ -6,13 +6,6 @@
 #include "coordinator/constrained/json_matcher.h"
 
 namespace flotilla::coordinator::constrained {
-namespace {
-
-enum ObjectPhase : uint8_t { kOpen, kKey, kColon, kInValue, kAfterValue, kComma };
-enum ArrayPhase : uint8_t { kArrayOpen, kInItem, kAfterItem, kArrayComma };
-
-}  // namespace
-
 int64_t JsonMatcher::MinValue(const Frame& object, int property) const {
   const SchemaNode& n = schema_->node(object.node);
   if (n.tool_call && property == 1 && object.selected < 0) {
@@ -152,9 +145,7 @@ int64_t JsonMatcher::MinBytesToEnd() const {
         break;
       }
       case Kind::kNumber:
-        total += (f.phase == 2 || f.phase == 3 || f.phase == 5 || f.phase == 8)
-                     ? 0
-                     : 1;
+        total += IsNumberEnd(f.phase) ? 0 : 1;
         break;
       case Kind::kObject:
         total += ObjectNeed(f, key);

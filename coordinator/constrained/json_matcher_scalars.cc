@@ -12,10 +12,6 @@ constexpr int kMaxIntegerDigits = 18;
 constexpr int kMaxFractionDigits = 16;
 constexpr int kMaxExponentDigits = 2;  // 1e99 and beyond fit a double
 
-bool IsNumberEnd(uint8_t phase) {
-  return phase == 2 || phase == 3 || phase == 5 || phase == 8;
-}
-
 }  // namespace
 
 JsonMatcher::Step JsonMatcher::StringStep(Frame& f, char c) {
