@@ -1,7 +1,6 @@
 #include "coordinator/serve/anthropic_request.h"
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/serve/chat_output.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/json_util.h"
 
@@ -118,9 +117,8 @@ absl::Status Message(const Json& m, size_t index, Json* out) {
 
 }  // namespace
 
-std::string NewToolUseId() {
-  std::string id = NewToolCallId();
-  return "toolu_" + id.substr(5);
+std::string ToolUseId(const std::string& call_id) {
+  return "toolu_" + call_id.substr(call_id.find('_') + 1);
 }
 
 absl::StatusOr<Json> AnthropicToChat(absl::string_view body, bool count_only) {

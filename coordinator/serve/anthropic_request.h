@@ -22,8 +22,9 @@ namespace flotilla::coordinator::serve {
 absl::StatusOr<nlohmann::ordered_json> AnthropicToChat(absl::string_view body,
                                                        bool count_only);
 
-// "toolu_" and 24 random letters and digits, Anthropic's tool-use id form.
-std::string NewToolUseId();
+// A tool call's id ("call_" + 24 letters and digits) in Anthropic's
+// tool-use form ("toolu_" + the same 24).
+std::string ToolUseId(const std::string& call_id);
 
 }  // namespace flotilla::coordinator::serve
 

@@ -70,7 +70,7 @@ class BlockStream {
                       {"index", index_},
                       {"content_block",
                        {{"type", "tool_use"},
-                        {"id", "toolu_" + t.id.substr(5)},
+                        {"id", ToolUseId(t.id)},
                         {"name", t.name},
                         {"input", json::object()}}}});
       }
@@ -168,7 +168,7 @@ void HttpServer::Messages(const http::HttpRequest& http,
       json input = json::parse(call.arguments, nullptr, false);
       if (input.is_discarded()) input = json::object();
       content.push_back({{"type", "tool_use"},
-                         {"id", "toolu_" + call.id.substr(5)},
+                         {"id", ToolUseId(call.id)},
                          {"name", call.name},
                          {"input", std::move(input)}});
     }
