@@ -145,7 +145,11 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
             ? why
             : absl::StrCat("the request body is not valid JSON (", why, ")"));
   }
-  const json& j = *parsed;
+  return ParseCompletionRequestJson(*parsed, chat, limits);
+}
+
+absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
+    const nlohmann::ordered_json& j, bool chat, const RequestLimits& limits) {
   if (!j.is_object()) return Bad("the request body must be a JSON object");
   CompletionRequest r;
   r.chat = chat;

@@ -113,6 +113,9 @@ struct RequestLimits {
 // supported (the message says which) and fields it does not know.
 absl::StatusOr<CompletionRequest> ParseCompletionRequest(
     absl::string_view body, bool chat, const RequestLimits& limits);
+// The same for a body already parsed (Anthropic requests, translated).
+absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
+    const nlohmann::ordered_json& body, bool chat, const RequestLimits& limits);
 
 }  // namespace flotilla::coordinator::serve
 

@@ -129,7 +129,7 @@ void HttpServer::Messages(const http::HttpRequest& http,
   if (!chat.ok()) {
     return AnthropicError(res, 400, std::string(chat.status().message()));
   }
-  auto req = ParseCompletionRequest(chat->dump(), /*chat=*/true, options_.limits);
+  auto req = ParseCompletionRequestJson(*chat, /*chat=*/true, options_.limits);
   if (!req.ok()) return AnthropicError(res, 400, std::string(req.status().message()));
   ChatOutputOptions output_options;
   int refusal = 0;
@@ -242,7 +242,7 @@ void HttpServer::CountTokens(const http::HttpRequest& http,
   if (!chat.ok()) {
     return AnthropicError(res, 400, std::string(chat.status().message()));
   }
-  auto req = ParseCompletionRequest(chat->dump(), /*chat=*/true, options_.limits);
+  auto req = ParseCompletionRequestJson(*chat, /*chat=*/true, options_.limits);
   if (!req.ok()) return AnthropicError(res, 400, std::string(req.status().message()));
   if (tokenizer_ == nullptr) {
     return AnthropicError(res, 400, "this model has no tokenizer");

@@ -34,8 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto chat = flotilla::coordinator::serve::AnthropicToChat(schema_text, false);
   if (chat.ok()) {
-    (void)flotilla::coordinator::serve::ParseCompletionRequest(
-        chat->dump(), true, flotilla::coordinator::serve::RequestLimits());
+    (void)flotilla::coordinator::serve::ParseCompletionRequestJson(
+        *chat, true, flotilla::coordinator::serve::RequestLimits());
   }
   return 0;
 }
