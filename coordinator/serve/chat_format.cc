@@ -70,8 +70,11 @@ absl::StatusOr<ChatFormat> ChatFormat::Load(const std::string& dir,
   if (std::filesystem::exists(config_path)) {
     FLOTILLA_ASSIGN_OR_RETURN(std::string text,
                               model::internal::ReadSmallFile(config_path));
-    config = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (config.is_discarded() || !config.is_object()) {
+    // The guarded parser, as for every config: it names the position of a
+    // syntax error and refuses duplicate keys and absurd nesting.
+    FLOTILLA_ASSIGN_OR_RETURN(
+        config, model::internal::ParseOrderedJson(text, config_path));
+    if (!config.is_object()) {
       return absl::InvalidArgumentError(
           absl::StrCat(config_path, ": not a JSON object"));
     }
