@@ -77,7 +77,6 @@ void JsonConstraint::Mask(float* logits, int vocab, int remaining) {
   if (!any_within) {
     // No token closes in time: keep to valid text (the output may then be
     // cut at max_tokens).
-    ++budget_misses_;
     for (int32_t id : over_budget) allowed_[id] = 1;
   }
   if (matcher_.CanEnd() || !any_valid) {
@@ -97,7 +96,6 @@ bool JsonConstraint::Accept(int32_t id) {
   }
   const std::string& p = pieces_->piece(id);
   if (!matcher_.FeedAll(p)) return true;
-  text_ += p;
   return matcher_.Done();
 }
 

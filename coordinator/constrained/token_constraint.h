@@ -49,18 +49,11 @@ class JsonConstraint : public TokenConstraint {
   void Mask(float* logits, int vocab, int remaining) override;
   bool Accept(int32_t id) override;
 
-  // The JSON text taken so far.
-  const std::string& text() const { return text_; }
-  // Steps where no token fit the budget (the budget was then ignored).
-  int budget_misses() const { return budget_misses_; }
-
  private:
   std::shared_ptr<const CompiledSchema> schema_;
   std::shared_ptr<const TokenPieces> pieces_;
   JsonMatcher matcher_;
-  std::string text_;
   std::vector<char> allowed_;  // per token, this step
-  int budget_misses_ = 0;
 };
 
 }  // namespace flotilla::coordinator::constrained

@@ -202,7 +202,6 @@ std::unique_ptr<ModelSequence> PrefixStore::Find(const std::vector<int32_t>& ids
     }
     e.last_used = ++clock_;
     *length = e.ids.size();
-    ++hits_;
     return *std::move(state);
   }
 }

@@ -48,7 +48,6 @@ class PrefixStore {
 
   uint64_t bytes() const { return bytes_; }
   size_t files() const { return entries_.size(); }
-  uint64_t hits() const { return hits_; }
 
  private:
   struct Entry {
@@ -67,7 +66,7 @@ class PrefixStore {
   const std::string dir_, fingerprint_;
   const uint64_t budget_;
   std::vector<Entry> entries_;
-  uint64_t bytes_ = 0, clock_ = 0, hits_ = 0;
+  uint64_t bytes_ = 0, clock_ = 0;
   bool save_refused_ = false;
 };
 
