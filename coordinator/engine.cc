@@ -229,6 +229,7 @@ std::mutex& OpenersMutex() {
 // registry (shared/family): one line each.
 std::map<std::string, EngineOpener>& Openers() {
   static auto* openers = new std::map<std::string, EngineOpener>{
+      {"deepseek_v3", &OpenDeepSeekV3Engine},
       {"kimi_k3", &OpenK3Engine},
       {"mixtral", &OpenMixtralEngine},
   };

@@ -1,14 +1,19 @@
 // Pieces of OpenEngine shared by the families' openers (engine.cc for Kimi
-// K3, engine_mixtral.cc for Mixtral), and the openers themselves.
+// K3, engine_region_family.cc for the region-trunk families), and the
+// openers themselves.
 #ifndef FLOTILLA_COORDINATOR_ENGINE_INTERNAL_H_
 #define FLOTILLA_COORDINATOR_ENGINE_INTERNAL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "coordinator/engine.h"
 #include "coordinator/model/expert_backend.h"
+#include "coordinator/model/language_model.h"
+#include "shared/kernels/thread_pool.h"
+#include "shared/model/tensor_source.h"
 #include "coordinator/stream/region_ring.h"
 #include "coordinator/stream/streaming_experts.h"
 #include "shared/model/moe_spec.h"
@@ -48,11 +53,36 @@ StreamingExpertsOptions PlannedExpertOptions(const EngineOptions& o,
 // --config, else <model>/config.json.
 std::string ConfigPath(const EngineOptions& o);
 
-// The built-in families' EngineOpeners: Kimi K3 (engine.cc) and Mixtral
-// (engine_mixtral.cc).
+// What a family whose trunk is pack regions bound by a RegionBinder gives
+// the opener they share: the binder (for a pack's streamed layers), how it
+// builds its trunk in memory or over the ring, and how it makes its model
+// once the routed experts' backend is chosen.
+struct RegionFamilyHooks {
+  RegionBinder binder;
+  std::function<absl::Status(const model::TensorSource& source)>
+      build_in_memory;
+  std::function<absl::Status(std::unique_ptr<RegionRing> ring)> open_streamed;
+  std::function<std::unique_ptr<LanguageModel>(
+      std::unique_ptr<kernels::ThreadPool> pool,
+      std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep)>
+      make_model;
+};
+
+// The opener of such a family (engine_region_family.cc): the checkpoint
+// checked against the config, the memory plan, the trunk in memory or
+// streamed from a pack, and the routed experts resident, streamed or on
+// expert workers.
+absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine,
+    const RegionFamilyHooks& hooks);
+
+// The built-in families' EngineOpeners: Kimi K3 (engine.cc), Mixtral
+// (engine_mixtral.cc) and DeepSeek-V3 / Kimi K2 (engine_deepseek_v3.cc).
 absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine);
+absl::StatusOr<std::unique_ptr<Engine>> OpenDeepSeekV3Engine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 
 }  // namespace flotilla::coordinator

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/check.h"
+#include "shared/kernels/fp8.h"
 #include "shared/kernels/kernels.h"
 
 namespace flotilla::experts {
@@ -63,6 +64,32 @@ void DenseMatMul(const uint8_t* const* part, const MatrixShape& s,
   kernels::MatMul(w, x, n, y, pool);
 }
 
+// FP8 e4m3: `weight` [rows][cols] codes and `weight_scale_inv` F32
+// [ceil(rows/128)][ceil(cols/128)], computed on the codes (MatMulFp8). The
+// scales are copied aside when a run places them off a float boundary.
+uint64_t Fp8PartBytes(int part, uint64_t rows, uint64_t cols) {
+  const uint64_t b = kernels::kFp8Block;
+  return part == 0 ? rows * cols : ((rows + b - 1) / b) * ((cols + b - 1) / b) * 4;
+}
+
+void Fp8MatMul(const uint8_t* const* part, const MatrixShape& s,
+               const float* x, size_t n, float* y, kernels::ThreadPool* pool,
+               std::vector<float>* scratch) {
+  kernels::Fp8BlockMatrix w;
+  w.codes = part[0];
+  w.rows = s.rows;
+  w.cols = s.cols;
+  if (reinterpret_cast<uintptr_t>(part[1]) % sizeof(float) != 0) {
+    const uint64_t bytes = Fp8PartBytes(1, s.rows, s.cols);
+    scratch->resize(bytes / sizeof(float));
+    std::memcpy(scratch->data(), part[1], bytes);
+    w.scale_inv = scratch->data();
+  } else {
+    w.scale_inv = reinterpret_cast<const float*>(part[1]);
+  }
+  kernels::MatMulFp8(w, x, n, y, pool);
+}
+
 // The formats: one entry each.
 const ExpertCodec kCodecs[] = {
     {ExpertFormat::kMxfp4,
@@ -86,6 +113,13 @@ const ExpertCodec kCodecs[] = {
      &DensePartBytes<2>,
      &AnyShape,
      &DenseMatMul<kernels::DenseType::kBF16, 2>},
+    {ExpertFormat::kFp8,
+     "fp8_e4m3",
+     2,
+     {"weight", "weight_scale_inv"},
+     &Fp8PartBytes,
+     &AnyShape,
+     &Fp8MatMul},
 };
 
 }  // namespace

@@ -22,7 +22,6 @@ using model::TensorInfo;
 
 using Part = ExpertTensorPart;
 constexpr Part kPacked = kPackedPart;
-constexpr const char* kSuffix[3] = {"weight_packed", "weight_scale", "weight"};
 
 std::string Where(const TensorInfo* t) {
   return absl::StrCat("tensor ", t->name, " in ", t->file);
@@ -40,8 +39,8 @@ struct ParsedName {
 bool ParseExpertName(absl::string_view name, ParsedName* out) {
   model::ExpertTensorName n;
   if (!model::ParseExpertTensorName(name, &n) || n.which < 0) return false;
-  for (int p = 0; p < 3; ++p) {
-    if (n.suffix == kSuffix[p]) {
+  for (int p = 0; p < kExpertTensorParts; ++p) {
+    if (n.suffix == kExpertPartSuffix[p]) {
       out->naming = std::move(n.naming);
       out->key.layer = n.layer;
       out->key.expert = n.expert;

@@ -14,8 +14,6 @@ namespace {
 using model::DType;
 using model::TensorInfo;
 
-constexpr const char* kSuffix[3] = {"weight_packed", "weight_scale", "weight"};
-
 std::string ShapeText(const std::vector<int64_t>& s) {
   return absl::StrCat("[", absl::StrJoin(s, ","), "]");
 }
@@ -86,10 +84,11 @@ absl::Status BindDense(const FoundExpertTensors& g, const ExpertKey& key, int w,
         " (nor a dense ",
         ExpertTensorName(g.naming, key.layer, key.expert, w, "weight"), ")"));
   }
-  if (t->dtype != DType::kF32 && t->dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(t), " has dtype ",
-                                                   model::DTypeName(t->dtype),
-                                                   ", expected F32 or BF16"));
+  if (t->dtype != DType::kF32 && t->dtype != DType::kBF16 &&
+      t->dtype != DType::kF8E4M3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(t), " has dtype ", model::DTypeName(t->dtype),
+                     ", expected F32, BF16 or F8_E4M3"));
   }
   if (w > 0 && t->dtype != *dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -101,6 +100,33 @@ absl::Status BindDense(const FoundExpertTensors& g, const ExpertKey& key, int w,
   shape->rows = t->shape[0];
   shape->cols = t->shape[1];
   parts->push_back(t);
+  const TensorInfo* scale = g.t[w][kScaleInvPart];
+  if (t->dtype != DType::kF8E4M3) {
+    if (scale != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(scale), " scales ", t->name, ", which is ",
+          model::DTypeName(t->dtype), ", not F8_E4M3"));
+    }
+    return absl::OkStatus();
+  }
+  // FP8: one float scale per 128x128 block, edge blocks partial.
+  if (scale == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "missing tensor ",
+        ExpertTensorName(g.naming, key.layer, key.expert, w,
+                         "weight_scale_inv"),
+        ": ", Where(t), " is F8_E4M3 and needs its block scales"));
+  }
+  const std::vector<int64_t> grid = {(t->shape[0] + 127) / 128,
+                                     (t->shape[1] + 127) / 128};
+  if (scale->dtype != DType::kF32 || scale->shape != grid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(scale), " is ", model::DTypeName(scale->dtype), " ",
+        ShapeText(scale->shape), ", expected F32 ", ShapeText(grid),
+        " (one scale per 128x128 block of ", t->name, " ",
+        ShapeText(t->shape), ")"));
+  }
+  parts->push_back(scale);
   return absl::OkStatus();
 }
 
@@ -123,7 +149,9 @@ FoundExpertTensors FindExpertTensors(const model::TensorSource& source,
   for (int w = 0; w < 3; ++w) {
     const std::string base =
         model::ExpertMatrixPrefix(naming, layer, expert, w);
-    for (int p = 0; p < 3; ++p) found.t[w][p] = source.Find(base + kSuffix[p]);
+    for (int p = 0; p < kExpertTensorParts; ++p) {
+      found.t[w][p] = source.Find(base + kExpertPartSuffix[p]);
+    }
   }
   return found;
 }
@@ -143,9 +171,10 @@ absl::StatusOr<ExpertTensors> CheckExpertTensors(const FoundExpertTensors& g,
           BindDense(g, key, w, &dtype, &out.shapes[w], &out.parts));
     }
   }
-  out.format = mxfp4                   ? ExpertFormat::kMxfp4
-               : dtype == DType::kBF16 ? ExpertFormat::kBF16
-                                       : ExpertFormat::kF32;
+  out.format = mxfp4                      ? ExpertFormat::kMxfp4
+               : dtype == DType::kBF16    ? ExpertFormat::kBF16
+               : dtype == DType::kF8E4M3 ? ExpertFormat::kFp8
+                                          : ExpertFormat::kF32;
   return out;
 }
 

@@ -5,8 +5,10 @@
 //
 // An expert is three matrices w1 (gate), w2 (down), w3 (up), applied as
 // y = W x with W[rows][cols]. Each is either MXFP4 (`weight_packed` U8
-// [rows][cols/2] plus `weight_scale` U8 [rows][cols/32]) or dense
-// (`weight`, F32 or BF16); the three share one format and, dense, one dtype.
+// [rows][cols/2] plus `weight_scale` U8 [rows][cols/32]), FP8 e4m3
+// (`weight` F8_E4M3 plus `weight_scale_inv` F32 [ceil(rows/128)]
+// [ceil(cols/128)]) or dense (`weight`, F32 or BF16); the three share one
+// format and, dense, one dtype.
 #ifndef FLOTILLA_SHARED_EXPERTS_EXPERT_TENSORS_H_
 #define FLOTILLA_SHARED_EXPERTS_EXPERT_TENSORS_H_
 
@@ -22,13 +24,23 @@
 namespace flotilla::experts {
 
 // The tensors of one expert as found in a source: [which: w1, w2, w3]
-// [part: weight_packed, weight_scale, weight]; null when absent.
+// [part: weight_packed, weight_scale, weight, weight_scale_inv]; null when
+// absent.
 struct FoundExpertTensors {
   model::ExpertNaming naming;  // MoeSpec::expert_names
-  const model::TensorInfo* t[3][3] = {};
+  const model::TensorInfo* t[3][4] = {};
 };
 
-enum ExpertTensorPart : int { kPackedPart = 0, kScalePart = 1, kDensePart = 2 };
+enum ExpertTensorPart : int {
+  kPackedPart = 0,
+  kScalePart = 1,
+  kDensePart = 2,
+  kScaleInvPart = 3,
+};
+inline constexpr int kExpertTensorParts = 4;
+// The name suffix of each ExpertTensorPart.
+inline constexpr const char* kExpertPartSuffix[kExpertTensorParts] = {
+    "weight_packed", "weight_scale", "weight", "weight_scale_inv"};
 
 // model::ExpertMatrixPrefix + suffix ("model.layers.3.block_sparse_moe.
 // experts.7.w1.weight"), for lookups and error messages.
@@ -50,8 +62,9 @@ struct ExpertTensors {
 };
 
 // Checks what was found: every matrix present in one format, 2-D, MXFP4
-// U8 with matching packed/scale shapes (group size 32), dense F32 or BF16
-// with one dtype. Errors name the tensor and its file.
+// U8 with matching packed/scale shapes (group size 32), FP8 with an F32
+// scale of the block grid's shape, dense F32 or BF16 with one dtype. Errors
+// name the tensor and its file.
 absl::StatusOr<ExpertTensors> CheckExpertTensors(
     const FoundExpertTensors& found, const ExpertKey& key);
 

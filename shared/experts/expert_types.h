@@ -28,7 +28,9 @@ struct ExpertKey {
   }
 };
 
-enum class ExpertFormat { kMxfp4, kF32, kBF16 };
+// kFp8: FP8 e4m3 `weight` [rows][cols] with F32 `weight_scale_inv`
+// [ceil(rows/128)][ceil(cols/128)] (DeepSeek-V3 / Kimi K2).
+enum class ExpertFormat { kMxfp4, kF32, kBF16, kFp8 };
 const char* ExpertFormatName(ExpertFormat format);
 
 // Logical shape of one expert matrix, applied as y = W x: W[rows][cols].

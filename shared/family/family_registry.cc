@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "shared/base/status_macros.h"
 #include "shared/family/family.h"
+#include "shared/family/deepseek_v3/deepseek_v3_family.h"
 #include "shared/family/kimi_k3/kimi_k3_family.h"
 #include "shared/family/mixtral/mixtral_family.h"
 #include "shared/model/json_util.h"
@@ -23,7 +24,10 @@ std::mutex& RegistryMutex() {
 
 std::vector<const Family*>& Registry() {
   // The built-in families: one line each.
+  // DeepSeek-V3 comes before Kimi K3, whose "kimi" prefix would otherwise
+  // claim Kimi K2's "kimi_k2".
   static auto* families = new std::vector<const Family*>{
+      &DeepSeekV3Family(),
       &KimiK3Family(),
       &MixtralFamily(),
   };

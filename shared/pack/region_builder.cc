@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/kernels/fp8.h"
 #include "shared/pack/trunk_schema.h"
 
 namespace flotilla::pack {
@@ -17,6 +19,8 @@ absl::Status Fill(const TensorSource& source, const FieldSpec& spec,
                   uint8_t* base) {
   uint8_t* dst = base + field.offset;
   switch (spec.kind) {
+    case FieldKind::kFp8Matrix:
+      return source.ReadRaw(*source.Find(spec.src), dst);
     case FieldKind::kMatrix: {
       const TensorInfo* t = source.Find(spec.src);
       if (t->dtype == field.dtype) return source.ReadRaw(*t, dst);
@@ -76,6 +80,27 @@ absl::StatusOr<Region> BuildRegion(const TensorSource& source,
   for (size_t i = 0; i < schema.size(); ++i) {
     FLOTILLA_RETURN_IF_ERROR(Fill(source, schema[i], region.layout.fields[i],
                                   region.layout, region.bytes.data()));
+  }
+  // FP8 matrices against their scales, once, here: the kernels assume what
+  // CheckFp8Matrix checks, and a pack's checksums keep it true after.
+  for (size_t i = 0; i < schema.size(); ++i) {
+    if (schema[i].kind != FieldKind::kFp8Matrix) continue;
+    const RegionField& f = region.layout.fields[i];
+    const RegionField* scale = region.layout.Find(schema[i].src2);
+    const size_t blocks = ((f.shape[0] + 127) / 128) * ((f.shape[1] + 127) / 128);
+    if (scale == nullptr || scale->nbytes != blocks * sizeof(float)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", schema[i].src, ": its block scales (", schema[i].src2,
+          ") are not ", blocks, " floats"));
+    }
+    kernels::Fp8BlockMatrix m;
+    m.codes = region.bytes.data() + f.offset;
+    m.scale_inv =
+        reinterpret_cast<const float*>(region.bytes.data() + scale->offset);
+    m.rows = f.shape[0];
+    m.cols = f.shape[1];
+    FLOTILLA_RETURN_IF_ERROR(base::WithContext(
+        kernels::CheckFp8Matrix(m), absl::StrCat("tensor ", schema[i].src)));
   }
   return region;
 }

@@ -33,6 +33,19 @@ absl::StatusOr<DType> SourceDType(const TensorSource& source,
     }
     return absl::InternalError(absl::StrCat("uk_t without ", f.src));
   }
+  if (f.kind == FieldKind::kFp8Matrix) {
+    const TensorInfo* t = source.Find(f.src);
+    if (t == nullptr) {
+      return absl::NotFoundError(absl::StrCat("missing tensor ", f.src));
+    }
+    if (t->shape != FieldShape(f) || t->dtype != DType::kF8E4M3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", f.src, " in ", t->file, " is ", model::DTypeName(t->dtype),
+          " ", ShapeStr(t->shape), ", expected F8_E4M3 ",
+          ShapeStr(FieldShape(f)), " (the config's quantization_config)"));
+    }
+    return DType::kF8E4M3;
+  }
   for (const std::string& name : {f.src, f.src2}) {
     if (name.empty()) continue;
     const TensorInfo* t = source.Find(name);
@@ -109,7 +122,8 @@ RegionLayout LayoutFor(const std::vector<FieldSpec>& schema,
 }  // namespace
 
 std::vector<int64_t> FieldShape(const FieldSpec& f) {
-  if (f.kind == FieldKind::kMatrix || f.kind == FieldKind::kUkT) {
+  if (f.kind == FieldKind::kMatrix || f.kind == FieldKind::kUkT ||
+      f.kind == FieldKind::kFp8Matrix) {
     return {static_cast<int64_t>(f.rows), static_cast<int64_t>(f.cols)};
   }
   return {static_cast<int64_t>(f.rows)};
@@ -135,7 +149,8 @@ absl::StatusOr<RegionLayout> ResolveLayout(
 RegionLayout PlannedLayout(const std::vector<FieldSpec>& schema) {
   std::vector<DType> dtypes;
   for (const FieldSpec& f : schema) {
-    dtypes.push_back(f.kind == FieldKind::kMatrix || f.kind == FieldKind::kUkT
+    dtypes.push_back(f.kind == FieldKind::kFp8Matrix ? DType::kF8E4M3
+                     : f.kind == FieldKind::kMatrix || f.kind == FieldKind::kUkT
                          ? DType::kBF16
                          : DType::kF32);
   }
@@ -150,11 +165,13 @@ absl::Status CheckLayout(const RegionLayout& layout,
       return absl::DataLossError(
           absl::StrCat("trunk region lacks field ", spec.field));
     }
-    const bool matrix =
-        spec.kind == FieldKind::kMatrix || spec.kind == FieldKind::kUkT;
+    const bool matrix = spec.kind == FieldKind::kMatrix ||
+                        spec.kind == FieldKind::kUkT ||
+                        spec.kind == FieldKind::kFp8Matrix;
     const bool dtype_ok =
-        matrix ? (f->dtype == DType::kF32 || f->dtype == DType::kBF16)
-               : f->dtype == DType::kF32;
+        spec.kind == FieldKind::kFp8Matrix ? f->dtype == DType::kF8E4M3
+        : matrix ? (f->dtype == DType::kF32 || f->dtype == DType::kBF16)
+                 : f->dtype == DType::kF32;
     const size_t elems = spec.rows * std::max<size_t>(spec.cols, 1);
     if (!dtype_ok || f->shape != FieldShape(spec) ||
         f->nbytes != elems * model::DTypeSize(f->dtype) ||
@@ -210,6 +227,8 @@ absl::StatusOr<RegionLayout> LayoutFromJson(absl::string_view text) {
       field.dtype = DType::kF32;
     } else if (dtype == "BF16") {
       field.dtype = DType::kBF16;
+    } else if (dtype == "F8_E4M3") {
+      field.dtype = DType::kF8E4M3;
     } else {
       return bad(absl::StrCat("field ", field.name, " has dtype ", dtype));
     }

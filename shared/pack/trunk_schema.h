@@ -27,6 +27,11 @@ enum class FieldKind {
   kVectorPrefix,  // the first rows floats of `src` (A_log is padded to D)
   kFold,          // rows floats: src[i] * src2[i] (AttnRes norm * proj)
   kUkT,           // per-head transposed key half of the matrix field `src`
+  // FP8 e4m3 codes [rows][cols] copied as stored (F8_E4M3 only); `src2`
+  // names the region field holding its 128x128 block scales (a kVector of
+  // the checkpoint's `<name>_scale_inv`), which the builder checks the
+  // codes against: no NaN code, every scale finite and positive.
+  kFp8Matrix,
 };
 
 struct FieldSpec {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/elapsed.h"
 #include "shared/io/checksum.h"
+#include "shared/kernels/fp8.h"
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/recurrent.h"
 #include "shared/kernels/thread_pool.h"
@@ -40,16 +41,39 @@ double CallsPerSecond(double seconds, const std::function<void(int)>& fn) {
   return calls / elapsed;
 }
 
+// Bytes per element of a trunk matrix of `dtype` as stored.
+size_t DTypeBytes(model::DType dtype) {
+  return dtype == model::DType::kBF16      ? 2
+         : dtype == model::DType::kF8E4M3 ? 1
+                                           : 4;
+}
+
 // Seconds per byte of one-token matvecs of a [rows][cols] matrix of
 // `dtype`, timed on a slice of at most 32 MB per matrix over copies that
 // total 128 MB (so the weights come from RAM, as in decode).
 double SecondsPerByte(model::DType dtype, size_t rows, size_t cols,
                       kernels::ThreadPool* pool, double seconds) {
-  const size_t el = dtype == model::DType::kBF16 ? 2 : 4;
+  const size_t el = DTypeBytes(dtype);
   rows = std::clamp<size_t>((32u << 20) / (el * cols), 1, rows);
   const size_t n = rows * cols;
   const int copies =
       static_cast<int>(std::max<uint64_t>(2, kMatvecScratch / (el * n)));
+  if (dtype == model::DType::kF8E4M3) {
+    // Codes below the NaN pair, one block scale per 128x128.
+    std::vector<uint8_t> w(n * copies);
+    for (size_t i = 0; i < w.size(); ++i) {
+      w[i] = static_cast<uint8_t>((i * 2654435761u >> 24) % 0x70);
+    }
+    std::vector<float> scales(((rows + 127) / 128) * ((cols + 127) / 128),
+                              1e-3f);
+    std::vector<float> x(cols, 0.01f), y(rows);
+    const double calls = CallsPerSecond(seconds, [&](int i) {
+      kernels::Fp8BlockMatrix m{w.data() + (i % copies) * n, scales.data(),
+                                rows, cols};
+      kernels::MatMulFp8(m, x.data(), 1, y.data(), pool);
+    });
+    return 1.0 / (calls * static_cast<double>(n));
+  }
   std::vector<uint16_t> w(n * copies * (el / 2));
   for (size_t i = 0; i < w.size(); ++i) {
     // Small finite values in either reading (bf16, or f32 halves).
@@ -96,10 +120,9 @@ double TrunkMatvecRate(const model::ModelShape& m, kernels::ThreadPool* pool,
   for (const auto& [shape, count] : uses) {
     const auto& [dtype, rows, cols] = shape;
     const double per_use = static_cast<double>(rows) * cols *
-                           (dtype == model::DType::kBF16 ? 2 : 4) *
+                           DTypeBytes(dtype) *
                            SecondsPerByte(dtype, rows, cols, pool, each);
-    bytes += static_cast<double>(count) * rows * cols *
-             (dtype == model::DType::kBF16 ? 2 : 4);
+    bytes += static_cast<double>(count) * rows * cols * DTypeBytes(dtype);
     time += count * per_use;
     auto it = before_experts.find(shape);
     if (it != before_experts.end()) time_before += it->second * per_use;
@@ -135,14 +158,16 @@ double Mxfp4Rate(const model::ModelShape& m, kernels::ThreadPool* pool,
   return calls * static_cast<double>(run);
 }
 
-// Dense (bf16 or f32) experts run the trunk's matvec on their three
+// Dense (bf16, f32 or FP8 block-scaled) experts run the trunk's matvec on their three
 // matrices.
 double ExpertRate(const model::ModelShape& m, kernels::ThreadPool* pool,
                   double seconds) {
   if (m.expert_hidden <= 0 || m.expert_intermediate <= 0) return 0;
   if (m.expert_format == "mxfp4") return Mxfp4Rate(m, pool, seconds);
-  const model::DType dtype =
-      m.expert_format == "bf16" ? model::DType::kBF16 : model::DType::kF32;
+  const model::DType dtype = m.expert_format == "bf16" ? model::DType::kBF16
+                             : m.expert_format == "fp8_e4m3"
+                                 ? model::DType::kF8E4M3
+                                 : model::DType::kF32;
   const size_t h = m.expert_hidden, i = m.expert_intermediate;
   const double up = SecondsPerByte(dtype, i, h, pool, seconds / 2);
   const double down = SecondsPerByte(dtype, h, i, pool, seconds / 2);

@@ -173,6 +173,11 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
           General("tie_word_embeddings", {"tie_word_embeddings"}), false)) {
     c.tie_word_embeddings = *v;
   }
+  // Upstream's default when the release omits it: interleaved pairs.
+  if (const auto v = r.OptionalBool(
+          General("rope_interleave", {"rope_interleave"}), true)) {
+    c.rope_interleave = *v;
+  }
   // The routing upstream runs: sigmoid scores, bias-corrected group top-k.
   for (const auto& [key, want] : {std::pair<const char*, const char*>{
                                       "scoring_func", "sigmoid"},

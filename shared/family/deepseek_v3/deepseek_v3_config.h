@@ -45,6 +45,9 @@ struct DeepSeekV3Config {
   int num_nextn_predict_layers = 0;  // MTP layers after the decoder layers
   bool tie_word_embeddings = false;
   double rope_theta = 10000;
+  // RoPE on pairs (x0, x1), (x2, x3), ... (upstream's default) or on
+  // halves (x_i, x_{i + rope/2}).
+  bool rope_interleave = true;
   // YaRN (rope_scaling type "yarn"); factor 1 = no scaling.
   double yarn_factor = 1;
   int yarn_original_max_position = 0;

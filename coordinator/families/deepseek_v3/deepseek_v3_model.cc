@@ -1,0 +1,245 @@
+#include "coordinator/families/deepseek_v3/deepseek_v3_model.h"
+
+#include <cmath>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/model/batched_step.h"
+#include "coordinator/model/state_codec.h"
+#include "shared/base/status_macros.h"
+#include "shared/kernels/kernels.h"
+
+namespace flotilla::coordinator {
+
+size_t DeepSeekV3Sequence::bytes() const {
+  size_t total = 0;
+  for (const LatentCache& c : layers) total += c.bytes();
+  return total;
+}
+
+absl::Status DeepSeekV3Sequence::Save(std::string* out) const {
+  state_codec::PutU64(out, positions);
+  state_codec::PutU64(out, layers.size());
+  for (const LatentCache& c : layers) {
+    state_codec::PutFloats(out, c.c_kv);
+    state_codec::PutFloats(out, c.k_rope);
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<DeepSeekV3Model> DeepSeekV3Model::Create(
+    const model::DeepSeekV3Config& c, std::unique_ptr<RegionTrunk> trunk,
+    std::unique_ptr<kernels::ThreadPool> pool,
+    std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive) {
+  auto m = std::unique_ptr<DeepSeekV3Model>(new DeepSeekV3Model());
+  m->config_ = c;
+  m->keep_alive_ = std::move(keep_alive);
+  m->pool_ = std::move(pool);
+  m->trunk_ = std::move(trunk);
+  m->experts_ = std::move(experts);
+  m->attention_ = DeepSeekV3AttentionSpec(c);
+  RouterSpec& r = m->router_;
+  r.scoring = RouterSpec::Scoring::kSigmoid;
+  r.num_experts = c.n_routed_experts;
+  r.top_k = c.num_experts_per_tok;
+  r.renormalize = c.norm_topk_prob;
+  r.renormalize_epsilon = 1e-20;  // upstream's denominator guard
+  r.scaling = c.routed_scaling_factor;
+  r.num_groups = c.n_group;
+  r.top_groups = c.topk_group;
+  return m;
+}
+
+std::unique_ptr<ModelSequence> DeepSeekV3Model::StartSequence() const {
+  auto s = std::make_unique<DeepSeekV3Sequence>();
+  s->layers.resize(config_.num_hidden_layers);
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<ModelSequence>> DeepSeekV3Model::LoadSequence(
+    absl::string_view bytes) const {
+  state_codec::Reader in(bytes);
+  auto s = std::make_unique<DeepSeekV3Sequence>();
+  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t positions, in.U64());
+  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
+  if (layers != static_cast<uint64_t>(config_.num_hidden_layers) ||
+      positions > static_cast<uint64_t>(config_.max_position_embeddings)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "saved state: ", layers, " layers and ", positions,
+        " positions do not fit this model (", config_.num_hidden_layers,
+        " layers)"));
+  }
+  s->positions = positions;
+  s->layers.resize(layers);
+  for (LatentCache& c : s->layers) {
+    FLOTILLA_RETURN_IF_ERROR(
+        in.Floats(positions * config_.kv_lora_rank, &c.c_kv, "latents"));
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * config_.qk_rope_head_dim,
+                                       &c.k_rope, "rope keys"));
+    c.positions = positions;
+  }
+  FLOTILLA_RETURN_IF_ERROR(in.Finish());
+  return std::unique_ptr<ModelSequence>(std::move(s));
+}
+
+absl::StatusOr<DeepSeekV3Sequence*> DeepSeekV3Model::CheckInput(
+    ModelSequence* sequence, const std::vector<int32_t>& ids) const {
+  auto* seq = dynamic_cast<DeepSeekV3Sequence*>(sequence);
+  if (seq == nullptr) {
+    return absl::InvalidArgumentError(
+        "the sequence was not started by this DeepSeek-V3 model");
+  }
+  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, config_.vocab_size));
+  if (seq->positions + ids.size() >
+      static_cast<size_t>(config_.max_position_embeddings)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the sequence would reach ", seq->positions + ids.size(),
+        " tokens; the model's context (max_position_embeddings) is ",
+        config_.max_position_embeddings));
+  }
+  return seq;
+}
+
+absl::Status DeepSeekV3Model::Forward(ModelSequence* sequence,
+                                      const std::vector<int32_t>& ids,
+                                      bool all_positions,
+                                      std::vector<float>* logits) {
+  FLOTILLA_ASSIGN_OR_RETURN(DeepSeekV3Sequence * seq,
+                            CheckInput(sequence, ids));
+  std::vector<size_t> rows;
+  for (size_t r = all_positions ? 0 : ids.size() - 1; r < ids.size(); ++r) {
+    rows.push_back(r);
+  }
+  return Step({seq}, {&ids}, rows, logits);
+}
+
+absl::Status DeepSeekV3Model::ForwardBatch(
+    const std::vector<ModelSequence*>& sequences,
+    const std::vector<std::vector<int32_t>>& ids,
+    std::vector<std::vector<float>>* last_logits) {
+  return RunBatchedStep<DeepSeekV3Sequence>(
+      sequences, ids, config_.vocab_size,
+      [this](ModelSequence* s, const std::vector<int32_t>& i) {
+        return CheckInput(s, i);
+      },
+      [this](const std::vector<DeepSeekV3Sequence*>& seqs,
+             const std::vector<const std::vector<int32_t>*>& lists,
+             const std::vector<size_t>& rows, std::vector<float>* logits) {
+        return Step(seqs, lists, rows, logits);
+      },
+      last_logits);
+}
+
+void DeepSeekV3Model::SwiGlu(const DeepSeekV3Layer& w, const float* x,
+                             size_t n, float* out) {
+  const size_t inter = w.gate.rows();
+  std::vector<float> g(n * inter), u(n * inter);
+  kernels::MatMul(w.gate, x, n, g.data(), pool_.get());
+  kernels::MatMul(w.up, x, n, u.data(), pool_.get());
+  const float inf = std::numeric_limits<float>::infinity();
+  kernels::SituGlu(g.data(), u.data(), n * inter, inf, inf, g.data());
+  kernels::MatMul(w.down, g.data(), n, out, pool_.get());
+}
+
+absl::Status DeepSeekV3Model::Moe(int layer, const DeepSeekV3Layer& w,
+                                  const float* normed, size_t n, float* out) {
+  const size_t e = config_.hidden_size;
+  std::vector<float> logits(n * config_.n_routed_experts);
+  kernels::MatMul(w.router, normed, n, logits.data(), pool_.get());
+  std::vector<ExpertTask> tasks;
+  Route(router_, logits.data(), w.router_bias, n, &tasks);
+  // The shared experts first: they need no routed expert's bytes.
+  std::vector<float> shared(w.has_ffn ? n * e : 0);
+  if (w.has_ffn) SwiGlu(w, normed, n, shared.data());
+  FLOTILLA_RETURN_IF_ERROR(
+      experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out));
+  experts_->RecordRouted(layer, tasks.size());
+  for (size_t k = 0; k < shared.size(); ++k) out[k] += shared[k];
+  return absl::OkStatus();
+}
+
+absl::Status DeepSeekV3Model::Step(
+    const std::vector<DeepSeekV3Sequence*>& seqs,
+    const std::vector<const std::vector<int32_t>*>& ids,
+    const std::vector<size_t>& out_rows, std::vector<float>* logits) {
+  const model::DeepSeekV3Config& c = config_;
+  const size_t e = c.hidden_size, v = c.vocab_size;
+  std::vector<size_t> offset(seqs.size() + 1, 0), position;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    offset[i + 1] = offset[i] + ids[i]->size();
+    for (size_t t = 0; t < ids[i]->size(); ++t) {
+      position.push_back(seqs[i]->positions + t);
+    }
+  }
+  const size_t n = offset.back();
+  std::vector<float> h(n * e), normed(n * e), delta(n * e);
+  const kernels::DenseMatrix& embed = trunk_->embed();
+  for (size_t r = 0, i = 0; i < seqs.size(); ++i) {
+    for (int32_t id : *ids[i]) {
+      const size_t row = static_cast<size_t>(id) * e;
+      for (size_t k = 0; k < e; ++k, ++r) {
+        h[r] = embed.type == kernels::DenseType::kF32
+                   ? static_cast<const float*>(embed.data)[row + k]
+                   : kernels::Bf16ToF32(
+                         static_cast<const uint16_t*>(embed.data)[row + k]);
+      }
+    }
+  }
+  // The first non-finite value of `x` ([rows][width]), as an error naming
+  // its position; row r is step row rows[r], or r when `rows` is null.
+  auto check = [&](const std::vector<float>& x, size_t width, const char* what,
+                   const std::vector<size_t>* rows) -> absl::Status {
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (!std::isfinite(x[k])) {
+        const size_t r = k / width;
+        return absl::DataLossError(
+            absl::StrCat("non-finite ", what, " (", x[k], ") at position ",
+                         position[rows != nullptr ? (*rows)[r] : r],
+                         ": the weights or the computation are broken"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound,
+                              trunk_->Acquire(layer));
+    // Released however the layer ends, so the ring stays in step.
+    const absl::Cleanup release = [&] { trunk_->Release(layer); };
+    const auto& w = *static_cast<const DeepSeekV3Layer*>(bound);
+    for (size_t t = 0; t < n; ++t) {
+      kernels::RmsNorm(h.data() + t * e, w.input_norm, e, c.rms_norm_eps,
+                       normed.data() + t * e);
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      LatentAttention(attention_, w.attention, normed.data() + offset[i] * e,
+                      ids[i]->size(), &seqs[i]->layers[layer],
+                      delta.data() + offset[i] * e, pool_.get());
+    }
+    for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
+    for (size_t t = 0; t < n; ++t) {
+      kernels::RmsNorm(h.data() + t * e, w.post_norm, e, c.rms_norm_eps,
+                       normed.data() + t * e);
+    }
+    if (w.moe) {
+      FLOTILLA_RETURN_IF_ERROR(
+          base::WithContext(Moe(layer, w, normed.data(), n, delta.data()),
+                            absl::StrCat("experts of layer ", layer)));
+    } else {
+      SwiGlu(w, normed.data(), n, delta.data());
+    }
+    for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
+    FLOTILLA_RETURN_IF_ERROR(check(h, e, "activation", nullptr));
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
+  for (size_t r = 0; r < out_rows.size(); ++r) {
+    kernels::RmsNorm(h.data() + out_rows[r] * e, trunk_->final_norm(), e,
+                     c.rms_norm_eps, normed.data() + r * e);
+  }
+  logits->resize(out_rows.size() * v);
+  kernels::MatMul(trunk_->lm_head(), normed.data(), out_rows.size(),
+                  logits->data(), pool_.get());
+  return check(*logits, v, "logit", &out_rows);
+}
+
+}  // namespace flotilla::coordinator

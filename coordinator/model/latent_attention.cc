@@ -1,0 +1,109 @@
+#include "coordinator/model/latent_attention.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "shared/kernels/kernels.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+// Rotates one rope slice `x` [rope] in place for `position`, in float as
+// upstream: angle = position * inv_freq[i], cos and sin times the factor,
+// (a, b) -> (a cos - b sin, b cos + a sin).
+void Rotate(const LatentAttentionSpec& s, size_t position, float* x) {
+  const size_t half = s.qk_rope_dim / 2;
+  for (size_t i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(position) * s.inv_freq[i];
+    const float c = std::cos(angle) * s.rope_factor;
+    const float sn = std::sin(angle) * s.rope_factor;
+    float& a = x[s.rope_interleaved ? 2 * i : i];
+    float& b = x[s.rope_interleaved ? 2 * i + 1 : i + half];
+    const float a0 = a, b0 = b;
+    a = a0 * c - b0 * sn;
+    b = b0 * c + a0 * sn;
+  }
+}
+
+}  // namespace
+
+void LatentAttention(const LatentAttentionSpec& s,
+                     const LatentAttentionWeights& w, const float* x, size_t n,
+                     LatentCache* cache, float* out,
+                     kernels::ThreadPool* pool) {
+  const size_t heads = s.heads, kvl = s.kv_lora_rank, nope = s.qk_nope_dim,
+               rope = s.qk_rope_dim, vd = s.v_dim, qh = nope + rope;
+  // Queries [n][heads][nope | rope].
+  std::vector<float> q(n * heads * qh);
+  if (s.q_lora_rank > 0) {
+    const size_t ql = s.q_lora_rank;
+    std::vector<float> qa(n * ql);
+    kernels::MatMul(w.q_a, x, n, qa.data(), pool);
+    for (size_t t = 0; t < n; ++t) {
+      kernels::RmsNorm(qa.data() + t * ql, w.q_a_norm, ql, s.q_norm_eps,
+                       qa.data() + t * ql);
+    }
+    kernels::MatMul(w.q_b, qa.data(), n, q.data(), pool);
+  } else {
+    kernels::MatMul(w.q_proj, x, n, q.data(), pool);
+  }
+  // The new positions' latent and shared rope key.
+  std::vector<float> kva(n * (kvl + rope));
+  kernels::MatMul(w.kv_a, x, n, kva.data(), pool);
+  const size_t start = cache->positions;
+  cache->c_kv.resize((start + n) * kvl);
+  cache->k_rope.resize((start + n) * rope);
+  for (size_t t = 0; t < n; ++t) {
+    const float* row = kva.data() + t * (kvl + rope);
+    kernels::RmsNorm(row, w.kv_a_norm, kvl, s.kv_norm_eps,
+                     cache->c_kv.data() + (start + t) * kvl);
+    float* k = cache->k_rope.data() + (start + t) * rope;
+    std::memcpy(k, row + kvl, rope * sizeof(float));
+    Rotate(s, start + t, k);
+    for (size_t h = 0; h < heads; ++h) {
+      Rotate(s, start + t, q.data() + (t * heads + h) * qh + nope);
+    }
+  }
+  cache->positions = start + n;
+
+  std::vector<float> attn(n * heads * vd);
+  // Heads are independent; each writes only its own slice of `attn`.
+  kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
+    std::vector<double> acc(kvl);
+    std::vector<float> q_lat(kvl), scores, ctx(kvl);
+    for (size_t h = h_begin; h < h_end; ++h) {
+      const size_t k_row = h * (nope + vd);  // this head's key rows in kv_b
+      for (size_t t = 0; t < n; ++t) {
+        const float* qt = q.data() + (t * heads + h) * qh;
+        // q_lat = W_UK^T q_nope: the key half of kv_b, absorbed.
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (size_t i = 0; i < nope; ++i) {
+          kernels::AddScaledRow(w.kv_b, k_row + i, qt[i], acc.data());
+        }
+        for (size_t j = 0; j < kvl; ++j) q_lat[j] = static_cast<float>(acc[j]);
+        const size_t len = start + t + 1;
+        scores.resize(len);
+        for (size_t p = 0; p < len; ++p) {
+          const double dot =
+              kernels::DotF32(q_lat.data(), cache->c_kv.data() + p * kvl, kvl) +
+              kernels::DotF32(qt + nope, cache->k_rope.data() + p * rope, rope);
+          scores[p] = static_cast<float>(dot * s.softmax_scale);
+        }
+        kernels::Softmax(scores.data(), len);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (size_t p = 0; p < len; ++p) {
+          const float* c = cache->c_kv.data() + p * kvl;
+          const double weight = scores[p];
+          for (size_t j = 0; j < kvl; ++j) acc[j] += weight * c[j];
+        }
+        for (size_t j = 0; j < kvl; ++j) ctx[j] = static_cast<float>(acc[j]);
+        // The value half of kv_b on the weighted latent.
+        kernels::MatVecRows(w.kv_b, k_row + nope, vd, ctx.data(),
+                            attn.data() + (t * heads + h) * vd);
+      }
+    }
+  });
+  kernels::MatMul(w.o_proj, attn.data(), n, out, pool);
+}
+
+}  // namespace flotilla::coordinator

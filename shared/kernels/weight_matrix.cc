@@ -1,0 +1,65 @@
+#include "shared/kernels/weight_matrix.h"
+
+namespace flotilla::kernels {
+namespace {
+
+// Rows [first, first + count) of an FP8 matrix as a matrix of its own: its
+// codes start at row `first`; its scales at that row's block row, which is
+// only right when the view does not cross into the next block row, so views
+// are one row each.
+Fp8BlockMatrix Fp8Row(const Fp8BlockMatrix& m, size_t row) {
+  Fp8BlockMatrix r = m;
+  r.codes = m.codes + row * m.cols;
+  r.scale_inv = m.scale_inv + (row / kFp8Block) * m.scale_cols();
+  r.rows = 1;
+  return r;
+}
+
+}  // namespace
+
+void MatMul(const WeightMatrix& w, const float* x, size_t n_tokens, float* y,
+            ThreadPool* pool) {
+  if (w.fp8) {
+    MatMulFp8(w.block, x, n_tokens, y, pool);
+  } else {
+    MatMul(w.dense, x, n_tokens, y, pool);
+  }
+}
+
+void MatVecRows(const WeightMatrix& w, size_t first, size_t count,
+                const float* x, float* y) {
+  if (!w.fp8) {
+    DenseMatrix rows = w.dense;
+    const size_t elem = w.dense.type == DenseType::kF32 ? 4 : 2;
+    rows.data = static_cast<const char*>(w.dense.data) + first * w.dense.cols * elem;
+    rows.rows = count;
+    MatMul(rows, x, 1, y, nullptr);
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    MatMulFp8(Fp8Row(w.block, first + i), x, 1, y + i, nullptr);
+  }
+}
+
+void AddScaledRow(const WeightMatrix& w, size_t row, double a, double* acc) {
+  const size_t cols = w.cols();
+  if (w.fp8) {
+    const uint8_t* codes = w.block.codes + row * cols;
+    const float* scales =
+        w.block.scale_inv + (row / kFp8Block) * w.block.scale_cols();
+    for (size_t c = 0; c < cols; ++c) {
+      const float v = E4m3ToF32(codes[c]) * scales[c / kFp8Block];
+      acc[c] += a * static_cast<double>(v);
+    }
+  } else if (w.dense.type == DenseType::kF32) {
+    const float* r = static_cast<const float*>(w.dense.data) + row * cols;
+    for (size_t c = 0; c < cols; ++c) acc[c] += a * static_cast<double>(r[c]);
+  } else {
+    const uint16_t* r = static_cast<const uint16_t*>(w.dense.data) + row * cols;
+    for (size_t c = 0; c < cols; ++c) {
+      acc[c] += a * static_cast<double>(Bf16ToF32(r[c]));
+    }
+  }
+}
+
+}  // namespace flotilla::kernels
