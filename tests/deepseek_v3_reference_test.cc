@@ -1,0 +1,203 @@
+// DeepSeek-V3 (tests/fixtures/deepseek-v3/ckpt_A: a tiny random checkpoint
+// in the FP8 release layout, with reference outputs of Hugging Face's own
+// modeling_deepseek_v3.py in float32; see its README) through every way the
+// engine runs a model: the greedy ids exactly, and the step logits (one per
+// generated token) and the teacher-forced logits over prompt + generation
+// within the README's 3e-5 -- in memory, streamed from a pack with no trunk
+// layer pinned, on two expert workers (`pack --workers 2`), and from the
+// checkpoint re-split into two shards that cut through every layer.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "coordinator/engine.h"
+#include "coordinator/families/deepseek_v3/deepseek_v3_model.h"
+#include "coordinator/generate.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "shared/testing/fixture.h"
+#include "shared/testing/process.h"
+#include "tests/checkpoint_rewrite.h"
+#include "tests/distributed_test_util.h"
+
+namespace flotilla {
+namespace {
+
+constexpr double kTolerance = 3e-5;  // the README's suggested bound
+constexpr int kVocab = 512;
+
+std::string CkptDir() { return testutil::DataPath("deepseek-v3/ckpt_A"); }
+
+struct Reference {
+  std::vector<int32_t> prompt, generated, full;
+  std::vector<float> step_logits;  // [generated][vocab]
+  std::vector<float> tf_logits;    // [full][vocab]
+};
+
+const Reference& Ref() {
+  static const Reference* ref = [] {
+    auto* r = new Reference;
+    const nlohmann::json j = testutil::LoadJson(CkptDir() + "/ref/ref.json");
+    r->prompt = j["prompt_ids"].get<std::vector<int32_t>>();
+    r->generated = j["generated_ids"].get<std::vector<int32_t>>();
+    r->full = r->prompt;
+    r->full.insert(r->full.end(), r->generated.begin(), r->generated.end());
+    r->step_logits = testutil::ReadF32File(CkptDir() + "/ref/step_logits.f32");
+    r->tf_logits = testutil::ReadF32File(CkptDir() + "/ref/tf_logits.f32");
+    return r;
+  }();
+  return *ref;
+}
+
+double MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
+  return worst;
+}
+
+// The model's outputs for the reference prompt: greedy generation with its
+// step logits, then one forward over every id (teacher forcing).
+struct ModelRun {
+  std::vector<int32_t> generated;
+  std::vector<float> step_logits, tf_logits;
+};
+
+ModelRun RunModel(coordinator::LanguageModel& model) {
+  const Reference& ref = Ref();
+  ModelRun run;
+  coordinator::GenerateOptions g;
+  g.max_tokens = static_cast<int>(ref.generated.size());
+  g.keep_logits = true;
+  auto result = coordinator::Generate(model, ref.prompt, g, nullptr);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return run;
+  run.generated = result->generated_ids;
+  run.step_logits = result->logits;
+  auto seq = model.StartSequence();
+  absl::Status s = model.Forward(seq.get(), ref.full, true, &run.tf_logits);
+  EXPECT_TRUE(s.ok()) << s;
+  return run;
+}
+
+void ExpectReference(const ModelRun& run, const std::string& label) {
+  const Reference& ref = Ref();
+  EXPECT_EQ(run.generated, ref.generated) << label;
+  const double step = MaxAbs(run.step_logits, ref.step_logits);
+  const double tf = MaxAbs(run.tf_logits, ref.tf_logits);
+  EXPECT_LE(step, kTolerance) << label << ": step logits";
+  EXPECT_LE(tf, kTolerance) << label << ": teacher-forced logits";
+  // The teacher-forced argmax over the generated span is the generation.
+  for (size_t i = ref.prompt.size() - 1; i + 1 < ref.full.size(); ++i) {
+    if (run.tf_logits.size() < (i + 1) * kVocab) break;
+    EXPECT_EQ(testutil::ArgMax(run.tf_logits.data() + i * kVocab, kVocab),
+              ref.full[i + 1])
+        << label << " position " << i;
+  }
+  std::printf("%s: step max |dlogit| %.3g, teacher-forced %.3g\n",
+              label.c_str(), step, tf);
+}
+
+ModelRun OpenAndRun(const coordinator::EngineOptions& o, const std::string& label) {
+  auto engine = coordinator::OpenEngine(o);
+  EXPECT_TRUE(engine.ok()) << label << ": " << engine.status();
+  if (!engine.ok()) return {};
+  EXPECT_EQ((*engine)->family, "deepseek_v3");
+  return RunModel(*(*engine)->model);
+}
+
+TEST(DeepSeekV3ReferenceTest, InMemory) {
+  coordinator::EngineOptions o;
+  o.model_dir = CkptDir();
+  o.mem = "1G";
+  ExpectReference(OpenAndRun(o, "in memory"), "in memory");
+}
+
+std::string Pack(const dtest::TempDir& dir, const std::string& model,
+                 const std::string& extra = "") {
+  const std::string out = dir.path() + "/pack";
+  const testutil::CommandResult r = testutil::RunCommand(
+      testutil::BinPath("flotilla-tool") + " pack --model " + model +
+          " --out " + out + extra,
+      dir.path());
+  EXPECT_TRUE(r.exited && r.code == 0) << r.err;
+  return out;
+}
+
+TEST(DeepSeekV3ReferenceTest, PackedWithNoLayerPinned) {
+  dtest::TempDir tmp;
+  coordinator::EngineOptions o;
+  o.model_dir = CkptDir();
+  o.pack_dir = Pack(tmp, CkptDir());
+  o.max_pinned_layers = 0;  // every layer through the ring
+  o.max_context = 64;
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->plan.pinned_layers, 0);
+  EXPECT_TRUE((*engine)->streaming);
+  auto* ds = dynamic_cast<coordinator::DeepSeekV3Model*>((*engine)->model.get());
+  ASSERT_NE(ds, nullptr);
+  const ModelRun run = RunModel(*ds);
+  ExpectReference(run, "packed, nothing pinned");
+  // 16 generation steps and the teacher-forced pass, each reading the 4
+  // layers from the pack (the ring may have read ahead a few).
+  EXPECT_GE(ds->trunk()->stats().regions_read, 17u * 4u);
+}
+
+TEST(DeepSeekV3ReferenceTest, TwoExpertWorkers) {
+  dtest::TempDir tmp;
+  const std::string pack = Pack(tmp, CkptDir(), " --workers 2");
+  dtest::Fleet fleet;
+  for (int k = 0; k < 2; ++k) {
+    const std::string dir = absl::StrCat(pack, "/workers/worker-", k);
+    auto w = dtest::WorkerProcess::Start(
+        {"--model=" + dir, "--placement=" + dir + "/placement.json",
+         "--threads=1", "--mem=256M"},
+        absl::StrCat(tmp.path(), "/worker", k, ".log"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    fleet.push_back(std::move(*w));
+  }
+  coordinator::EngineOptions o;
+  o.model_dir = CkptDir();
+  o.workers = dtest::Addresses(fleet);
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ExpectReference(RunModel(*(*engine)->model), "2 expert workers");
+}
+
+// Two shards that split every layer: tensors alternate between the files in
+// name order, so each layer's projections, their scales and each expert's
+// matrices land in both.
+TEST(DeepSeekV3ReferenceTest, ResplitIntoTwoShardsGivesTheSameLogits) {
+  dtest::TempDir tmp;
+  const std::string dir = tmp.path() + "/resplit";
+  int next = 0;
+  testutil::RewriteOptions ro;
+  ro.shards = 2;
+  ro.edit = [&next](const model::TensorInfo&, testutil::TensorFate* f) {
+    f->shard = next++ % 2;
+  };
+  ASSERT_TRUE(testutil::RewriteCheckpoint(CkptDir(), dir, ro).ok());
+  coordinator::EngineOptions a;
+  a.model_dir = CkptDir();
+  coordinator::EngineOptions b = a;
+  b.model_dir = dir;
+  const ModelRun one = OpenAndRun(a, "one shard");
+  const ModelRun two = OpenAndRun(b, "two shards");
+  ExpectReference(two, "two shards");
+  EXPECT_EQ(two.step_logits, one.step_logits);
+  EXPECT_EQ(two.tf_logits, one.tf_logits);
+  // And packed from the two shards.
+  coordinator::EngineOptions p = b;
+  p.pack_dir = Pack(tmp, dir);
+  p.max_pinned_layers = 0;
+  p.max_context = 64;
+  const ModelRun packed = OpenAndRun(p, "two shards, packed");
+  EXPECT_EQ(packed.tf_logits, one.tf_logits);
+}
+
+}  // namespace
+}  // namespace flotilla
