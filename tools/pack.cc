@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/experts/expert_codec.h"
 #include "shared/io/checksum.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
@@ -54,6 +55,9 @@ class Packer {
  private:
   absl::Status OpenFiles(bool fresh);
   absl::StatusOr<RegionSums> PackRegion(size_t i);
+  // The codec's value check (FP8: no NaN code, positive scales) on
+  // plan_.experts[i]'s bytes at `run`.
+  absl::Status CheckValues(size_t i, const uint8_t* run) const;
   absl::Status PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
                          std::vector<uint64_t>* sums);
   // Records a finished unit; saves the state when due.
@@ -134,6 +138,21 @@ absl::StatusOr<RegionSums> Packer::PackRegion(size_t i) {
   return sums;
 }
 
+absl::Status Packer::CheckValues(size_t i, const uint8_t* run) const {
+  const PlannedExpert& e = plan_.experts[i];
+  FLOTILLA_ASSIGN_OR_RETURN(
+      const experts::ExpertCodec* codec,
+      experts::CodecNamed(plan_.expert_format, options_.model_dir));
+  const model::MoeSpec moe = plan_.config->Moe();
+  const uint64_t h = moe.hidden_size, inter = moe.intermediate_size;
+  return base::WithContext(
+      experts::CheckRunValues(*codec, run, e.tensor_offsets.data(),
+                              {experts::MatrixShape{inter, h},
+                               experts::MatrixShape{h, inter},
+                               experts::MatrixShape{inter, h}}),
+      absl::StrCat("layer ", e.layer, " expert ", e.expert));
+}
+
 absl::Status Packer::PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
                                std::vector<uint64_t>* sums) {
   sums->clear();
@@ -142,6 +161,7 @@ absl::Status Packer::PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
     FLOTILLA_ASSIGN_OR_RETURN(std::vector<const uint8_t*> starts,
                               ReadRunBatch(shards_[b.file], runs_, b, buf));
     for (size_t i = b.begin; i < b.end; ++i) {
+      FLOTILLA_RETURN_IF_ERROR(CheckValues(i, starts[i - b.begin]));
       sums->push_back(io::Checksum64(starts[i - b.begin], runs_[i].length));
       bytes += runs_[i].length;
     }
@@ -159,6 +179,7 @@ absl::Status Packer::PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
         FLOTILLA_RETURN_IF_ERROR(
             source_.ReadRaw(*e.tensors[t], base + e.tensor_offsets[t]));
       }
+      FLOTILLA_RETURN_IF_ERROR(CheckValues(i, base));
       sums->push_back(io::Checksum64(base, e.length));
       bytes += e.length;
     }

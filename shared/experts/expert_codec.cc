@@ -90,6 +90,19 @@ void Fp8MatMul(const uint8_t* const* part, const MatrixShape& s,
   kernels::MatMulFp8(w, x, n, y, pool);
 }
 
+absl::Status Fp8CheckValues(const uint8_t* const* part, const MatrixShape& s) {
+  std::vector<float> scratch;
+  kernels::Fp8BlockMatrix w;
+  w.codes = part[0];
+  w.rows = s.rows;
+  w.cols = s.cols;
+  const uint64_t bytes = Fp8PartBytes(1, s.rows, s.cols);
+  scratch.resize(bytes / sizeof(float));
+  std::memcpy(scratch.data(), part[1], bytes);
+  w.scale_inv = scratch.data();
+  return kernels::CheckFp8Matrix(w);
+}
+
 // The formats: one entry each.
 const ExpertCodec kCodecs[] = {
     {ExpertFormat::kMxfp4,
@@ -119,7 +132,8 @@ const ExpertCodec kCodecs[] = {
      {"weight", "weight_scale_inv"},
      &Fp8PartBytes,
      &AnyShape,
-     &Fp8MatMul},
+     &Fp8MatMul,
+     &Fp8CheckValues},
 };
 
 }  // namespace
@@ -128,6 +142,25 @@ uint64_t ExpertCodec::MatrixBytes(uint64_t rows, uint64_t cols) const {
   uint64_t total = 0;
   for (int p = 0; p < parts; ++p) total += part_bytes(p, rows, cols);
   return total;
+}
+
+absl::Status CheckRunValues(const ExpertCodec& codec, const uint8_t* run,
+                            const uint64_t* tensor_offsets,
+                            const std::array<MatrixShape, 3>& shapes) {
+  if (codec.check_values == nullptr) return absl::OkStatus();
+  static constexpr const char* kWhich[3] = {"gate (w1)", "down (w2)",
+                                            "up (w3)"};
+  for (int w = 0; w < 3; ++w) {
+    const uint8_t* part[2] = {};
+    for (int p = 0; p < codec.parts; ++p) {
+      part[p] = run + tensor_offsets[codec.parts * w + p];
+    }
+    if (absl::Status s = codec.check_values(part, shapes[w]); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the ", kWhich[w], " matrix: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 const ExpertCodec& CodecOf(ExpertFormat format) {

@@ -8,6 +8,7 @@
 #define FLOTILLA_SHARED_EXPERTS_EXPERT_CODEC_H_
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,8 +38,22 @@ struct ExpertCodec {
                  const float* x, size_t n, float* y, kernels::ThreadPool* pool,
                  std::vector<float>* scratch) = nullptr;
 
+  // InvalidArgument naming the problem when a matrix's bytes hold values
+  // the matmul must not meet (FP8's NaN codes, a scale that is not finite
+  // and positive); null where every byte pattern is a value. Checked once
+  // when a run enters the process's keeping (packed, or held in memory),
+  // not per token.
+  absl::Status (*check_values)(const uint8_t* const* part,
+                               const MatrixShape& shape) = nullptr;
+
   uint64_t MatrixBytes(uint64_t rows, uint64_t cols) const;
 };
+
+// check_values over the three matrices of one run (`run` + each part's
+// offset, in ExpertLocation::tensor_offsets order).
+absl::Status CheckRunValues(const ExpertCodec& codec, const uint8_t* run,
+                            const uint64_t* tensor_offsets,
+                            const std::array<MatrixShape, 3>& shapes);
 
 const ExpertCodec& CodecOf(ExpertFormat format);
 // The codec named `name` (a manifest's expert_format); InvalidArgument

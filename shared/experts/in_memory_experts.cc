@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/combine.h"
+#include "shared/experts/expert_codec.h"
 
 namespace flotilla::experts {
 
@@ -82,6 +83,10 @@ absl::Status InMemoryExperts::ReadRun(const ExpertTensors& tensors,
         *tensors.parts[i], run_.data() + loc->tensor_offsets[i]));
     bytes_read_ += tensors.parts[i]->nbytes;
   }
+  FLOTILLA_RETURN_IF_ERROR(base::WithContext(
+      CheckRunValues(CodecOf(tensors.format), run_.data(),
+                     loc->tensor_offsets.data(), tensors.shapes),
+      absl::StrCat("expert ", tensors.parts[0]->name)));
   loc->present = true;
   loc->length = length;
   return absl::OkStatus();

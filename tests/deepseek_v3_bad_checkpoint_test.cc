@@ -1,0 +1,133 @@
+// DeepSeek-V3 checkpoints that are broken in the ways FP8 releases can be
+// (a block scale missing or of the wrong block grid, a NaN code, a config
+// that disagrees with the tensors) are refused when the engine opens them
+// and by `flotilla-tool pack`, naming the tensor or the config field; never
+// run. Each case rewrites tests/fixtures/deepseek-v3/ckpt_A with one fault.
+#include <string>
+
+#include "coordinator/engine.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "shared/testing/fixture.h"
+#include "shared/testing/process.h"
+#include "tests/checkpoint_rewrite.h"
+#include "tests/distributed_test_util.h"
+
+namespace flotilla {
+namespace {
+
+std::string CkptDir() { return testutil::DataPath("deepseek-v3/ckpt_A"); }
+
+struct Fault {
+  std::string label;
+  testutil::RewriteOptions rewrite;
+  std::string engine_error;  // a substring of the engine's error
+  std::string pack_error;    // of `flotilla-tool pack`'s; "" = the same
+};
+
+// Drops tensor `name`.
+testutil::RewriteOptions Drop(const std::string& name) {
+  testutil::RewriteOptions o;
+  o.edit = [name](const model::TensorInfo& t, testutil::TensorFate* f) {
+    if (t.name == name) f->shard = -1;
+  };
+  return o;
+}
+
+// Gives tensor `name` another shape (same element count).
+testutil::RewriteOptions Reshape(const std::string& name,
+                                 std::vector<int64_t> shape) {
+  testutil::RewriteOptions o;
+  o.edit = [name, shape](const model::TensorInfo& t, testutil::TensorFate* f) {
+    if (t.name == name) f->shape = shape;
+  };
+  return o;
+}
+
+// Sets byte 5 of tensor `name` to `code`.
+testutil::RewriteOptions Poke(const std::string& name, uint8_t code) {
+  testutil::RewriteOptions o;
+  o.edit = [name, code](const model::TensorInfo& t, testutil::TensorFate* f) {
+    if (t.name == name) f->bytes[5] = code;
+  };
+  return o;
+}
+
+std::vector<Fault> Faults() {
+  const std::string attn = "model.layers.1.self_attn.";
+  const std::string expert = "model.layers.2.mlp.experts.3.up_proj.";
+  std::vector<Fault> faults;
+  faults.push_back({"trunk scale missing",
+                    Drop(attn + "kv_a_proj_with_mqa.weight_scale_inv"),
+                    "missing tensor " + attn +
+                        "kv_a_proj_with_mqa.weight_scale_inv",
+                    ""});
+  // q_b_proj is [192,96]: its grid is [2,1].
+  faults.push_back({"trunk scale of the wrong block grid",
+                    Reshape(attn + "q_b_proj.weight_scale_inv", {1, 2}),
+                    attn + "q_b_proj.weight_scale_inv in", ""});
+  faults.push_back({"trunk NaN code", Poke(attn + "q_a_proj.weight", 0x7f),
+                    "tensor " + attn + "q_a_proj.weight: FP8 weight at row 0, "
+                    "column 5 is NaN",
+                    ""});
+  faults.push_back({"expert scale missing",
+                    Drop(expert + "weight_scale_inv"),
+                    "missing tensor " + expert + "weight_scale_inv", ""});
+  // up_proj is [64,256]: its grid is [1,2].
+  faults.push_back({"expert scale of the wrong block grid",
+                    Reshape(expert + "weight_scale_inv", {2, 1}),
+                    expert + "weight_scale_inv in", ""});
+  faults.push_back({"expert NaN code", Poke(expert + "weight", 0xff),
+                    "FP8 weight at row 0, column 5 is NaN (code 0xff)", ""});
+  // A config that says 8 routed experts for a checkpoint of 16.
+  nlohmann::json config = testutil::LoadJson(CkptDir() + "/config.json");
+  config["n_routed_experts"] = 8;
+  testutil::RewriteOptions fewer;
+  fewer.config_json = config.dump();
+  faults.push_back({"config with fewer experts", fewer,
+                    "n_routed_experts is 8 but the checkpoint's routed "
+                    "experts are 0..15",
+                    ""});
+  config = testutil::LoadJson(CkptDir() + "/config.json");
+  config["n_group"] = 3;
+  testutil::RewriteOptions groups;
+  groups.config_json = config.dump();
+  faults.push_back({"group count not dividing the experts", groups,
+                    "n_group: 3 does not divide n_routed_experts 16", ""});
+  config = testutil::LoadJson(CkptDir() + "/config.json");
+  config["topk_group"] = 5;
+  testutil::RewriteOptions topk;
+  topk.config_json = config.dump();
+  faults.push_back({"topk_group above n_group", topk,
+                    "topk_group: 5 is above n_group 4", ""});
+  return faults;
+}
+
+TEST(DeepSeekV3BadCheckpointTest, EachFaultIsRefusedNamingIt) {
+  for (const Fault& f : Faults()) {
+    SCOPED_TRACE(f.label);
+    dtest::TempDir tmp;
+    const std::string dir = tmp.path() + "/ckpt";
+    ASSERT_TRUE(testutil::RewriteCheckpoint(CkptDir(), dir, f.rewrite).ok());
+    coordinator::EngineOptions o;
+    o.model_dir = dir;
+    o.mem = "1G";
+    auto engine = coordinator::OpenEngine(o);
+    ASSERT_FALSE(engine.ok()) << "opened a broken checkpoint";
+    std::printf("%s: %s\n", f.label.c_str(),
+                std::string(engine.status().message()).c_str());
+    EXPECT_NE(engine.status().message().find(f.engine_error),
+              std::string::npos)
+        << engine.status();
+    const testutil::CommandResult r = testutil::RunCommand(
+        testutil::BinPath("flotilla-tool") + " pack --model " + dir +
+            " --out " + tmp.path() + "/pack",
+        tmp.path());
+    EXPECT_TRUE(r.exited && r.code != 0) << "packed a broken checkpoint";
+    const std::string want = f.pack_error.empty() ? f.engine_error : f.pack_error;
+    EXPECT_NE((r.out + r.err).find(want), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace flotilla
