@@ -98,6 +98,22 @@ void PrintDisk(const DiskMeasurements& d,
   }
 }
 
+void PrintFleet(const ModelSizes& s, int workers, FILE* out) {
+  const FleetReads f = PredictFleetReads(s, workers);
+  if (f.workers < 1) return;
+  const model::ModelShape& c = s.shape;
+  absl::FPrintF(
+      out,
+      "  on %d expert workers (pack --workers %d): each holds %d of every "
+      "MoE layer's %d experts and reads per token %.1f experts per layer on "
+      "average (%.0f experts, %s), at most %d per layer (%d, %s)\n",
+      workers, workers, f.experts_held_per_layer, c.num_experts,
+      f.mean_experts_per_token / c.moe_layers, f.mean_experts_per_token,
+      io::FormatBytes(f.mean_bytes_per_token),
+      f.most_experts_per_token / c.moe_layers, f.most_experts_per_token,
+      io::FormatBytes(f.most_bytes_per_token));
+}
+
 void PrintModel(const std::string& dir, const ModelSizes& s, FILE* out) {
   const model::ModelShape& c = s.shape;
   const int moe = c.moe_layers;
@@ -191,6 +207,23 @@ void PrintPredictions(const std::vector<Prediction>& preds, uint64_t usable,
 
 }  // namespace
 
+FleetReads PredictFleetReads(const ModelSizes& s, int workers) {
+  const model::ModelShape& c = s.shape;
+  FleetReads f;
+  if (workers < 1 || c.moe_layers < 1 || c.num_experts < 1) return f;
+  f.workers = workers;
+  f.experts_held_per_layer = (c.num_experts + workers - 1) / workers;
+  f.mean_experts_per_token =
+      static_cast<double>(c.experts_per_token) / workers * c.moe_layers;
+  f.mean_bytes_per_token =
+      static_cast<uint64_t>(f.mean_experts_per_token * s.expert_run_bytes);
+  f.most_experts_per_token =
+      std::min(c.experts_per_token, f.experts_held_per_layer) * c.moe_layers;
+  f.most_bytes_per_token =
+      static_cast<uint64_t>(f.most_experts_per_token) * s.expert_run_bytes;
+  return f;
+}
+
 absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   if (o.disk_seconds <= 0 || o.disk_seconds > 600) {
     return absl::InvalidArgumentError("--disk-seconds must be in (0, 600]");
@@ -261,6 +294,7 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
     return absl::OkStatus();
   }
   PrintModel(o.model_dir, *sizes, out);
+  PrintFleet(*sizes, o.fleet_workers, out);
   const double small_expert =
       disk.RandomGbPerS(sizes->expert_run_bytes, kExpertQueueDepth);
   const double small_large = disk.TrunkGbPerS();

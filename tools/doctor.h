@@ -28,6 +28,8 @@
 #include "shared/family/family.h"
 #include "shared/io/disk_probe.h"
 #include "shared/model/model_shape.h"
+#include "shared/model/moe_spec.h"
+#include "shared/model/tensor_source.h"
 #include "shared/plan/memory_plan.h"
 #include "shared/plan/token_time.h"
 
@@ -49,6 +51,9 @@ struct DoctorOptions {
   double compute_seconds = 0.3;
   // Budgets predicted besides the presets (--mem 1G,2G).
   std::vector<std::string> budgets;
+  // The expert-worker fleet whose per-worker expert reads are shown
+  // (--workers; `pack --workers N` placement, no replicas).
+  int fleet_workers = 4;
 };
 
 // What a model of any family needs, from its pack manifest, its checkpoint
@@ -145,6 +150,27 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
                                        uint64_t auto_budget, int max_context,
                                        double large_gbps, double expert_gbps,
                                        const ComputeModel& compute = {});
+
+// What each worker of a fleet of `workers` (`pack --workers`, rotate-v1,
+// no replicas) reads per token: the placement deals every MoE layer's
+// experts out evenly, so a token's top-k per layer lands k / workers on each
+// on average, and at most k (or all the worker holds) when routing piles
+// onto one worker.
+// The largest routed expert's run as `flotilla-tool pack` copies it (its
+// tensors back to back) and the experts' format, from `source`'s headers;
+// the errors of the expert checker (shared/experts/expert_tensors.h).
+absl::StatusOr<std::pair<uint64_t, std::string>> PackedExpertRuns(
+    const model::TensorSource& source, const model::MoeSpec& moe);
+
+struct FleetReads {
+  int workers = 0;
+  int experts_held_per_layer = 0;
+  double mean_experts_per_token = 0;
+  uint64_t mean_bytes_per_token = 0;
+  int most_experts_per_token = 0;
+  uint64_t most_bytes_per_token = 0;
+};
+FleetReads PredictFleetReads(const ModelSizes& sizes, int workers);
 
 // The whole check, printing a report on `out`.
 absl::Status RunDoctorChecks(const DoctorOptions& options, FILE* out);

@@ -17,7 +17,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: flotilla-tool doctor [--model DIR] [--path DIR]\n"
     "           [--disk-seconds S] [--scratch-size SIZE] [--max-context N]\n"
-    "           [--mem SIZE,...] [--threads N] [--positions N]\n\n"
+    "           [--mem SIZE,...] [--threads N] [--positions N]\n"
+    "           [--workers N]\n\n"
     "Measures RAM and the disk (O_DIRECT random reads, as fio measures them:\n"
     "expert-sized reads at queue depths 1, 8, 32; 64 MiB reads at 1, 4, 32),\n"
     "and with --model (any supported family) times the engine's kernels on\n"
@@ -44,6 +45,7 @@ int RunDoctor(int argc, char** argv) {
   std::string seconds = "3", scratch = "3G";
   int64_t max_context = options.max_context;
   int64_t threads = 0, positions = options.positions;
+  int64_t workers = options.fleet_workers;
   std::string budgets;
   FlagParser flags(kUsage);
   flags.String("model", &options.model_dir,
@@ -61,6 +63,9 @@ int RunDoctor(int argc, char** argv) {
             "compute threads, as generate --threads (default 0 = all)");
   flags.Int("positions", &positions,
             "cached positions attention is predicted at (default 256)");
+  flags.Int("workers", &workers,
+            "expert workers to show each one's reads per token for "
+            "(default 4)");
   if (std::optional<int> code = flags.ParseOrExitCode(argc, argv, "doctor")) {
     return *code;
   }
@@ -88,6 +93,10 @@ int RunDoctor(int argc, char** argv) {
     return Fail(kExitUsage, "--positions must be in 1..--max-context");
   }
   options.positions = static_cast<int>(positions);
+  if (workers < 1 || workers > 4096) {
+    return Fail(kExitUsage, "--workers must be in 1..4096");
+  }
+  options.fleet_workers = static_cast<int>(workers);
   for (absl::string_view b : absl::StrSplit(budgets, ',', absl::SkipEmpty())) {
     absl::StatusOr<uint64_t> v = io::ResolveBudget(std::string(b));
     if (!v.ok()) {

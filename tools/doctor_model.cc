@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/experts/expert_index.h"
+#include "shared/experts/expert_tensors.h"
 #include "shared/io/aligned_buffer.h"
 #include "shared/io/memory_budget.h"
 #include "shared/model/safetensors.h"
@@ -87,6 +88,17 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
       }
       s.shape.expert_format = experts::ExpertFormatName(index->format());
       s.source = "checkpoint headers";
+    } else if (from_ckpt.ok()) {
+      // The experts are not one run each in place (FP8 releases store the
+      // scales apart from the codes): a pack copies each into one run of
+      // its tensors back to back.
+      absl::StatusOr<std::pair<uint64_t, std::string>> runs =
+          PackedExpertRuns(**ckpt, moe);
+      if (!runs.ok()) return runs.status();
+      t = *from_ckpt;
+      t.expert_run_bytes = runs->first;
+      s.shape.expert_format = runs->second;
+      s.source = "checkpoint headers (experts as a pack will copy them)";
     } else {
       // 3. The config alone (a machine that does not hold the model): the
       // formats the family's release uses.
@@ -100,6 +112,27 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
   s.globals_bytes = t.globals_bytes;
   s.expert_run_bytes = t.expert_run_bytes;
   return s;
+}
+
+absl::StatusOr<std::pair<uint64_t, std::string>> PackedExpertRuns(
+    const model::TensorSource& source, const model::MoeSpec& moe) {
+  uint64_t largest = 0;
+  std::string format;
+  for (int layer = moe.first_moe_layer; layer < moe.num_layers; ++layer) {
+    for (int x = 0; x < moe.num_experts; ++x) {
+      const experts::ExpertKey key{layer, x};
+      FLOTILLA_ASSIGN_OR_RETURN(
+          experts::ExpertTensors t,
+          experts::CheckExpertTensors(
+              experts::FindExpertTensors(source, moe.expert_names, layer, x),
+              key));
+      uint64_t run = 0;
+      for (const model::TensorInfo* p : t.parts) run += p->nbytes;
+      largest = std::max(largest, run);
+      format = experts::ExpertFormatName(t.format);
+    }
+  }
+  return std::make_pair(largest, format);
 }
 
 std::vector<Prediction> PredictPresets(const ModelSizes& sizes,

@@ -110,6 +110,10 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromTensorSource(
     ParsedName p;
     if (!ParseExpertName(t.name, &p)) return;
     if (options.only_layer >= 0 && p.key.layer != options.only_layer) return;
+    if (options.config != nullptr &&
+        options.config->IsUnusedLayer(p.key.layer)) {
+      return;
+    }
     FoundExpertTensors& g = groups[p.key];
     g.naming = p.naming;
     g.t[p.which][p.part] = &t;

@@ -32,7 +32,15 @@ struct MoeSpec {
   // scheme of the naming table.
   ExpertNaming expert_names;
 
+  // Layers after num_layers that a checkpoint holds but the model never
+  // runs (DeepSeek-V3's multi-token-prediction layers): their experts are
+  // skipped, not refused as outside the config.
+  int unused_trailing_layers = 0;
+
   bool IsDenseLayer(int layer) const { return layer < first_moe_layer; }
+  bool IsUnusedLayer(int layer) const {
+    return layer >= num_layers && layer < num_layers + unused_trailing_layers;
+  }
 };
 
 }  // namespace flotilla::model

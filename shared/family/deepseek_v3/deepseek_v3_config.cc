@@ -60,8 +60,11 @@ void ParseRopeScaling(const Json& root, ConfigFieldReader* r,
     r->AddError("rope_scaling.original_max_position_embeddings: must be a "
                 "positive integer");
   }
-  if (!(*fast > *slow)) {
-    r->AddError("rope_scaling: beta_fast must be above beta_slow");
+  // Equal betas are released (Kimi K2: 1 and 1); upstream then widens the
+  // ramp by 0.001.
+  if (!(*fast >= *slow) || !(*slow > 0)) {
+    r->AddError("rope_scaling: beta_fast must be at least beta_slow, and "
+                "both positive");
   }
   c->yarn_factor = *factor;
   c->yarn_original_max_position = static_cast<int>(*original);

@@ -58,6 +58,7 @@ model::MoeSpec DeepSeekV3FamilyConfig::Moe() const {
   m.num_experts_per_token = c.num_experts_per_tok;
   m.hidden_size = c.hidden_size;
   m.intermediate_size = c.moe_intermediate_size;
+  m.unused_trailing_layers = c.num_nextn_predict_layers;  // the MTP layers
   m.expert_names.prefix = "model.";
   m.expert_names.scheme = &model::kMlpExperts;
   return m;
