@@ -23,6 +23,12 @@ std::string TokenText(const Json& j) {
 }
 
 ToolSyntax DetectToolSyntax(const std::string& source) {
+  if (absl::StrContains(source, "<｜tool▁calls▁begin｜>")) {
+    return ToolSyntax::kDeepSeekV3;
+  }
+  if (absl::StrContains(source, "<|tool_calls_section_begin|>")) {
+    return ToolSyntax::kKimiK2;
+  }
   if (absl::StrContains(source, "<tool_call>")) return ToolSyntax::kHermes;
   if (absl::StrContains(source, "<|python_tag|>") ||
       absl::StrContains(source, "\"parameters\": dictionary")) {
@@ -41,17 +47,23 @@ const char* ToolSyntaxName(ToolSyntax s) {
       return "hermes";
     case ToolSyntax::kLlama3Json:
       return "llama3_json";
+    case ToolSyntax::kDeepSeekV3:
+      return "deepseek_v3";
+    case ToolSyntax::kKimiK2:
+      return "kimi_k2";
   }
   return "?";
 }
 
 absl::StatusOr<ToolSyntax> ParseToolSyntax(const std::string& name) {
-  for (ToolSyntax s :
-       {ToolSyntax::kNone, ToolSyntax::kHermes, ToolSyntax::kLlama3Json}) {
+  for (ToolSyntax s : {ToolSyntax::kNone, ToolSyntax::kHermes,
+                       ToolSyntax::kLlama3Json, ToolSyntax::kDeepSeekV3,
+                       ToolSyntax::kKimiK2}) {
     if (name == ToolSyntaxName(s)) return s;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown tool-call syntax '", name, "' (hermes, llama3_json, none)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown tool-call syntax '", name,
+                   "' (hermes, llama3_json, deepseek_v3, kimi_k2, none)"));
 }
 
 ChatFormat ChatFormat::BuiltIn(ChatTemplate t) {

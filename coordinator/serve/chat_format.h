@@ -24,9 +24,12 @@ enum class ToolSyntax {
   kNone,        // not parsed: the text is returned as content
   kHermes,      // <tool_call>{"name": ..., "arguments": {...}}</tool_call>
   kLlama3Json,  // {"name": ..., "parameters": {...}} as the whole reply
+  kDeepSeekV3,  // <｜tool▁calls▁begin｜> sections (tool_call_syntax.h)
+  kKimiK2,      // <|tool_calls_section_begin|> sections (tool_call_syntax.h)
 };
 const char* ToolSyntaxName(ToolSyntax s);
-// "hermes", "llama3_json", "none" (vLLM's --tool-call-parser names).
+// "hermes", "llama3_json", "deepseek_v3", "kimi_k2", "none" (vLLM's
+// --tool-call-parser names).
 absl::StatusOr<ToolSyntax> ParseToolSyntax(const std::string& name);
 
 class ChatFormat {

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "coordinator/serve/tool_call_syntax.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::coordinator::serve {
@@ -14,8 +15,6 @@ using Json = nlohmann::ordered_json;
 
 constexpr absl::string_view kThinkOpen = "<think>";
 constexpr absl::string_view kThinkClose = "</think>";
-constexpr absl::string_view kCallOpen = "<tool_call>";
-constexpr absl::string_view kCallClose = "</tool_call>";
 
 // How many bytes at the end of `text` could begin `tag`.
 size_t TagPrefixAtEnd(absl::string_view text, absl::string_view tag) {
@@ -156,11 +155,12 @@ void ChatOutput::FeedContent(absl::string_view text, ChatDelta* d) {
     pending_.clear();
     return;
   }
-  // Hermes: content until a <tool_call> begins.
-  const size_t open = absl::string_view(pending_).find(kCallOpen);
+  // Content until the syntax's marker begins the calls.
+  const absl::string_view marker = SectionSyntaxOf(options_.syntax)->open;
+  const size_t open = absl::string_view(pending_).find(marker);
   const size_t emit = open != std::string::npos
                           ? open
-                          : pending_.size() - TagPrefixAtEnd(pending_, kCallOpen);
+                          : pending_.size() - TagPrefixAtEnd(pending_, marker);
   d->content += pending_.substr(0, emit);
   content_ += pending_.substr(0, emit);
   pending_.erase(0, emit);
@@ -177,22 +177,10 @@ bool ChatOutput::ParseCalls(const std::string& text) {
     if (!CallFromJson(Json::parse(body, nullptr, false), &call)) return false;
     calls.push_back(std::move(call));
   } else {
-    absl::string_view rest = text;
-    while (true) {
-      rest = absl::StripLeadingAsciiWhitespace(rest);
-      if (rest.empty()) break;
-      if (!absl::ConsumePrefix(&rest, kCallOpen)) return false;
-      const size_t close = rest.find(kCallClose);
-      const absl::string_view body = rest.substr(0, close);
-      ToolCall call;
-      if (!CallFromJson(Json::parse(absl::StripAsciiWhitespace(body), nullptr,
-                                    false),
-                        &call)) {
-        return false;
-      }
-      calls.push_back(std::move(call));
-      if (close == absl::string_view::npos) break;
-      rest.remove_prefix(close + kCallClose.size());
+    const SectionSyntax* section = SectionSyntaxOf(options_.syntax);
+    if (section == nullptr ||
+        !section->parse(absl::StripLeadingAsciiWhitespace(text), &calls)) {
+      return false;
     }
   }
   calls_ = std::move(calls);

@@ -1,0 +1,141 @@
+#include "coordinator/serve/tool_call_syntax.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "coordinator/serve/chat_output.h"
+#include "nlohmann/json.hpp"
+
+namespace flotilla::coordinator::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Whether `text` is one JSON value (the arguments must be).
+bool IsJson(absl::string_view text) {
+  return !Json::parse(text, nullptr, false).is_discarded();
+}
+
+// The arguments as the API carries them: the JSON text, re-serialised.
+std::string ArgumentsText(absl::string_view text) {
+  return Json::parse(text, nullptr, false).dump();
+}
+
+// Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, repeated.
+bool ParseHermes(absl::string_view rest, std::vector<ToolCall>* calls) {
+  constexpr absl::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+  while (true) {
+    rest = absl::StripLeadingAsciiWhitespace(rest);
+    if (rest.empty()) return !calls->empty();
+    if (!absl::ConsumePrefix(&rest, kOpen)) return false;
+    const size_t close = rest.find(kClose);
+    const Json j = Json::parse(absl::StripAsciiWhitespace(rest.substr(0, close)),
+                               nullptr, false);
+    if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) {
+      return false;
+    }
+    const Json args = j.contains("arguments")    ? j["arguments"]
+                      : j.contains("parameters") ? j["parameters"]
+                                                 : Json::object();
+    calls->push_back({NewToolCallId(), j["name"].get<std::string>(),
+                      args.is_string() ? args.get<std::string>() : args.dump()});
+    if (close == absl::string_view::npos) return true;
+    rest.remove_prefix(close + kClose.size());
+  }
+}
+
+// The text of `rest` up to `marker` (all of it when absent), consumed with
+// the marker.
+absl::string_view TakeUntil(absl::string_view* rest, absl::string_view marker) {
+  const size_t at = rest->find(marker);
+  const absl::string_view head = rest->substr(0, at);
+  rest->remove_prefix(at == absl::string_view::npos ? rest->size()
+                                                    : at + marker.size());
+  return head;
+}
+
+bool ParseDeepSeekV3(absl::string_view rest, std::vector<ToolCall>* calls) {
+  constexpr absl::string_view kBegin = "<｜tool▁calls▁begin｜>",
+                              kEnd = "<｜tool▁calls▁end｜>",
+                              kCall = "<｜tool▁call▁begin｜>",
+                              kCallEnd = "<｜tool▁call▁end｜>",
+                              kSep = "<｜tool▁sep｜>";
+  if (!absl::ConsumePrefix(&rest, kBegin)) return false;
+  while (true) {
+    rest = absl::StripLeadingAsciiWhitespace(rest);
+    if (rest.empty() || absl::StartsWith(rest, kEnd)) break;
+    if (!absl::ConsumePrefix(&rest, kCall)) return false;
+    absl::string_view call = TakeUntil(&rest, kCallEnd);
+    const absl::string_view head = TakeUntil(&call, kSep);
+    std::string name;
+    absl::string_view args;
+    if (head == "function") {
+      // V3 / R1: function<sep>NAME\n```json\nARGS\n```
+      const size_t nl = call.find('\n');
+      name = std::string(absl::StripAsciiWhitespace(call.substr(0, nl)));
+      args = nl == absl::string_view::npos ? "" : call.substr(nl + 1);
+      args = absl::StripAsciiWhitespace(args);
+      absl::ConsumePrefix(&args, "```json");
+      absl::ConsumeSuffix(&args, "```");
+    } else {
+      // V3.1: NAME<sep>ARGS
+      name = std::string(absl::StripAsciiWhitespace(head));
+      args = call;
+    }
+    args = absl::StripAsciiWhitespace(args);
+    if (name.empty() || !IsJson(args)) return false;
+    calls->push_back({NewToolCallId(), name, ArgumentsText(args)});
+  }
+  return !calls->empty();
+}
+
+bool ParseKimiK2(absl::string_view rest, std::vector<ToolCall>* calls) {
+  constexpr absl::string_view kBegin = "<|tool_calls_section_begin|>",
+                              kEnd = "<|tool_calls_section_end|>",
+                              kCall = "<|tool_call_begin|>",
+                              kArgs = "<|tool_call_argument_begin|>",
+                              kCallEnd = "<|tool_call_end|>";
+  if (!absl::ConsumePrefix(&rest, kBegin)) return false;
+  while (true) {
+    rest = absl::StripLeadingAsciiWhitespace(rest);
+    if (rest.empty() || absl::StartsWith(rest, kEnd)) break;
+    if (!absl::ConsumePrefix(&rest, kCall)) return false;
+    absl::string_view call = TakeUntil(&rest, kCallEnd);
+    const absl::string_view id = absl::StripAsciiWhitespace(TakeUntil(&call, kArgs));
+    // "functions.NAME:INDEX"
+    absl::string_view name = id;
+    absl::ConsumePrefix(&name, "functions.");
+    const size_t colon = name.rfind(':');
+    if (colon != absl::string_view::npos) name = name.substr(0, colon);
+    const absl::string_view args = absl::StripAsciiWhitespace(call);
+    if (name.empty() || !IsJson(args)) return false;
+    calls->push_back({std::string(id), std::string(name), ArgumentsText(args)});
+  }
+  return !calls->empty();
+}
+
+constexpr SectionSyntax kHermes = {"<tool_call>", &ParseHermes};
+constexpr SectionSyntax kDeepSeekV3 = {"<｜tool▁calls▁begin｜>",
+                                       &ParseDeepSeekV3};
+constexpr SectionSyntax kKimiK2 = {"<|tool_calls_section_begin|>",
+                                   &ParseKimiK2};
+
+}  // namespace
+
+const SectionSyntax* SectionSyntaxOf(ToolSyntax syntax) {
+  switch (syntax) {
+    case ToolSyntax::kHermes:
+      return &kHermes;
+    case ToolSyntax::kDeepSeekV3:
+      return &kDeepSeekV3;
+    case ToolSyntax::kKimiK2:
+      return &kKimiK2;
+    case ToolSyntax::kNone:
+    case ToolSyntax::kLlama3Json:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace flotilla::coordinator::serve
