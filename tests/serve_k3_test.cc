@@ -1,5 +1,5 @@
-// The HTTP API over the tiny Kimi K3 checkpoint (ckpt_A, no tokenizer, so
-// prompts are token ids): 16 clients stream greedy completions of 16
+// The HTTP API over the tiny Kimi K3 and DeepSeek-V3 checkpoints (each
+// ckpt_A, no tokenizer, so prompts are token ids): 16 clients stream greedy completions of 16
 // different prompts at once through continuous batching, with a prompt
 // chunk small enough that prefill and decode share steps. Every stream's
 // ids (read from its logprobs, "token_id:N") equal `Generate` on that
@@ -40,9 +40,11 @@ std::vector<int32_t> StreamedIds(const std::string& body, bool* done,
   return ids;
 }
 
-TEST(ServeK3Test, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
+class ServeByIdsTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ServeByIdsTest, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
   EngineOptions eo;
-  eo.model_dir = testutil::DataPath("k3/ckpt_A");
+  eo.model_dir = testutil::DataPath(GetParam());
   eo.threads = 2;
   auto engine = OpenEngine(eo);
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -109,6 +111,9 @@ TEST(ServeK3Test, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
   EXPECT_GT(queue.widest_step(), 1u);
   server.Stop();
 }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, ServeByIdsTest,
+                         ::testing::Values("k3/ckpt_A", "deepseek-v3/ckpt_A"));
 
 }  // namespace
 }  // namespace flotilla::coordinator::serve
