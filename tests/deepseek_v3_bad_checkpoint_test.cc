@@ -129,5 +129,20 @@ TEST(DeepSeekV3BadCheckpointTest, EachFaultIsRefusedNamingIt) {
   }
 }
 
+// Row slices (pack --workers N --split) would cut FP8 experts' 128-row
+// scale blocks: refused by name, not sliced wrong.
+TEST(DeepSeekV3BadCheckpointTest, RowSplitOfFp8ExpertsIsRefused) {
+  dtest::TempDir tmp;
+  const testutil::CommandResult r = testutil::RunCommand(
+      testutil::BinPath("flotilla-tool") + " pack --model " + CkptDir() +
+          " --workers 2 --split --out " + tmp.path() + "/pack",
+      tmp.path());
+  EXPECT_TRUE(r.exited && r.code != 0);
+  EXPECT_NE(r.err.find("is FP8 with 128x128 block scales, which row slices "
+                       "cannot cut"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace flotilla

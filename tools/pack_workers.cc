@@ -265,6 +265,14 @@ absl::Status PackSplit(const PackWorkersOptions& o, const Source& src,
   // rows would not be the rows the slices name.
   std::set<std::pair<int, int>> experts;
   for (const model::TensorInfo* t : src.tensors) {
+    if (t->dtype == model::DType::kF8E4M3) {
+      // A slice's rows would cut through the 128-row blocks its scales
+      // cover; refused rather than sliced wrong.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--split: tensor ", t->name,
+          " is FP8 with 128x128 block scales, which row slices cannot cut; "
+          "use `pack --workers ", o.workers, "` without --split"));
+    }
     int layer = 0, expert = 0;
     ParseExpertName(t->name, &layer, &expert);
     experts.insert({layer, expert});
