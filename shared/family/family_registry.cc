@@ -17,6 +17,10 @@
 namespace flotilla::family {
 namespace {
 
+// Far above any released model (Kimi K3: 93 layers, 896 experts).
+constexpr int kMaxLayers = 4096;
+constexpr int kMaxExperts = 65536;
+
 std::mutex& RegistryMutex() {
   static std::mutex* mu = new std::mutex;
   return *mu;
@@ -113,7 +117,25 @@ absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseFamilyConfig(
   FLOTILLA_ASSIGN_OR_RETURN(nlohmann::json root,
                             model::internal::ParseJson(text, source));
   FLOTILLA_ASSIGN_OR_RETURN(const Family* family, FindFamily(root, source));
-  return family->parse(root, text, source);
+  FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<FamilyConfig> config,
+                            family->parse(root, text, source));
+  // Whatever the family: the planner, the packer and the checks loop over
+  // the layers and the experts, so counts no model has are refused before
+  // anything does (a config of 2^31 layers would hang them, not fail).
+  const model::MoeSpec moe = config->Moe();
+  if (moe.num_layers > kMaxLayers || moe.num_experts > kMaxExperts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": ", moe.num_layers > kMaxLayers ? "num_hidden_layers " : "",
+        moe.num_layers > kMaxLayers ? absl::StrCat(moe.num_layers) : "",
+        moe.num_layers > kMaxLayers && moe.num_experts > kMaxExperts ? " and "
+                                                                     : "",
+        moe.num_experts > kMaxExperts
+            ? absl::StrCat("routed experts ", moe.num_experts)
+            : "",
+        " exceed the engine's limits (", kMaxLayers, " layers, ", kMaxExperts,
+        " experts per layer)"));
+  }
+  return config;
 }
 
 absl::StatusOr<std::unique_ptr<FamilyConfig>> LoadFamilyConfig(

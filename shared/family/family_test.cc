@@ -4,6 +4,7 @@
 // sized and planned without any shared file naming it.
 #include "shared/family/family.h"
 
+#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -45,6 +46,30 @@ TEST(FamilyRegistryTest, EachConfigFindsItsFamily) {
   auto flat = FindFamily(nlohmann::json::object(), "c");
   ASSERT_TRUE(flat.ok());
   EXPECT_EQ((*flat)->name, "kimi_k3");
+  // Kimi K2 is DeepSeek-V3's architecture, not Kimi K3's (whose "kimi"
+  // prefix would otherwise claim it).
+  for (const char* type : {"kimi_k2", "deepseek_v3"}) {
+    auto ds = FindFamily({{"model_type", type}}, "c");
+    ASSERT_TRUE(ds.ok());
+    EXPECT_EQ((*ds)->name, "deepseek_v3") << type;
+  }
+  auto ds_arch =
+      FindFamily({{"architectures", {"DeepseekV3ForCausalLM"}}}, "c");
+  ASSERT_TRUE(ds_arch.ok());
+  EXPECT_EQ((*ds_arch)->name, "deepseek_v3");
+}
+
+// Counts no model has are refused for every family before anything loops
+// over them (a Mixtral config of 2^31 layers used to hang `--plan`).
+TEST(FamilyRegistryTest, LayerAndExpertCountsAreBounded) {
+  std::ifstream in(kStories);
+  nlohmann::json c = nlohmann::json::parse(in);
+  c["num_hidden_layers"] = 2000000000;
+  auto huge = ParseFamilyConfig(c.dump(), "cfg.json");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_THAT(huge.status().message(),
+              HasSubstr("num_hidden_layers 2000000000 exceed the engine's "
+                        "limits (4096 layers"));
 }
 
 TEST(FamilyRegistryTest, UnknownModelTypesAreRefusedNamingTheSupportedOnes) {

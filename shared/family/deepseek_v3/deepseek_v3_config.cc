@@ -105,34 +105,44 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
     const nlohmann::json& root, absl::string_view source) {
   ConfigFieldReader r(root);
   DeepSeekV3Config c;
-  auto i = [&](const char* name, int* out, int minimum) {
+  // Every size is bounded far above the releases (DeepSeek-V3: hidden
+  // 7168, vocab 129280), so the byte counts the planner multiplies out stay
+  // within 64 bits.
+  auto i = [&](const char* name, int* out, int minimum, int maximum = 1 << 20) {
     const auto v = r.RequiredInt(General(name, {name}));
-    if (v.has_value() && *v < minimum) {
-      r.AddError(absl::StrCat(name, ": ", *v, " must be >= ", minimum));
+    if (v.has_value() && (*v < minimum || *v > maximum)) {
+      r.AddError(absl::StrCat(name, ": ", *v, " must be in ", minimum, "..",
+                              maximum));
     }
     if (v.has_value()) *out = *v;
   };
   i("hidden_size", &c.hidden_size, 1);
   i("intermediate_size", &c.intermediate_size, 1);
   i("moe_intermediate_size", &c.moe_intermediate_size, 1);
-  i("num_hidden_layers", &c.num_hidden_layers, 1);
-  i("num_attention_heads", &c.num_attention_heads, 1);
-  i("vocab_size", &c.vocab_size, 1);
-  i("max_position_embeddings", &c.max_position_embeddings, 1);
+  i("num_hidden_layers", &c.num_hidden_layers, 1, 4096);
+  i("num_attention_heads", &c.num_attention_heads, 1, 4096);
+  i("vocab_size", &c.vocab_size, 1, 1 << 24);
+  i("max_position_embeddings", &c.max_position_embeddings, 1, 1 << 28);
   i("kv_lora_rank", &c.kv_lora_rank, 1);
-  i("qk_nope_head_dim", &c.qk_nope_head_dim, 0);
-  i("qk_rope_head_dim", &c.qk_rope_head_dim, 2);
-  i("v_head_dim", &c.v_head_dim, 1);
-  i("n_routed_experts", &c.n_routed_experts, 1);
-  i("n_shared_experts", &c.n_shared_experts, 0);
-  i("num_experts_per_tok", &c.num_experts_per_tok, 1);
+  i("qk_nope_head_dim", &c.qk_nope_head_dim, 0, 4096);
+  i("qk_rope_head_dim", &c.qk_rope_head_dim, 2, 4096);
+  i("v_head_dim", &c.v_head_dim, 1, 4096);
+  i("n_routed_experts", &c.n_routed_experts, 1, 65536);
+  i("n_shared_experts", &c.n_shared_experts, 0, 64);
+  i("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
   i("n_group", &c.n_group, 1);
   i("topk_group", &c.topk_group, 1);
   i("first_k_dense_replace", &c.first_k_dense_replace, 0);
+  if (c.qk_rope_head_dim % 2 != 0) {
+    r.AddError(absl::StrCat("qk_rope_head_dim: ", c.qk_rope_head_dim,
+                            " must be even (RoPE rotates pairs)"));
+  }
   bool present = false;
   if (const auto q = r.OptionalInt(General("q_lora_rank", {"q_lora_rank"}), &present);
       present && q.has_value()) {
-    if (*q < 1) r.AddError(absl::StrCat("q_lora_rank: ", *q, " must be >= 1"));
+    if (*q < 1 || *q > (1 << 20)) {
+      r.AddError(absl::StrCat("q_lora_rank: ", *q, " must be in 1..1048576"));
+    }
     c.q_lora_rank = *q;
   }
   if (const auto n = r.OptionalInt(

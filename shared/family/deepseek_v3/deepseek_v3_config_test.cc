@@ -89,5 +89,30 @@ TEST(DeepSeekV3ConfigTest, BadConfigsAreRefusedNamingEveryField) {
             absl::string_view::npos);
 }
 
+// Sizes no model has are refused before the planner multiplies them out
+// (they would overflow its byte counts or hang its loops), and so is an odd
+// RoPE width; equal YaRN betas (Kimi K2's release) are not.
+TEST(DeepSeekV3ConfigTest, SizesOutsideTheEnginesRangeAreRefused) {
+  nlohmann::json bad = FixtureConfig();
+  bad["hidden_size"] = 2000000000;
+  bad["num_hidden_layers"] = 5000;
+  bad["qk_rope_head_dim"] = 15;
+  auto c = ParseDeepSeekV3Config(bad, "config.json");
+  ASSERT_FALSE(c.ok());
+  const std::string m(c.status().message());
+  EXPECT_NE(m.find("hidden_size: 2000000000 must be in 1..1048576"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("num_hidden_layers: 5000 must be in 1..4096"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("qk_rope_head_dim: 15 must be even"), std::string::npos)
+      << m;
+  nlohmann::json k2 = FixtureConfig();
+  k2["rope_scaling"]["beta_fast"] = 1.0;
+  k2["rope_scaling"]["beta_slow"] = 1.0;
+  EXPECT_TRUE(ParseDeepSeekV3Config(k2, "config.json").ok());
+  k2["rope_scaling"]["beta_fast"] = 0.5;
+  EXPECT_FALSE(ParseDeepSeekV3Config(k2, "config.json").ok());
+}
+
 }  // namespace
 }  // namespace flotilla::model
