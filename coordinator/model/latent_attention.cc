@@ -69,34 +69,42 @@ void LatentAttention(const LatentAttentionSpec& s,
   std::vector<float> attn(n * heads * vd);
   // Heads are independent; each writes only its own slice of `attn`.
   kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
-    std::vector<double> acc(kvl);
-    std::vector<float> q_lat(kvl), scores, ctx(kvl);
+    std::vector<double> acc(n * kvl);
+    std::vector<float> row(kvl), q_lat(n * kvl), scores, ctx(kvl);
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t k_row = h * (nope + vd);  // this head's key rows in kv_b
+      // q_lat = W_UK^T q_nope for every new token: the key half of kv_b,
+      // absorbed, each of its rows read once for all of them.
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (size_t i = 0; i < nope; ++i) {
+        kernels::RowValues(w.kv_b, k_row + i, row.data());
+        for (size_t t = 0; t < n; ++t) {
+          const double qi = q[(t * heads + h) * qh + i];
+          double* a = acc.data() + t * kvl;
+          for (size_t j = 0; j < kvl; ++j) a[j] += qi * row[j];
+        }
+      }
+      for (size_t k = 0; k < n * kvl; ++k) q_lat[k] = static_cast<float>(acc[k]);
       for (size_t t = 0; t < n; ++t) {
         const float* qt = q.data() + (t * heads + h) * qh;
-        // q_lat = W_UK^T q_nope: the key half of kv_b, absorbed.
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (size_t i = 0; i < nope; ++i) {
-          kernels::AddScaledRow(w.kv_b, k_row + i, qt[i], acc.data());
-        }
-        for (size_t j = 0; j < kvl; ++j) q_lat[j] = static_cast<float>(acc[j]);
+        const float* lat = q_lat.data() + t * kvl;
         const size_t len = start + t + 1;
         scores.resize(len);
         for (size_t p = 0; p < len; ++p) {
           const double dot =
-              kernels::DotF32(q_lat.data(), cache->c_kv.data() + p * kvl, kvl) +
+              kernels::DotF32(lat, cache->c_kv.data() + p * kvl, kvl) +
               kernels::DotF32(qt + nope, cache->k_rope.data() + p * rope, rope);
           scores[p] = static_cast<float>(dot * s.softmax_scale);
         }
         kernels::Softmax(scores.data(), len);
-        std::fill(acc.begin(), acc.end(), 0.0);
+        double* sum = acc.data();  // reused: q_lat has its own copy
+        std::fill(sum, sum + kvl, 0.0);
         for (size_t p = 0; p < len; ++p) {
           const float* c = cache->c_kv.data() + p * kvl;
           const double weight = scores[p];
-          for (size_t j = 0; j < kvl; ++j) acc[j] += weight * c[j];
+          for (size_t j = 0; j < kvl; ++j) sum[j] += weight * c[j];
         }
-        for (size_t j = 0; j < kvl; ++j) ctx[j] = static_cast<float>(acc[j]);
+        for (size_t j = 0; j < kvl; ++j) ctx[j] = static_cast<float>(sum[j]);
         // The value half of kv_b on the weighted latent.
         kernels::MatVecRows(w.kv_b, k_row + nope, vd, ctx.data(),
                             attn.data() + (t * heads + h) * vd);

@@ -1,5 +1,7 @@
 #include "shared/kernels/weight_matrix.h"
 
+#include <algorithm>
+
 namespace flotilla::kernels {
 namespace {
 
@@ -41,24 +43,21 @@ void MatVecRows(const WeightMatrix& w, size_t first, size_t count,
   }
 }
 
-void AddScaledRow(const WeightMatrix& w, size_t row, double a, double* acc) {
+void RowValues(const WeightMatrix& w, size_t row, float* out) {
   const size_t cols = w.cols();
   if (w.fp8) {
     const uint8_t* codes = w.block.codes + row * cols;
     const float* scales =
         w.block.scale_inv + (row / kFp8Block) * w.block.scale_cols();
     for (size_t c = 0; c < cols; ++c) {
-      const float v = E4m3ToF32(codes[c]) * scales[c / kFp8Block];
-      acc[c] += a * static_cast<double>(v);
+      out[c] = E4m3ToF32(codes[c]) * scales[c / kFp8Block];
     }
   } else if (w.dense.type == DenseType::kF32) {
     const float* r = static_cast<const float*>(w.dense.data) + row * cols;
-    for (size_t c = 0; c < cols; ++c) acc[c] += a * static_cast<double>(r[c]);
+    std::copy(r, r + cols, out);
   } else {
     const uint16_t* r = static_cast<const uint16_t*>(w.dense.data) + row * cols;
-    for (size_t c = 0; c < cols; ++c) {
-      acc[c] += a * static_cast<double>(Bf16ToF32(r[c]));
-    }
+    for (size_t c = 0; c < cols; ++c) out[c] = Bf16ToF32(r[c]);
   }
 }
 

@@ -1,8 +1,8 @@
 // A trunk weight matrix of whichever storage a checkpoint uses: dense (F32
 // or BF16) or FP8 e4m3 with 128x128 block scales (DeepSeek-V3 / Kimi K2).
 // A family's forward pass holds these instead of switching on the format,
-// and the few non-matmul uses of a matrix (one row's dot product, a row
-// added into an accumulator: MLA's absorbed key and value halves) read the
+// and the few non-matmul uses of a matrix (a range of rows' dot products, one
+// row's values: MLA's absorbed key and value halves) read the
 // weights in the same exact values MatMul multiplies by.
 #ifndef FLOTILLA_SHARED_KERNELS_WEIGHT_MATRIX_H_
 #define FLOTILLA_SHARED_KERNELS_WEIGHT_MATRIX_H_
@@ -44,9 +44,9 @@ void MatMul(const WeightMatrix& w, const float* x, size_t n_tokens, float* y,
 void MatVecRows(const WeightMatrix& w, size_t first, size_t count,
                 const float* x, float* y);
 
-// acc[c] += a * W[row][c] for every column, in double, with W's element as
-// MatMul reads it (an FP8 code times its block scale, in float).
-void AddScaledRow(const WeightMatrix& w, size_t row, double a, double* acc);
+// out[c] = W[row][c] for every column, the element as MatMul reads it (an
+// FP8 code times its block scale, in float; BF16 widened).
+void RowValues(const WeightMatrix& w, size_t row, float* out);
 
 }  // namespace flotilla::kernels
 

@@ -1,6 +1,6 @@
 // kernels::WeightMatrix: an FP8 block-scaled matrix and its dequantised
 // copy give the same bits through MatMul, MatVecRows (any row range, across
-// block rows) and AddScaledRow; so do a BF16 matrix and its f32 widening.
+// block rows) and RowValues; so do a BF16 matrix and its f32 widening.
 #include "shared/kernels/weight_matrix.h"
 
 #include <cmath>
@@ -42,11 +42,11 @@ TEST(WeightMatrixTest, Fp8AndItsDequantisedCopyAgreeBitForBit) {
   EXPECT_EQ(ra, rb);
   for (size_t i = 0; i < 20; ++i) EXPECT_EQ(ra[i], a[120 + i]) << i;
 
-  std::vector<double> acc_a(cols, 0.5), acc_b(cols, 0.5);
-  AddScaledRow(fp8, 257, -1.75, acc_a.data());
-  AddScaledRow(f32, 257, -1.75, acc_b.data());
-  EXPECT_EQ(acc_a, acc_b);
-  EXPECT_EQ(acc_a[3], 0.5 - 1.75 * static_cast<double>(dense[257 * cols + 3]));
+  std::vector<float> row_a(cols), row_b(cols);
+  RowValues(fp8, 257, row_a.data());
+  RowValues(f32, 257, row_b.data());
+  EXPECT_EQ(row_a, row_b);
+  EXPECT_EQ(row_a[3], dense[257 * cols + 3]);
 }
 
 TEST(WeightMatrixTest, Bf16RowsAreTheWidenedValues) {
@@ -65,10 +65,10 @@ TEST(WeightMatrixTest, Bf16RowsAreTheWidenedValues) {
   MatVecRows(bf16, 3, 2, x.data(), a.data());
   MatVecRows(f32, 3, 2, x.data(), b.data());
   EXPECT_EQ(a, b);
-  std::vector<double> acc_a(cols), acc_b(cols);
-  AddScaledRow(bf16, 4, 3.0, acc_a.data());
-  AddScaledRow(f32, 4, 3.0, acc_b.data());
-  EXPECT_EQ(acc_a, acc_b);
+  std::vector<float> row_a(cols), row_b(cols);
+  RowValues(bf16, 4, row_a.data());
+  RowValues(f32, 4, row_b.data());
+  EXPECT_EQ(row_a, row_b);
 }
 
 }  // namespace
