@@ -23,7 +23,13 @@ struct Fp8Weights {
 Fp8Weights Random(size_t rows, size_t cols, std::mt19937* rng) {
   Fp8Weights w;
   w.codes.resize(rows * cols);
-  for (uint8_t& c : w.codes) c = static_cast<uint8_t>((*rng)() % 0x7e);
+  // As quantised weights are (flotilla-bench-kernels' FP8 fill): normal
+  // exponents 1..14, one code in 8192 subnormal.
+  for (size_t i = 0; i < w.codes.size(); ++i) {
+    const uint32_t b = (*rng)();
+    const uint32_t exponent = i % 8192 == 4095 ? 0 : 1 + (b >> 3) % 14;
+    w.codes[i] = static_cast<uint8_t>((b & 0x87) | (exponent << 3));
+  }
   w.scales.assign(((rows + 127) / 128) * ((cols + 127) / 128), 1e-3f);
   w.matrix = kernels::WeightMatrix::Fp8(
       {w.codes.data(), w.scales.data(), rows, cols});

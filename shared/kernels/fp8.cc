@@ -1,7 +1,9 @@
 #include "shared/kernels/fp8.h"
 
 #include <cmath>
+#include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "shared/kernels/kernels.h"
@@ -95,31 +97,62 @@ absl::Status CheckFp8Matrix(const Fp8BlockMatrix& w) {
   return Rows(w, 0, w.rows, nullptr);
 }
 
-void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
-               float* y, ThreadPool* pool) {
-  const size_t scale_cols = w.scale_cols();
-  // Every level gives the same bits; the active one (kernels.h) runs.
+namespace {
+
+// Rows [begin, end) of y[t * w.rows + r - y_row0] at the active level;
+// `xd` is x widened (SIMD levels), `scratch` Fp8XStride(cols) floats.
+void Rows(const Fp8BlockMatrix& w, const float* x, const double* xd,
+          size_t n_tokens, size_t begin, size_t end, float* scratch, float* y,
+          size_t y_row0) {
   const SimdLevel level = ActiveSimdLevel();
-  auto dot = [level](const uint8_t* codes, const float* scales, size_t cols,
-                     const float* xt) {
-    if (level == SimdLevel::kAvx512) {
-      return internal::Fp8RowDotAvx512(codes, scales, cols, xt);
-    }
-    if (level == SimdLevel::kAvx2) {
-      return internal::Fp8RowDotAvx2(codes, scales, cols, xt);
-    }
-    return RowDot(codes, scales, cols, xt);
-  };
-  ParallelFor(pool, w.rows, 16, [&](size_t begin, size_t end) {
+  if (level == SimdLevel::kAvx512) {
+    internal::Fp8RowsAvx512(w, xd, n_tokens, begin, end, scratch, y, y_row0);
+  } else if (level == SimdLevel::kAvx2) {
+    internal::Fp8RowsAvx2(w, xd, n_tokens, begin, end, scratch, y, y_row0);
+  } else {
+    const size_t scale_cols = w.scale_cols();
     for (size_t r = begin; r < end; ++r) {
       const uint8_t* codes = w.codes + r * w.cols;
       const float* scales = w.scale_inv + (r / kFp8Block) * scale_cols;
       for (size_t t = 0; t < n_tokens; ++t) {
-        y[t * w.rows + r] =
-            static_cast<float>(dot(codes, scales, w.cols, x + t * w.cols));
+        y[t * w.rows + r - y_row0] = static_cast<float>(
+            RowDot(codes, scales, w.cols, x + t * w.cols));
       }
     }
+  }
+}
+
+// x widened to double for the SIMD rows, Fp8XStride(cols) per token, zero
+// past the columns: once per call, not per row.
+void WidenX(const float* x, size_t cols, size_t n_tokens,
+            std::vector<double>* xd) {
+  const size_t stride = internal::Fp8XStride(cols);
+  xd->assign(n_tokens * stride, 0.0);
+  for (size_t t = 0; t < n_tokens; ++t) {
+    for (size_t c = 0; c < cols; ++c) (*xd)[t * stride + c] = x[t * cols + c];
+  }
+}
+
+}  // namespace
+
+void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
+               float* y, ThreadPool* pool) {
+  // With several tokens each row is decoded once for all of them; never a
+  // widened copy of the matrix.
+  std::vector<double> xd;
+  WidenX(x, w.cols, n_tokens, &xd);
+  ParallelFor(pool, w.rows, 16, [&](size_t begin, size_t end) {
+    std::vector<float> scratch(
+        n_tokens > 1 ? internal::Fp8XStride(w.cols) : 0, 0.0f);
+    Rows(w, x, xd.data(), n_tokens, begin, end, scratch.data(), y, 0);
   });
+}
+
+void MatVecFp8Rows(const Fp8BlockMatrix& w, size_t first, size_t count,
+                   const float* x, float* y) {
+  thread_local std::vector<double> xd;
+  WidenX(x, w.cols, 1, &xd);
+  Rows(w, x, xd.data(), 1, first, first + count, nullptr, y, first);
 }
 
 }  // namespace flotilla::kernels

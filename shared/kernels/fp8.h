@@ -51,6 +51,11 @@ class ThreadPool;
 void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
                float* y, ThreadPool* pool);
 
+// y[i] = row (first + i) of W times x for i < count, one token, on the
+// calling thread; the bits MatMulFp8 gives those rows.
+void MatVecFp8Rows(const Fp8BlockMatrix& w, size_t first, size_t count,
+                   const float* x, float* y);
+
 // What MatMulFp8 assumes, checked once when a weight is loaded: the errors
 // of DequantizeFp8Rows, without writing the values.
 absl::Status CheckFp8Matrix(const Fp8BlockMatrix& w);

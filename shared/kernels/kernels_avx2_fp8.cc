@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shared/kernels/fp8.h"
 #include "shared/kernels/kernels_internal.h"
 
 #pragma GCC push_options
@@ -37,45 +38,88 @@ inline __m256 DecodeE4m3(__m256i b) {
 
 }  // namespace
 
-double Fp8RowDotAvx2(const uint8_t* codes, const float* scales, size_t cols,
-                     const float* x) {
-  __m256d lane[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(),
-                     _mm256_setzero_pd(), _mm256_setzero_pd()};
-  uint8_t code_tail[16];
-  float x_tail[16];
-  for (size_t c = 0; c < cols; c += 16) {
-    const uint8_t* cp = codes + c;
-    const float* xp = x + c;
-    if (cols - c < 16) {
-      // Zero-padded tail: code 0 is +0.0, and a +0.0 product leaves a lane
-      // unchanged (lanes are never -0.0).
-      for (size_t i = 0; i < 16; ++i) {
-        code_tail[i] = c + i < cols ? codes[c + i] : 0;
-        x_tail[i] = c + i < cols ? x[c + i] : 0.0f;
-      }
-      cp = code_tail;
-      xp = x_tail;
-    }
-    const __m256 scale = _mm256_set1_ps(scales[c / 128]);
-    for (int h = 0; h < 2; ++h) {
-      const __m256i index = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(cp + 8 * h)));
-      const __m256 w = _mm256_mul_ps(DecodeE4m3(index), scale);
-      const __m256 xv = _mm256_loadu_ps(xp + 8 * h);
-      lane[2 * h] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(w)),
-                                    _mm256_cvtps_pd(_mm256_castps256_ps128(xv)),
-                                    lane[2 * h]);
-      lane[2 * h + 1] =
-          _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(w, 1)),
-                          _mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)),
-                          lane[2 * h + 1]);
-    }
-  }
+namespace {
+
+// Lanes 0-3, 4-7, 8-11, 12-15 of the Dot16 order folded as the scalar
+// code does: i += i+8, +4, +2, +1.
+inline double Fold(const __m256d* lane) {
   const __m256d v4 = _mm256_add_pd(_mm256_add_pd(lane[0], lane[2]),
                                    _mm256_add_pd(lane[1], lane[3]));
   const __m128d v2 =
       _mm_add_pd(_mm256_castpd256_pd128(v4), _mm256_extractf128_pd(v4, 1));
   return _mm_cvtsd_f64(_mm_add_sd(v2, _mm_unpackhi_pd(v2, v2)));
+}
+
+// Columns c..c+15 of a row into two __m256 (they share one 128-column
+// block); a tail's missing columns are code 0, +0.0.
+inline void Weights(const uint8_t* codes, const float* scales, size_t cols,
+                    size_t c, __m256* w) {
+  uint8_t tail[16] = {};
+  const uint8_t* cp = codes + c;
+  if (cols - c < 16) {
+    for (size_t i = 0; c + i < cols; ++i) tail[i] = cp[i];
+    cp = tail;
+  }
+  const __m256 scale = _mm256_set1_ps(scales[c / 128]);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i index = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(cp + 8 * h)));
+    w[h] = _mm256_mul_ps(DecodeE4m3(index), scale);
+  }
+}
+
+// One Dot16 step against xd[c..c+15] (zero-padded past the columns): FMA
+// is exact, a product of two widened floats fits a double.
+inline void Accumulate(const __m256* w, const double* xd, size_t c,
+                       __m256d* lane) {
+  for (int h = 0; h < 2; ++h) {
+    lane[2 * h] = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(w[h])),
+                                  _mm256_loadu_pd(xd + c + 8 * h), lane[2 * h]);
+    lane[2 * h + 1] =
+        _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(w[h], 1)),
+                        _mm256_loadu_pd(xd + c + 8 * h + 4), lane[2 * h + 1]);
+  }
+}
+
+}  // namespace
+
+void Fp8RowsAvx2(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
+                 size_t row_begin, size_t row_end, float* scratch, float* y,
+                 size_t y_row0) {
+  const size_t cols = m.cols, scale_cols = m.scale_cols();
+  const size_t stride = Fp8XStride(cols);
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* codes = m.codes + r * cols;
+    const float* scales = m.scale_inv + (r / kFp8Block) * scale_cols;
+    __m256 w[2];
+    if (n_tokens == 1) {
+      __m256d lane[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(),
+                         _mm256_setzero_pd(), _mm256_setzero_pd()};
+      for (size_t c = 0; c < cols; c += 16) {
+        Weights(codes, scales, cols, c, w);
+        Accumulate(w, xd, c, lane);
+      }
+      y[r - y_row0] = static_cast<float>(Fold(lane));
+      continue;
+    }
+    // Several tokens: the row decoded once (zero-padded to the stride),
+    // then read per token.
+    for (size_t c = 0; c < cols; c += 16) {
+      Weights(codes, scales, cols, c, w);
+      _mm256_storeu_ps(scratch + c, w[0]);
+      _mm256_storeu_ps(scratch + c + 8, w[1]);
+    }
+    for (size_t t = 0; t < n_tokens; ++t) {
+      __m256d lane[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(),
+                         _mm256_setzero_pd(), _mm256_setzero_pd()};
+      for (size_t c = 0; c < cols; c += 16) {
+        w[0] = _mm256_loadu_ps(scratch + c);
+        w[1] = _mm256_loadu_ps(scratch + c + 8);
+        Accumulate(w, xd + t * stride, c, lane);
+      }
+      y[t * m.rows + r - y_row0] = static_cast<float>(Fold(lane));
+    }
+  }
 }
 
 }  // namespace flotilla::kernels::internal

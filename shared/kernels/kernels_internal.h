@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shared/kernels/fp8.h"
 #include "shared/kernels/kernels.h"
 
 namespace flotilla::kernels::internal {
@@ -69,12 +70,18 @@ void Bf16RowsAvx512(const uint16_t* data, size_t rows, size_t cols,
                     const double* xd, size_t n_tokens, size_t row_begin,
                     size_t row_end, float* y);
 
-// MatMulFp8's row dot product (fp8.h) at the SIMD levels (e4m3 decoded by
-// bit arithmetic); bit-identical to the scalar one in fp8.cc.
-double Fp8RowDotAvx2(const uint8_t* codes, const float* scales, size_t cols,
-                     const float* x);
-double Fp8RowDotAvx512(const uint8_t* codes, const float* scales, size_t cols,
-                       const float* x);
+// MatMulFp8's rows (fp8.h) at the SIMD levels, e4m3 decoded by bit
+// arithmetic: y[t * m.rows + r - y_row0] for r in [row_begin, row_end),
+// t < n_tokens, bit-identical to fp8.cc's scalar rows. `xd` is x widened to
+// double, Fp8XStride(cols) per token, zero past the columns; `scratch`
+// holds Fp8XStride(cols) floats (one decoded row, for several tokens).
+inline size_t Fp8XStride(size_t cols) { return (cols + 15) & ~size_t{15}; }
+void Fp8RowsAvx2(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
+                 size_t row_begin, size_t row_end, float* scratch, float* y,
+                 size_t y_row0);
+void Fp8RowsAvx512(const Fp8BlockMatrix& m, const double* xd,
+                   size_t n_tokens, size_t row_begin, size_t row_end,
+                   float* scratch, float* y, size_t y_row0);
 
 // Tables for each level. The SIMD ones are only valid when the CPU supports
 // them; the dispatcher checks that before handing them out.

@@ -3,21 +3,6 @@
 #include <algorithm>
 
 namespace flotilla::kernels {
-namespace {
-
-// Rows [first, first + count) of an FP8 matrix as a matrix of its own: its
-// codes start at row `first`; its scales at that row's block row, which is
-// only right when the view does not cross into the next block row, so views
-// are one row each.
-Fp8BlockMatrix Fp8Row(const Fp8BlockMatrix& m, size_t row) {
-  Fp8BlockMatrix r = m;
-  r.codes = m.codes + row * m.cols;
-  r.scale_inv = m.scale_inv + (row / kFp8Block) * m.scale_cols();
-  r.rows = 1;
-  return r;
-}
-
-}  // namespace
 
 void MatMul(const WeightMatrix& w, const float* x, size_t n_tokens, float* y,
             ThreadPool* pool) {
@@ -38,9 +23,7 @@ void MatVecRows(const WeightMatrix& w, size_t first, size_t count,
     MatMul(rows, x, 1, y, nullptr);
     return;
   }
-  for (size_t i = 0; i < count; ++i) {
-    MatMulFp8(Fp8Row(w.block, first + i), x, 1, y + i, nullptr);
-  }
+  MatVecFp8Rows(w.block, first, count, x, y);
 }
 
 void RowValues(const WeightMatrix& w, size_t row, float* out) {

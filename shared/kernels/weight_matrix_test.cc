@@ -31,16 +31,22 @@ TEST(WeightMatrixTest, Fp8AndItsDequantisedCopyAgreeBitForBit) {
   std::vector<float> x(2 * cols);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.21f * i);
 
-  std::vector<float> a(2 * rows), b(2 * rows);
-  MatMul(fp8, x.data(), 2, a.data(), nullptr);
-  MatMul(f32, x.data(), 2, b.data(), nullptr);
-  EXPECT_EQ(a, b);
-  // Rows 120..139 cross from block row 0 into 1; the result is MatMul's.
-  std::vector<float> ra(20), rb(20);
-  MatVecRows(fp8, 120, 20, x.data(), ra.data());
-  MatVecRows(f32, 120, 20, x.data(), rb.data());
-  EXPECT_EQ(ra, rb);
-  for (size_t i = 0; i < 20; ++i) EXPECT_EQ(ra[i], a[120 + i]) << i;
+  for (SimdLevel level :
+       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (SetSimdLevel(level) != level) continue;  // not on this CPU
+    SCOPED_TRACE(SimdLevelName(level));
+    std::vector<float> a(2 * rows), b(2 * rows);
+    MatMul(fp8, x.data(), 2, a.data(), nullptr);
+    MatMul(f32, x.data(), 2, b.data(), nullptr);
+    EXPECT_EQ(a, b);
+    // Rows 120..139 cross from block row 0 into 1; the result is MatMul's.
+    std::vector<float> ra(20), rb(20);
+    MatVecRows(fp8, 120, 20, x.data(), ra.data());
+    MatVecRows(f32, 120, 20, x.data(), rb.data());
+    EXPECT_EQ(ra, rb);
+    for (size_t i = 0; i < 20; ++i) EXPECT_EQ(ra[i], a[120 + i]) << i;
+  }
+  SetSimdLevel(SimdLevel::kAuto);
 
   std::vector<float> row_a(cols), row_b(cols);
   RowValues(fp8, 257, row_a.data());
