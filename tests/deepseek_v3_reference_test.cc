@@ -5,17 +5,22 @@
 // generated token) and the teacher-forced logits over prompt + generation
 // within the README's 3e-5 -- in memory, streamed from a pack with no trunk
 // layer pinned, on two expert workers (`pack --workers 2`), and from the
-// checkpoint re-split into two shards that cut through every layer.
+// checkpoint re-split into two shards that cut through every layer; and a
+// dequantised F32 copy gives bitwise the FP8 run's logits.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "coordinator/engine.h"
 #include "coordinator/families/deepseek_v3/deepseek_v3_model.h"
 #include "coordinator/generate.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shared/kernels/fp8.h"
+#include "shared/model/safetensors.h"
 #include "shared/testing/fixture.h"
 #include "shared/testing/process.h"
 #include "tests/checkpoint_rewrite.h"
@@ -197,6 +202,50 @@ TEST(DeepSeekV3ReferenceTest, ResplitIntoTwoShardsGivesTheSameLogits) {
   p.max_context = 64;
   const ModelRun packed = OpenAndRun(p, "two shards, packed");
   EXPECT_EQ(packed.tf_logits, one.tf_logits);
+}
+
+// The same weights without FP8: every F8_E4M3 tensor dequantised to F32
+// (its scale_inv dropped) and no quantization_config, as a user's own
+// conversion would hold them. MatMulFp8 equals MatMul on the dequantised
+// matrix bit for bit, so the dense path must give exactly the FP8 logits.
+TEST(DeepSeekV3ReferenceTest, DequantisedCopyGivesBitwiseTheSameLogits) {
+  auto source = model::SafetensorsCheckpoint::OpenDir(CkptDir());
+  ASSERT_TRUE(source.ok()) << source.status();
+  nlohmann::json config = testutil::LoadJson(CkptDir() + "/config.json");
+  config.erase("quantization_config");
+  testutil::RewriteOptions ro;
+  ro.config_json = config.dump();
+  ro.edit = [&](const model::TensorInfo& t, testutil::TensorFate* f) {
+    if (absl::EndsWith(t.name, "_scale_inv")) {
+      f->shard = -1;
+      return;
+    }
+    if (t.dtype != model::DType::kF8E4M3) return;
+    const model::TensorInfo* scale = (*source)->Find(t.name + "_scale_inv");
+    ASSERT_NE(scale, nullptr) << t.name;
+    std::vector<float> scales(scale->numel());
+    ASSERT_TRUE((*source)->ReadRaw(*scale, scales.data()).ok());
+    const kernels::Fp8BlockMatrix m{f->bytes.data(), scales.data(),
+                                    static_cast<size_t>(t.shape[0]),
+                                    static_cast<size_t>(t.shape[1])};
+    std::vector<float> values(m.rows * m.cols);
+    ASSERT_TRUE(kernels::DequantizeFp8Rows(m, 0, m.rows, values.data()).ok());
+    f->dtype = model::DType::kF32;
+    f->bytes.resize(values.size() * sizeof(float));
+    std::memcpy(f->bytes.data(), values.data(), f->bytes.size());
+  };
+  dtest::TempDir tmp;
+  const std::string dir = tmp.path() + "/f32";
+  ASSERT_TRUE(testutil::RewriteCheckpoint(CkptDir(), dir, ro).ok());
+  coordinator::EngineOptions a;
+  a.model_dir = CkptDir();
+  coordinator::EngineOptions b = a;
+  b.model_dir = dir;
+  const ModelRun fp8 = OpenAndRun(a, "fp8");
+  const ModelRun f32 = OpenAndRun(b, "dequantised f32");
+  EXPECT_EQ(f32.generated, fp8.generated);
+  EXPECT_EQ(f32.step_logits, fp8.step_logits);
+  EXPECT_EQ(f32.tf_logits, fp8.tf_logits);
 }
 
 }  // namespace
