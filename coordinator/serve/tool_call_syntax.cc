@@ -55,64 +55,78 @@ absl::string_view TakeUntil(absl::string_view* rest, absl::string_view marker) {
   return head;
 }
 
-bool ParseDeepSeekV3(absl::string_view rest, std::vector<ToolCall>* calls) {
-  constexpr absl::string_view kBegin = "<｜tool▁calls▁begin｜>",
-                              kEnd = "<｜tool▁calls▁end｜>",
-                              kCall = "<｜tool▁call▁begin｜>",
-                              kCallEnd = "<｜tool▁call▁end｜>",
-                              kSep = "<｜tool▁sep｜>";
-  if (!absl::ConsumePrefix(&rest, kBegin)) return false;
+// A section of calls: `begin`, then calls each `call` ... `call_end`,
+// until `end` or the text's end. Each call's text is split at `sep` into a
+// head and the rest; `make` turns them into a call, or false.
+struct Markers {
+  absl::string_view begin, end, call, call_end, sep;
+};
+using MakeCall = bool (*)(absl::string_view head, absl::string_view rest,
+                          ToolCall* call);
+
+bool ParseSection(absl::string_view rest, const Markers& m, MakeCall make,
+                  std::vector<ToolCall>* calls) {
+  if (!absl::ConsumePrefix(&rest, m.begin)) return false;
   while (true) {
     rest = absl::StripLeadingAsciiWhitespace(rest);
-    if (rest.empty() || absl::StartsWith(rest, kEnd)) break;
-    if (!absl::ConsumePrefix(&rest, kCall)) return false;
-    absl::string_view call = TakeUntil(&rest, kCallEnd);
-    const absl::string_view head = TakeUntil(&call, kSep);
-    std::string name;
-    absl::string_view args;
-    if (head == "function") {
-      // V3 / R1: function<sep>NAME\n```json\nARGS\n```
-      const size_t nl = call.find('\n');
-      name = std::string(absl::StripAsciiWhitespace(call.substr(0, nl)));
-      args = nl == absl::string_view::npos ? "" : call.substr(nl + 1);
-      args = absl::StripAsciiWhitespace(args);
-      absl::ConsumePrefix(&args, "```json");
-      absl::ConsumeSuffix(&args, "```");
-    } else {
-      // V3.1: NAME<sep>ARGS
-      name = std::string(absl::StripAsciiWhitespace(head));
-      args = call;
-    }
-    args = absl::StripAsciiWhitespace(args);
-    if (name.empty() || !IsJson(args)) return false;
-    calls->push_back({NewToolCallId(), name, ArgumentsText(args)});
+    if (rest.empty() || absl::StartsWith(rest, m.end)) break;
+    if (!absl::ConsumePrefix(&rest, m.call)) return false;
+    absl::string_view call = TakeUntil(&rest, m.call_end);
+    const absl::string_view head = TakeUntil(&call, m.sep);
+    ToolCall out;
+    if (!make(head, call, &out)) return false;
+    calls->push_back(std::move(out));
   }
   return !calls->empty();
 }
 
-bool ParseKimiK2(absl::string_view rest, std::vector<ToolCall>* calls) {
-  constexpr absl::string_view kBegin = "<|tool_calls_section_begin|>",
-                              kEnd = "<|tool_calls_section_end|>",
-                              kCall = "<|tool_call_begin|>",
-                              kArgs = "<|tool_call_argument_begin|>",
-                              kCallEnd = "<|tool_call_end|>";
-  if (!absl::ConsumePrefix(&rest, kBegin)) return false;
-  while (true) {
-    rest = absl::StripLeadingAsciiWhitespace(rest);
-    if (rest.empty() || absl::StartsWith(rest, kEnd)) break;
-    if (!absl::ConsumePrefix(&rest, kCall)) return false;
-    absl::string_view call = TakeUntil(&rest, kCallEnd);
-    const absl::string_view id = absl::StripAsciiWhitespace(TakeUntil(&call, kArgs));
-    // "functions.NAME:INDEX"
-    absl::string_view name = id;
-    absl::ConsumePrefix(&name, "functions.");
-    const size_t colon = name.rfind(':');
-    if (colon != absl::string_view::npos) name = name.substr(0, colon);
-    const absl::string_view args = absl::StripAsciiWhitespace(call);
-    if (name.empty() || !IsJson(args)) return false;
-    calls->push_back({std::string(id), std::string(name), ArgumentsText(args)});
+// DeepSeek-V3 / R1: function<sep>NAME\n```json\nARGS\n```; V3.1:
+// NAME<sep>ARGS.
+bool MakeDeepSeekCall(absl::string_view head, absl::string_view rest,
+                      ToolCall* call) {
+  absl::string_view name = absl::StripAsciiWhitespace(head), args = rest;
+  if (name == "function") {
+    const size_t nl = rest.find('\n');
+    name = absl::StripAsciiWhitespace(rest.substr(0, nl));
+    args = nl == absl::string_view::npos ? "" : rest.substr(nl + 1);
+    args = absl::StripAsciiWhitespace(args);
+    absl::ConsumePrefix(&args, "```json");
+    absl::ConsumeSuffix(&args, "```");
   }
-  return !calls->empty();
+  args = absl::StripAsciiWhitespace(args);
+  if (name.empty() || !IsJson(args)) return false;
+  *call = {NewToolCallId(), std::string(name), ArgumentsText(args)};
+  return true;
+}
+
+// Kimi K2: functions.NAME:INDEX<argument_begin>ARGS, the head its id.
+bool MakeKimiCall(absl::string_view head, absl::string_view rest,
+                  ToolCall* call) {
+  const absl::string_view id = absl::StripAsciiWhitespace(head);
+  absl::string_view name = id;
+  absl::ConsumePrefix(&name, "functions.");
+  const size_t colon = name.rfind(':');
+  if (colon != absl::string_view::npos) name = name.substr(0, colon);
+  const absl::string_view args = absl::StripAsciiWhitespace(rest);
+  if (name.empty() || !IsJson(args)) return false;
+  *call = {std::string(id), std::string(name), ArgumentsText(args)};
+  return true;
+}
+
+bool ParseDeepSeekV3(absl::string_view rest, std::vector<ToolCall>* calls) {
+  return ParseSection(rest,
+                      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
+                       "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+                       "<｜tool▁sep｜>"},
+                      &MakeDeepSeekCall, calls);
+}
+
+bool ParseKimiK2(absl::string_view rest, std::vector<ToolCall>* calls) {
+  return ParseSection(rest,
+                      {"<|tool_calls_section_begin|>",
+                       "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+                       "<|tool_call_end|>", "<|tool_call_argument_begin|>"},
+                      &MakeKimiCall, calls);
 }
 
 constexpr SectionSyntax kHermes = {"<tool_call>", &ParseHermes};
