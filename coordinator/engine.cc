@@ -207,10 +207,12 @@ absl::StatusOr<plan::MemoryPlan> PlanEngine(
     FLOTILLA_ASSIGN_OR_RETURN(pack::PackManifest m,
                               pack::LoadPackManifest(pack));
     FLOTILLA_ASSIGN_OR_RETURN(c, LoadConfig(o, &m));
+    FLOTILLA_RETURN_IF_ERROR(family::CheckLoopBounds(*c, ConfigPath(o)));
     FLOTILLA_ASSIGN_OR_RETURN(in,
                               InputsFromManifest(m, *c, o, budget, baseline));
   } else {
     FLOTILLA_ASSIGN_OR_RETURN(c, LoadConfig(o, nullptr));
+    FLOTILLA_RETURN_IF_ERROR(family::CheckLoopBounds(*c, ConfigPath(o)));
     in = InputsFromConfig(*c, o, budget, baseline);
   }
   absl::StatusOr<plan::MemoryPlan> plan = plan::MakeMemoryPlan(in);

@@ -48,6 +48,12 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
   const std::string pack_dir = ResolvePackDir(o);
   const family::FamilyConfig& config = *engine->config;
   const std::string& family = config.family().name;
+  FLOTILLA_ASSIGN_OR_RETURN(auto source,
+                            model::SafetensorsCheckpoint::OpenDir(o.model_dir));
+  // The config against the checkpoint before anything loops over its
+  // counts (Shape() walks every layer).
+  FLOTILLA_RETURN_IF_ERROR(config.CheckCheckpoint(*source, o.model_dir));
+  FLOTILLA_RETURN_IF_ERROR(family::CheckLoopBounds(config, ConfigPath(o)));
   const model::ModelShape shape = config.Shape();
   if (o.stream_vocab && !shape.streams_vocab) {
     // Refused, not ignored: the forward pass reads both whole.
@@ -57,9 +63,6 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
   }
   const model::MoeSpec moe = config.Moe();
   const int layers = config.num_layers();
-  FLOTILLA_ASSIGN_OR_RETURN(auto source,
-                            model::SafetensorsCheckpoint::OpenDir(o.model_dir));
-  FLOTILLA_RETURN_IF_ERROR(config.CheckCheckpoint(*source, o.model_dir));
   const uint64_t expert_bytes = RoutedExpertBytes(*source, moe);
   // One expert read slot (a run of the checkpoint's own format); a decode
   // step needs top-k of them per layer.

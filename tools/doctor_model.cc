@@ -58,6 +58,8 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
   if (m.ok()) {
     FLOTILLA_ASSIGN_OR_RETURN(
         s.config, family::ParseFamilyConfig(m->config_json, "pack manifest"));
+    FLOTILLA_RETURN_IF_ERROR(
+        family::CheckLoopBounds(*s.config, "pack manifest"));
     FLOTILLA_ASSIGN_OR_RETURN(t, pack::ManifestTrunkSizes(*s.config, *m));
     s.source = "pack manifest";
     s.shape = s.config->Shape();
@@ -65,6 +67,8 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
   } else {
     FLOTILLA_ASSIGN_OR_RETURN(
         s.config, family::LoadFamilyConfig(model_dir + "/config.json"));
+    FLOTILLA_RETURN_IF_ERROR(
+        family::CheckLoopBounds(*s.config, model_dir + "/config.json"));
     s.shape = s.config->Shape();
     // 2. The checkpoint's headers: the regions a pack would make, and the
     // experts' runs as stored.

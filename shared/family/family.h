@@ -89,6 +89,13 @@ absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseFamilyConfig(
     const std::string& text, const std::string& source);
 absl::StatusOr<std::unique_ptr<FamilyConfig>> LoadFamilyConfig(
     const std::string& config_path);
+// InvalidArgument naming the count when `config` has more layers (4096) or
+// routed experts per layer (65536) than any model: what sizes a model from
+// its config alone (the plan, doctor) loops over them, and a config of 2^31
+// layers would hang it. Where a checkpoint is at hand, its CheckCheckpoint
+// comes first and says more (which count disagrees with the tensors).
+absl::Status CheckLoopBounds(const FamilyConfig& config,
+                             const std::string& source);
 // The routed experts of any registered family's config.json: all the pack
 // manifest's checks and the expert workers need of a family.
 absl::StatusOr<model::MoeSpec> ParseMoeSpec(const std::string& text,

@@ -117,25 +117,24 @@ absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseFamilyConfig(
   FLOTILLA_ASSIGN_OR_RETURN(nlohmann::json root,
                             model::internal::ParseJson(text, source));
   FLOTILLA_ASSIGN_OR_RETURN(const Family* family, FindFamily(root, source));
-  FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<FamilyConfig> config,
-                            family->parse(root, text, source));
-  // Whatever the family: the planner, the packer and the checks loop over
-  // the layers and the experts, so counts no model has are refused before
-  // anything does (a config of 2^31 layers would hang them, not fail).
-  const model::MoeSpec moe = config->Moe();
-  if (moe.num_layers > kMaxLayers || moe.num_experts > kMaxExperts) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": ", moe.num_layers > kMaxLayers ? "num_hidden_layers " : "",
-        moe.num_layers > kMaxLayers ? absl::StrCat(moe.num_layers) : "",
-        moe.num_layers > kMaxLayers && moe.num_experts > kMaxExperts ? " and "
-                                                                     : "",
-        moe.num_experts > kMaxExperts
-            ? absl::StrCat("routed experts ", moe.num_experts)
-            : "",
-        " exceed the engine's limits (", kMaxLayers, " layers, ", kMaxExperts,
-        " experts per layer)"));
+  return family->parse(root, text, source);
+}
+
+absl::Status CheckLoopBounds(const FamilyConfig& config,
+                             const std::string& source) {
+  const model::MoeSpec moe = config.Moe();
+  if (moe.num_layers <= kMaxLayers && moe.num_experts <= kMaxExperts) {
+    return absl::OkStatus();
   }
-  return config;
+  const bool layers = moe.num_layers > kMaxLayers;
+  const bool experts = moe.num_experts > kMaxExperts;
+  return absl::InvalidArgumentError(absl::StrCat(
+      source, ": ",
+      layers ? absl::StrCat("num_hidden_layers ", moe.num_layers) : "",
+      layers && experts ? " and " : "",
+      experts ? absl::StrCat("routed experts ", moe.num_experts) : "",
+      " exceed the engine's limits (", kMaxLayers, " layers, ", kMaxExperts,
+      " experts per layer)"));
 }
 
 absl::StatusOr<std::unique_ptr<FamilyConfig>> LoadFamilyConfig(

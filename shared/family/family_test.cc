@@ -59,17 +59,22 @@ TEST(FamilyRegistryTest, EachConfigFindsItsFamily) {
   EXPECT_EQ((*ds_arch)->name, "deepseek_v3");
 }
 
-// Counts no model has are refused for every family before anything loops
+// Counts no model has are refused for every family before the plan loops
 // over them (a Mixtral config of 2^31 layers used to hang `--plan`).
 TEST(FamilyRegistryTest, LayerAndExpertCountsAreBounded) {
   std::ifstream in(kStories);
   nlohmann::json c = nlohmann::json::parse(in);
   c["num_hidden_layers"] = 2000000000;
   auto huge = ParseFamilyConfig(c.dump(), "cfg.json");
-  ASSERT_FALSE(huge.ok());
-  EXPECT_THAT(huge.status().message(),
+  ASSERT_TRUE(huge.ok()) << huge.status();
+  const absl::Status bounds = CheckLoopBounds(**huge, "cfg.json");
+  ASSERT_FALSE(bounds.ok());
+  EXPECT_THAT(bounds.message(),
               HasSubstr("num_hidden_layers 2000000000 exceed the engine's "
                         "limits (4096 layers"));
+  auto stories = LoadFamilyConfig(kStories);
+  ASSERT_TRUE(stories.ok());
+  EXPECT_TRUE(CheckLoopBounds(**stories, "cfg.json").ok());
 }
 
 TEST(FamilyRegistryTest, UnknownModelTypesAreRefusedNamingTheSupportedOnes) {

@@ -1,7 +1,7 @@
 // config.json in every family's shape: Kimi K3 (flat or under text_config /
 // linear_attn_config), Mixtral and DeepSeek-V3 / Kimi K2, from the same
 // text; a config the registry accepts is also sized (its Shape() and
-// schemas walk every layer, which the registry's bounds keep finite).
+// schemas walk every layer, within the loop bounds the plan checks).
 #include <cstddef>
 #include <cstdint>
 
@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto config = flotilla::family::ParseFamilyConfig(std::string(text),
                                                     "config.json");
-  if (config.ok()) {
+  if (config.ok() &&
+      flotilla::family::CheckLoopBounds(**config, "config.json").ok()) {
     (void)(*config)->Shape();
     (void)(*config)->VocabSchema(true);
   }
