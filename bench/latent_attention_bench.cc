@@ -31,8 +31,8 @@ Fp8Weights Random(size_t rows, size_t cols, std::mt19937* rng) {
     w.codes[i] = static_cast<uint8_t>((b & 0x87) | (exponent << 3));
   }
   w.scales.assign(((rows + 127) / 128) * ((cols + 127) / 128), 1e-3f);
-  w.matrix = kernels::WeightMatrix::Fp8(
-      {w.codes.data(), w.scales.data(), rows, cols});
+  w.matrix =
+      kernels::WeightMatrix::Fp8({w.codes.data(), w.scales.data(), rows, cols});
   return w;
 }
 
@@ -77,8 +77,9 @@ void BM_LatentAttentionDeepSeekV3(benchmark::State& state) {
     LatentAttention(s, w, x.data(), tokens, &cache, out.data(), &pool);
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["tokens/s"] = benchmark::Counter(
-      static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(tokens),
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 BENCHMARK(BM_LatentAttentionDeepSeekV3)

@@ -22,14 +22,14 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenDeepSeekV3Engine(
   auto trunk = std::make_shared<std::unique_ptr<RegionTrunk>>();
   RegionFamilyHooks hooks;
   hooks.binder = DeepSeekV3Binder(c);
-  hooks.build_in_memory = [ds, trunk, binder = hooks.binder](
-                              const model::TensorSource& source) {
-    absl::StatusOr<std::unique_ptr<RegionTrunk>> t =
-        RegionTrunk::InMemory(source, *ds, binder);
-    if (!t.ok()) return t.status();
-    *trunk = std::move(*t);
-    return absl::OkStatus();
-  };
+  hooks.build_in_memory =
+      [ds, trunk, binder = hooks.binder](const model::TensorSource& source) {
+        absl::StatusOr<std::unique_ptr<RegionTrunk>> t =
+            RegionTrunk::InMemory(source, *ds, binder);
+        if (!t.ok()) return t.status();
+        *trunk = std::move(*t);
+        return absl::OkStatus();
+      };
   hooks.open_streamed = [c, trunk](std::unique_ptr<RegionRing> ring) {
     absl::StatusOr<std::unique_ptr<RegionTrunk>> t =
         RegionTrunk::FromLayers(std::move(ring), c.num_hidden_layers);

@@ -12,11 +12,11 @@
 #include "coordinator/engine.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/language_model.h"
-#include "shared/kernels/thread_pool.h"
-#include "shared/model/tensor_source.h"
 #include "coordinator/stream/region_ring.h"
 #include "coordinator/stream/streaming_experts.h"
+#include "shared/kernels/thread_pool.h"
 #include "shared/model/moe_spec.h"
+#include "shared/model/tensor_source.h"
 #include "shared/pack/pack_manifest.h"
 
 namespace flotilla::coordinator {

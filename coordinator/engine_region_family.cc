@@ -57,9 +57,9 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
   const model::ModelShape shape = config.Shape();
   if (o.stream_vocab && !shape.streams_vocab) {
     // Refused, not ignored: the forward pass reads both whole.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--stream-vocab: the ", family,
-        " family keeps its embedding and lm_head resident"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--stream-vocab: the ", family,
+                     " family keeps its embedding and lm_head resident"));
   }
   const model::MoeSpec moe = config.Moe();
   const int layers = config.num_layers();
@@ -79,8 +79,9 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
     const uint64_t positions = static_cast<uint64_t>(
         shape.max_positions > 0 ? std::min(o.max_context, shape.max_positions)
                                 : o.max_context);
-    const uint64_t state = static_cast<uint64_t>(std::max(1, o.sequences)) *
-                           shape.SequenceStateBytes(static_cast<int>(positions));
+    const uint64_t state =
+        static_cast<uint64_t>(std::max(1, o.sequences)) *
+        shape.SequenceStateBytes(static_cast<int>(positions));
     if (absl::Status s = budget.Charge("sequence_state", state); !s.ok()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the memory budget (", budget.budget() / 1e6, " MB) cannot hold the ",
@@ -133,8 +134,9 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
                               io::ParseReaderKind(o.reader));
     FLOTILLA_ASSIGN_OR_RETURN(
         std::unique_ptr<RegionRing> ring,
-        RegionRing::Open(manifest, layers, hooks.binder,
-                         PlannedRingOptions(o, engine->plan, pack_dir, reader)));
+        RegionRing::Open(
+            manifest, layers, hooks.binder,
+            PlannedRingOptions(o, engine->plan, pack_dir, reader)));
     engine->trunk_layers = ring.get();
     FLOTILLA_RETURN_IF_ERROR(hooks.open_streamed(std::move(ring)));
     engine->pack_dir = pack_dir;

@@ -43,8 +43,8 @@ absl::Status RewriteCheckpoint(const std::string& from, const std::string& to,
   nlohmann::json index = {{"metadata", nlohmann::json::object()},
                           {"weight_map", nlohmann::json::object()}};
   for (int s = 0; s < o.shards; ++s) {
-    const std::string file = absl::StrCat("model-", s + 1, "-of-", o.shards,
-                                          ".safetensors");
+    const std::string file =
+        absl::StrCat("model-", s + 1, "-of-", o.shards, ".safetensors");
     std::vector<model::TensorToWrite> tensors;
     for (size_t i = 0; i < fates[s].size(); ++i) {
       const TensorFate* f = &fates[s][i];

@@ -57,21 +57,20 @@ std::vector<Fault> Faults() {
   const std::string attn = "model.layers.1.self_attn.";
   const std::string expert = "model.layers.2.mlp.experts.3.up_proj.";
   std::vector<Fault> faults;
-  faults.push_back({"trunk scale missing",
-                    Drop(attn + "kv_a_proj_with_mqa.weight_scale_inv"),
-                    "missing tensor " + attn +
-                        "kv_a_proj_with_mqa.weight_scale_inv",
-                    ""});
+  faults.push_back(
+      {"trunk scale missing",
+       Drop(attn + "kv_a_proj_with_mqa.weight_scale_inv"),
+       "missing tensor " + attn + "kv_a_proj_with_mqa.weight_scale_inv", ""});
   // q_b_proj is [192,96]: its grid is [2,1].
   faults.push_back({"trunk scale of the wrong block grid",
                     Reshape(attn + "q_b_proj.weight_scale_inv", {1, 2}),
                     attn + "q_b_proj.weight_scale_inv in", ""});
   faults.push_back({"trunk NaN code", Poke(attn + "q_a_proj.weight", 0x7f),
-                    "tensor " + attn + "q_a_proj.weight: FP8 weight at row 0, "
-                    "column 5 is NaN",
+                    "tensor " + attn +
+                        "q_a_proj.weight: FP8 weight at row 0, "
+                        "column 5 is NaN",
                     ""});
-  faults.push_back({"expert scale missing",
-                    Drop(expert + "weight_scale_inv"),
+  faults.push_back({"expert scale missing", Drop(expert + "weight_scale_inv"),
                     "missing tensor " + expert + "weight_scale_inv", ""});
   // up_proj is [64,256]: its grid is [1,2].
   faults.push_back({"expert scale of the wrong block grid",
@@ -116,15 +115,15 @@ TEST(DeepSeekV3BadCheckpointTest, EachFaultIsRefusedNamingIt) {
     ASSERT_FALSE(engine.ok()) << "opened a broken checkpoint";
     std::printf("%s: %s\n", f.label.c_str(),
                 std::string(engine.status().message()).c_str());
-    EXPECT_NE(engine.status().message().find(f.engine_error),
-              std::string::npos)
+    EXPECT_NE(engine.status().message().find(f.engine_error), std::string::npos)
         << engine.status();
     const testutil::CommandResult r = testutil::RunCommand(
         testutil::BinPath("flotilla-tool") + " pack --model " + dir +
             " --out " + tmp.path() + "/pack",
         tmp.path());
     EXPECT_TRUE(r.exited && r.code != 0) << "packed a broken checkpoint";
-    const std::string want = f.pack_error.empty() ? f.engine_error : f.pack_error;
+    const std::string want =
+        f.pack_error.empty() ? f.engine_error : f.pack_error;
     EXPECT_NE((r.out + r.err).find(want), std::string::npos) << r.err;
   }
 }

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "coordinator/engine.h"
 #include "coordinator/families/deepseek_v3/deepseek_v3_model.h"
 #include "coordinator/generate.h"
-#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/kernels/fp8.h"
@@ -106,7 +106,8 @@ void ExpectReference(const ModelRun& run, const std::string& label) {
               label.c_str(), step, tf);
 }
 
-ModelRun OpenAndRun(const coordinator::EngineOptions& o, const std::string& label) {
+ModelRun OpenAndRun(const coordinator::EngineOptions& o,
+                    const std::string& label) {
   auto engine = coordinator::OpenEngine(o);
   EXPECT_TRUE(engine.ok()) << label << ": " << engine.status();
   if (!engine.ok()) return {};
@@ -143,7 +144,8 @@ TEST(DeepSeekV3ReferenceTest, PackedWithNoLayerPinned) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_EQ((*engine)->plan.pinned_layers, 0);
   EXPECT_TRUE((*engine)->streaming);
-  auto* ds = dynamic_cast<coordinator::DeepSeekV3Model*>((*engine)->model.get());
+  auto* ds =
+      dynamic_cast<coordinator::DeepSeekV3Model*>((*engine)->model.get());
   ASSERT_NE(ds, nullptr);
   const ModelRun run = RunModel(*ds);
   ExpectReference(run, "packed, nothing pinned");

@@ -1,8 +1,8 @@
 // The HTTP API over the tiny Kimi K3 and DeepSeek-V3 checkpoints (each
-// ckpt_A, no tokenizer, so prompts are token ids): 16 clients stream greedy completions of 16
-// different prompts at once through continuous batching, with a prompt
-// chunk small enough that prefill and decode share steps. Every stream's
-// ids (read from its logprobs, "token_id:N") equal `Generate` on that
+// ckpt_A, no tokenizer, so prompts are token ids): 16 clients stream greedy
+// completions of 16 different prompts at once through continuous batching, with
+// a prompt chunk small enough that prefill and decode share steps. Every
+// stream's ids (read from its logprobs, "token_id:N") equal `Generate` on that
 // prompt alone, and the queue really stepped several sequences together.
 #include <httplib.h>
 

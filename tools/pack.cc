@@ -146,10 +146,10 @@ absl::Status Packer::CheckValues(size_t i, const uint8_t* run) const {
   const model::MoeSpec moe = plan_.config->Moe();
   const uint64_t h = moe.hidden_size, inter = moe.intermediate_size;
   return base::WithContext(
-      experts::CheckRunValues(*codec, run, e.tensor_offsets.data(),
-                              {experts::MatrixShape{inter, h},
-                               experts::MatrixShape{h, inter},
-                               experts::MatrixShape{inter, h}}),
+      experts::CheckRunValues(
+          *codec, run, e.tensor_offsets.data(),
+          {experts::MatrixShape{inter, h}, experts::MatrixShape{h, inter},
+           experts::MatrixShape{inter, h}}),
       absl::StrCat("layer ", e.layer, " expert ", e.expert));
 }
 

@@ -271,7 +271,8 @@ absl::Status PackSplit(const PackWorkersOptions& o, const Source& src,
       return absl::InvalidArgumentError(absl::StrCat(
           "--split: tensor ", t->name,
           " is FP8 with 128x128 block scales, which row slices cannot cut; "
-          "use `pack --workers ", o.workers, "` without --split"));
+          "use `pack --workers ",
+          o.workers, "` without --split"));
     }
     int layer = 0, expert = 0;
     ParseExpertName(t->name, &layer, &expert);

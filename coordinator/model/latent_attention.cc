@@ -84,7 +84,8 @@ void LatentAttention(const LatentAttentionSpec& s,
           for (size_t j = 0; j < kvl; ++j) a[j] += qi * row[j];
         }
       }
-      for (size_t k = 0; k < n * kvl; ++k) q_lat[k] = static_cast<float>(acc[k]);
+      for (size_t k = 0; k < n * kvl; ++k)
+        q_lat[k] = static_cast<float>(acc[k]);
       for (size_t t = 0; t < n; ++t) {
         const float* qt = q.data() + (t * heads + h) * qh;
         const float* lat = q_lat.data() + t * kvl;

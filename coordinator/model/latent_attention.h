@@ -44,10 +44,10 @@ struct LatentAttentionSpec {
 struct LatentAttentionWeights {
   kernels::WeightMatrix q_proj;  // q_lora_rank == 0
   kernels::WeightMatrix q_a, q_b;
-  const float* q_a_norm = nullptr;  // [q_lora_rank]
-  kernels::WeightMatrix kv_a;       // [kv_lora + rope][hidden]
+  const float* q_a_norm = nullptr;   // [q_lora_rank]
+  kernels::WeightMatrix kv_a;        // [kv_lora + rope][hidden]
   const float* kv_a_norm = nullptr;  // [kv_lora]
-  kernels::WeightMatrix kv_b;  // [heads * (nope + v)][kv_lora], per head k|v
+  kernels::WeightMatrix kv_b;    // [heads * (nope + v)][kv_lora], per head k|v
   kernels::WeightMatrix o_proj;  // [hidden][heads * v]
 };
 

@@ -13,9 +13,9 @@ absl::StatusOr<const pack::RegionField*> Field(const pack::RegionLayout& l,
                                                size_t dims) {
   const pack::RegionField* f = l.Find(name);
   if (f == nullptr || f->shape.size() != dims) {
-    return absl::DataLossError(absl::StrCat(
-        "region ", region, f == nullptr ? " has no field " : " has a bad ",
-        name));
+    return absl::DataLossError(
+        absl::StrCat("region ", region,
+                     f == nullptr ? " has no field " : " has a bad ", name));
   }
   return f;
 }
@@ -41,10 +41,12 @@ absl::StatusOr<kernels::DenseMatrix> Matrix(const pack::RegionLayout& l,
 
 }  // namespace
 
-absl::Status RegionTrunk::BindModelLevel(
-    const pack::RegionLayout& globals, const uint8_t* globals_data,
-    const pack::RegionLayout& embed, const uint8_t* embed_data,
-    const pack::RegionLayout& head, const uint8_t* head_data) {
+absl::Status RegionTrunk::BindModelLevel(const pack::RegionLayout& globals,
+                                         const uint8_t* globals_data,
+                                         const pack::RegionLayout& embed,
+                                         const uint8_t* embed_data,
+                                         const pack::RegionLayout& head,
+                                         const uint8_t* head_data) {
   FLOTILLA_ASSIGN_OR_RETURN(const pack::RegionField* norm,
                             Field(globals, "final_norm", "globals", 1));
   final_norm_ = reinterpret_cast<const float*>(globals_data + norm->offset);
@@ -67,10 +69,10 @@ absl::StatusOr<std::unique_ptr<RegionTrunk>> RegionTrunk::InMemory(
   // tensor for both (tied embeddings).
   const std::vector<pack::FieldSpec> embed = config.VocabSchema(false);
   const std::vector<pack::FieldSpec> head = config.VocabSchema(true);
-  const bool tied = head.size() == 1 && embed.size() == 1 &&
-                    head[0].src == embed[0].src;
-  const std::vector<pack::FieldSpec>* model_level[] = {
-      nullptr, &embed, tied ? nullptr : &head};
+  const bool tied =
+      head.size() == 1 && embed.size() == 1 && head[0].src == embed[0].src;
+  const std::vector<pack::FieldSpec>* model_level[] = {nullptr, &embed,
+                                                       tied ? nullptr : &head};
   const std::vector<pack::FieldSpec> globals = config.GlobalsSchema();
   model_level[0] = &globals;
   for (const std::vector<pack::FieldSpec>* schema : model_level) {
@@ -88,9 +90,9 @@ absl::StatusOr<std::unique_ptr<RegionTrunk>> RegionTrunk::InMemory(
   const pack::Region& g = t->regions_[t->num_layers_];
   const pack::Region& e = t->regions_[t->num_layers_ + 1];
   const pack::Region& h = t->regions_.back();
-  FLOTILLA_RETURN_IF_ERROR(t->BindModelLevel(g.layout, g.bytes.data(),
-                                             e.layout, e.bytes.data(),
-                                             h.layout, h.bytes.data()));
+  FLOTILLA_RETURN_IF_ERROR(t->BindModelLevel(g.layout, g.bytes.data(), e.layout,
+                                             e.bytes.data(), h.layout,
+                                             h.bytes.data()));
   for (const pack::Region& r : t->regions_) t->resident_bytes_ += r.layout.size;
   return t;
 }

@@ -63,10 +63,10 @@ class RegionTrunk {
                               const uint8_t* head_data);
 
   int num_layers_ = 0;
-  std::vector<pack::Region> regions_;                 // in memory
-  std::vector<std::unique_ptr<BoundRegion>> bound_;   // in memory, by layer
-  std::unique_ptr<LayerSource> layers_;               // from a pack
-  std::vector<io::AlignedBuffer> resident_;           // from a pack
+  std::vector<pack::Region> regions_;                // in memory
+  std::vector<std::unique_ptr<BoundRegion>> bound_;  // in memory, by layer
+  std::unique_ptr<LayerSource> layers_;              // from a pack
+  std::vector<io::AlignedBuffer> resident_;          // from a pack
   const float* final_norm_ = nullptr;
   kernels::DenseMatrix embed_, lm_head_;
   uint64_t resident_bytes_ = 0;

@@ -56,9 +56,9 @@ const char* ToolSyntaxName(ToolSyntax s) {
 }
 
 absl::StatusOr<ToolSyntax> ParseToolSyntax(const std::string& name) {
-  for (ToolSyntax s : {ToolSyntax::kNone, ToolSyntax::kHermes,
-                       ToolSyntax::kLlama3Json, ToolSyntax::kDeepSeekV3,
-                       ToolSyntax::kKimiK2}) {
+  for (ToolSyntax s :
+       {ToolSyntax::kNone, ToolSyntax::kHermes, ToolSyntax::kLlama3Json,
+        ToolSyntax::kDeepSeekV3, ToolSyntax::kKimiK2}) {
     if (name == ToolSyntaxName(s)) return s;
   }
   return absl::InvalidArgumentError(
@@ -156,17 +156,16 @@ absl::StatusOr<std::string> ChatFormat::Render(
       tool_turns |= m.role == "tool" || !m.tool_calls.empty();
     }
     if (!tools && !tool_turns) return RenderChat(built_in_, request.messages);
-    return RenderChat(built_in_,
-                      WithHermesTools(request, built_in_ == ChatTemplate::kChatMl));
+    return RenderChat(
+        built_in_,
+        WithHermesTools(request, built_in_ == ChatTemplate::kChatMl));
   }
   Json messages = Json::array();
   for (const ChatMessage& m : request.messages) messages.push_back(m.view);
-  Json context = {{"messages", std::move(messages)},
-                  {"tools", request.tools},
-                  {"documents", request.documents},
-                  {"add_generation_prompt", true},
-                  {"bos_token", bos_token_},
-                  {"eos_token", eos_token_}};
+  Json context = {
+      {"messages", std::move(messages)}, {"tools", request.tools},
+      {"documents", request.documents},  {"add_generation_prompt", true},
+      {"bos_token", bos_token_},         {"eos_token", eos_token_}};
   for (auto it = request.template_kwargs.begin();
        it != request.template_kwargs.end(); ++it) {
     context[it.key()] = it.value();
@@ -215,17 +214,16 @@ std::vector<ChatMessage> WithHermesTools(const CompletionRequest& request,
     if (m.role == "assistant") {
       for (const ToolCall& call : m.tool_calls) {
         const Json args = Json::parse(call.arguments, nullptr, false);
-        const Json body = {{"name", call.name},
-                           {"arguments", args.is_discarded()
-                                             ? Json(call.arguments)
-                                             : args}};
+        const Json body = {
+            {"name", call.name},
+            {"arguments", args.is_discarded() ? Json(call.arguments) : args}};
         absl::StrAppend(&m.content, m.content.empty() ? "" : "\n",
                         "<tool_call>\n", body.dump(), "\n</tool_call>");
       }
     } else if (m.role == "tool") {
       m.role = tool_role ? "tool" : "user";
-      m.content = absl::StrCat("<tool_response>\n", m.content,
-                               "\n</tool_response>");
+      m.content =
+          absl::StrCat("<tool_response>\n", m.content, "\n</tool_response>");
     }
   }
   return out;

@@ -96,14 +96,15 @@ ChatDelta ChatOutput::Feed(absl::string_view text) {
       // Held: what may begin </think>, and trailing whitespace (dropped if
       // the tag follows).
       const size_t tag = TagPrefixAtEnd(pending_, kThinkClose);
-      const size_t text_end = absl::StripTrailingAsciiWhitespace(
-                                  absl::string_view(pending_).substr(
-                                      0, pending_.size() - tag))
-                                  .size();
+      const size_t text_end =
+          absl::StripTrailingAsciiWhitespace(
+              absl::string_view(pending_).substr(0, pending_.size() - tag))
+              .size();
       d.reasoning = pending_.substr(0, text_end);
       pending_.erase(0, d.reasoning.size());
       if (reasoning_.empty()) {  // the tag's own line break is no reasoning
-        d.reasoning = std::string(absl::StripLeadingAsciiWhitespace(d.reasoning));
+        d.reasoning =
+            std::string(absl::StripLeadingAsciiWhitespace(d.reasoning));
       }
       reasoning_ += d.reasoning;
       return d;
@@ -197,15 +198,16 @@ ChatDelta ChatOutput::Finish() {
     pending_.clear();
     return d;
   }
-  const bool calls = (held_calls_ || options_.forced == ToolChoice::kRequired) &&
-                     ParseCalls(pending_);
+  const bool calls =
+      (held_calls_ || options_.forced == ToolChoice::kRequired) &&
+      ParseCalls(pending_);
   if (!calls) {
     d.content = pending_;
     content_ += pending_;
   } else {
     for (size_t i = 0; i < calls_.size(); ++i) {
-      d.tool_calls.push_back({static_cast<int>(i), calls_[i].id,
-                              calls_[i].name, calls_[i].arguments});
+      d.tool_calls.push_back({static_cast<int>(i), calls_[i].id, calls_[i].name,
+                              calls_[i].arguments});
     }
   }
   pending_.clear();

@@ -30,16 +30,17 @@ bool ParseHermes(absl::string_view rest, std::vector<ToolCall>* calls) {
     if (rest.empty()) return !calls->empty();
     if (!absl::ConsumePrefix(&rest, kOpen)) return false;
     const size_t close = rest.find(kClose);
-    const Json j = Json::parse(absl::StripAsciiWhitespace(rest.substr(0, close)),
-                               nullptr, false);
+    const Json j = Json::parse(
+        absl::StripAsciiWhitespace(rest.substr(0, close)), nullptr, false);
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) {
       return false;
     }
     const Json args = j.contains("arguments")    ? j["arguments"]
                       : j.contains("parameters") ? j["parameters"]
                                                  : Json::object();
-    calls->push_back({NewToolCallId(), j["name"].get<std::string>(),
-                      args.is_string() ? args.get<std::string>() : args.dump()});
+    calls->push_back(
+        {NewToolCallId(), j["name"].get<std::string>(),
+         args.is_string() ? args.get<std::string>() : args.dump()});
     if (close == absl::string_view::npos) return true;
     rest.remove_prefix(close + kClose.size());
   }
@@ -114,11 +115,11 @@ bool MakeKimiCall(absl::string_view head, absl::string_view rest,
 }
 
 bool ParseDeepSeekV3(absl::string_view rest, std::vector<ToolCall>* calls) {
-  return ParseSection(rest,
-                      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
-                       "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-                       "<｜tool▁sep｜>"},
-                      &MakeDeepSeekCall, calls);
+  return ParseSection(
+      rest,
+      {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
+       "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"},
+      &MakeDeepSeekCall, calls);
 }
 
 bool ParseKimiK2(absl::string_view rest, std::vector<ToolCall>* calls) {

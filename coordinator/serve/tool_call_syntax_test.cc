@@ -19,7 +19,7 @@ struct Reply {
 
 // Feeds `text` in pieces of `step` bytes (UTF-8 characters cut apart too).
 Reply Parse(ToolSyntax syntax, const std::string& text, size_t step,
-          bool think = false) {
+            bool think = false) {
   ChatOutputOptions o;
   o.syntax = syntax;
   o.parse_tools = true;
@@ -54,10 +54,10 @@ TEST(ToolCallSyntaxTest, DeepSeekV3CallsInAnyChunking) {
   }
   // V3.1 writes NAME<sep>ARGS.
   const Reply v31 = Parse(ToolSyntax::kDeepSeekV3,
-                        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search"
-                        "<｜tool▁sep｜>{\"q\": \"x\"}<｜tool▁call▁end｜>"
-                        "<｜tool▁calls▁end｜>",
-                        3);
+                          "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search"
+                          "<｜tool▁sep｜>{\"q\": \"x\"}<｜tool▁call▁end｜>"
+                          "<｜tool▁calls▁end｜>",
+                          3);
   ASSERT_EQ(v31.calls.size(), 1u);
   EXPECT_EQ(v31.calls[0].name, "search");
   EXPECT_EQ(v31.calls[0].arguments, "{\"q\":\"x\"}");

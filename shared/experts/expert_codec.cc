@@ -69,11 +69,12 @@ void DenseMatMul(const uint8_t* const* part, const MatrixShape& s,
 // scales are copied aside when a run places them off a float boundary.
 uint64_t Fp8PartBytes(int part, uint64_t rows, uint64_t cols) {
   const uint64_t b = kernels::kFp8Block;
-  return part == 0 ? rows * cols : ((rows + b - 1) / b) * ((cols + b - 1) / b) * 4;
+  return part == 0 ? rows * cols
+                   : ((rows + b - 1) / b) * ((cols + b - 1) / b) * 4;
 }
 
-void Fp8MatMul(const uint8_t* const* part, const MatrixShape& s,
-               const float* x, size_t n, float* y, kernels::ThreadPool* pool,
+void Fp8MatMul(const uint8_t* const* part, const MatrixShape& s, const float* x,
+               size_t n, float* y, kernels::ThreadPool* pool,
                std::vector<float>* scratch) {
   kernels::Fp8BlockMatrix w;
   w.codes = part[0];

@@ -7,8 +7,8 @@
 #ifndef FLOTILLA_SHARED_EXPERTS_EXPERT_CODEC_H_
 #define FLOTILLA_SHARED_EXPERTS_EXPERT_CODEC_H_
 
-#include <cstddef>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>

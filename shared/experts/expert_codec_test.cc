@@ -76,7 +76,8 @@ TEST(ExpertCodecTest, Fp8RunsMultiplyAndAreChecked) {
   const MatrixShape shape{130, 64};  // two block rows, one block column
   std::vector<uint8_t> run(1 + c.MatrixBytes(130, 64));
   uint8_t* codes = run.data() + 1;
-  for (size_t i = 0; i < 130 * 64; ++i) codes[i] = static_cast<uint8_t>(i % 0x70);
+  for (size_t i = 0; i < 130 * 64; ++i)
+    codes[i] = static_cast<uint8_t>(i % 0x70);
   const float scales[2] = {2e-3f, 5e-4f};
   uint8_t* scale_bytes = codes + 130 * 64 + 0;  // offset 8321: misaligned
   std::memcpy(scale_bytes, scales, sizeof(scales));

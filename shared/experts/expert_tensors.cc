@@ -103,28 +103,28 @@ absl::Status BindDense(const FoundExpertTensors& g, const ExpertKey& key, int w,
   const TensorInfo* scale = g.t[w][kScaleInvPart];
   if (t->dtype != DType::kF8E4M3) {
     if (scale != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          Where(scale), " scales ", t->name, ", which is ",
-          model::DTypeName(t->dtype), ", not F8_E4M3"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(scale), " scales ", t->name, ", which is ",
+                       model::DTypeName(t->dtype), ", not F8_E4M3"));
     }
     return absl::OkStatus();
   }
   // FP8: one float scale per 128x128 block, edge blocks partial.
   if (scale == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "missing tensor ",
-        ExpertTensorName(g.naming, key.layer, key.expert, w,
-                         "weight_scale_inv"),
-        ": ", Where(t), " is F8_E4M3 and needs its block scales"));
+    return absl::NotFoundError(
+        absl::StrCat("missing tensor ",
+                     ExpertTensorName(g.naming, key.layer, key.expert, w,
+                                      "weight_scale_inv"),
+                     ": ", Where(t), " is F8_E4M3 and needs its block scales"));
   }
   const std::vector<int64_t> grid = {(t->shape[0] + 127) / 128,
                                      (t->shape[1] + 127) / 128};
   if (scale->dtype != DType::kF32 || scale->shape != grid) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(scale), " is ", model::DTypeName(scale->dtype), " ",
-        ShapeText(scale->shape), ", expected F32 ", ShapeText(grid),
-        " (one scale per 128x128 block of ", t->name, " ",
-        ShapeText(t->shape), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(scale), " is ", model::DTypeName(scale->dtype), " ",
+                     ShapeText(scale->shape), ", expected F32 ",
+                     ShapeText(grid), " (one scale per 128x128 block of ",
+                     t->name, " ", ShapeText(t->shape), ")"));
   }
   parts->push_back(scale);
   return absl::OkStatus();
@@ -171,10 +171,10 @@ absl::StatusOr<ExpertTensors> CheckExpertTensors(const FoundExpertTensors& g,
           BindDense(g, key, w, &dtype, &out.shapes[w], &out.parts));
     }
   }
-  out.format = mxfp4                      ? ExpertFormat::kMxfp4
-               : dtype == DType::kBF16    ? ExpertFormat::kBF16
+  out.format = mxfp4                     ? ExpertFormat::kMxfp4
+               : dtype == DType::kBF16   ? ExpertFormat::kBF16
                : dtype == DType::kF8E4M3 ? ExpertFormat::kFp8
-                                          : ExpertFormat::kF32;
+                                         : ExpertFormat::kF32;
   return out;
 }
 

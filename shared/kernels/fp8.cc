@@ -1,7 +1,7 @@
 #include "shared/kernels/fp8.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -17,14 +17,16 @@ struct E4m3Table {
   float value[256];
   E4m3Table() {
     for (int code = 0; code < 256; ++code) {
-      const int sign = code >> 7, exponent = (code >> 3) & 15, mantissa = code & 7;
+      const int sign = code >> 7, exponent = (code >> 3) & 15,
+                mantissa = code & 7;
       float v;
       if (exponent == 15 && mantissa == 7) {
         v = std::numeric_limits<float>::quiet_NaN();
       } else if (exponent == 0) {
         v = std::ldexp(static_cast<float>(mantissa) / 8.0f, -6);
       } else {
-        v = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+        v = std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f,
+                       exponent - 7);
       }
       value[code] = sign ? -v : v;
     }
@@ -55,14 +57,14 @@ absl::Status Rows(const Fp8BlockMatrix& w, size_t row_begin, size_t row_end,
       const uint8_t code = codes[c];
       const float scale = scales[c / kFp8Block];
       if ((code & 0x7f) == 0x7f) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "FP8 weight at row ", r, ", column ", c, " is NaN (code 0x",
-            absl::Hex(code), ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("FP8 weight at row ", r, ", column ", c,
+                         " is NaN (code 0x", absl::Hex(code), ")"));
       }
       if (!(scale > 0.0f) || !std::isfinite(scale)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "FP8 block scale for row ", r, ", column ", c, " is ", scale,
-            " (must be finite and positive)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("FP8 block scale for row ", r, ", column ", c, " is ",
+                         scale, " (must be finite and positive)"));
       }
       if (row != nullptr) row[c] = lut[code] * scale;
     }
@@ -115,8 +117,8 @@ void Rows(const Fp8BlockMatrix& w, const float* x, const double* xd,
       const uint8_t* codes = w.codes + r * w.cols;
       const float* scales = w.scale_inv + (r / kFp8Block) * scale_cols;
       for (size_t t = 0; t < n_tokens; ++t) {
-        y[t * w.rows + r - y_row0] = static_cast<float>(
-            RowDot(codes, scales, w.cols, x + t * w.cols));
+        y[t * w.rows + r - y_row0] =
+            static_cast<float>(RowDot(codes, scales, w.cols, x + t * w.cols));
       }
     }
   }
@@ -142,8 +144,8 @@ void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
   std::vector<double> xd;
   WidenX(x, w.cols, n_tokens, &xd);
   ParallelFor(pool, w.rows, 16, [&](size_t begin, size_t end) {
-    std::vector<float> scratch(
-        n_tokens > 1 ? internal::Fp8XStride(w.cols) : 0, 0.0f);
+    std::vector<float> scratch(n_tokens > 1 ? internal::Fp8XStride(w.cols) : 0,
+                               0.0f);
     Rows(w, x, xd.data(), n_tokens, begin, end, scratch.data(), y, 0);
   });
 }

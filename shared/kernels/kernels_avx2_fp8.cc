@@ -22,18 +22,22 @@ namespace {
 
 // 8 e4m3 codes to floats by bit arithmetic, as in kernels_avx512_fp8.cc.
 inline __m256 DecodeE4m3(__m256i b) {
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
-  const __m256i e = _mm256_and_si256(_mm256_srli_epi32(b, 3), _mm256_set1_epi32(0xf));
+  const __m256i sign =
+      _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
+  const __m256i e =
+      _mm256_and_si256(_mm256_srli_epi32(b, 3), _mm256_set1_epi32(0xf));
   const __m256i m = _mm256_and_si256(b, _mm256_set1_epi32(7));
   const __m256i normal = _mm256_or_si256(
-      sign, _mm256_or_si256(
-                _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(120)), 23),
-                _mm256_slli_epi32(m, 20)));
+      sign,
+      _mm256_or_si256(
+          _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(120)), 23),
+          _mm256_slli_epi32(m, 20)));
   const __m256i subnormal = _mm256_or_si256(
       sign, _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(m),
                                               _mm256_set1_ps(1.0f / 512))));
   const __m256i is_subnormal = _mm256_cmpeq_epi32(e, _mm256_setzero_si256());
-  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, is_subnormal));
+  return _mm256_castsi256_ps(
+      _mm256_blendv_epi8(normal, subnormal, is_subnormal));
 }
 
 }  // namespace

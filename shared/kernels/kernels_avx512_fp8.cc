@@ -35,13 +35,14 @@ inline __m512 DecodeScaled(__m512i b, __m512 scale) {
   const __m512i magnitude = _mm512_add_epi32(
       _mm512_and_si512(_mm512_slli_epi32(b, 20), _mm512_set1_epi32(0x07f00000)),
       _mm512_set1_epi32(120 << 23));
-  const __m512i sign = _mm512_and_si512(_mm512_slli_epi32(b, 24),
-                                        _mm512_set1_epi32(INT32_MIN));
+  const __m512i sign =
+      _mm512_and_si512(_mm512_slli_epi32(b, 24), _mm512_set1_epi32(INT32_MIN));
   __m512i bits = _mm512_or_si512(magnitude, sign);
   const __mmask16 subnormal =
       _mm512_testn_epi32_mask(b, _mm512_set1_epi32(0x78));
   if (subnormal != 0) {
-    const __m512 m = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(7)));
+    const __m512 m =
+        _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(7)));
     bits = _mm512_mask_or_epi32(
         bits, subnormal, sign,
         _mm512_castps_si512(_mm512_mul_ps(m, _mm512_set1_ps(1.0f / 512))));
@@ -83,19 +84,20 @@ inline __m512 Weights(const uint8_t* codes, const float* scales, size_t c,
 // (lanes are never -0.0).
 inline void Accumulate(__m512 w, const double* xd, size_t c, __mmask16 mask,
                        __m512d* lo, __m512d* hi) {
-  const __m512d x_lo = _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), xd + c);
+  const __m512d x_lo =
+      _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask), xd + c);
   const __m512d x_hi =
       _mm512_maskz_loadu_pd(static_cast<__mmask8>(mask >> 8), xd + c + 8);
   *lo = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(w)), x_lo, *lo);
-  *hi = _mm512_fmadd_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(w, 1)), x_hi,
-                        *hi);
+  *hi =
+      _mm512_fmadd_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(w, 1)), x_hi, *hi);
 }
 
 }  // namespace
 
-void Fp8RowsAvx512(const Fp8BlockMatrix& m, const double* xd,
-                   size_t n_tokens, size_t row_begin, size_t row_end,
-                   float* scratch, float* y, size_t y_row0) {
+void Fp8RowsAvx512(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
+                   size_t row_begin, size_t row_end, float* scratch, float* y,
+                   size_t y_row0) {
   const size_t cols = m.cols, scale_cols = m.scale_cols();
   for (size_t r = row_begin; r < row_end; ++r) {
     const uint8_t* codes = m.codes + r * cols;
@@ -112,8 +114,7 @@ void Fp8RowsAvx512(const Fp8BlockMatrix& m, const double* xd,
     // Several tokens: the row decoded once, then read per token.
     for (size_t c = 0; c < cols; c += 16) {
       const __mmask16 mask = TailMask(cols - c);
-      _mm512_mask_storeu_ps(scratch + c, mask,
-                            Weights(codes, scales, c, mask));
+      _mm512_mask_storeu_ps(scratch + c, mask, Weights(codes, scales, c, mask));
     }
     for (size_t t = 0; t < n_tokens; ++t) {
       __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();

@@ -79,9 +79,9 @@ inline size_t Fp8XStride(size_t cols) { return (cols + 15) & ~size_t{15}; }
 void Fp8RowsAvx2(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
                  size_t row_begin, size_t row_end, float* scratch, float* y,
                  size_t y_row0);
-void Fp8RowsAvx512(const Fp8BlockMatrix& m, const double* xd,
-                   size_t n_tokens, size_t row_begin, size_t row_end,
-                   float* scratch, float* y, size_t y_row0);
+void Fp8RowsAvx512(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
+                   size_t row_begin, size_t row_end, float* scratch, float* y,
+                   size_t y_row0);
 
 // Tables for each level. The SIMD ones are only valid when the CPU supports
 // them; the dispatcher checks that before handing them out.

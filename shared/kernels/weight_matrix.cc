@@ -18,7 +18,8 @@ void MatVecRows(const WeightMatrix& w, size_t first, size_t count,
   if (!w.fp8) {
     DenseMatrix rows = w.dense;
     const size_t elem = w.dense.type == DenseType::kF32 ? 4 : 2;
-    rows.data = static_cast<const char*>(w.dense.data) + first * w.dense.cols * elem;
+    rows.data =
+        static_cast<const char*>(w.dense.data) + first * w.dense.cols * elem;
     rows.rows = count;
     MatMul(rows, x, 1, y, nullptr);
     return;

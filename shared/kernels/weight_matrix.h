@@ -16,7 +16,7 @@ namespace flotilla::kernels {
 
 struct WeightMatrix {
   bool fp8 = false;
-  DenseMatrix dense;  // when !fp8
+  DenseMatrix dense;     // when !fp8
   Fp8BlockMatrix block;  // when fp8
   size_t rows() const { return fp8 ? block.rows : dense.rows; }
   size_t cols() const { return fp8 ? block.cols : dense.cols; }

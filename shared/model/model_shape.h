@@ -53,10 +53,10 @@ struct ModelShape {
   bool cache_experts_when_all_fit = false;
 
   // The work of a decoded token, for the compute probe and the prediction.
-  std::vector<TrunkMatmul> matmuls;     // every layer's and the lm_head
+  std::vector<TrunkMatmul> matmuls;  // every layer's and the lm_head
   // "mxfp4", "bf16", "f32" or "fp8_e4m3" (expert_codec.h names)
   std::string expert_format = "mxfp4";
-  int expert_hidden = 0;                // an expert's input width
+  int expert_hidden = 0;  // an expert's input width
   int expert_intermediate = 0;
   // Recurrent (linear-attention) layers: one state step per head per token.
   int recurrent_layers = 0;

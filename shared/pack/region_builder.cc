@@ -87,11 +87,12 @@ absl::StatusOr<Region> BuildRegion(const TensorSource& source,
     if (schema[i].kind != FieldKind::kFp8Matrix) continue;
     const RegionField& f = region.layout.fields[i];
     const RegionField* scale = region.layout.Find(schema[i].src2);
-    const size_t blocks = ((f.shape[0] + 127) / 128) * ((f.shape[1] + 127) / 128);
+    const size_t blocks =
+        ((f.shape[0] + 127) / 128) * ((f.shape[1] + 127) / 128);
     if (scale == nullptr || scale->nbytes != blocks * sizeof(float)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor ", schema[i].src, ": its block scales (", schema[i].src2,
-          ") are not ", blocks, " floats"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor ", schema[i].src, ": its block scales (",
+                       schema[i].src2, ") are not ", blocks, " floats"));
     }
     kernels::Fp8BlockMatrix m;
     m.codes = region.bytes.data() + f.offset;

@@ -7,11 +7,11 @@
 // (region_builder.h) fills regions; the coordinator binds views into them.
 //
 // Region contents: matrices keep their stored precision (BF16 or F32; F16 is
-// widened to F32); vectors are F32; derived tensors are precomputed at build
-// time: the AttnRes folds (norm * proj), A_log cut to H entries, and the
-// per-head transposed key half of MLA's kv_b (uk_t). Fields start at 64-byte
-// offsets; the region size is a multiple of 4 KiB so regions can be read
-// with O_DIRECT.
+// widened to F32; FP8 e4m3 codes stay bytes beside their block-scale field);
+// vectors are F32; derived tensors are precomputed at build time: the AttnRes
+// folds (norm * proj), A_log cut to H entries, and the per-head transposed key
+// half of MLA's kv_b (uk_t). Fields start at 64-byte offsets; the region size
+// is a multiple of 4 KiB so regions can be read with O_DIRECT.
 #ifndef FLOTILLA_SHARED_PACK_REGION_LAYOUT_H_
 #define FLOTILLA_SHARED_PACK_REGION_LAYOUT_H_
 
@@ -33,7 +33,7 @@ inline constexpr uint64_t kFieldAlign = 64;
 
 struct RegionField {
   std::string name;  // e.g. "q_proj", "attn_res_fold", "uk_t"
-  model::DType dtype = model::DType::kF32;  // kF32 or kBF16
+  model::DType dtype = model::DType::kF32;  // kF32, kBF16 or kF8E4M3
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // from the region start, multiple of 64
   uint64_t nbytes = 0;

@@ -43,9 +43,9 @@ double CallsPerSecond(double seconds, const std::function<void(int)>& fn) {
 
 // Bytes per element of a trunk matrix of `dtype` as stored.
 size_t DTypeBytes(model::DType dtype) {
-  return dtype == model::DType::kBF16      ? 2
+  return dtype == model::DType::kBF16     ? 2
          : dtype == model::DType::kF8E4M3 ? 1
-                                           : 4;
+                                          : 4;
 }
 
 // Seconds per byte of one-token matvecs of a [rows][cols] matrix of
@@ -158,8 +158,8 @@ double Mxfp4Rate(const model::ModelShape& m, kernels::ThreadPool* pool,
   return calls * static_cast<double>(run);
 }
 
-// Dense (bf16, f32 or FP8 block-scaled) experts run the trunk's matvec on their three
-// matrices.
+// Dense (bf16, f32 or FP8 block-scaled) experts run the trunk's matvec on their
+// three matrices.
 double ExpertRate(const model::ModelShape& m, kernels::ThreadPool* pool,
                   double seconds) {
   if (m.expert_hidden <= 0 || m.expert_intermediate <= 0) return 0;

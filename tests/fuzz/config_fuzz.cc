@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)flotilla::model::ParseMixtralConfig(*json, "config.json");
     (void)flotilla::model::ParseDeepSeekV3Config(*json, "config.json");
   }
-  auto config = flotilla::family::ParseFamilyConfig(std::string(text),
-                                                    "config.json");
+  auto config =
+      flotilla::family::ParseFamilyConfig(std::string(text), "config.json");
   if (config.ok() &&
       flotilla::family::CheckLoopBounds(**config, "config.json").ok()) {
     (void)(*config)->Shape();

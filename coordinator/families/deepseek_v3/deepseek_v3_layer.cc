@@ -62,8 +62,8 @@ struct Region {
 absl::Status Bind(const model::DeepSeekV3Config& c, int layer,
                   const RegionLayout& layout, const uint8_t* data,
                   DeepSeekV3Layer* out) {
-  FLOTILLA_RETURN_IF_ERROR(pack::CheckLayout(
-      layout, family::deepseek_v3::LayerSchema(c, layer)));
+  FLOTILLA_RETURN_IF_ERROR(
+      pack::CheckLayout(layout, family::deepseek_v3::LayerSchema(c, layer)));
   const Region r{layout, data, layer};
   FLOTILLA_ASSIGN_OR_RETURN(out->input_norm, r.Vector("input_norm"));
   FLOTILLA_ASSIGN_OR_RETURN(out->post_norm, r.Vector("post_norm"));

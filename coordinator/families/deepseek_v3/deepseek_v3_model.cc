@@ -64,10 +64,10 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> DeepSeekV3Model::LoadSequence(
   FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
   if (layers != static_cast<uint64_t>(config_.num_hidden_layers) ||
       positions > static_cast<uint64_t>(config_.max_position_embeddings)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "saved state: ", layers, " layers and ", positions,
-        " positions do not fit this model (", config_.num_hidden_layers,
-        " layers)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("saved state: ", layers, " layers and ", positions,
+                     " positions do not fit this model (",
+                     config_.num_hidden_layers, " layers)"));
   }
   s->positions = positions;
   s->layers.resize(layers);
@@ -130,8 +130,8 @@ absl::Status DeepSeekV3Model::ForwardBatch(
       last_logits);
 }
 
-void DeepSeekV3Model::SwiGlu(const DeepSeekV3Layer& w, const float* x,
-                             size_t n, float* out) {
+void DeepSeekV3Model::SwiGlu(const DeepSeekV3Layer& w, const float* x, size_t n,
+                             float* out) {
   const size_t inter = w.gate.rows();
   std::vector<float> g(n * inter), u(n * inter);
   kernels::MatMul(w.gate, x, n, g.data(), pool_.get());
@@ -202,8 +202,7 @@ absl::Status DeepSeekV3Model::Step(
   };
   FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound,
-                              trunk_->Acquire(layer));
+    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound, trunk_->Acquire(layer));
     // Released however the layer ends, so the ring stays in step.
     const absl::Cleanup release = [&] { trunk_->Release(layer); };
     const auto& w = *static_cast<const DeepSeekV3Layer*>(bound);

@@ -65,9 +65,10 @@ absl::Status DeepSeekV3FamilyConfig::CheckCheckpoint(
         source_name,
         absl::StrCat("num_hidden_layers is ", c.num_hidden_layers,
                      " and num_nextn_predict_layers ",
-                     c.num_nextn_predict_layers, " but the checkpoint's "
-                     "tensors are of ", max_layer + 1, " layers (0..",
-                     max_layer, ")"));
+                     c.num_nextn_predict_layers,
+                     " but the checkpoint's "
+                     "tensors are of ",
+                     max_layer + 1, " layers (0..", max_layer, ")"));
   }
   if (max_expert + 1 != c.n_routed_experts) {
     return Disagree(source_name,

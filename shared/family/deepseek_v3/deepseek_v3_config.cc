@@ -40,31 +40,36 @@ void ParseRopeScaling(const Json& root, ConfigFieldReader* r,
     r->AddError("rope_scaling: must be null or an object");
     return;
   }
-  const Json type = s.contains("rope_type") ? s["rope_type"] : s.value("type", Json());
+  const Json type =
+      s.contains("rope_type") ? s["rope_type"] : s.value("type", Json());
   if (type != "yarn") {
     r->AddError(absl::StrCat("rope_scaling: type ", type.dump(),
                              " is not supported (yarn)"));
     return;
   }
   const auto factor = ScalingNumber(s, "factor", 1, r);
-  const auto original = ScalingNumber(s, "original_max_position_embeddings", 0, r);
+  const auto original =
+      ScalingNumber(s, "original_max_position_embeddings", 0, r);
   const auto fast = ScalingNumber(s, "beta_fast", 32, r);
   const auto slow = ScalingNumber(s, "beta_slow", 1, r);
   const auto mscale = ScalingNumber(s, "mscale", 1, r);
   const auto all_dim = ScalingNumber(s, "mscale_all_dim", 0, r);
   if (!factor || !original || !fast || !slow || !mscale || !all_dim) return;
   if (!(*factor >= 1)) {
-    r->AddError(absl::StrCat("rope_scaling.factor: ", *factor, " must be >= 1"));
+    r->AddError(
+        absl::StrCat("rope_scaling.factor: ", *factor, " must be >= 1"));
   }
   if (!(*original >= 1) || *original != std::floor(*original)) {
-    r->AddError("rope_scaling.original_max_position_embeddings: must be a "
-                "positive integer");
+    r->AddError(
+        "rope_scaling.original_max_position_embeddings: must be a "
+        "positive integer");
   }
   // Equal betas are released (Kimi K2: 1 and 1); upstream then widens the
   // ramp by 0.001.
   if (!(*fast >= *slow) || !(*slow > 0)) {
-    r->AddError("rope_scaling: beta_fast must be at least beta_slow, and "
-                "both positive");
+    r->AddError(
+        "rope_scaling: beta_fast must be at least beta_slow, and "
+        "both positive");
   }
   c->yarn_factor = *factor;
   c->yarn_original_max_position = static_cast<int>(*original);
@@ -111,8 +116,8 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
   auto i = [&](const char* name, int* out, int minimum, int maximum = 1 << 20) {
     const auto v = r.RequiredInt(General(name, {name}));
     if (v.has_value() && (*v < minimum || *v > maximum)) {
-      r.AddError(absl::StrCat(name, ": ", *v, " must be in ", minimum, "..",
-                              maximum));
+      r.AddError(
+          absl::StrCat(name, ": ", *v, " must be in ", minimum, "..", maximum));
     }
     if (v.has_value()) *out = *v;
   };
@@ -138,7 +143,8 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
                             " must be even (RoPE rotates pairs)"));
   }
   bool present = false;
-  if (const auto q = r.OptionalInt(General("q_lora_rank", {"q_lora_rank"}), &present);
+  if (const auto q =
+          r.OptionalInt(General("q_lora_rank", {"q_lora_rank"}), &present);
       present && q.has_value()) {
     if (*q < 1 || *q > (1 << 20)) {
       r.AddError(absl::StrCat("q_lora_rank: ", *q, " must be in 1..1048576"));
@@ -146,13 +152,14 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
     c.q_lora_rank = *q;
   }
   if (const auto n = r.OptionalInt(
-          General("num_nextn_predict_layers", {"num_nextn_predict_layers"}), &present);
+          General("num_nextn_predict_layers", {"num_nextn_predict_layers"}),
+          &present);
       present && n.has_value()) {
     if (*n < 0) r.AddError("num_nextn_predict_layers: must be >= 0");
     c.num_nextn_predict_layers = *n;
   }
-  if (const auto freq = r.OptionalInt(General("moe_layer_freq", {"moe_layer_freq"}),
-                                      &present);
+  if (const auto freq = r.OptionalInt(
+          General("moe_layer_freq", {"moe_layer_freq"}), &present);
       present && freq.has_value() && *freq != 1) {
     r.AddError(absl::StrCat("moe_layer_freq: ", *freq,
                             " is not supported (every layer past "
@@ -165,7 +172,8 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
                             " differs from num_attention_heads (MLA has one "
                             "key/value head per query head)"));
   }
-  if (const auto eps = r.RequiredFloat(General("rms_norm_eps", {"rms_norm_eps"}))) {
+  if (const auto eps =
+          r.RequiredFloat(General("rms_norm_eps", {"rms_norm_eps"}))) {
     if (!(*eps > 0)) r.AddError("rms_norm_eps: must be > 0");
     c.rms_norm_eps = static_cast<float>(*eps);
   }
@@ -174,12 +182,13 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
     if (!(*s > 0)) r.AddError("routed_scaling_factor: must be > 0");
     c.routed_scaling_factor = static_cast<float>(*s);
   }
-  if (const auto theta = r.RequiredFloat(General("rope_theta", {"rope_theta"}))) {
+  if (const auto theta =
+          r.RequiredFloat(General("rope_theta", {"rope_theta"}))) {
     if (!(*theta > 0)) r.AddError("rope_theta: must be > 0");
     c.rope_theta = *theta;
   }
-  if (const auto v = r.OptionalBool(General("norm_topk_prob", {"norm_topk_prob"}),
-                                    false)) {
+  if (const auto v = r.OptionalBool(
+          General("norm_topk_prob", {"norm_topk_prob"}), false)) {
     c.norm_topk_prob = *v;
   }
   if (const auto v = r.OptionalBool(
@@ -192,13 +201,14 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
     c.rope_interleave = *v;
   }
   // The routing upstream runs: sigmoid scores, bias-corrected group top-k.
-  for (const auto& [key, want] : {std::pair<const char*, const char*>{
-                                      "scoring_func", "sigmoid"},
-                                  {"topk_method", "noaux_tc"},
-                                  {"hidden_act", "silu"}}) {
+  for (const auto& [key, want] :
+       {std::pair<const char*, const char*>{"scoring_func", "sigmoid"},
+        {"topk_method", "noaux_tc"},
+        {"hidden_act", "silu"}}) {
     const auto it = root.find(key);
     if (it == root.end() || *it != want) {
-      r.AddError(absl::StrCat(key, ": ", it == root.end() ? "missing" : it->dump(),
+      r.AddError(absl::StrCat(key, ": ",
+                              it == root.end() ? "missing" : it->dump(),
                               " is not supported (", want, ")"));
     }
   }
@@ -212,8 +222,8 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
                               " leaves groups of one expert (a group scores "
                               "its two best)"));
     } else if (c.topk_group > c.n_group) {
-      r.AddError(absl::StrCat("topk_group: ", c.topk_group, " is above n_group ",
-                              c.n_group));
+      r.AddError(absl::StrCat("topk_group: ", c.topk_group,
+                              " is above n_group ", c.n_group));
     } else if (c.num_experts_per_tok >
                c.topk_group * (c.n_routed_experts / c.n_group)) {
       r.AddError(absl::StrCat("num_experts_per_tok: ", c.num_experts_per_tok,
@@ -223,7 +233,8 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
   }
   if (c.first_k_dense_replace > c.num_hidden_layers) {
     r.AddError(absl::StrCat("first_k_dense_replace: ", c.first_k_dense_replace,
-                            " is past num_hidden_layers ", c.num_hidden_layers));
+                            " is past num_hidden_layers ",
+                            c.num_hidden_layers));
   }
   ParseRopeScaling(root, &r, &c);
   ParseQuantization(root, &r, &c);
@@ -235,9 +246,10 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
   }
   if (!r.errors().empty()) {
     const size_t n = r.errors().size();
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": invalid DeepSeek-V3 config (", n,
-        n == 1 ? " problem" : " problems", "): ", absl::StrJoin(r.errors(), "; ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": invalid DeepSeek-V3 config (", n,
+                     n == 1 ? " problem" : " problems",
+                     "): ", absl::StrJoin(r.errors(), "; ")));
   }
   return c;
 }

@@ -50,13 +50,14 @@ TEST(DeepSeekV3ConfigTest, BadConfigsAreRefusedNamingEveryField) {
   bad["moe_layer_freq"] = 2;
   bad["quantization_config"]["weight_block_size"] = {64, 64};
   bad.erase("kv_lora_rank");
-  absl::StatusOr<DeepSeekV3Config> c = ParseDeepSeekV3Config(bad, "config.json");
+  absl::StatusOr<DeepSeekV3Config> c =
+      ParseDeepSeekV3Config(bad, "config.json");
   ASSERT_FALSE(c.ok());
   const std::string m(c.status().message());
   EXPECT_NE(m.find("(5 problems)"), std::string::npos) << m;
-  for (const char* field : {"n_group: 3 does not divide n_routed_experts 16",
-                            "scoring_func", "moe_layer_freq: 2",
-                            "quantization_config", "kv_lora_rank"}) {
+  for (const char* field :
+       {"n_group: 3 does not divide n_routed_experts 16", "scoring_func",
+        "moe_layer_freq: 2", "quantization_config", "kv_lora_rank"}) {
     EXPECT_NE(m.find(field), std::string::npos) << field << " in " << m;
   }
   bad = FixtureConfig();
@@ -70,8 +71,9 @@ TEST(DeepSeekV3ConfigTest, BadConfigsAreRefusedNamingEveryField) {
   bad["topk_group"] = 4;
   c = ParseDeepSeekV3Config(bad, "config.json");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("n_group: 16 leaves groups of one expert"),
-            absl::string_view::npos);
+  EXPECT_NE(
+      c.status().message().find("n_group: 16 leaves groups of one expert"),
+      absl::string_view::npos);
   bad = FixtureConfig();
   bad["num_experts_per_tok"] = 9;  // 2 groups of 4 hold 8
   c = ParseDeepSeekV3Config(bad, "config.json");
@@ -101,9 +103,11 @@ TEST(DeepSeekV3ConfigTest, SizesOutsideTheEnginesRangeAreRefused) {
   ASSERT_FALSE(c.ok());
   const std::string m(c.status().message());
   EXPECT_NE(m.find("hidden_size: 2000000000 must be in 1..1048576"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find("num_hidden_layers: 5000 must be in 1..4096"),
-            std::string::npos) << m;
+            std::string::npos)
+      << m;
   EXPECT_NE(m.find("qk_rope_head_dim: 15 must be even"), std::string::npos)
       << m;
   nlohmann::json k2 = FixtureConfig();

@@ -15,7 +15,8 @@ absl::StatusOr<std::unique_ptr<FamilyConfig>> Parse(const nlohmann::json& root,
                                                     const std::string& source) {
   FLOTILLA_ASSIGN_OR_RETURN(model::DeepSeekV3Config c,
                             model::ParseDeepSeekV3Config(root, source));
-  return std::unique_ptr<FamilyConfig>(new DeepSeekV3FamilyConfig(std::move(c)));
+  return std::unique_ptr<FamilyConfig>(
+      new DeepSeekV3FamilyConfig(std::move(c)));
 }
 
 // Working buffers per token, in floats (deepseek_v3_model.cc): the

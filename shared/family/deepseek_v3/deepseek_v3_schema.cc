@@ -28,8 +28,13 @@ void Projection(const model::DeepSeekV3Config& c, const std::string& field,
   const int64_t b = static_cast<int64_t>(kernels::kFp8Block);
   const int64_t sr = (static_cast<int64_t>(rows) + b - 1) / b;
   const int64_t sc = (static_cast<int64_t>(cols) + b - 1) / b;
-  out->push_back(FieldSpec{scale, FieldKind::kVector, src + "_scale_inv", "",
-                           static_cast<size_t>(sr * sc), 0, {sr, sc}});
+  out->push_back(FieldSpec{scale,
+                           FieldKind::kVector,
+                           src + "_scale_inv",
+                           "",
+                           static_cast<size_t>(sr * sc),
+                           0,
+                           {sr, sc}});
 }
 
 }  // namespace
