@@ -83,7 +83,7 @@ int Run() {
     std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
     return 1;
   }
-  const int moe_layers = spec->num_layers - spec->first_moe_layer;
+  const int moe_layers = spec->NumMoeLayers();
   std::mt19937 rng(absl::GetFlag(FLAGS_seed));
   std::uniform_int_distribution<int32_t> token(0, model.vocab_size() - 1);
   for (int n : batches) {

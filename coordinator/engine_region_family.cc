@@ -67,8 +67,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
   // One expert read slot (a run of the checkpoint's own format); a decode
   // step needs top-k of them per layer.
   const uint64_t runs = std::max<uint64_t>(
-      1, static_cast<uint64_t>(moe.num_layers - moe.first_moe_layer) *
-             moe.num_experts);
+      1, static_cast<uint64_t>(moe.NumMoeLayers()) * moe.num_experts);
   const uint64_t slot =
       experts::ExpertIndex::SlotBytesFor((expert_bytes + runs - 1) / runs);
   pack::PackManifest manifest;

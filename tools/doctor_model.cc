@@ -123,6 +123,7 @@ absl::StatusOr<std::pair<uint64_t, std::string>> PackedExpertRuns(
   uint64_t largest = 0;
   std::string format;
   for (int layer = moe.first_moe_layer; layer < moe.num_layers; ++layer) {
+    if (moe.IsDenseLayer(layer)) continue;
     for (int x = 0; x < moe.num_experts; ++x) {
       const experts::ExpertKey key{layer, x};
       FLOTILLA_ASSIGN_OR_RETURN(

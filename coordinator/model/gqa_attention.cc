@@ -30,10 +30,21 @@ GqaAttention::GqaAttention(const GqaSpec& spec) : spec_(spec) {
 
 void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
                           size_t first_position, std::vector<float>* keys,
-                          std::vector<float>* values, float* attn) const {
+                          std::vector<float>* values, float* attn,
+                          const QkNorm& norm) const {
   const size_t d = spec_.head_dim, half = d / 2;
   const size_t heads = spec_.heads, kv_heads = spec_.kv_heads;
   const size_t group = heads / kv_heads;
+  if (norm.q != nullptr) {
+    for (size_t h = 0; h < n * heads; ++h) {
+      kernels::RmsNorm(q + h * d, norm.q, d, norm.eps, q + h * d);
+    }
+  }
+  if (norm.k != nullptr) {
+    for (size_t h = 0; h < n * kv_heads; ++h) {
+      kernels::RmsNorm(k + h * d, norm.k, d, norm.eps, k + h * d);
+    }
+  }
   std::vector<float> cos(half), sin(half);
   for (size_t t = 0; t < n; ++t) {
     const double pos = static_cast<double>(first_position + t);

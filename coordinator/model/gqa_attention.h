@@ -1,6 +1,6 @@
-// Grouped-query attention as a shared block (Mixtral and Llama-MoE today;
-// Qwen3-MoE and gpt-oss add per-head q/k norms, sinks and biases to its
-// spec): rotate-half RoPE on the query and key heads, a key/value cache per
+// Grouped-query attention as a shared block (Mixtral, Llama-MoE and
+// Qwen3-MoE, whose per-head q/k norms it applies; gpt-oss will add sinks
+// and biases to its spec): rotate-half RoPE on the query and key heads, a key/value cache per
 // layer, causal attention over it (or over the last `sliding_window`
 // positions), kv head h / (heads / kv_heads) serving query head h. Scores
 // and the softmax in float, the value sum in double: the arithmetic of the
@@ -21,6 +21,14 @@ struct GqaSpec {
   int sliding_window = 0;  // 0: attend to the whole context
 };
 
+// Per-head RMSNorm of queries and keys before RoPE (Qwen3): one head_dim
+// weight each, shared by every head; null weights: no norm.
+struct QkNorm {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  float eps = 0;
+};
+
 class GqaAttention {
  public:
   explicit GqaAttention(const GqaSpec& spec);
@@ -30,9 +38,11 @@ class GqaAttention {
   // place, k and v appended to the layer's cache (`keys`, `values`:
   // [positions][kv_heads * head_dim]), and attn [n][heads * head_dim]
   // receives each head's attention over positions 0..its own.
+  // With `norm`, each query and key head is RMS-normalised first.
   void Attend(float* q, float* k, const float* v, size_t n,
               size_t first_position, std::vector<float>* keys,
-              std::vector<float>* values, float* attn) const;
+              std::vector<float>* values, float* attn,
+              const QkNorm& norm = {}) const;
 
   const GqaSpec& spec() const { return spec_; }
 

@@ -11,6 +11,7 @@
 #include "shared/family/family.h"
 #include "shared/family/kimi_k3/kimi_k3_family.h"
 #include "shared/family/mixtral/mixtral_family.h"
+#include "shared/family/qwen3_moe/qwen3_moe_family.h"
 #include "shared/model/json_util.h"
 #include "shared/pack/region_layout.h"
 
@@ -34,6 +35,7 @@ std::vector<const Family*>& Registry() {
       &DeepSeekV3Family(),
       &KimiK3Family(),
       &MixtralFamily(),
+      &Qwen3MoeFamily(),
   };
   return *families;
 }

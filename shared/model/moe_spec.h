@@ -6,8 +6,10 @@
 #ifndef FLOTILLA_SHARED_MODEL_MOE_SPEC_H_
 #define FLOTILLA_SHARED_MODEL_MOE_SPEC_H_
 
+#include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "shared/model/tensor_names.h"
 
@@ -36,8 +38,20 @@ struct MoeSpec {
   // runs (DeepSeek-V3's multi-token-prediction layers): their experts are
   // skipped, not refused as outside the config.
   int unused_trailing_layers = 0;
+  // Dense layers past first_moe_layer (Qwen3-MoE's mlp_only_layers and
+  // decoder_sparse_step), sorted.
+  std::vector<int> other_dense_layers;
 
-  bool IsDenseLayer(int layer) const { return layer < first_moe_layer; }
+  bool IsDenseLayer(int layer) const {
+    return layer < first_moe_layer ||
+           std::binary_search(other_dense_layers.begin(),
+                              other_dense_layers.end(), layer);
+  }
+  int NumMoeLayers() const {
+    int n = 0;
+    for (int l = 0; l < num_layers; ++l) n += IsDenseLayer(l) ? 0 : 1;
+    return n;
+  }
   bool IsUnusedLayer(int layer) const {
     return layer >= num_layers && layer < num_layers + unused_trailing_layers;
   }

@@ -1,10 +1,12 @@
 #include "coordinator/families/deepseek_v3/deepseek_v3_model.h"
 
 #include <cmath>
+#include <limits>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/batched_step.h"
+#include "coordinator/model/decoder_step.h"
 #include "coordinator/model/state_codec.h"
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"
@@ -163,46 +165,17 @@ absl::Status DeepSeekV3Model::Step(
     const std::vector<const std::vector<int32_t>*>& ids,
     const std::vector<size_t>& out_rows, std::vector<float>* logits) {
   const model::DeepSeekV3Config& c = config_;
-  const size_t e = c.hidden_size, v = c.vocab_size;
-  std::vector<size_t> offset(seqs.size() + 1, 0), position;
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    offset[i + 1] = offset[i] + ids[i]->size();
-    for (size_t t = 0; t < ids[i]->size(); ++t) {
-      position.push_back(seqs[i]->positions + t);
-    }
-  }
-  const size_t n = offset.back();
+  const size_t e = c.hidden_size;
+  std::vector<size_t> first;
+  for (const DeepSeekV3Sequence* s : seqs) first.push_back(s->positions);
+  const StepRows step = LayOutStep(first, ids);
+  const size_t n = step.size();
   std::vector<float> h(n * e), normed(n * e), delta(n * e);
-  const kernels::DenseMatrix& embed = trunk_->embed();
-  for (size_t r = 0, i = 0; i < seqs.size(); ++i) {
-    for (int32_t id : *ids[i]) {
-      const size_t row = static_cast<size_t>(id) * e;
-      for (size_t k = 0; k < e; ++k, ++r) {
-        h[r] = embed.type == kernels::DenseType::kF32
-                   ? static_cast<const float*>(embed.data)[row + k]
-                   : kernels::Bf16ToF32(
-                         static_cast<const uint16_t*>(embed.data)[row + k]);
-      }
-    }
-  }
-  // The first non-finite value of `x` ([rows][width]), as an error naming
-  // its position; row r is step row rows[r], or r when `rows` is null.
-  auto check = [&](const std::vector<float>& x, size_t width, const char* what,
-                   const std::vector<size_t>* rows) -> absl::Status {
-    for (size_t k = 0; k < x.size(); ++k) {
-      if (!std::isfinite(x[k])) {
-        const size_t r = k / width;
-        return absl::DataLossError(
-            absl::StrCat("non-finite ", what, " (", x[k], ") at position ",
-                         position[rows != nullptr ? (*rows)[r] : r],
-                         ": the weights or the computation are broken"));
-      }
-    }
-    return absl::OkStatus();
-  };
+  EmbedRows(trunk_->embed(), ids, h.data());
   FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound, trunk_->Acquire(layer));
+    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound,
+                              trunk_->Acquire(layer));
     // Released however the layer ends, so the ring stays in step.
     const absl::Cleanup release = [&] { trunk_->Release(layer); };
     const auto& w = *static_cast<const DeepSeekV3Layer*>(bound);
@@ -211,9 +184,10 @@ absl::Status DeepSeekV3Model::Step(
                        normed.data() + t * e);
     }
     for (size_t i = 0; i < seqs.size(); ++i) {
-      LatentAttention(attention_, w.attention, normed.data() + offset[i] * e,
-                      ids[i]->size(), &seqs[i]->layers[layer],
-                      delta.data() + offset[i] * e, pool_.get());
+      LatentAttention(attention_, w.attention,
+                      normed.data() + step.offset[i] * e, ids[i]->size(),
+                      &seqs[i]->layers[layer],
+                      delta.data() + step.offset[i] * e, pool_.get());
     }
     for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
     for (size_t t = 0; t < n; ++t) {
@@ -228,17 +202,11 @@ absl::Status DeepSeekV3Model::Step(
       SwiGlu(w, normed.data(), n, delta.data());
     }
     for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
-    FLOTILLA_RETURN_IF_ERROR(check(h, e, "activation", nullptr));
+    FLOTILLA_RETURN_IF_ERROR(CheckFinite(h, e, "activation", step, nullptr));
   }
   for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
-  for (size_t r = 0; r < out_rows.size(); ++r) {
-    kernels::RmsNorm(h.data() + out_rows[r] * e, trunk_->final_norm(), e,
-                     c.rms_norm_eps, normed.data() + r * e);
-  }
-  logits->resize(out_rows.size() * v);
-  kernels::MatMul(trunk_->lm_head(), normed.data(), out_rows.size(),
-                  logits->data(), pool_.get());
-  return check(*logits, v, "logit", &out_rows);
+  return FinalLogits(*trunk_, h, e, c.rms_norm_eps, step, out_rows, logits,
+                     pool_.get());
 }
 
 }  // namespace flotilla::coordinator

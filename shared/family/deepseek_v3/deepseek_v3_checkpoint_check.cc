@@ -1,130 +1,19 @@
 // DeepSeekV3FamilyConfig::CheckCheckpoint: config and checkpoint agree
 // before anything loops over the config's counts.
-#include <algorithm>
-#include <set>
-#include <unordered_set>
-#include <vector>
-
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
+#include "shared/family/checkpoint_check.h"
 #include "shared/family/deepseek_v3/deepseek_v3_family.h"
-#include "shared/family/deepseek_v3/deepseek_v3_schema.h"
-#include "shared/model/tensor_names.h"
 
 namespace flotilla::family {
-namespace {
-
-constexpr absl::string_view kLayers = "model.layers.";
-
-// The decimal at the front of `s`, before its '.', or false.
-bool LeadingIndex(absl::string_view s, int* index) {
-  const size_t dot = s.find('.');
-  if (dot == 0 || dot == absl::string_view::npos || dot > 9) return false;
-  for (char c : s.substr(0, dot)) {
-    if (c < '0' || c > '9') return false;
-  }
-  return absl::SimpleAtoi(s.substr(0, dot), index);
-}
-
-absl::Status Disagree(const std::string& source, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      source, ": config.json and the checkpoint disagree: ", what));
-}
-
-}  // namespace
 
 absl::Status DeepSeekV3FamilyConfig::CheckCheckpoint(
     const model::TensorSource& source, const std::string& source_name) const {
-  const model::DeepSeekV3Config& c = config_;
-  // Layers at or past num_hidden_layers are the MTP ("next-n prediction")
-  // layers: the model does not run them, so they are recognised and skipped.
-  const int mtp_end = c.num_hidden_layers + c.num_nextn_predict_layers;
-  int max_layer = -1, max_expert = -1;
-  std::set<int> expert_layers;
-  std::vector<std::string> trunk;
-  source.ForEachTensor([&](const model::TensorInfo& t) {
-    absl::string_view name = t.name;
-    int layer = 0;
-    if (absl::ConsumePrefix(&name, kLayers) && LeadingIndex(name, &layer)) {
-      max_layer = std::max(max_layer, layer);
-      if (layer >= c.num_hidden_layers) return;  // MTP, or refused below
-      model::ExpertTensorName n;
-      if (model::ParseExpertTensorName(t.name, &n) && n.layer == layer) {
-        max_expert = std::max(max_expert, n.expert);
-        expert_layers.insert(layer);
-        return;
-      }
-    }
-    trunk.push_back(t.name);
-  });
-  if (max_layer + 1 != mtp_end) {
-    return Disagree(
-        source_name,
-        absl::StrCat("num_hidden_layers is ", c.num_hidden_layers,
-                     " and num_nextn_predict_layers ",
-                     c.num_nextn_predict_layers,
-                     " but the checkpoint's "
-                     "tensors are of ",
-                     max_layer + 1, " layers (0..", max_layer, ")"));
-  }
-  if (max_expert + 1 != c.n_routed_experts) {
-    return Disagree(source_name,
-                    absl::StrCat("n_routed_experts is ", c.n_routed_experts,
-                                 " but the checkpoint's routed experts are 0..",
-                                 max_expert));
-  }
-  std::vector<int> dense_with_experts, moe_without;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const bool has = expert_layers.count(layer) > 0;
-    if (!c.IsMoeLayer(layer) && has) dense_with_experts.push_back(layer);
-    if (c.IsMoeLayer(layer) && !has) moe_without.push_back(layer);
-  }
-  if (!dense_with_experts.empty() || !moe_without.empty()) {
-    return Disagree(
-        source_name,
-        absl::StrCat(
-            "first_k_dense_replace is ", c.first_k_dense_replace,
-            dense_with_experts.empty()
-                ? ""
-                : absl::StrCat(", but dense layers ",
-                               absl::StrJoin(dense_with_experts, ","),
-                               " have routed experts"),
-            moe_without.empty()
-                ? ""
-                : absl::StrCat(", but MoE layers ",
-                               absl::StrJoin(moe_without, ","), " have none")));
-  }
-  // Every other tensor is one the schema reads (a projection or its scales).
-  std::unordered_set<std::string> read;
-  auto add = [&](const std::vector<pack::FieldSpec>& schema) {
-    for (const pack::FieldSpec& f : schema) read.insert(f.src);
-  };
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    add(LayerSchema(layer));
-  }
-  add(VocabSchema(false));
-  add(VocabSchema(true));
-  add(GlobalsSchema());
-  std::vector<std::string> unused;
-  for (const std::string& name : trunk) {
-    if (read.count(name) == 0) unused.push_back(name);
-  }
-  if (!unused.empty()) {
-    const size_t n = unused.size();
-    unused.resize(std::min<size_t>(n, 3));
-    return Disagree(
-        source_name,
-        absl::StrCat(n, " tensor", n == 1 ? "" : "s",
-                     " of the checkpoint would not be used by this config (",
-                     absl::StrJoin(unused, ", "), n > 3 ? ", ..." : "",
-                     "); check q_lora_rank, n_shared_experts, "
-                     "first_k_dense_replace and quantization_config against "
-                     "the checkpoint"));
-  }
-  return absl::OkStatus();
+  // The MTP layers (num_nextn_predict_layers) are Moe()'s unused trailing
+  // layers: recognised, not run.
+  return CheckModelLayersCheckpoint(
+      *this, source, source_name,
+      {"n_routed_experts", "first_k_dense_replace",
+       "q_lora_rank, n_shared_experts, first_k_dense_replace and "
+       "quantization_config"});
 }
 
 }  // namespace flotilla::family

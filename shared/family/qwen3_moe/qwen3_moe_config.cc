@@ -1,0 +1,142 @@
+#include "shared/family/qwen3_moe/qwen3_moe_config.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "shared/model/config_fields.h"
+
+namespace flotilla::model {
+namespace {
+
+using internal::ConfigFieldReader;
+using internal::General;
+using Json = nlohmann::json;
+
+// A feature this engine does not run, refused unless off.
+void RefuseUnlessOff(const Json& root, const char* key, ConfigFieldReader* r) {
+  const auto it = root.find(key);
+  if (it == root.end() || it->is_null() || *it == false) return;
+  r->AddError(absl::StrCat(key, ": ", it->dump(), " is not supported"));
+}
+
+}  // namespace
+
+bool Qwen3MoeConfig::IsMoeLayer(int layer) const {
+  if (num_experts <= 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) !=
+      mlp_only_layers.end()) {
+    return false;
+  }
+  return (layer + 1) % decoder_sparse_step == 0;
+}
+
+absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
+                                                   absl::string_view source) {
+  ConfigFieldReader r(root);
+  Qwen3MoeConfig c;
+  // Sizes are bounded far above the releases (Qwen3-235B-A22B: hidden 4096,
+  // 94 layers, 128 experts), so the planner's byte counts fit 64 bits.
+  auto i = [&](const char* name, int* out, int minimum, int maximum) {
+    const auto v = r.RequiredInt(General(name, {name}));
+    if (v.has_value() && (*v < minimum || *v > maximum)) {
+      r.AddError(absl::StrCat(name, ": ", *v, " must be in ", minimum, "..",
+                              maximum));
+    }
+    if (v.has_value()) *out = *v;
+  };
+  i("hidden_size", &c.hidden_size, 1, 1 << 20);
+  i("intermediate_size", &c.intermediate_size, 1, 1 << 20);
+  i("moe_intermediate_size", &c.moe_intermediate_size, 1, 1 << 20);
+  i("num_hidden_layers", &c.num_hidden_layers, 1, 4096);
+  i("num_attention_heads", &c.num_attention_heads, 1, 4096);
+  i("num_key_value_heads", &c.num_key_value_heads, 1, 4096);
+  i("head_dim", &c.head_dim, 2, 4096);
+  i("vocab_size", &c.vocab_size, 1, 1 << 24);
+  i("max_position_embeddings", &c.max_position_embeddings, 1, 1 << 28);
+  i("num_experts", &c.num_experts, 1, 65536);
+  i("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
+  bool present = false;
+  if (const auto step = r.OptionalInt(
+          General("decoder_sparse_step", {"decoder_sparse_step"}), &present);
+      present && step.has_value()) {
+    if (*step < 1) {
+      r.AddError(absl::StrCat("decoder_sparse_step: ", *step, " must be >= 1"));
+    } else {
+      c.decoder_sparse_step = *step;
+    }
+  }
+  if (const auto eps =
+          r.RequiredFloat(General("rms_norm_eps", {"rms_norm_eps"}))) {
+    if (!(*eps > 0)) r.AddError("rms_norm_eps: must be > 0");
+    c.rms_norm_eps = static_cast<float>(*eps);
+  }
+  if (const auto theta =
+          r.RequiredFloat(General("rope_theta", {"rope_theta"}))) {
+    if (!(*theta > 0)) r.AddError("rope_theta: must be > 0");
+    c.rope_theta = *theta;
+  }
+  if (const auto v = r.OptionalBool(
+          General("norm_topk_prob", {"norm_topk_prob"}), false)) {
+    c.norm_topk_prob = *v;
+  }
+  if (const auto v = r.OptionalBool(
+          General("tie_word_embeddings", {"tie_word_embeddings"}), false)) {
+    c.tie_word_embeddings = *v;
+  }
+  if (const auto it = root.find("mlp_only_layers");
+      it != root.end() && !it->is_null()) {
+    if (!it->is_array()) {
+      r.AddError("mlp_only_layers: must be a list of layer indices");
+    } else {
+      for (const Json& l : *it) {
+        if (!l.is_number_integer() || l.get<int64_t>() < 0 ||
+            l.get<int64_t>() >= c.num_hidden_layers) {
+          r.AddError(absl::StrCat("mlp_only_layers: ", l.dump(),
+                                  " is not a layer of 0..",
+                                  c.num_hidden_layers - 1));
+          break;
+        }
+        c.mlp_only_layers.push_back(l.get<int>());
+      }
+    }
+  }
+  if (c.num_attention_heads > 0 && c.num_key_value_heads > 0 &&
+      c.num_attention_heads % c.num_key_value_heads != 0) {
+    r.AddError(absl::StrCat("num_key_value_heads: ", c.num_key_value_heads,
+                            " does not divide num_attention_heads ",
+                            c.num_attention_heads));
+  }
+  if (c.head_dim % 2 != 0) {
+    r.AddError(absl::StrCat("head_dim: ", c.head_dim,
+                            " must be even (rotary pairs)"));
+  }
+  if (c.num_experts_per_tok > c.num_experts) {
+    r.AddError(absl::StrCat("num_experts_per_tok: ", c.num_experts_per_tok,
+                            " is more than num_experts ", c.num_experts));
+  }
+  if (const auto it = root.find("hidden_act");
+      it != root.end() && *it != "silu") {
+    r.AddError(absl::StrCat("hidden_act: ", it->dump(),
+                            " is not supported (silu)"));
+  }
+  RefuseUnlessOff(root, "attention_bias", &r);
+  RefuseUnlessOff(root, "use_sliding_window", &r);
+  RefuseUnlessOff(root, "rope_scaling", &r);
+  if (const auto it = root.find("eos_token_id"); it != root.end()) {
+    const Json ids = it->is_array() ? *it : Json::array({*it});
+    for (const Json& id : ids) {
+      if (id.is_number_integer()) c.eos_token_ids.push_back(id.get<int32_t>());
+    }
+  }
+  if (!r.errors().empty()) {
+    const size_t n = r.errors().size();
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": invalid Qwen3-MoE config (", n,
+        n == 1 ? " problem" : " problems", "): ",
+        absl::StrJoin(r.errors(), "; ")));
+  }
+  return c;
+}
+
+}  // namespace flotilla::model
