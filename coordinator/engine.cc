@@ -234,6 +234,7 @@ std::map<std::string, EngineOpener>& Openers() {
       {"deepseek_v3", &OpenDeepSeekV3Engine},
       {"kimi_k3", &OpenK3Engine},
       {"mixtral", &OpenMixtralEngine},
+      {"qwen3_moe", &OpenQwen3MoeEngine},
   };
   return *openers;
 }

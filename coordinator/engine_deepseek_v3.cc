@@ -12,38 +12,21 @@ namespace flotilla::coordinator {
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenDeepSeekV3Engine(
     const EngineOptions& o, std::unique_ptr<Engine> engine) {
-  const auto* ds =
+  const auto* family =
       dynamic_cast<const family::DeepSeekV3FamilyConfig*>(engine->config.get());
-  if (ds == nullptr) {
+  if (family == nullptr) {
     return absl::InternalError(
         "the deepseek_v3 opener got another family's config");
   }
-  const model::DeepSeekV3Config c = ds->config();
-  auto trunk = std::make_shared<std::unique_ptr<RegionTrunk>>();
-  RegionFamilyHooks hooks;
-  hooks.binder = DeepSeekV3Binder(c);
-  hooks.build_in_memory =
-      [ds, trunk, binder = hooks.binder](const model::TensorSource& source) {
-        absl::StatusOr<std::unique_ptr<RegionTrunk>> t =
-            RegionTrunk::InMemory(source, *ds, binder);
-        if (!t.ok()) return t.status();
-        *trunk = std::move(*t);
-        return absl::OkStatus();
-      };
-  hooks.open_streamed = [c, trunk](std::unique_ptr<RegionRing> ring) {
-    absl::StatusOr<std::unique_ptr<RegionTrunk>> t =
-        RegionTrunk::FromLayers(std::move(ring), c.num_hidden_layers);
-    if (!t.ok()) return t.status();
-    *trunk = std::move(*t);
-    return absl::OkStatus();
-  };
-  hooks.make_model = [c, trunk](std::unique_ptr<kernels::ThreadPool> pool,
-                                std::unique_ptr<ExpertBackend> experts,
-                                std::shared_ptr<void> keep) {
-    return std::unique_ptr<LanguageModel>(DeepSeekV3Model::Create(
-        c, std::move(*trunk), std::move(pool), std::move(experts), keep));
-  };
-  return OpenRegionFamilyEngine(o, std::move(engine), hooks);
+  const model::DeepSeekV3Config c = family->config();
+  return OpenRegionTrunkEngine(
+      o, std::move(engine), DeepSeekV3Binder(c),
+      [c](std::unique_ptr<RegionTrunk> trunk,
+          std::unique_ptr<kernels::ThreadPool> pool,
+          std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep) {
+        return std::unique_ptr<LanguageModel>(DeepSeekV3Model::Create(
+            c, std::move(trunk), std::move(pool), std::move(experts), keep));
+      });
 }
 
 }  // namespace flotilla::coordinator

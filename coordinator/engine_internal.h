@@ -12,6 +12,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/language_model.h"
+#include "coordinator/model/region_trunk.h"
 #include "coordinator/stream/region_ring.h"
 #include "coordinator/stream/streaming_experts.h"
 #include "shared/kernels/thread_pool.h"
@@ -76,13 +77,26 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine,
     const RegionFamilyHooks& hooks);
 
+// The opener of a family whose trunk is the shared RegionTrunk: the hooks
+// made from its layer binder and its model's constructor.
+using MakeRegionModel = std::function<std::unique_ptr<LanguageModel>(
+    std::unique_ptr<RegionTrunk> trunk,
+    std::unique_ptr<kernels::ThreadPool> pool,
+    std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep)>;
+absl::StatusOr<std::unique_ptr<Engine>> OpenRegionTrunkEngine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine,
+    RegionBinder binder, MakeRegionModel make_model);
+
 // The built-in families' EngineOpeners: Kimi K3 (engine.cc), Mixtral
-// (engine_mixtral.cc) and DeepSeek-V3 / Kimi K2 (engine_deepseek_v3.cc).
+// (engine_mixtral.cc), DeepSeek-V3 / Kimi K2 (engine_deepseek_v3.cc) and
+// Qwen3-MoE (engine_qwen3_moe.cc).
 absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 absl::StatusOr<std::unique_ptr<Engine>> OpenDeepSeekV3Engine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine);
+absl::StatusOr<std::unique_ptr<Engine>> OpenQwen3MoeEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 
 }  // namespace flotilla::coordinator

@@ -202,4 +202,37 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
   return engine;
 }
 
+absl::StatusOr<std::unique_ptr<Engine>> OpenRegionTrunkEngine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine,
+    RegionBinder binder, MakeRegionModel make_model) {
+  const family::FamilyConfig* config = engine->config.get();
+  const int layers = config->num_layers();
+  auto trunk = std::make_shared<std::unique_ptr<RegionTrunk>>();
+  RegionFamilyHooks hooks;
+  hooks.binder = binder;
+  hooks.build_in_memory = [config, trunk,
+                           binder](const model::TensorSource& source) {
+    absl::StatusOr<std::unique_ptr<RegionTrunk>> t =
+        RegionTrunk::InMemory(source, *config, binder);
+    if (!t.ok()) return t.status();
+    *trunk = std::move(*t);
+    return absl::OkStatus();
+  };
+  hooks.open_streamed = [layers, trunk](std::unique_ptr<RegionRing> ring) {
+    absl::StatusOr<std::unique_ptr<RegionTrunk>> t =
+        RegionTrunk::FromLayers(std::move(ring), layers);
+    if (!t.ok()) return t.status();
+    *trunk = std::move(*t);
+    return absl::OkStatus();
+  };
+  hooks.make_model = [trunk, make_model](
+                         std::unique_ptr<kernels::ThreadPool> pool,
+                         std::unique_ptr<ExpertBackend> experts,
+                         std::shared_ptr<void> keep) {
+    return make_model(std::move(*trunk), std::move(pool), std::move(experts),
+                      keep);
+  };
+  return OpenRegionFamilyEngine(o, std::move(engine), hooks);
+}
+
 }  // namespace flotilla::coordinator

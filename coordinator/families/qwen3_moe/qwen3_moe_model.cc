@@ -1,0 +1,216 @@
+#include "coordinator/families/qwen3_moe/qwen3_moe_model.h"
+
+#include <limits>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "coordinator/model/batched_step.h"
+#include "coordinator/model/decoder_step.h"
+#include "coordinator/model/state_codec.h"
+#include "shared/base/status_macros.h"
+
+namespace flotilla::coordinator {
+
+size_t Qwen3MoeSequence::bytes() const {
+  size_t total = 0;
+  // Memory held: the caches grow by appending, so capacity, not size.
+  for (const auto& k : keys) total += k.capacity() * sizeof(float);
+  for (const auto& v : values) total += v.capacity() * sizeof(float);
+  return total;
+}
+
+absl::Status Qwen3MoeSequence::Save(std::string* out) const {
+  state_codec::PutU64(out, positions);
+  state_codec::PutU64(out, keys.size());
+  for (size_t l = 0; l < keys.size(); ++l) {
+    state_codec::PutFloats(out, keys[l]);
+    state_codec::PutFloats(out, values[l]);
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<Qwen3MoeModel> Qwen3MoeModel::Create(
+    const model::Qwen3MoeConfig& c, std::unique_ptr<RegionTrunk> trunk,
+    std::unique_ptr<kernels::ThreadPool> pool,
+    std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive) {
+  auto m = std::unique_ptr<Qwen3MoeModel>(new Qwen3MoeModel());
+  m->config_ = c;
+  m->keep_alive_ = std::move(keep_alive);
+  m->pool_ = std::move(pool);
+  m->trunk_ = std::move(trunk);
+  m->experts_ = std::move(experts);
+  m->attention_ = std::make_unique<GqaAttention>(GqaSpec{
+      c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rope_theta,
+      /*sliding_window=*/0});
+  // Softmax over every expert, the top k (renormalised when norm_topk_prob).
+  m->router_.scoring = RouterSpec::Scoring::kSoftmax;
+  m->router_.num_experts = c.num_experts;
+  m->router_.top_k = c.num_experts_per_tok;
+  m->router_.renormalize = c.norm_topk_prob;
+  return m;
+}
+
+std::unique_ptr<ModelSequence> Qwen3MoeModel::StartSequence() const {
+  auto s = std::make_unique<Qwen3MoeSequence>();
+  s->keys.resize(config_.num_hidden_layers);
+  s->values.resize(config_.num_hidden_layers);
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<ModelSequence>> Qwen3MoeModel::LoadSequence(
+    absl::string_view bytes) const {
+  state_codec::Reader in(bytes);
+  auto s = std::make_unique<Qwen3MoeSequence>();
+  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t positions, in.U64());
+  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
+  if (layers != static_cast<uint64_t>(config_.num_hidden_layers) ||
+      positions > static_cast<uint64_t>(config_.max_position_embeddings)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "saved state: ", layers, " layers and ", positions,
+        " positions do not fit this model (", config_.num_hidden_layers,
+        " layers)"));
+  }
+  s->positions = positions;
+  s->keys.resize(layers);
+  s->values.resize(layers);
+  const uint64_t row =
+      static_cast<uint64_t>(config_.num_key_value_heads) * config_.head_dim;
+  for (uint64_t l = 0; l < layers; ++l) {
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * row, &s->keys[l], "keys"));
+    FLOTILLA_RETURN_IF_ERROR(
+        in.Floats(positions * row, &s->values[l], "values"));
+  }
+  FLOTILLA_RETURN_IF_ERROR(in.Finish());
+  return std::unique_ptr<ModelSequence>(std::move(s));
+}
+
+absl::StatusOr<Qwen3MoeSequence*> Qwen3MoeModel::CheckInput(
+    ModelSequence* sequence, const std::vector<int32_t>& ids) const {
+  auto* seq = dynamic_cast<Qwen3MoeSequence*>(sequence);
+  if (seq == nullptr) {
+    return absl::InvalidArgumentError(
+        "the sequence was not started by this Qwen3-MoE model");
+  }
+  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, config_.vocab_size));
+  if (seq->positions + ids.size() >
+      static_cast<size_t>(config_.max_position_embeddings)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the sequence would reach ", seq->positions + ids.size(),
+        " tokens; the model's context (max_position_embeddings) is ",
+        config_.max_position_embeddings));
+  }
+  return seq;
+}
+
+absl::Status Qwen3MoeModel::Forward(ModelSequence* sequence,
+                                    const std::vector<int32_t>& ids,
+                                    bool all_positions,
+                                    std::vector<float>* logits) {
+  FLOTILLA_ASSIGN_OR_RETURN(Qwen3MoeSequence * seq, CheckInput(sequence, ids));
+  std::vector<size_t> rows;
+  for (size_t r = all_positions ? 0 : ids.size() - 1; r < ids.size(); ++r) {
+    rows.push_back(r);
+  }
+  return Step({seq}, {&ids}, rows, logits);
+}
+
+absl::Status Qwen3MoeModel::ForwardBatch(
+    const std::vector<ModelSequence*>& sequences,
+    const std::vector<std::vector<int32_t>>& ids,
+    std::vector<std::vector<float>>* last_logits) {
+  return RunBatchedStep<Qwen3MoeSequence>(
+      sequences, ids, config_.vocab_size,
+      [this](ModelSequence* s, const std::vector<int32_t>& i) {
+        return CheckInput(s, i);
+      },
+      [this](const std::vector<Qwen3MoeSequence*>& seqs,
+             const std::vector<const std::vector<int32_t>*>& lists,
+             const std::vector<size_t>& rows, std::vector<float>* logits) {
+        return Step(seqs, lists, rows, logits);
+      },
+      last_logits);
+}
+
+void Qwen3MoeModel::Attention(const Qwen3MoeLayer& w, int layer,
+                              const float* normed, size_t n,
+                              Qwen3MoeSequence* seq, float* out) {
+  const model::Qwen3MoeConfig& c = config_;
+  const size_t d = c.head_dim;
+  const size_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
+  std::vector<float> q(n * heads * d), k(n * kv * d), v(n * kv * d);
+  kernels::MatMul(w.q, normed, n, q.data(), pool_.get());
+  kernels::MatMul(w.k, normed, n, k.data(), pool_.get());
+  kernels::MatMul(w.v, normed, n, v.data(), pool_.get());
+  std::vector<float> attn(n * heads * d);
+  attention_->Attend(q.data(), k.data(), v.data(), n, seq->positions,
+                     &seq->keys[layer], &seq->values[layer], attn.data(),
+                     QkNorm{w.q_norm, w.k_norm, c.rms_norm_eps});
+  kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
+}
+
+absl::Status Qwen3MoeModel::Ffn(int layer, const Qwen3MoeLayer& w,
+                                const float* normed, size_t n, float* out) {
+  if (!w.moe) {
+    const size_t inter = w.gate.rows;
+    std::vector<float> g(n * inter), u(n * inter);
+    kernels::MatMul(w.gate, normed, n, g.data(), pool_.get());
+    kernels::MatMul(w.up, normed, n, u.data(), pool_.get());
+    const float inf = std::numeric_limits<float>::infinity();
+    kernels::SituGlu(g.data(), u.data(), n * inter, inf, inf, g.data());
+    kernels::MatMul(w.down, g.data(), n, out, pool_.get());
+    return absl::OkStatus();
+  }
+  std::vector<float> logits(n * config_.num_experts);
+  kernels::MatMul(w.router, normed, n, logits.data(), pool_.get());
+  std::vector<ExpertTask> tasks;
+  Route(router_, logits.data(), nullptr, n, &tasks);
+  FLOTILLA_RETURN_IF_ERROR(
+      experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out));
+  experts_->RecordRouted(layer, tasks.size());
+  return absl::OkStatus();
+}
+
+absl::Status Qwen3MoeModel::Step(
+    const std::vector<Qwen3MoeSequence*>& seqs,
+    const std::vector<const std::vector<int32_t>*>& ids,
+    const std::vector<size_t>& out_rows, std::vector<float>* logits) {
+  const model::Qwen3MoeConfig& c = config_;
+  const size_t e = c.hidden_size;
+  std::vector<size_t> first;
+  for (const Qwen3MoeSequence* s : seqs) first.push_back(s->positions);
+  const StepRows step = LayOutStep(first, ids);
+  const size_t n = step.size();
+  std::vector<float> h(n * e), normed(n * e), delta(n * e);
+  EmbedRows(trunk_->embed(), ids, h.data());
+  FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound,
+                              trunk_->Acquire(layer));
+    // Released however the layer ends, so the ring stays in step.
+    const absl::Cleanup release = [&] { trunk_->Release(layer); };
+    const auto& w = *static_cast<const Qwen3MoeLayer*>(bound);
+    for (size_t t = 0; t < n; ++t) {
+      kernels::RmsNorm(h.data() + t * e, w.input_norm, e, c.rms_norm_eps,
+                       normed.data() + t * e);
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Attention(w, layer, normed.data() + step.offset[i] * e, ids[i]->size(),
+                seqs[i], delta.data() + step.offset[i] * e);
+    }
+    for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
+    for (size_t t = 0; t < n; ++t) {
+      kernels::RmsNorm(h.data() + t * e, w.post_norm, e, c.rms_norm_eps,
+                       normed.data() + t * e);
+    }
+    FLOTILLA_RETURN_IF_ERROR(
+        base::WithContext(Ffn(layer, w, normed.data(), n, delta.data()),
+                          absl::StrCat("the feed-forward of layer ", layer)));
+    for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
+    FLOTILLA_RETURN_IF_ERROR(CheckFinite(h, e, "activation", step, nullptr));
+  }
+  for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
+  return FinalLogits(*trunk_, h, e, c.rms_norm_eps, step, out_rows, logits,
+                     pool_.get());
+}
+
+}  // namespace flotilla::coordinator
