@@ -1,22 +1,24 @@
-// DeepSeek-V3 (tests/fixtures/deepseek-v3/ckpt_A: a tiny random checkpoint
-// in the FP8 release layout, with reference outputs of Hugging Face's own
-// modeling_deepseek_v3.py in float32; see its README) through every way the
-// engine runs a model: the greedy ids exactly, and the step logits (one per
-// generated token) and the teacher-forced logits over prompt + generation
-// within the README's 3e-5 -- in memory, streamed from a pack with no trunk
-// layer pinned, on two expert workers (`pack --workers 2`), and from the
-// checkpoint re-split into two shards that cut through every layer; and a
-// dequantised F32 copy gives bitwise the FP8 run's logits.
+// The families' reference checkpoints (tests/fixtures/<family>/ckpt_A: tiny
+// random checkpoints in the release layouts, with reference outputs of
+// Hugging Face's own modeling code in float32; see each README) through
+// every way the engine runs a model: the greedy ids exactly, and the step
+// logits (one per generated token) and the teacher-forced logits over
+// prompt + generation within the README's tolerance -- in memory, streamed
+// from a pack with no trunk layer pinned, on two expert workers (`pack
+// --workers 2`), and from the checkpoint re-split into two shards that cut
+// through every layer. DeepSeek-V3's FP8 checkpoint, dequantised to F32,
+// gives bitwise the FP8 run's logits.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "coordinator/engine.h"
-#include "coordinator/families/deepseek_v3/deepseek_v3_model.h"
 #include "coordinator/generate.h"
+#include "coordinator/model/layer_source.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/kernels/fp8.h"
@@ -29,10 +31,18 @@
 namespace flotilla {
 namespace {
 
-constexpr double kTolerance = 3e-5;  // the README's suggested bound
-constexpr int kVocab = 512;
+constexpr int kVocab = 512;  // every fixture's
 
-std::string CkptDir() { return testutil::DataPath("deepseek-v3/ckpt_A"); }
+struct Fixture {
+  const char* dir;     // under tests/fixtures
+  const char* family;  // the registry's name
+  double tolerance;    // max |dlogit|, the README's suggested bound
+};
+
+// The fixture the running test is about (set by each TEST_P).
+const Fixture* current = nullptr;
+
+std::string CkptDir() { return testutil::DataPath(current->dir); }
 
 struct Reference {
   std::vector<int32_t> prompt, generated, full;
@@ -41,8 +51,12 @@ struct Reference {
 };
 
 const Reference& Ref() {
-  static const Reference* ref = [] {
-    auto* r = new Reference;
+  static std::map<std::string, Reference>* refs =
+      new std::map<std::string, Reference>;
+  auto it = refs->find(current->dir);
+  if (it != refs->end()) return it->second;
+  {
+    Reference* r = &(*refs)[current->dir];
     const nlohmann::json j = testutil::LoadJson(CkptDir() + "/ref/ref.json");
     r->prompt = j["prompt_ids"].get<std::vector<int32_t>>();
     r->generated = j["generated_ids"].get<std::vector<int32_t>>();
@@ -50,9 +64,8 @@ const Reference& Ref() {
     r->full.insert(r->full.end(), r->generated.begin(), r->generated.end());
     r->step_logits = testutil::ReadF32File(CkptDir() + "/ref/step_logits.f32");
     r->tf_logits = testutil::ReadF32File(CkptDir() + "/ref/tf_logits.f32");
-    return r;
-  }();
-  return *ref;
+  }
+  return (*refs)[current->dir];
 }
 
 double MaxAbs(const std::vector<float>& a, const std::vector<float>& b) {
@@ -93,8 +106,8 @@ void ExpectReference(const ModelRun& run, const std::string& label) {
   EXPECT_EQ(run.generated, ref.generated) << label;
   const double step = MaxAbs(run.step_logits, ref.step_logits);
   const double tf = MaxAbs(run.tf_logits, ref.tf_logits);
-  EXPECT_LE(step, kTolerance) << label << ": step logits";
-  EXPECT_LE(tf, kTolerance) << label << ": teacher-forced logits";
+  EXPECT_LE(step, current->tolerance) << label << ": step logits";
+  EXPECT_LE(tf, current->tolerance) << label << ": teacher-forced logits";
   // The teacher-forced argmax over the generated span is the generation.
   for (size_t i = ref.prompt.size() - 1; i + 1 < ref.full.size(); ++i) {
     if (run.tf_logits.size() < (i + 1) * kVocab) break;
@@ -102,8 +115,8 @@ void ExpectReference(const ModelRun& run, const std::string& label) {
               ref.full[i + 1])
         << label << " position " << i;
   }
-  std::printf("%s: step max |dlogit| %.3g, teacher-forced %.3g\n",
-              label.c_str(), step, tf);
+  std::printf("%s %s: step max |dlogit| %.3g, teacher-forced %.3g\n",
+              current->dir, label.c_str(), step, tf);
 }
 
 ModelRun OpenAndRun(const coordinator::EngineOptions& o,
@@ -111,11 +124,16 @@ ModelRun OpenAndRun(const coordinator::EngineOptions& o,
   auto engine = coordinator::OpenEngine(o);
   EXPECT_TRUE(engine.ok()) << label << ": " << engine.status();
   if (!engine.ok()) return {};
-  EXPECT_EQ((*engine)->family, "deepseek_v3");
+  EXPECT_EQ((*engine)->family, current->family);
   return RunModel(*(*engine)->model);
 }
 
-TEST(DeepSeekV3ReferenceTest, InMemory) {
+class FamilyReferenceTest : public ::testing::TestWithParam<Fixture> {
+ protected:
+  void SetUp() override { current = &GetParam(); }
+};
+
+TEST_P(FamilyReferenceTest, InMemory) {
   coordinator::EngineOptions o;
   o.model_dir = CkptDir();
   o.mem = "1G";
@@ -133,7 +151,7 @@ std::string Pack(const dtest::TempDir& dir, const std::string& model,
   return out;
 }
 
-TEST(DeepSeekV3ReferenceTest, PackedWithNoLayerPinned) {
+TEST_P(FamilyReferenceTest, PackedWithNoLayerPinned) {
   dtest::TempDir tmp;
   coordinator::EngineOptions o;
   o.model_dir = CkptDir();
@@ -144,17 +162,15 @@ TEST(DeepSeekV3ReferenceTest, PackedWithNoLayerPinned) {
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_EQ((*engine)->plan.pinned_layers, 0);
   EXPECT_TRUE((*engine)->streaming);
-  auto* ds =
-      dynamic_cast<coordinator::DeepSeekV3Model*>((*engine)->model.get());
-  ASSERT_NE(ds, nullptr);
-  const ModelRun run = RunModel(*ds);
+  ASSERT_NE((*engine)->trunk_layers, nullptr);
+  const ModelRun run = RunModel(*(*engine)->model);
   ExpectReference(run, "packed, nothing pinned");
   // 16 generation steps and the teacher-forced pass, each reading the 4
   // layers from the pack (the ring may have read ahead a few).
-  EXPECT_GE(ds->trunk()->stats().regions_read, 17u * 4u);
+  EXPECT_GE((*engine)->trunk_layers->stats().regions_read, 17u * 4u);
 }
 
-TEST(DeepSeekV3ReferenceTest, TwoExpertWorkers) {
+TEST_P(FamilyReferenceTest, TwoExpertWorkers) {
   dtest::TempDir tmp;
   const std::string pack = Pack(tmp, CkptDir(), " --workers 2");
   dtest::Fleet fleet;
@@ -178,7 +194,7 @@ TEST(DeepSeekV3ReferenceTest, TwoExpertWorkers) {
 // Two shards that split every layer: tensors alternate between the files in
 // name order, so each layer's projections, their scales and each expert's
 // matrices land in both.
-TEST(DeepSeekV3ReferenceTest, ResplitIntoTwoShardsGivesTheSameLogits) {
+TEST_P(FamilyReferenceTest, ResplitIntoTwoShardsGivesTheSameLogits) {
   dtest::TempDir tmp;
   const std::string dir = tmp.path() + "/resplit";
   int next = 0;
@@ -206,11 +222,22 @@ TEST(DeepSeekV3ReferenceTest, ResplitIntoTwoShardsGivesTheSameLogits) {
   EXPECT_EQ(packed.tf_logits, one.tf_logits);
 }
 
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, FamilyReferenceTest,
+    ::testing::Values(Fixture{"deepseek-v3/ckpt_A", "deepseek_v3", 3e-5},
+                      Fixture{"qwen3-moe/ckpt_A", "qwen3_moe", 2e-5}),
+    [](const ::testing::TestParamInfo<Fixture>& info) {
+      return std::string(info.param.family);
+    });
+
+const Fixture kDeepSeekV3{"deepseek-v3/ckpt_A", "deepseek_v3", 3e-5};
+
 // The same weights without FP8: every F8_E4M3 tensor dequantised to F32
 // (its scale_inv dropped) and no quantization_config, as a user's own
 // conversion would hold them. MatMulFp8 equals MatMul on the dequantised
 // matrix bit for bit, so the dense path must give exactly the FP8 logits.
 TEST(DeepSeekV3ReferenceTest, DequantisedCopyGivesBitwiseTheSameLogits) {
+  current = &kDeepSeekV3;
   auto source = model::SafetensorsCheckpoint::OpenDir(CkptDir());
   ASSERT_TRUE(source.ok()) << source.status();
   nlohmann::json config = testutil::LoadJson(CkptDir() + "/config.json");
