@@ -277,5 +277,35 @@ TEST(DeepSeekV3ReferenceTest, DequantisedCopyGivesBitwiseTheSameLogits) {
   EXPECT_EQ(f32.tf_logits, fp8.tf_logits);
 }
 
+// A head_dim that, times the heads, disagrees with the tensors is refused by
+// the engine and by pack, naming the tensor whose shape does not fit.
+TEST(Qwen3MoeReferenceTest, HeadDimDisagreeingWithTheTensorsIsRefused) {
+  const Fixture qwen{"qwen3-moe/ckpt_A", "qwen3_moe", 2e-5};
+  current = &qwen;
+  nlohmann::json config = testutil::LoadJson(CkptDir() + "/config.json");
+  config["head_dim"] = 16;  // q_proj is [4 x 32, 64] in the checkpoint
+  testutil::RewriteOptions ro;
+  ro.config_json = config.dump();
+  dtest::TempDir tmp;
+  const std::string dir = tmp.path() + "/ckpt";
+  ASSERT_TRUE(testutil::RewriteCheckpoint(CkptDir(), dir, ro).ok());
+  coordinator::EngineOptions o;
+  o.model_dir = dir;
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_FALSE(engine.ok());
+  const std::string want = "tensor model.layers.0.self_attn.q_proj.weight in ";
+  EXPECT_NE(engine.status().message().find(want), std::string::npos)
+      << engine.status();
+  EXPECT_NE(engine.status().message().find("expected [64,64]"),
+            std::string::npos)
+      << engine.status();
+  const testutil::CommandResult r = testutil::RunCommand(
+      testutil::BinPath("flotilla-tool") + " pack --model " + dir + " --out " +
+          tmp.path() + "/pack",
+      tmp.path());
+  EXPECT_TRUE(r.exited && r.code != 0);
+  EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace flotilla

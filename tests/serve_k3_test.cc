@@ -113,7 +113,8 @@ TEST_P(ServeByIdsTest, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, ServeByIdsTest,
-                         ::testing::Values("k3/ckpt_A", "deepseek-v3/ckpt_A"));
+                         ::testing::Values("k3/ckpt_A", "deepseek-v3/ckpt_A",
+                                           "qwen3-moe/ckpt_A"));
 
 }  // namespace
 }  // namespace flotilla::coordinator::serve

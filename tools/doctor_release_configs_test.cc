@@ -1,4 +1,5 @@
-// `flotilla-tool doctor` and the memory plan on the DeepSeek-V3 family: the
+// `flotilla-tool doctor` and the memory plan on the DeepSeek-V3 family (and
+// Qwen3-MoE's releases, at the end): the
 // released DeepSeek-V3 and Kimi K2 configs (tests/fixtures/deepseek-v3/
 // release-configs, written from their published config.json fields) sized
 // as stored (FP8 projections and experts, BF16 embeddings), planned at the
@@ -91,6 +92,46 @@ TEST(DoctorDeepSeekV3, CheckpointSizesEqualThePackPlan) {
   EXPECT_EQ(plan->expert_format, "fp8_e4m3");
   EXPECT_EQ(plan->experts.size(), 3u * 16u);
 }
+
+// Qwen3-MoE's releases (BF16 experts, vocab resident): at 8 GiB
+// Qwen3-30B-A3B's whole trunk is pinned and only its experts are read;
+// Qwen3-235B-A22B streams most layers.
+struct QwenRelease {
+  const char* file;
+  int layers;
+  uint64_t expert_bytes;  // 3 x moe_intermediate x hidden x 2
+  bool all_pinned_at_8g;
+};
+
+class QwenReleasedConfigTest : public ::testing::TestWithParam<QwenRelease> {};
+
+TEST_P(QwenReleasedConfigTest, PlansFromTheConfigAlone) {
+  const QwenRelease r = GetParam();
+  ScratchDir tmp("doctor_qwen");
+  std::filesystem::copy_file(std::string(FLOTILLA_TEST_DATA_DIR) +
+                                 "/qwen3-moe/release-configs/" + r.file,
+                             tmp / "config.json");
+  absl::StatusOr<ModelSizes> s = LoadModelSizes(tmp.path());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->config->family().name, "qwen3_moe");
+  EXPECT_EQ(s->shape.expert_format, "bf16");
+  EXPECT_EQ(s->shape.moe_layers, r.layers);
+  EXPECT_EQ(s->expert_run_bytes, r.expert_bytes);
+  const std::vector<Prediction> preds =
+      PredictPresets(*s, uint64_t{200} << 30, 4096, 3.0, 2.0);
+  ASSERT_FALSE(preds.empty());
+  ASSERT_TRUE(preds[0].plan.ok()) << preds[0].plan.status();  // laptop, 8G
+  EXPECT_EQ(preds[0].expert_read_bytes, r.layers * 8 * r.expert_bytes);
+  EXPECT_EQ(preds[0].plan->pinned_layers == r.layers, r.all_pinned_at_8g);
+  EXPECT_EQ(preds[0].large_read_bytes == 0, r.all_pinned_at_8g);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Releases, QwenReleasedConfigTest,
+    ::testing::Values(QwenRelease{"qwen3-30b-a3b.config.json", 48,
+                                  3ull * 768 * 2048 * 2, true},
+                      QwenRelease{"qwen3-235b-a22b.config.json", 94,
+                                  3ull * 1536 * 4096 * 2, false}));
 
 }  // namespace
 }  // namespace flotilla::tools
