@@ -84,8 +84,8 @@ using MakeRegionModel = std::function<std::unique_ptr<LanguageModel>(
     std::unique_ptr<kernels::ThreadPool> pool,
     std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep)>;
 absl::StatusOr<std::unique_ptr<Engine>> OpenRegionTrunkEngine(
-    const EngineOptions& o, std::unique_ptr<Engine> engine,
-    RegionBinder binder, MakeRegionModel make_model);
+    const EngineOptions& o, std::unique_ptr<Engine> engine, RegionBinder binder,
+    MakeRegionModel make_model);
 
 // The built-in families' EngineOpeners: Kimi K3 (engine.cc), Mixtral
 // (engine_mixtral.cc), DeepSeek-V3 / Kimi K2 (engine_deepseek_v3.cc) and

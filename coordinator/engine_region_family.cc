@@ -203,8 +203,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenRegionTrunkEngine(
-    const EngineOptions& o, std::unique_ptr<Engine> engine,
-    RegionBinder binder, MakeRegionModel make_model) {
+    const EngineOptions& o, std::unique_ptr<Engine> engine, RegionBinder binder,
+    MakeRegionModel make_model) {
   const family::FamilyConfig* config = engine->config.get();
   const int layers = config->num_layers();
   auto trunk = std::make_shared<std::unique_ptr<RegionTrunk>>();

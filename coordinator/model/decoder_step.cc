@@ -13,7 +13,8 @@ StepRows LayOutStep(const std::vector<size_t>& first,
   s.offset.assign(ids.size() + 1, 0);
   for (size_t i = 0; i < ids.size(); ++i) {
     s.offset[i + 1] = s.offset[i] + ids[i]->size();
-    for (size_t t = 0; t < ids[i]->size(); ++t) s.position.push_back(first[i] + t);
+    for (size_t t = 0; t < ids[i]->size(); ++t)
+      s.position.push_back(first[i] + t);
   }
   return s;
 }
@@ -41,10 +42,10 @@ absl::Status CheckFinite(const std::vector<float>& x, size_t width,
   for (size_t k = 0; k < x.size(); ++k) {
     if (!std::isfinite(x[k])) {
       const size_t r = k / width;
-      return absl::DataLossError(absl::StrCat(
-          "non-finite ", what, " (", x[k], ") at position ",
-          step.position[rows != nullptr ? (*rows)[r] : r],
-          ": the weights or the computation are broken"));
+      return absl::DataLossError(
+          absl::StrCat("non-finite ", what, " (", x[k], ") at position ",
+                       step.position[rows != nullptr ? (*rows)[r] : r],
+                       ": the weights or the computation are broken"));
     }
   }
   return absl::OkStatus();

@@ -29,8 +29,7 @@ StepRows LayOutStep(const std::vector<size_t>& first,
 
 // h[row][hidden] = the embedding row of each id (BF16 widened).
 void EmbedRows(const kernels::DenseMatrix& embed,
-               const std::vector<const std::vector<int32_t>*>& ids,
-               float* h);
+               const std::vector<const std::vector<int32_t>*>& ids, float* h);
 
 // DataLoss naming `what` and the position of the first non-finite value of
 // x ([rows][width]); row r is step row (*rows)[r], or r when null.

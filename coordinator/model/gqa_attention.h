@@ -1,10 +1,10 @@
 // Grouped-query attention as a shared block (Mixtral, Llama-MoE and
 // Qwen3-MoE, whose per-head q/k norms it applies; gpt-oss will add sinks
-// and biases to its spec): rotate-half RoPE on the query and key heads, a key/value cache per
-// layer, causal attention over it (or over the last `sliding_window`
-// positions), kv head h / (heads / kv_heads) serving query head h. Scores
-// and the softmax in float, the value sum in double: the arithmetic of the
-// Hugging Face float32 reference, whatever the thread count.
+// and biases to its spec): rotate-half RoPE on the query and key heads, a
+// key/value cache per layer, causal attention over it (or over the last
+// `sliding_window` positions), kv head h / (heads / kv_heads) serving query
+// head h. Scores and the softmax in float, the value sum in double: the
+// arithmetic of the Hugging Face float32 reference, whatever the thread count.
 #ifndef FLOTILLA_COORDINATOR_MODEL_GQA_ATTENTION_H_
 #define FLOTILLA_COORDINATOR_MODEL_GQA_ATTENTION_H_
 

@@ -174,8 +174,7 @@ absl::Status DeepSeekV3Model::Step(
   EmbedRows(trunk_->embed(), ids, h.data());
   FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound,
-                              trunk_->Acquire(layer));
+    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound, trunk_->Acquire(layer));
     // Released however the layer ends, so the ring stays in step.
     const absl::Cleanup release = [&] { trunk_->Release(layer); };
     const auto& w = *static_cast<const DeepSeekV3Layer*>(bound);

@@ -48,7 +48,8 @@ absl::Status Bind(const model::Qwen3MoeConfig& c, int layer,
       pack::CheckLayout(l, family::qwen3_moe::LayerSchema(c, layer)));
   FLOTILLA_ASSIGN_OR_RETURN(out->input_norm,
                             Vector(l, base, "input_norm", layer));
-  FLOTILLA_ASSIGN_OR_RETURN(out->post_norm, Vector(l, base, "post_norm", layer));
+  FLOTILLA_ASSIGN_OR_RETURN(out->post_norm,
+                            Vector(l, base, "post_norm", layer));
   FLOTILLA_ASSIGN_OR_RETURN(out->q_norm, Vector(l, base, "q_norm", layer));
   FLOTILLA_ASSIGN_OR_RETURN(out->k_norm, Vector(l, base, "k_norm", layer));
   FLOTILLA_ASSIGN_OR_RETURN(out->q, Matrix(l, base, "q_proj", layer));
@@ -69,11 +70,11 @@ absl::Status Bind(const model::Qwen3MoeConfig& c, int layer,
 }  // namespace
 
 RegionBinder Qwen3MoeBinder(const model::Qwen3MoeConfig& config) {
-  return BinderOf<Qwen3MoeLayer>(
-      [config](int layer, const RegionLayout& layout, const uint8_t* data,
-               Qwen3MoeLayer* bound) {
-        return Bind(config, layer, layout, data, bound);
-      });
+  return BinderOf<Qwen3MoeLayer>([config](int layer, const RegionLayout& layout,
+                                          const uint8_t* data,
+                                          Qwen3MoeLayer* bound) {
+    return Bind(config, layer, layout, data, bound);
+  });
 }
 
 }  // namespace flotilla::coordinator

@@ -65,10 +65,10 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> Qwen3MoeModel::LoadSequence(
   FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
   if (layers != static_cast<uint64_t>(config_.num_hidden_layers) ||
       positions > static_cast<uint64_t>(config_.max_position_embeddings)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "saved state: ", layers, " layers and ", positions,
-        " positions do not fit this model (", config_.num_hidden_layers,
-        " layers)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("saved state: ", layers, " layers and ", positions,
+                     " positions do not fit this model (",
+                     config_.num_hidden_layers, " layers)"));
   }
   s->positions = positions;
   s->keys.resize(layers);
@@ -184,8 +184,7 @@ absl::Status Qwen3MoeModel::Step(
   EmbedRows(trunk_->embed(), ids, h.data());
   FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound,
-                              trunk_->Acquire(layer));
+    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound, trunk_->Acquire(layer));
     // Released however the layer ends, so the ring stays in step.
     const absl::Cleanup release = [&] { trunk_->Release(layer); };
     const auto& w = *static_cast<const Qwen3MoeLayer*>(bound);

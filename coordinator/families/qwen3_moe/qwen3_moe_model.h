@@ -44,8 +44,8 @@ struct Qwen3MoeLayer : BoundRegion {
   const float* k_norm = nullptr;
   kernels::DenseMatrix q, k, v, o;
   bool moe = false;
-  kernels::DenseMatrix router;           // MoE layers
-  kernels::DenseMatrix gate, up, down;   // dense layers
+  kernels::DenseMatrix router;          // MoE layers
+  kernels::DenseMatrix gate, up, down;  // dense layers
 };
 
 RegionBinder Qwen3MoeBinder(const model::Qwen3MoeConfig& config);

@@ -40,8 +40,8 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
   auto i = [&](const char* name, int* out, int minimum, int maximum) {
     const auto v = r.RequiredInt(General(name, {name}));
     if (v.has_value() && (*v < minimum || *v > maximum)) {
-      r.AddError(absl::StrCat(name, ": ", *v, " must be in ", minimum, "..",
-                              maximum));
+      r.AddError(
+          absl::StrCat(name, ": ", *v, " must be in ", minimum, "..", maximum));
     }
     if (v.has_value()) *out = *v;
   };
@@ -108,8 +108,8 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
                             c.num_attention_heads));
   }
   if (c.head_dim % 2 != 0) {
-    r.AddError(absl::StrCat("head_dim: ", c.head_dim,
-                            " must be even (rotary pairs)"));
+    r.AddError(
+        absl::StrCat("head_dim: ", c.head_dim, " must be even (rotary pairs)"));
   }
   if (c.num_experts_per_tok > c.num_experts) {
     r.AddError(absl::StrCat("num_experts_per_tok: ", c.num_experts_per_tok,
@@ -117,8 +117,8 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
   }
   if (const auto it = root.find("hidden_act");
       it != root.end() && *it != "silu") {
-    r.AddError(absl::StrCat("hidden_act: ", it->dump(),
-                            " is not supported (silu)"));
+    r.AddError(
+        absl::StrCat("hidden_act: ", it->dump(), " is not supported (silu)"));
   }
   RefuseUnlessOff(root, "attention_bias", &r);
   RefuseUnlessOff(root, "use_sliding_window", &r);
@@ -131,10 +131,10 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
   }
   if (!r.errors().empty()) {
     const size_t n = r.errors().size();
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": invalid Qwen3-MoE config (", n,
-        n == 1 ? " problem" : " problems", "): ",
-        absl::StrJoin(r.errors(), "; ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": invalid Qwen3-MoE config (", n,
+                     n == 1 ? " problem" : " problems",
+                     "): ", absl::StrJoin(r.errors(), "; ")));
   }
   return c;
 }

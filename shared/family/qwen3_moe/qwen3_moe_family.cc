@@ -66,21 +66,19 @@ model::ModelShape Qwen3MoeFamilyConfig::Shape() const {
   s.hidden_size = c.hidden_size;
   s.max_positions = c.max_position_embeddings;
   const uint64_t q = static_cast<uint64_t>(c.num_attention_heads) * c.head_dim;
-  const uint64_t kv =
-      static_cast<uint64_t>(c.num_key_value_heads) * c.head_dim;
+  const uint64_t kv = static_cast<uint64_t>(c.num_key_value_heads) * c.head_dim;
   // Every layer caches a key and a value row per position (float32).
   s.state_bytes_per_position = c.num_hidden_layers * 2 * kv * 4;
   // qwen3_moe_model.cc, per token: h, normed, delta; q and the attention
   // output; k and v; router logits; the dense FFN's gate and up, or each
   // routed expert's gate, up and output; the logits.
-  const uint64_t ffn = std::max<uint64_t>(
-      2ull * c.intermediate_size,
-      static_cast<uint64_t>(c.num_experts_per_tok) *
-          (2ull * c.moe_intermediate_size + c.hidden_size));
-  s.workspace_bytes_per_token =
-      (3ull * c.hidden_size + 2 * q + 2 * kv + c.num_experts + ffn +
-       c.vocab_size) *
-      4;
+  const uint64_t ffn =
+      std::max<uint64_t>(2ull * c.intermediate_size,
+                         static_cast<uint64_t>(c.num_experts_per_tok) *
+                             (2ull * c.moe_intermediate_size + c.hidden_size));
+  s.workspace_bytes_per_token = (3ull * c.hidden_size + 2 * q + 2 * kv +
+                                 c.num_experts + ffn + c.vocab_size) *
+                                4;
   // The embedding and lm_head are read whole (qwen3_moe_model.cc).
   s.streams_vocab = false;
   s.cache_experts_when_all_fit = true;
