@@ -33,8 +33,7 @@ std::unique_ptr<DeepSeekV3Model> DeepSeekV3Model::Create(
     const model::DeepSeekV3Config& c, std::unique_ptr<RegionTrunk> trunk,
     std::unique_ptr<kernels::ThreadPool> pool,
     std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive) {
-  auto m = std::unique_ptr<DeepSeekV3Model>(new DeepSeekV3Model());
-  m->config_ = c;
+  auto m = std::unique_ptr<DeepSeekV3Model>(new DeepSeekV3Model(c));
   m->keep_alive_ = std::move(keep_alive);
   m->pool_ = std::move(pool);
   m->trunk_ = std::move(trunk);
@@ -82,54 +81,6 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> DeepSeekV3Model::LoadSequence(
   }
   FLOTILLA_RETURN_IF_ERROR(in.Finish());
   return std::unique_ptr<ModelSequence>(std::move(s));
-}
-
-absl::StatusOr<DeepSeekV3Sequence*> DeepSeekV3Model::CheckInput(
-    ModelSequence* sequence, const std::vector<int32_t>& ids) const {
-  auto* seq = dynamic_cast<DeepSeekV3Sequence*>(sequence);
-  if (seq == nullptr) {
-    return absl::InvalidArgumentError(
-        "the sequence was not started by this DeepSeek-V3 model");
-  }
-  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, config_.vocab_size));
-  if (seq->positions + ids.size() >
-      static_cast<size_t>(config_.max_position_embeddings)) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "the sequence would reach ", seq->positions + ids.size(),
-        " tokens; the model's context (max_position_embeddings) is ",
-        config_.max_position_embeddings));
-  }
-  return seq;
-}
-
-absl::Status DeepSeekV3Model::Forward(ModelSequence* sequence,
-                                      const std::vector<int32_t>& ids,
-                                      bool all_positions,
-                                      std::vector<float>* logits) {
-  FLOTILLA_ASSIGN_OR_RETURN(DeepSeekV3Sequence * seq,
-                            CheckInput(sequence, ids));
-  std::vector<size_t> rows;
-  for (size_t r = all_positions ? 0 : ids.size() - 1; r < ids.size(); ++r) {
-    rows.push_back(r);
-  }
-  return Step({seq}, {&ids}, rows, logits);
-}
-
-absl::Status DeepSeekV3Model::ForwardBatch(
-    const std::vector<ModelSequence*>& sequences,
-    const std::vector<std::vector<int32_t>>& ids,
-    std::vector<std::vector<float>>* last_logits) {
-  return RunBatchedStep<DeepSeekV3Sequence>(
-      sequences, ids, config_.vocab_size,
-      [this](ModelSequence* s, const std::vector<int32_t>& i) {
-        return CheckInput(s, i);
-      },
-      [this](const std::vector<DeepSeekV3Sequence*>& seqs,
-             const std::vector<const std::vector<int32_t>*>& lists,
-             const std::vector<size_t>& rows, std::vector<float>* logits) {
-        return Step(seqs, lists, rows, logits);
-      },
-      last_logits);
 }
 
 void DeepSeekV3Model::SwiGlu(const DeepSeekV3Layer& w, const float* x, size_t n,

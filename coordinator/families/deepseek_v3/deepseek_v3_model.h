@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/families/deepseek_v3/deepseek_v3_layer.h"
+#include "coordinator/model/decoder_model.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/language_model.h"
 #include "coordinator/model/latent_attention.h"
@@ -49,7 +50,7 @@ struct DeepSeekV3Sequence : public ModelSequence {
   absl::Status Save(std::string* out) const override;
 };
 
-class DeepSeekV3Model : public LanguageModel {
+class DeepSeekV3Model : public DecoderModel<DeepSeekV3Sequence> {
  public:
   // `trunk` was built or opened with DeepSeekV3Binder(config);
   // `keep_alive` (the tensor source the experts read) is destroyed last.
@@ -58,19 +59,9 @@ class DeepSeekV3Model : public LanguageModel {
       std::unique_ptr<kernels::ThreadPool> pool,
       std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive);
 
-  int vocab_size() const override { return config_.vocab_size; }
-  int max_positions() const override { return config_.max_position_embeddings; }
   std::unique_ptr<ModelSequence> StartSequence() const override;
   absl::StatusOr<std::unique_ptr<ModelSequence>> LoadSequence(
       absl::string_view bytes) const override;
-  absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
-                       bool all_positions, std::vector<float>* logits) override;
-  // Each layer acquired once and each MoE layer's experts in one backend
-  // call for every sequence's rows; attention per sequence.
-  absl::Status ForwardBatch(
-      const std::vector<ModelSequence*>& sequences,
-      const std::vector<std::vector<int32_t>>& ids,
-      std::vector<std::vector<float>>* last_logits) override;
   ExpertBackend* experts() override { return experts_.get(); }
   uint64_t resident_trunk_bytes() const override {
     return trunk_->resident_bytes();
@@ -78,15 +69,13 @@ class DeepSeekV3Model : public LanguageModel {
   RegionTrunk* trunk() { return trunk_.get(); }
 
  private:
-  DeepSeekV3Model() = default;
-  absl::StatusOr<DeepSeekV3Sequence*> CheckInput(
-      ModelSequence* sequence, const std::vector<int32_t>& ids) const;
-  // One step of seqs[i] over *ids[i] (rows concatenated in that order);
-  // `logits` gets [out_rows.size()][vocab] for the listed rows.
+  explicit DeepSeekV3Model(const model::DeepSeekV3Config& c)
+      : DecoderModel("DeepSeek-V3", c.vocab_size, c.max_position_embeddings),
+        config_(c) {}
   absl::Status Step(const std::vector<DeepSeekV3Sequence*>& seqs,
                     const std::vector<const std::vector<int32_t>*>& ids,
                     const std::vector<size_t>& out_rows,
-                    std::vector<float>* logits);
+                    std::vector<float>* logits) override;
   // out = down(silu(gate x) * up x) over n rows.
   void SwiGlu(const DeepSeekV3Layer& w, const float* x, size_t n, float* out);
   absl::Status Moe(int layer, const DeepSeekV3Layer& w, const float* normed,

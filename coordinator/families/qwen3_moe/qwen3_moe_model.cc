@@ -33,8 +33,7 @@ std::unique_ptr<Qwen3MoeModel> Qwen3MoeModel::Create(
     const model::Qwen3MoeConfig& c, std::unique_ptr<RegionTrunk> trunk,
     std::unique_ptr<kernels::ThreadPool> pool,
     std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive) {
-  auto m = std::unique_ptr<Qwen3MoeModel>(new Qwen3MoeModel());
-  m->config_ = c;
+  auto m = std::unique_ptr<Qwen3MoeModel>(new Qwen3MoeModel(c));
   m->keep_alive_ = std::move(keep_alive);
   m->pool_ = std::move(pool);
   m->trunk_ = std::move(trunk);
@@ -82,53 +81,6 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> Qwen3MoeModel::LoadSequence(
   }
   FLOTILLA_RETURN_IF_ERROR(in.Finish());
   return std::unique_ptr<ModelSequence>(std::move(s));
-}
-
-absl::StatusOr<Qwen3MoeSequence*> Qwen3MoeModel::CheckInput(
-    ModelSequence* sequence, const std::vector<int32_t>& ids) const {
-  auto* seq = dynamic_cast<Qwen3MoeSequence*>(sequence);
-  if (seq == nullptr) {
-    return absl::InvalidArgumentError(
-        "the sequence was not started by this Qwen3-MoE model");
-  }
-  FLOTILLA_RETURN_IF_ERROR(CheckTokenIds(ids, config_.vocab_size));
-  if (seq->positions + ids.size() >
-      static_cast<size_t>(config_.max_position_embeddings)) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "the sequence would reach ", seq->positions + ids.size(),
-        " tokens; the model's context (max_position_embeddings) is ",
-        config_.max_position_embeddings));
-  }
-  return seq;
-}
-
-absl::Status Qwen3MoeModel::Forward(ModelSequence* sequence,
-                                    const std::vector<int32_t>& ids,
-                                    bool all_positions,
-                                    std::vector<float>* logits) {
-  FLOTILLA_ASSIGN_OR_RETURN(Qwen3MoeSequence * seq, CheckInput(sequence, ids));
-  std::vector<size_t> rows;
-  for (size_t r = all_positions ? 0 : ids.size() - 1; r < ids.size(); ++r) {
-    rows.push_back(r);
-  }
-  return Step({seq}, {&ids}, rows, logits);
-}
-
-absl::Status Qwen3MoeModel::ForwardBatch(
-    const std::vector<ModelSequence*>& sequences,
-    const std::vector<std::vector<int32_t>>& ids,
-    std::vector<std::vector<float>>* last_logits) {
-  return RunBatchedStep<Qwen3MoeSequence>(
-      sequences, ids, config_.vocab_size,
-      [this](ModelSequence* s, const std::vector<int32_t>& i) {
-        return CheckInput(s, i);
-      },
-      [this](const std::vector<Qwen3MoeSequence*>& seqs,
-             const std::vector<const std::vector<int32_t>*>& lists,
-             const std::vector<size_t>& rows, std::vector<float>* logits) {
-        return Step(seqs, lists, rows, logits);
-      },
-      last_logits);
 }
 
 void Qwen3MoeModel::Attention(const Qwen3MoeLayer& w, int layer,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "coordinator/model/decoder_model.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/gqa_attention.h"
 #include "coordinator/model/language_model.h"
@@ -62,24 +63,16 @@ struct Qwen3MoeSequence : public ModelSequence {
   absl::Status Save(std::string* out) const override;
 };
 
-class Qwen3MoeModel : public LanguageModel {
+class Qwen3MoeModel : public DecoderModel<Qwen3MoeSequence> {
  public:
   static std::unique_ptr<Qwen3MoeModel> Create(
       const model::Qwen3MoeConfig& config, std::unique_ptr<RegionTrunk> trunk,
       std::unique_ptr<kernels::ThreadPool> pool,
       std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive);
 
-  int vocab_size() const override { return config_.vocab_size; }
-  int max_positions() const override { return config_.max_position_embeddings; }
   std::unique_ptr<ModelSequence> StartSequence() const override;
   absl::StatusOr<std::unique_ptr<ModelSequence>> LoadSequence(
       absl::string_view bytes) const override;
-  absl::Status Forward(ModelSequence* sequence, const std::vector<int32_t>& ids,
-                       bool all_positions, std::vector<float>* logits) override;
-  absl::Status ForwardBatch(
-      const std::vector<ModelSequence*>& sequences,
-      const std::vector<std::vector<int32_t>>& ids,
-      std::vector<std::vector<float>>* last_logits) override;
   ExpertBackend* experts() override { return experts_.get(); }
   uint64_t resident_trunk_bytes() const override {
     return trunk_->resident_bytes();
@@ -87,13 +80,13 @@ class Qwen3MoeModel : public LanguageModel {
   RegionTrunk* trunk() { return trunk_.get(); }
 
  private:
-  Qwen3MoeModel() = default;
-  absl::StatusOr<Qwen3MoeSequence*> CheckInput(
-      ModelSequence* sequence, const std::vector<int32_t>& ids) const;
+  explicit Qwen3MoeModel(const model::Qwen3MoeConfig& c)
+      : DecoderModel("Qwen3-MoE", c.vocab_size, c.max_position_embeddings),
+        config_(c) {}
   absl::Status Step(const std::vector<Qwen3MoeSequence*>& seqs,
                     const std::vector<const std::vector<int32_t>*>& ids,
                     const std::vector<size_t>& out_rows,
-                    std::vector<float>* logits);
+                    std::vector<float>* logits) override;
   void Attention(const Qwen3MoeLayer& w, int layer, const float* normed,
                  size_t n, Qwen3MoeSequence* seq, float* out);
   absl::Status Ffn(int layer, const Qwen3MoeLayer& w, const float* normed,
