@@ -195,8 +195,8 @@ TEST_F(StoriesCliTest, BadMixtralConfigs) {
   c["num_key_value_heads"] = 7;
   std::ofstream(dir + "/config.json", std::ios::trunc) << c.dump();
   ExpectRefused(dir, {"num_attention_heads: 7 does not divide hidden_size 64"});
-  write("model_type", "qwen3_moe");
-  ExpectRefused(dir, {"model_type 'qwen3_moe' is not supported"});
+  write("model_type", "llama4_text");
+  ExpectRefused(dir, {"model_type 'llama4_text' is not supported"});
 }
 
 }  // namespace

@@ -78,13 +78,15 @@ TEST(FamilyRegistryTest, LayerAndExpertCountsAreBounded) {
 }
 
 TEST(FamilyRegistryTest, UnknownModelTypesAreRefusedNamingTheSupportedOnes) {
-  auto other = FindFamily({{"model_type", "qwen3_moe"}}, "cfg.json");
+  auto other = FindFamily({{"model_type", "llama4_text"}}, "cfg.json");
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(other.status().message(), HasSubstr("cfg.json"));
-  EXPECT_THAT(other.status().message(), HasSubstr("'qwen3_moe'"));
+  EXPECT_THAT(other.status().message(), HasSubstr("'llama4_text'"));
   EXPECT_THAT(other.status().message(), HasSubstr("kimi_k3"));
   EXPECT_THAT(other.status().message(), HasSubstr("mixtral"));
+  EXPECT_THAT(other.status().message(), HasSubstr("qwen3_moe"));
+  EXPECT_THAT(other.status().message(), HasSubstr("deepseek_v3"));
   auto typed = FindFamily({{"model_type", 3}}, "cfg.json");
   ASSERT_FALSE(typed.ok());
   EXPECT_THAT(typed.status().message(), HasSubstr("model_type"));
@@ -93,9 +95,9 @@ TEST(FamilyRegistryTest, UnknownModelTypesAreRefusedNamingTheSupportedOnes) {
   auto bad = ParseFamilyConfig(R"({"model_type": "mixtral"})", "cfg.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("hidden_size"));
-  auto moe = ParseMoeSpec(R"({"model_type": "qwen3_moe"})", "cfg.json");
+  auto moe = ParseMoeSpec(R"({"model_type": "llama4_text"})", "cfg.json");
   ASSERT_FALSE(moe.ok());
-  EXPECT_THAT(moe.status().message(), HasSubstr("'qwen3_moe'"));
+  EXPECT_THAT(moe.status().message(), HasSubstr("'llama4_text'"));
 }
 
 TEST(FamilyShapeTest, MixtralHoldsKeysAndValuesPerLayerAndPosition) {
