@@ -1,5 +1,5 @@
 // YaRN-scaled rotary embeddings as Hugging Face computes them for
-// DeepSeek-V3 / Kimi K2 (_compute_yarn_parameters), in float32: the
+// DeepSeek-V3 / Kimi K2 and gpt-oss (_compute_yarn_parameters), in float32: the
 // per-pair inverse frequencies blend interpolated (theta / f) and
 // extrapolated (theta) frequencies over a linear ramp between the
 // correction dimensions of beta_fast and beta_slow, and cos/sin are
@@ -20,6 +20,10 @@ struct YarnParams {
   int original_max_position = 0;
   double beta_fast = 32, beta_slow = 1;
   double mscale = 1, mscale_all_dim = 0;
+  // Whether the correction range is widened to whole dimensions (floor the
+  // low end, ceil the high end): upstream's default; gpt-oss sets
+  // rope_scaling.truncate false and keeps the fractional range.
+  bool truncate = true;
 };
 
 // dim / 2 inverse frequencies, float32 as upstream computes them.
