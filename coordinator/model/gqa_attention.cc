@@ -20,6 +20,10 @@ void Rotate(float* x, const float* cos, const float* sin, size_t half) {
 
 GqaAttention::GqaAttention(const GqaSpec& spec) : spec_(spec) {
   const size_t d = spec.head_dim;
+  if (!spec.inv_freq.empty()) {
+    inv_freq_ = spec.inv_freq;
+    return;
+  }
   // inv_freq[i] = theta^(-2i/d), as HF computes it (then rounded to float).
   inv_freq_.resize(d / 2);
   for (size_t i = 0; i < d / 2; ++i) {
@@ -31,7 +35,7 @@ GqaAttention::GqaAttention(const GqaSpec& spec) : spec_(spec) {
 void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
                           size_t first_position, std::vector<float>* keys,
                           std::vector<float>* values, float* attn,
-                          const QkNorm& norm) const {
+                          const QkNorm& norm, const float* sinks) const {
   const size_t d = spec_.head_dim, half = d / 2;
   const size_t heads = spec_.heads, kv_heads = spec_.kv_heads;
   const size_t group = heads / kv_heads;
@@ -50,8 +54,8 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
     const double pos = static_cast<double>(first_position + t);
     for (size_t i = 0; i < half; ++i) {
       const float angle = static_cast<float>(pos) * inv_freq_[i];
-      cos[i] = std::cos(angle);
-      sin[i] = std::sin(angle);
+      cos[i] = std::cos(angle) * spec_.rope_factor;
+      sin[i] = std::sin(angle) * spec_.rope_factor;
     }
     for (size_t h = 0; h < heads; ++h) {
       Rotate(q + (t * heads + h) * d, cos.data(), sin.data(), half);
@@ -72,12 +76,14 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
     for (size_t h = 0; h < heads; ++h) {
       const float* qh = q + (t * heads + h) * d;
       const size_t kvh = h / group;
-      scores.resize(pos + 1 - first);
+      const size_t len = pos + 1 - first;
+      scores.resize(len + (sinks != nullptr ? 1 : 0));
       for (size_t j = first; j <= pos; ++j) {
         scores[j - first] = static_cast<float>(
             kernels::DotF32(qh, keys->data() + j * kv_width + kvh * d, d) *
             scale);
       }
+      if (sinks != nullptr) scores[len] = sinks[h];  // dropped after
       kernels::Softmax(scores.data(), scores.size());
       float* dst = attn + (t * heads + h) * d;
       for (size_t i = 0; i < d; ++i) {

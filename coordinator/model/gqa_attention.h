@@ -1,9 +1,9 @@
 // Grouped-query attention as a shared block (Mixtral, Llama-MoE and
-// Qwen3-MoE, whose per-head q/k norms it applies; gpt-oss will add sinks
-// and biases to its spec): rotate-half RoPE on the query and key heads, a
-// key/value cache per layer, causal attention over it (or over the last
-// `sliding_window` positions), kv head h / (heads / kv_heads) serving query
-// head h. Scores and the softmax in float, the value sum in double: the
+// Qwen3-MoE, whose per-head q/k norms it applies; gpt-oss's sinks, YaRN
+// frequencies and sliding layers too): rotate-half RoPE on the query and key
+// heads, a key/value cache per layer, causal attention over it (or over the
+// last `sliding_window` positions), kv head h / (heads / kv_heads) serving
+// query head h. Scores and the softmax in float, the value sum in double: the
 // arithmetic of the Hugging Face float32 reference, whatever the thread count.
 #ifndef FLOTILLA_COORDINATOR_MODEL_GQA_ATTENTION_H_
 #define FLOTILLA_COORDINATOR_MODEL_GQA_ATTENTION_H_
@@ -19,6 +19,10 @@ struct GqaSpec {
   int head_dim = 0;
   double rope_theta = 10000;
   int sliding_window = 0;  // 0: attend to the whole context
+  // RoPE frequencies (head_dim / 2) when not theta^(-2i/d) (YaRN), and the
+  // factor on cos and sin (YaRN's attention factor).
+  std::vector<float> inv_freq = {};
+  float rope_factor = 1;
 };
 
 // Per-head RMSNorm of queries and keys before RoPE (Qwen3): one head_dim
@@ -38,11 +42,14 @@ class GqaAttention {
   // place, k and v appended to the layer's cache (`keys`, `values`:
   // [positions][kv_heads * head_dim]), and attn [n][heads * head_dim]
   // receives each head's attention over positions 0..its own.
-  // With `norm`, each query and key head is RMS-normalised first.
+  // With `norm`, each query and key head is RMS-normalised first. With
+  // `sinks` ([heads], gpt-oss), head h's softmax also runs over one more
+  // logit, sinks[h], whose column is then dropped: the weights sum to less
+  // than 1 and no value goes with it.
   void Attend(float* q, float* k, const float* v, size_t n,
               size_t first_position, std::vector<float>* keys,
-              std::vector<float>* values, float* attn,
-              const QkNorm& norm = {}) const;
+              std::vector<float>* values, float* attn, const QkNorm& norm = {},
+              const float* sinks = nullptr) const;
 
   const GqaSpec& spec() const { return spec_; }
 

@@ -1,0 +1,135 @@
+// The shared grouped-query attention block's options against direct
+// computations: gpt-oss's sinks (one more softmax logit per head, its
+// column dropped), the RoPE factor on cos/sin (YaRN), the sliding window,
+// and Qwen3's per-head q/k norms. RoPE is made the identity (all
+// frequencies 0) where a check is about something else.
+#include "coordinator/model/gqa_attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+constexpr int kD = 4;
+
+// Attention of one query head over keys/values [n][kD] with `sink` (or
+// none), in double: softmax over [scores, sink], the sink column dropped.
+std::vector<double> Direct(const std::vector<float>& q,
+                           const std::vector<std::vector<float>>& k,
+                           const std::vector<std::vector<float>>& v,
+                           const double* sink) {
+  std::vector<double> s;
+  for (const auto& kj : k) {
+    double dot = 0;
+    for (int i = 0; i < kD; ++i) dot += static_cast<double>(q[i]) * kj[i];
+    s.push_back(dot / std::sqrt(kD));
+  }
+  double m = sink != nullptr ? *sink : -1e300;
+  for (double x : s) m = std::max(m, x);
+  double total = sink != nullptr ? std::exp(*sink - m) : 0;
+  for (double& x : s) total += (x = std::exp(x - m));
+  std::vector<double> out(kD, 0);
+  for (size_t j = 0; j < s.size(); ++j) {
+    for (int i = 0; i < kD; ++i) out[i] += s[j] / total * v[j][i];
+  }
+  return out;
+}
+
+GqaSpec NoRope(int window) {
+  GqaSpec s{2, 1, kD, 10000, window};
+  s.inv_freq.assign(kD / 2, 0.0f);  // angle 0: the rotation is the identity
+  return s;
+}
+
+TEST(GqaAttentionTest, SinksTakeTheirShareAndTheWindowCutsKeys) {
+  // Three tokens, two query heads over one kv head.
+  std::vector<float> q = {0.3f, -1.2f, 0.5f, 0.9f, -0.7f, 0.4f,
+                          1.1f, -0.2f, 1.0f, 0.2f, -0.4f, 0.6f,
+                          0.8f, -0.9f, 0.3f, 0.5f, -0.5f, 0.7f,
+                          0.2f, -1.0f, 0.1f, 0.6f, -0.8f, 0.4f};
+  std::vector<float> k = {0.5f, 0.1f, -0.3f, 0.8f,  -0.6f, 0.9f,
+                          0.2f, 0.4f, 1.2f,  -0.7f, 0.3f,  0.1f};
+  const std::vector<float> v = {1, 2, 3, 4, -1, 0.5f, 2, 0, 0.3f, -2, 1, 1};
+  const float sinks[2] = {0.8f, -1.5f};
+  const std::vector<std::vector<float>> keys = {{k.begin(), k.begin() + 4},
+                                                {k.begin() + 4, k.begin() + 8},
+                                                {k.begin() + 8, k.end()}};
+  const std::vector<std::vector<float>> values = {
+      {v.begin(), v.begin() + 4},
+      {v.begin() + 4, v.begin() + 8},
+      {v.begin() + 8, v.end()}};
+  for (int window : {0, 2}) {
+    SCOPED_TRACE(window);
+    GqaAttention a(NoRope(window));
+    std::vector<float> qq = q, kk = k, cache_k, cache_v, attn(3 * 2 * kD);
+    a.Attend(qq.data(), kk.data(), v.data(), 3, 0, &cache_k, &cache_v,
+             attn.data(), {}, sinks);
+    for (int h = 0; h < 2; ++h) {
+      const double sink = sinks[h];
+      const std::vector<float> qh(q.begin() + (2 * 2 + h) * kD,
+                                  q.begin() + (2 * 2 + h + 1) * kD);
+      const size_t first = window > 0 ? 3 - window : 0;
+      const std::vector<std::vector<float>> kw(keys.begin() + first,
+                                               keys.end()),
+          vw(values.begin() + first, values.end());
+      const std::vector<double> want = Direct(qh, kw, vw, &sink);
+      for (int i = 0; i < kD; ++i) {
+        EXPECT_NEAR(attn[(2 * 2 + h) * kD + i], want[i], 1e-6) << h << i;
+      }
+    }
+  }
+}
+
+// A factor f on cos and sin scales each rotated query and key by f, so the
+// logits by f^2: the same as unit RoPE on queries and keys scaled by f.
+TEST(GqaAttentionTest, RopeFactorScalesQueriesAndKeys) {
+  GqaSpec scaled = NoRope(0);
+  scaled.rope_factor = 1.5f;
+  std::vector<float> q = {0.3f, -1.2f, 0.5f,  0.9f, -0.7f, 0.4f,  1.1f, -0.2f,
+                          1.0f, 0.2f,  -0.4f, 0.6f, 0.8f,  -0.9f, 0.3f, 0.5f};
+  std::vector<float> k = {0.5f, 0.1f, -0.3f, 0.8f, -0.6f, 0.9f, 0.2f, 0.4f};
+  const std::vector<float> v = {1, 2, 3, 4, -1, 0.5f, 2, 0};
+  std::vector<float> q2 = q, k2 = k;
+  for (float& x : q2) x *= 1.5f;
+  for (float& x : k2) x *= 1.5f;
+  std::vector<float> ck, cv, a1(2 * 2 * kD), a2(2 * 2 * kD);
+  GqaAttention(scaled).Attend(q.data(), k.data(), v.data(), 2, 0, &ck, &cv,
+                              a1.data());
+  ck.clear();
+  cv.clear();
+  GqaAttention(NoRope(0)).Attend(q2.data(), k2.data(), v.data(), 2, 0, &ck, &cv,
+                                 a2.data());
+  for (size_t i = 0; i < a1.size(); ++i) EXPECT_NEAR(a1[i], a2[i], 1e-6) << i;
+}
+
+// Per-head q/k norms: the same as normalising the heads before the call.
+TEST(GqaAttentionTest, QkNormsEqualNormalisingFirst) {
+  std::vector<float> q = {0.3f, -1.2f, 0.5f, 0.9f, -0.7f, 0.4f, 1.1f, -0.2f};
+  std::vector<float> k = {0.5f, 0.1f, -0.3f, 0.8f};
+  const std::vector<float> v = {1, 2, 3, 4};
+  const float wq[kD] = {1.0f, 0.5f, 2.0f, 1.5f}, wk[kD] = {0.7f, 1.2f, 1, 0.9f};
+  std::vector<float> qn = q, kn = k;
+  auto norm = [](float* x, const float* w) {
+    double ss = 0;
+    for (int i = 0; i < kD; ++i) ss += static_cast<double>(x[i]) * x[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / kD + 1e-6));
+    for (int i = 0; i < kD; ++i) x[i] = w[i] * (x[i] * inv);
+  };
+  norm(qn.data(), wq);
+  norm(qn.data() + kD, wq);
+  norm(kn.data(), wk);
+  std::vector<float> ck, cv, a1(2 * kD), a2(2 * kD);
+  GqaAttention(NoRope(0)).Attend(q.data(), k.data(), v.data(), 1, 0, &ck, &cv,
+                                 a1.data(), QkNorm{wq, wk, 1e-6f});
+  ck.clear();
+  cv.clear();
+  GqaAttention(NoRope(0)).Attend(qn.data(), kn.data(), v.data(), 1, 0, &ck, &cv,
+                                 a2.data());
+  for (size_t i = 0; i < a1.size(); ++i) EXPECT_NEAR(a1[i], a2[i], 1e-6) << i;
+}
+
+}  // namespace
+}  // namespace flotilla::coordinator
