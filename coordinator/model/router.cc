@@ -92,6 +92,22 @@ void RouteSoftmax(const RouterSpec& spec, const float* logits,
   }
 }
 
+// gpt-oss: the top k by logit (bias, when given, already added by the
+// caller into the logits: it is part of them), then a softmax over those k
+// logits only, in float as upstream.
+void RouteTopKSoftmax(const RouterSpec& spec, const float* logits, int32_t row,
+                      std::vector<int>* order, std::vector<float>* p,
+                      std::vector<ExpertTask>* tasks) {
+  const int n = spec.num_experts, k = spec.top_k;
+  TopK(logits, n, k, order);
+  p->resize(k);
+  for (int j = 0; j < k; ++j) (*p)[j] = logits[(*order)[j]];
+  kernels::Softmax(p->data(), k);
+  for (int j = 0; j < k; ++j) {
+    tasks->push_back(ExpertTask{row, (*order)[j], (*p)[j] * spec.scaling});
+  }
+}
+
 }  // namespace
 
 void Route(const RouterSpec& spec, const float* logits, const float* bias,
@@ -103,6 +119,8 @@ void Route(const RouterSpec& spec, const float* logits, const float* bias,
     const float* row = logits + r * spec.num_experts;
     if (spec.scoring == RouterSpec::Scoring::kSigmoid) {
       RouteSigmoid(spec, row, bias, static_cast<int32_t>(r), &order, tasks);
+    } else if (spec.scoring == RouterSpec::Scoring::kTopKSoftmax) {
+      RouteTopKSoftmax(spec, row, static_cast<int32_t>(r), &order, &p, tasks);
     } else {
       RouteSoftmax(spec, row, bias, static_cast<int32_t>(r), &order, &p, tasks);
     }

@@ -3,7 +3,8 @@
 // routed experts and weigh them. Kimi K3 (and DeepSeek-V3's scoring):
 // sigmoid scores, chosen by score + a per-expert correction bias, weighed
 // by the unbiased scores renormalised and scaled. Mixtral (and Qwen3-MoE):
-// softmax over all experts, the top k renormalised.
+// softmax over all experts, the top k renormalised. gpt-oss: the top k
+// logits, softmaxed among themselves.
 //
 // Each scoring keeps the arithmetic of its reference implementation, so the
 // families' outputs are bitwise what they were: sigmoid scores in double
@@ -19,7 +20,10 @@
 namespace flotilla::coordinator {
 
 struct RouterSpec {
-  enum class Scoring { kSoftmax, kSigmoid };
+  // kTopKSoftmax (gpt-oss): the top k logits, then a softmax over just
+  // them; `bias` is not taken (it is part of gpt-oss's logits: add it
+  // first) and `renormalize` does not apply (the k weights sum to 1).
+  enum class Scoring { kSoftmax, kSigmoid, kTopKSoftmax };
   Scoring scoring = Scoring::kSoftmax;
   int num_experts = 0;
   int top_k = 0;

@@ -75,7 +75,9 @@ TEST(RouterTest, GroupLimitedChoiceKeepsTheBestPairsOfGroups) {
   spec.scaling = 2.5f;
   // Expert 0 scores highest alone, but its group's pair sum is the lowest:
   // groups {2,3} and {6,7} are kept and the choice is made inside them.
-  const auto logit = [](double s) { return static_cast<float>(std::log(s / (1 - s))); };
+  const auto logit = [](double s) {
+    return static_cast<float>(std::log(s / (1 - s)));
+  };
   const std::vector<float> logits = {logit(0.95), logit(0.05), logit(0.70),
                                      logit(0.65), logit(0.40), logit(0.45),
                                      logit(0.60), logit(0.60)};
@@ -105,6 +107,32 @@ TEST(RouterTest, GroupLimitedChoiceKeepsTheBestPairsOfGroups) {
   // the lowest-indexed dropped ones (0, 1) are chosen.
   EXPECT_EQ(tasks[0].expert, 0);
   EXPECT_EQ(tasks[1].expert, 1);
+}
+
+// gpt-oss: the top k logits softmaxed among themselves. Without
+// renormalisation, softmax-then-top-k (Qwen3 with norm_topk_prob false)
+// gives other weights; with it, the same (the normaliser cancels).
+TEST(RouterTest, TopKSoftmaxWeighsOnlyTheChosenLogits) {
+  RouterSpec spec;
+  spec.scoring = RouterSpec::Scoring::kTopKSoftmax;
+  spec.num_experts = 4;
+  spec.top_k = 2;
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.5f};
+  std::vector<ExpertTask> tasks;
+  Route(spec, logits.data(), nullptr, 1, &tasks);
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].expert, 1);
+  EXPECT_EQ(tasks[1].expert, 3);
+  const double w1 = 1.0 / (1.0 + std::exp(1.5 - 2.0));
+  EXPECT_NEAR(tasks[0].weight, w1, 1e-6);
+  EXPECT_NEAR(tasks[1].weight, 1 - w1, 1e-6);
+  RouterSpec plain;
+  plain.num_experts = 4;
+  plain.top_k = 2;
+  plain.renormalize = false;
+  std::vector<ExpertTask> softmax_all;
+  Route(plain, logits.data(), nullptr, 1, &softmax_all);
+  EXPECT_LT(softmax_all[0].weight, tasks[0].weight - 0.05f);
 }
 
 }  // namespace
