@@ -1,9 +1,9 @@
 // The pieces of one forward step that every pre-norm decoder family over a
 // RegionTrunk takes the same way (DeepSeek-V3, Qwen3-MoE): the step's rows
 // (each sequence's new tokens, one sequence after another), the embedding
-// rows, the check that stops a broken step at the first non-finite value
-// naming its position, and the final norm and lm_head over the rows whose
-// logits are asked for.
+// rows, the residual stack of layers, the check that stops a broken step at
+// the first non-finite value naming its position, and the final norm and
+// lm_head over the rows whose logits are asked for.
 #ifndef FLOTILLA_COORDINATOR_MODEL_DECODER_STEP_H_
 #define FLOTILLA_COORDINATOR_MODEL_DECODER_STEP_H_
 
@@ -11,8 +11,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "coordinator/model/region_trunk.h"
+#include "shared/base/status_macros.h"
+#include "shared/kernels/kernels.h"
 #include "shared/kernels/thread_pool.h"
 
 namespace flotilla::coordinator {
@@ -36,6 +39,48 @@ void EmbedRows(const kernels::DenseMatrix& embed,
 absl::Status CheckFinite(const std::vector<float>& x, size_t width,
                          const char* what, const StepRows& step,
                          const std::vector<size_t>* rows);
+
+// The pre-norm residual stack: for each layer, its bound region (a `Layer`
+// with input_norm and post_norm) acquired and released however the layer
+// ends (so a streamed ring stays in step),
+//   h += attention(w, layer, i, RMSNorm_in(h) rows of sequence i) for each
+//        sequence i (attention keeps per-sequence state),
+//   h += ffn(w, layer, RMSNorm_post(h) over every row),
+// then the first non-finite value refused. attention(const Layer&, int,
+// size_t seq, const float* x, size_t rows, float* out); ffn(const Layer&,
+// int, const float* x, size_t rows, float* out) -> absl::Status.
+template <class Layer, class Attention, class Ffn>
+absl::Status RunPreNormLayers(RegionTrunk& trunk, int num_layers, size_t hidden,
+                              float eps, const StepRows& step,
+                              std::vector<float>* h, Attention attention,
+                              Ffn ffn) {
+  const size_t n = step.size(), e = hidden;
+  std::vector<float> normed(n * e), delta(n * e);
+  FLOTILLA_RETURN_IF_ERROR(trunk.BeginStep());
+  for (int layer = 0; layer < num_layers; ++layer) {
+    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound, trunk.Acquire(layer));
+    const absl::Cleanup release = [&] { trunk.Release(layer); };
+    const Layer& w = *static_cast<const Layer*>(bound);
+    for (size_t t = 0; t < n; ++t) {
+      kernels::RmsNorm(h->data() + t * e, w.input_norm, e, eps,
+                       normed.data() + t * e);
+    }
+    for (size_t i = 0; i + 1 < step.offset.size(); ++i) {
+      const size_t rows = step.offset[i + 1] - step.offset[i];
+      attention(w, layer, i, normed.data() + step.offset[i] * e, rows,
+                delta.data() + step.offset[i] * e);
+    }
+    for (size_t k = 0; k < n * e; ++k) (*h)[k] += delta[k];
+    for (size_t t = 0; t < n; ++t) {
+      kernels::RmsNorm(h->data() + t * e, w.post_norm, e, eps,
+                       normed.data() + t * e);
+    }
+    FLOTILLA_RETURN_IF_ERROR(ffn(w, layer, normed.data(), n, delta.data()));
+    for (size_t k = 0; k < n * e; ++k) (*h)[k] += delta[k];
+    FLOTILLA_RETURN_IF_ERROR(CheckFinite(*h, e, "activation", step, nullptr));
+  }
+  return absl::OkStatus();
+}
 
 // logits[r][vocab] = lm_head(RMSNorm_final(h[out_rows[r]])), then checked.
 absl::Status FinalLogits(const RegionTrunk& trunk, const std::vector<float>& h,

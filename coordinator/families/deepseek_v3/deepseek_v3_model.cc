@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/batched_step.h"
 #include "coordinator/model/decoder_step.h"
@@ -121,39 +120,24 @@ absl::Status DeepSeekV3Model::Step(
   for (const DeepSeekV3Sequence* s : seqs) first.push_back(s->positions);
   const StepRows step = LayOutStep(first, ids);
   const size_t n = step.size();
-  std::vector<float> h(n * e), normed(n * e), delta(n * e);
+  std::vector<float> h(n * e);
   EmbedRows(trunk_->embed(), ids, h.data());
-  FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    FLOTILLA_ASSIGN_OR_RETURN(const BoundRegion* bound, trunk_->Acquire(layer));
-    // Released however the layer ends, so the ring stays in step.
-    const absl::Cleanup release = [&] { trunk_->Release(layer); };
-    const auto& w = *static_cast<const DeepSeekV3Layer*>(bound);
-    for (size_t t = 0; t < n; ++t) {
-      kernels::RmsNorm(h.data() + t * e, w.input_norm, e, c.rms_norm_eps,
-                       normed.data() + t * e);
-    }
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      LatentAttention(attention_, w.attention,
-                      normed.data() + step.offset[i] * e, ids[i]->size(),
-                      &seqs[i]->layers[layer],
-                      delta.data() + step.offset[i] * e, pool_.get());
-    }
-    for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
-    for (size_t t = 0; t < n; ++t) {
-      kernels::RmsNorm(h.data() + t * e, w.post_norm, e, c.rms_norm_eps,
-                       normed.data() + t * e);
-    }
-    if (w.moe) {
-      FLOTILLA_RETURN_IF_ERROR(
-          base::WithContext(Moe(layer, w, normed.data(), n, delta.data()),
-                            absl::StrCat("experts of layer ", layer)));
-    } else {
-      SwiGlu(w, normed.data(), n, delta.data());
-    }
-    for (size_t k = 0; k < n * e; ++k) h[k] += delta[k];
-    FLOTILLA_RETURN_IF_ERROR(CheckFinite(h, e, "activation", step, nullptr));
-  }
+  FLOTILLA_RETURN_IF_ERROR(RunPreNormLayers<DeepSeekV3Layer>(
+      *trunk_, c.num_hidden_layers, e, c.rms_norm_eps, step, &h,
+      [&](const DeepSeekV3Layer& w, int layer, size_t i, const float* x,
+          size_t rows, float* out) {
+        LatentAttention(attention_, w.attention, x, rows,
+                        &seqs[i]->layers[layer], out, pool_.get());
+      },
+      [&](const DeepSeekV3Layer& w, int layer, const float* x, size_t rows,
+          float* out) -> absl::Status {
+        if (!w.moe) {
+          SwiGlu(w, x, rows, out);
+          return absl::OkStatus();
+        }
+        return base::WithContext(Moe(layer, w, x, rows, out),
+                                 absl::StrCat("experts of layer ", layer));
+      }));
   for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
   return FinalLogits(*trunk_, h, e, c.rms_norm_eps, step, out_rows, logits,
                      pool_.get());
