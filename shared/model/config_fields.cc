@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "shared/model/json_util.h"
 
 namespace flotilla::model::internal {
@@ -239,6 +240,38 @@ std::optional<std::vector<int>> ConfigFieldReader::RequiredIntList(
   }
   if (!ok) return std::nullopt;
   return out;
+}
+
+void ConfigFieldReader::BoundedInt(const char* name, int* out, int minimum,
+                                   int maximum) {
+  const std::optional<int> v = RequiredInt(General(name, {name}));
+  if (!v.has_value()) return;
+  if (*v < minimum || *v > maximum) {
+    AddError(
+        absl::StrCat(name, ": ", *v, " must be in ", minimum, "..", maximum));
+  }
+  *out = *v;
+}
+
+absl::Status ConfigFieldReader::Finish(absl::string_view source,
+                                       absl::string_view what) const {
+  if (errors_.empty()) return absl::OkStatus();
+  const size_t n = errors_.size();
+  return absl::InvalidArgumentError(absl::StrCat(
+      source, ": invalid ", what, " config (", n,
+      n == 1 ? " problem" : " problems", "): ", absl::StrJoin(errors_, "; ")));
+}
+
+std::vector<int32_t> EosTokenIds(const nlohmann::json& root) {
+  std::vector<int32_t> ids;
+  const auto it = root.find("eos_token_id");
+  if (it == root.end()) return ids;
+  const nlohmann::json list =
+      it->is_array() ? *it : nlohmann::json::array({*it});
+  for (const nlohmann::json& id : list) {
+    if (id.is_number_integer()) ids.push_back(id.get<int32_t>());
+  }
+  return ids;
 }
 
 }  // namespace flotilla::model::internal

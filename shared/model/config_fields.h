@@ -6,10 +6,12 @@
 #ifndef FLOTILLA_SHARED_MODEL_CONFIG_FIELDS_H_
 #define FLOTILLA_SHARED_MODEL_CONFIG_FIELDS_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 
@@ -62,6 +64,14 @@ class ConfigFieldReader {
   // The object for a scope, or null when that scope does not exist.
   const nlohmann::json* ScopeObject(Scope scope) const;
 
+  // A top-level integer `name` into *out, recording "name: v must be in
+  // minimum..maximum" when outside (families bound their sizes so the
+  // planner's byte counts stay within 64 bits).
+  void BoundedInt(const char* name, int* out, int minimum, int maximum);
+  // OK without errors, else one InvalidArgument: "<source>: invalid <what>
+  // config (N problems): <each>".
+  absl::Status Finish(absl::string_view source, absl::string_view what) const;
+
   void AddError(std::string message) { errors_.push_back(std::move(message)); }
   const std::vector<std::string>& errors() const { return errors_; }
 
@@ -78,6 +88,9 @@ class ConfigFieldReader {
   const nlohmann::json* linear_attn_ = nullptr;
   std::vector<std::string> errors_;
 };
+
+// config.json's eos_token_id, one id or a list (non-integers skipped).
+std::vector<int32_t> EosTokenIds(const nlohmann::json& root);
 
 }  // namespace flotilla::model::internal
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "shared/base/status_macros.h"
 #include "shared/model/config_fields.h"
 
 namespace flotilla::model {
@@ -110,34 +111,26 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
     const nlohmann::json& root, absl::string_view source) {
   ConfigFieldReader r(root);
   DeepSeekV3Config c;
-  // Every size is bounded far above the releases (DeepSeek-V3: hidden
-  // 7168, vocab 129280), so the byte counts the planner multiplies out stay
-  // within 64 bits.
-  auto i = [&](const char* name, int* out, int minimum, int maximum = 1 << 20) {
-    const auto v = r.RequiredInt(General(name, {name}));
-    if (v.has_value() && (*v < minimum || *v > maximum)) {
-      r.AddError(
-          absl::StrCat(name, ": ", *v, " must be in ", minimum, "..", maximum));
-    }
-    if (v.has_value()) *out = *v;
-  };
-  i("hidden_size", &c.hidden_size, 1);
-  i("intermediate_size", &c.intermediate_size, 1);
-  i("moe_intermediate_size", &c.moe_intermediate_size, 1);
-  i("num_hidden_layers", &c.num_hidden_layers, 1, 4096);
-  i("num_attention_heads", &c.num_attention_heads, 1, 4096);
-  i("vocab_size", &c.vocab_size, 1, 1 << 24);
-  i("max_position_embeddings", &c.max_position_embeddings, 1, 1 << 28);
-  i("kv_lora_rank", &c.kv_lora_rank, 1);
-  i("qk_nope_head_dim", &c.qk_nope_head_dim, 0, 4096);
-  i("qk_rope_head_dim", &c.qk_rope_head_dim, 2, 4096);
-  i("v_head_dim", &c.v_head_dim, 1, 4096);
-  i("n_routed_experts", &c.n_routed_experts, 1, 65536);
-  i("n_shared_experts", &c.n_shared_experts, 0, 64);
-  i("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
-  i("n_group", &c.n_group, 1);
-  i("topk_group", &c.topk_group, 1);
-  i("first_k_dense_replace", &c.first_k_dense_replace, 0);
+  // Sizes bounded far above the releases (DeepSeek-V3: hidden 7168, vocab
+  // 129280), so the planner's byte counts fit 64 bits.
+  r.BoundedInt("hidden_size", &c.hidden_size, 1, 1 << 20);
+  r.BoundedInt("intermediate_size", &c.intermediate_size, 1, 1 << 20);
+  r.BoundedInt("moe_intermediate_size", &c.moe_intermediate_size, 1, 1 << 20);
+  r.BoundedInt("num_hidden_layers", &c.num_hidden_layers, 1, 4096);
+  r.BoundedInt("num_attention_heads", &c.num_attention_heads, 1, 4096);
+  r.BoundedInt("vocab_size", &c.vocab_size, 1, 1 << 24);
+  r.BoundedInt("max_position_embeddings", &c.max_position_embeddings, 1,
+               1 << 28);
+  r.BoundedInt("kv_lora_rank", &c.kv_lora_rank, 1, 1 << 20);
+  r.BoundedInt("qk_nope_head_dim", &c.qk_nope_head_dim, 0, 4096);
+  r.BoundedInt("qk_rope_head_dim", &c.qk_rope_head_dim, 2, 4096);
+  r.BoundedInt("v_head_dim", &c.v_head_dim, 1, 4096);
+  r.BoundedInt("n_routed_experts", &c.n_routed_experts, 1, 65536);
+  r.BoundedInt("n_shared_experts", &c.n_shared_experts, 0, 64);
+  r.BoundedInt("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
+  r.BoundedInt("n_group", &c.n_group, 1, 1 << 20);
+  r.BoundedInt("topk_group", &c.topk_group, 1, 1 << 20);
+  r.BoundedInt("first_k_dense_replace", &c.first_k_dense_replace, 0, 1 << 20);
   if (c.qk_rope_head_dim % 2 != 0) {
     r.AddError(absl::StrCat("qk_rope_head_dim: ", c.qk_rope_head_dim,
                             " must be even (RoPE rotates pairs)"));
@@ -238,19 +231,8 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
   }
   ParseRopeScaling(root, &r, &c);
   ParseQuantization(root, &r, &c);
-  if (const auto it = root.find("eos_token_id"); it != root.end()) {
-    const Json ids = it->is_array() ? *it : Json::array({*it});
-    for (const Json& id : ids) {
-      if (id.is_number_integer()) c.eos_token_ids.push_back(id.get<int32_t>());
-    }
-  }
-  if (!r.errors().empty()) {
-    const size_t n = r.errors().size();
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": invalid DeepSeek-V3 config (", n,
-                     n == 1 ? " problem" : " problems",
-                     "): ", absl::StrJoin(r.errors(), "; ")));
-  }
+  c.eos_token_ids = internal::EosTokenIds(root);
+  FLOTILLA_RETURN_IF_ERROR(r.Finish(source, "DeepSeek-V3"));
   return c;
 }
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "shared/base/status_macros.h"
 #include "shared/model/config_fields.h"
 
 namespace flotilla::model {
@@ -90,26 +90,19 @@ absl::StatusOr<GptOssConfig> ParseGptOssConfig(const Json& root,
                                                absl::string_view source) {
   ConfigFieldReader r(root);
   GptOssConfig c;
-  // Bounded far above the releases (gpt-oss-120b: hidden 2880, 36 layers,
-  // 128 experts) so the planner's byte counts fit 64 bits.
-  auto i = [&](const char* name, int* out, int minimum, int maximum) {
-    const auto v = r.RequiredInt(General(name, {name}));
-    if (v.has_value() && (*v < minimum || *v > maximum)) {
-      r.AddError(
-          absl::StrCat(name, ": ", *v, " must be in ", minimum, "..", maximum));
-    }
-    if (v.has_value()) *out = *v;
-  };
-  i("hidden_size", &c.hidden_size, 1, 1 << 20);
-  i("intermediate_size", &c.intermediate_size, 1, 1 << 20);
-  i("num_hidden_layers", &c.num_hidden_layers, 1, 4096);
-  i("num_attention_heads", &c.num_attention_heads, 1, 4096);
-  i("num_key_value_heads", &c.num_key_value_heads, 1, 4096);
-  i("head_dim", &c.head_dim, 2, 4096);
-  i("vocab_size", &c.vocab_size, 1, 1 << 24);
-  i("max_position_embeddings", &c.max_position_embeddings, 1, 1 << 28);
-  i("num_local_experts", &c.num_local_experts, 1, 65536);
-  i("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
+  // Sizes bounded far above the releases (gpt-oss-120b: hidden 2880, 36
+  // layers, 128 experts).
+  r.BoundedInt("hidden_size", &c.hidden_size, 1, 1 << 20);
+  r.BoundedInt("intermediate_size", &c.intermediate_size, 1, 1 << 20);
+  r.BoundedInt("num_hidden_layers", &c.num_hidden_layers, 1, 4096);
+  r.BoundedInt("num_attention_heads", &c.num_attention_heads, 1, 4096);
+  r.BoundedInt("num_key_value_heads", &c.num_key_value_heads, 1, 4096);
+  r.BoundedInt("head_dim", &c.head_dim, 2, 4096);
+  r.BoundedInt("vocab_size", &c.vocab_size, 1, 1 << 24);
+  r.BoundedInt("max_position_embeddings", &c.max_position_embeddings, 1,
+               1 << 28);
+  r.BoundedInt("num_local_experts", &c.num_local_experts, 1, 65536);
+  r.BoundedInt("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
   if (const auto eps =
           r.RequiredFloat(General("rms_norm_eps", {"rms_norm_eps"}))) {
     if (!(*eps > 0)) r.AddError("rms_norm_eps: must be > 0");
@@ -181,19 +174,8 @@ absl::StatusOr<GptOssConfig> ParseGptOssConfig(const Json& root,
                             " and intermediate_size ", c.intermediate_size,
                             " must be multiples of 32 (MXFP4 blocks)"));
   }
-  if (const auto it = root.find("eos_token_id"); it != root.end()) {
-    const Json ids = it->is_array() ? *it : Json::array({*it});
-    for (const Json& id : ids) {
-      if (id.is_number_integer()) c.eos_token_ids.push_back(id.get<int32_t>());
-    }
-  }
-  if (!r.errors().empty()) {
-    const size_t n = r.errors().size();
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": invalid gpt-oss config (", n,
-                     n == 1 ? " problem" : " problems",
-                     "): ", absl::StrJoin(r.errors(), "; ")));
-  }
+  c.eos_token_ids = internal::EosTokenIds(root);
+  FLOTILLA_RETURN_IF_ERROR(r.Finish(source, "gpt-oss"));
   return c;
 }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "shared/base/status_macros.h"
 #include "shared/model/config_fields.h"
 
 namespace flotilla::model {
@@ -35,27 +35,20 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
                                                    absl::string_view source) {
   ConfigFieldReader r(root);
   Qwen3MoeConfig c;
-  // Sizes are bounded far above the releases (Qwen3-235B-A22B: hidden 4096,
-  // 94 layers, 128 experts), so the planner's byte counts fit 64 bits.
-  auto i = [&](const char* name, int* out, int minimum, int maximum) {
-    const auto v = r.RequiredInt(General(name, {name}));
-    if (v.has_value() && (*v < minimum || *v > maximum)) {
-      r.AddError(
-          absl::StrCat(name, ": ", *v, " must be in ", minimum, "..", maximum));
-    }
-    if (v.has_value()) *out = *v;
-  };
-  i("hidden_size", &c.hidden_size, 1, 1 << 20);
-  i("intermediate_size", &c.intermediate_size, 1, 1 << 20);
-  i("moe_intermediate_size", &c.moe_intermediate_size, 1, 1 << 20);
-  i("num_hidden_layers", &c.num_hidden_layers, 1, 4096);
-  i("num_attention_heads", &c.num_attention_heads, 1, 4096);
-  i("num_key_value_heads", &c.num_key_value_heads, 1, 4096);
-  i("head_dim", &c.head_dim, 2, 4096);
-  i("vocab_size", &c.vocab_size, 1, 1 << 24);
-  i("max_position_embeddings", &c.max_position_embeddings, 1, 1 << 28);
-  i("num_experts", &c.num_experts, 1, 65536);
-  i("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
+  // Sizes bounded far above the releases (Qwen3-235B-A22B: hidden 4096,
+  // 94 layers, 128 experts).
+  r.BoundedInt("hidden_size", &c.hidden_size, 1, 1 << 20);
+  r.BoundedInt("intermediate_size", &c.intermediate_size, 1, 1 << 20);
+  r.BoundedInt("moe_intermediate_size", &c.moe_intermediate_size, 1, 1 << 20);
+  r.BoundedInt("num_hidden_layers", &c.num_hidden_layers, 1, 4096);
+  r.BoundedInt("num_attention_heads", &c.num_attention_heads, 1, 4096);
+  r.BoundedInt("num_key_value_heads", &c.num_key_value_heads, 1, 4096);
+  r.BoundedInt("head_dim", &c.head_dim, 2, 4096);
+  r.BoundedInt("vocab_size", &c.vocab_size, 1, 1 << 24);
+  r.BoundedInt("max_position_embeddings", &c.max_position_embeddings, 1,
+               1 << 28);
+  r.BoundedInt("num_experts", &c.num_experts, 1, 65536);
+  r.BoundedInt("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
   bool present = false;
   if (const auto step = r.OptionalInt(
           General("decoder_sparse_step", {"decoder_sparse_step"}), &present);
@@ -123,19 +116,8 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
   RefuseUnlessOff(root, "attention_bias", &r);
   RefuseUnlessOff(root, "use_sliding_window", &r);
   RefuseUnlessOff(root, "rope_scaling", &r);
-  if (const auto it = root.find("eos_token_id"); it != root.end()) {
-    const Json ids = it->is_array() ? *it : Json::array({*it});
-    for (const Json& id : ids) {
-      if (id.is_number_integer()) c.eos_token_ids.push_back(id.get<int32_t>());
-    }
-  }
-  if (!r.errors().empty()) {
-    const size_t n = r.errors().size();
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": invalid Qwen3-MoE config (", n,
-                     n == 1 ? " problem" : " problems",
-                     "): ", absl::StrJoin(r.errors(), "; ")));
-  }
+  c.eos_token_ids = internal::EosTokenIds(root);
+  FLOTILLA_RETURN_IF_ERROR(r.Finish(source, "Qwen3-MoE"));
   return c;
 }
 
