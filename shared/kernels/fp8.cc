@@ -150,6 +150,22 @@ void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
   });
 }
 
+void DecodeFp8Row(const Fp8BlockMatrix& w, size_t row, float* out) {
+  const uint8_t* codes = w.codes + row * w.cols;
+  const float* scales = w.scale_inv + (row / kFp8Block) * w.scale_cols();
+  const SimdLevel level = ActiveSimdLevel();
+  if (level == SimdLevel::kAvx512) {
+    internal::Fp8DecodeRowAvx512(codes, scales, w.cols, out);
+  } else if (level == SimdLevel::kAvx2) {
+    internal::Fp8DecodeRowAvx2(codes, scales, w.cols, out);
+  } else {
+    const float* lut = Table().value;
+    for (size_t c = 0; c < w.cols; ++c) {
+      out[c] = lut[codes[c]] * scales[c / kFp8Block];
+    }
+  }
+}
+
 void MatVecFp8Rows(const Fp8BlockMatrix& w, size_t first, size_t count,
                    const float* x, float* y) {
   thread_local std::vector<double> xd;

@@ -51,6 +51,12 @@ class ThreadPool;
 void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
                float* y, ThreadPool* pool);
 
+// out[c] = W[row][c] as DequantizeFp8Rows makes it, at the active SIMD
+// level (the same bits at each); the matrix must have passed
+// CheckFp8Matrix. For the few single-row reads outside a matvec (MLA's
+// absorbed keys).
+void DecodeFp8Row(const Fp8BlockMatrix& w, size_t row, float* out);
+
 // y[i] = row (first + i) of W times x for i < count, one token, on the
 // calling thread; the bits MatMulFp8 gives those rows.
 void MatVecFp8Rows(const Fp8BlockMatrix& w, size_t first, size_t count,

@@ -126,6 +126,21 @@ void Fp8RowsAvx2(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
   }
 }
 
+void Fp8DecodeRowAvx2(const uint8_t* codes, const float* scales, size_t cols,
+                      float* out) {
+  __m256 w[2];
+  float tail[16];
+  for (size_t c = 0; c < cols; c += 16) {
+    Weights(codes, scales, cols, c, w);
+    float* dst = cols - c >= 16 ? out + c : tail;
+    _mm256_storeu_ps(dst, w[0]);
+    _mm256_storeu_ps(dst + 8, w[1]);
+    if (dst == tail) {
+      for (size_t i = 0; c + i < cols; ++i) out[c + i] = tail[i];
+    }
+  }
+}
+
 }  // namespace flotilla::kernels::internal
 
 #if defined(__clang__)

@@ -129,6 +129,14 @@ void Fp8RowsAvx512(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
   }
 }
 
+void Fp8DecodeRowAvx512(const uint8_t* codes, const float* scales, size_t cols,
+                        float* out) {
+  for (size_t c = 0; c < cols; c += 16) {
+    const __mmask16 mask = TailMask(cols - c);
+    _mm512_mask_storeu_ps(out + c, mask, Weights(codes, scales, c, mask));
+  }
+}
+
 }  // namespace flotilla::kernels::internal
 
 #pragma GCC diagnostic pop

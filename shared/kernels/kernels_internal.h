@@ -82,6 +82,12 @@ void Fp8RowsAvx2(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
 void Fp8RowsAvx512(const Fp8BlockMatrix& m, const double* xd, size_t n_tokens,
                    size_t row_begin, size_t row_end, float* scratch, float* y,
                    size_t y_row0);
+// One row's weights, out[c] = e4m3(codes[c]) * scales[c / 128] in float:
+// the values the rows above multiply by.
+void Fp8DecodeRowAvx2(const uint8_t* codes, const float* scales, size_t cols,
+                      float* out);
+void Fp8DecodeRowAvx512(const uint8_t* codes, const float* scales, size_t cols,
+                        float* out);
 
 // Tables for each level. The SIMD ones are only valid when the CPU supports
 // them; the dispatcher checks that before handing them out.

@@ -30,12 +30,7 @@ void MatVecRows(const WeightMatrix& w, size_t first, size_t count,
 void RowValues(const WeightMatrix& w, size_t row, float* out) {
   const size_t cols = w.cols();
   if (w.fp8) {
-    const uint8_t* codes = w.block.codes + row * cols;
-    const float* scales =
-        w.block.scale_inv + (row / kFp8Block) * w.block.scale_cols();
-    for (size_t c = 0; c < cols; ++c) {
-      out[c] = E4m3ToF32(codes[c]) * scales[c / kFp8Block];
-    }
+    DecodeFp8Row(w.block, row, out);
   } else if (w.dense.type == DenseType::kF32) {
     const float* r = static_cast<const float*>(w.dense.data) + row * cols;
     std::copy(r, r + cols, out);

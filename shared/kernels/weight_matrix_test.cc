@@ -45,6 +45,14 @@ TEST(WeightMatrixTest, Fp8AndItsDequantisedCopyAgreeBitForBit) {
     MatVecRows(f32, 120, 20, x.data(), rb.data());
     EXPECT_EQ(ra, rb);
     for (size_t i = 0; i < 20; ++i) EXPECT_EQ(ra[i], a[120 + i]) << i;
+    // Each row's values, SIMD tail included (200 = 12 x 16 + 8).
+    std::vector<float> values(cols);
+    for (size_t r : {0, 127, 128, 257, 299}) {
+      RowValues(fp8, r, values.data());
+      for (size_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(values[c], dense[r * cols + c]) << r << "," << c;
+      }
+    }
   }
   SetSimdLevel(SimdLevel::kAuto);
 
