@@ -26,7 +26,11 @@ ToolSyntax DetectToolSyntax(const std::string& source) {
   if (absl::StrContains(source, "<｜tool▁calls▁begin｜>")) {
     return ToolSyntax::kDeepSeekV3;
   }
-  if (absl::StrContains(source, "<|tool_calls_section_begin|>")) {
+  // Kimi K2's templates: K2-Thinking writes calls back in the section
+  // syntax; the first K2 template only declares the tools, and K2 answers
+  // in the same syntax.
+  if (absl::StrContains(source, "<|tool_calls_section_begin|>") ||
+      absl::StrContains(source, "<|im_system|>tool_declare")) {
     return ToolSyntax::kKimiK2;
   }
   if (absl::StrContains(source, "<tool_call>")) return ToolSyntax::kHermes;

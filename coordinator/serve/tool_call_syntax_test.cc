@@ -4,7 +4,10 @@
 // ahead of them (R1), and malformed sections returned as content.
 #include "coordinator/serve/tool_call_syntax.h"
 
+#include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "coordinator/serve/chat_output.h"
 #include "gtest/gtest.h"
@@ -124,6 +127,28 @@ TEST(ToolCallSyntaxTest, NamesAndDetection) {
   }
   EXPECT_EQ(SectionSyntaxOf(ToolSyntax::kLlama3Json), nullptr);
   EXPECT_FALSE(ParseToolSyntax("deepseek").ok());
+}
+
+// The published templates name their own syntax: a model folder holding
+// DeepSeek-V3's, Kimi K2's or Qwen3's chat template is read with it.
+TEST(ToolCallSyntaxTest, PublishedTemplatesSelectTheirSyntax) {
+  for (const auto& [file, want] :
+       std::vector<std::pair<std::string, ToolSyntax>>{
+           {"deepseek_v3.jinja", ToolSyntax::kDeepSeekV3},
+           {"kimi_k2.jinja", ToolSyntax::kKimiK2},
+           {"kimi_k2_thinking.jinja", ToolSyntax::kKimiK2},
+           {"qwen3.jinja", ToolSyntax::kHermes}}) {
+    SCOPED_TRACE(file);
+    const std::string dir = ::testing::TempDir() + "/template_" + file;
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(
+        std::string(FLOTILLA_JINJA_TESTDATA) + "/templates/" + file,
+        dir + "/chat_template.jinja",
+        std::filesystem::copy_options::overwrite_existing);
+    auto format = ChatFormat::Load(dir, ChatTemplate::kPlain, "");
+    ASSERT_TRUE(format.ok()) << format.status();
+    EXPECT_EQ(format->tool_syntax(), want) << ToolSyntaxName(want);
+  }
 }
 
 }  // namespace
