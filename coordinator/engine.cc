@@ -274,7 +274,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   if (open == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         ConfigPath(o), " is of the ", family,
-        " family, which this build can plan and pack but not run"));
+        " family, which this build plans (generate --plan, flotilla-tool "
+        "doctor) but does not run"));
   }
   auto engine = std::make_unique<Engine>();
   engine->family = family;

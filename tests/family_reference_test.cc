@@ -307,5 +307,27 @@ TEST(Qwen3MoeReferenceTest, HeadDimDisagreeingWithTheTensorsIsRefused) {
   EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
 }
 
+// gpt-oss plans but does not run yet: opening or packing its checkpoint is
+// refused by name, never attempted.
+TEST(GptOssReferenceTest, CheckpointIsRefusedUntilItsExpertsAreRead) {
+  const Fixture gpt_oss{"gpt-oss/ckpt_A", "gpt_oss", 0};
+  current = &gpt_oss;
+  coordinator::EngineOptions o;
+  o.model_dir = CkptDir();
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(engine.status().message().find("gpt_oss family"), std::string::npos)
+      << engine.status();
+  dtest::TempDir tmp;
+  const testutil::CommandResult r = testutil::RunCommand(
+      testutil::BinPath("flotilla-tool") + " pack --model " + CkptDir() +
+          " --out " + tmp.path() + "/pack",
+      tmp.path());
+  EXPECT_TRUE(r.exited && r.code != 0);
+  EXPECT_NE(r.err.find("gpt-oss's fused MXFP4 experts"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace flotilla

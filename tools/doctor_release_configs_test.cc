@@ -133,5 +133,53 @@ INSTANTIATE_TEST_SUITE_P(
                       QwenRelease{"qwen3-235b-a22b.config.json", 94,
                                   3ull * 1536 * 4096 * 2, false}));
 
+// gpt-oss's releases plan from their configs (the fused MXFP4 experts are
+// sized as released: gate_up [2I][H] and down [H][I] at half a byte per
+// weight plus a scale byte per 32, and their BF16 biases), though this
+// build does not run them yet.
+struct GptOssRelease {
+  const char* file;
+  int layers;
+  bool all_pinned_at_4g;
+};
+
+class GptOssReleasedConfigTest
+    : public ::testing::TestWithParam<GptOssRelease> {};
+
+TEST_P(GptOssReleasedConfigTest, PlansFromTheConfigAlone) {
+  const GptOssRelease r = GetParam();
+  ScratchDir tmp("doctor_gpt_oss");
+  std::filesystem::copy_file(std::string(FLOTILLA_TEST_DATA_DIR) +
+                                 "/gpt-oss/release-configs/" + r.file,
+                             tmp / "config.json");
+  absl::StatusOr<ModelSizes> s = LoadModelSizes(tmp.path());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->config->family().name, "gpt_oss");
+  EXPECT_EQ(s->shape.expert_format, "mxfp4");
+  const uint64_t expert = 2ull * 2880 * (1440 + 90) + 2 * 2880 * 2 +
+                          2880ull * (1440 + 90) + 2880 * 2;
+  EXPECT_EQ(s->expert_run_bytes, expert);
+  const std::vector<Prediction> preds =
+      PredictPresets(*s, uint64_t{200} << 30, 4096, 3.0, 2.0,
+                     ComputeModel{.budgets = {{"4G", uint64_t{4} << 30}}});
+  const Prediction& at8g = preds[0];                 // laptop
+  const Prediction& at4g = preds[preds.size() - 2];  // the budgets, then auto
+  ASSERT_EQ(at8g.preset, "laptop");
+  ASSERT_EQ(at4g.preset, "4G");
+  for (const Prediction* p : {&at8g, &at4g}) {
+    SCOPED_TRACE(p->preset);
+    ASSERT_TRUE(p->plan.ok()) << p->plan.status();
+    // Neither budget holds every expert: each token reads its top-4 per
+    // layer.
+    EXPECT_EQ(p->expert_read_bytes, r.layers * 4 * expert);
+  }
+  EXPECT_EQ(at4g.plan->pinned_layers == r.layers, r.all_pinned_at_4g);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Releases, GptOssReleasedConfigTest,
+    ::testing::Values(GptOssRelease{"gpt-oss-20b.config.json", 24, true},
+                      GptOssRelease{"gpt-oss-120b.config.json", 36, false}));
+
 }  // namespace
 }  // namespace flotilla::tools

@@ -9,6 +9,7 @@
 #include "shared/base/status_macros.h"
 #include "shared/family/deepseek_v3/deepseek_v3_family.h"
 #include "shared/family/family.h"
+#include "shared/family/gpt_oss/gpt_oss_family.h"
 #include "shared/family/kimi_k3/kimi_k3_family.h"
 #include "shared/family/mixtral/mixtral_family.h"
 #include "shared/family/qwen3_moe/qwen3_moe_family.h"
@@ -32,10 +33,8 @@ std::vector<const Family*>& Registry() {
   // DeepSeek-V3 comes before Kimi K3, whose "kimi" prefix would otherwise
   // claim Kimi K2's "kimi_k2".
   static auto* families = new std::vector<const Family*>{
-      &DeepSeekV3Family(),
-      &KimiK3Family(),
-      &MixtralFamily(),
-      &Qwen3MoeFamily(),
+      &DeepSeekV3Family(), &KimiK3Family(), &MixtralFamily(),
+      &Qwen3MoeFamily(),   &GptOssFamily(),
   };
   return *families;
 }
