@@ -91,11 +91,15 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
       FLOTILLA_RETURN_IF_ERROR(
           budget.Charge("serve.prefix_cache", o.prefix_cache_bytes));
     }
-    // The regions as they will be built: every layer, the globals, the
-    // embedding and (untied) the lm_head.
+    // The regions as they will be built: every layer, the globals and the
+    // embedding.
     FLOTILLA_ASSIGN_OR_RETURN(const family::TrunkSizes sizes,
                               family::CheckpointTrunkSizes(config, *source));
-    uint64_t trunk_bytes = sizes.globals_bytes + 2 * sizes.vocab_region_bytes;
+    // The lm_head is a region of its own unless tied to the embedding.
+    const bool tied =
+        config.VocabSchema(true)[0].src == config.VocabSchema(false)[0].src;
+    uint64_t trunk_bytes =
+        sizes.globals_bytes + (tied ? 1 : 2) * sizes.vocab_region_bytes;
     for (uint64_t b : sizes.layer_region_bytes) trunk_bytes += b;
     if (!budget.Charge("trunk.resident", trunk_bytes).ok()) {
       return absl::ResourceExhaustedError(absl::StrCat(
