@@ -222,6 +222,38 @@ TEST_P(FamilyReferenceTest, ResplitIntoTwoShardsGivesTheSameLogits) {
   EXPECT_EQ(packed.tf_logits, one.tf_logits);
 }
 
+// A sequence saved after the prompt and loaded back (the prefix store's
+// path) continues to bitwise the same logits; bytes of another shape are
+// refused by the header check, never read.
+TEST_P(FamilyReferenceTest, SavedSequenceLoadsAndContinuesBitwise) {
+  coordinator::EngineOptions o;
+  o.model_dir = CkptDir();
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  coordinator::LanguageModel& m = *(*engine)->model;
+  const Reference& ref = Ref();
+  auto seq = m.StartSequence();
+  std::vector<float> logits;
+  ASSERT_TRUE(m.Forward(seq.get(), ref.prompt, false, &logits).ok());
+  std::string bytes;
+  ASSERT_TRUE(seq->Save(&bytes).ok());
+  auto loaded = m.LoadSequence(bytes);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const std::vector<int32_t> next = {ref.generated[0]};
+  std::vector<float> a, b;
+  ASSERT_TRUE(m.Forward(seq.get(), next, false, &a).ok());
+  ASSERT_TRUE(m.Forward(loaded->get(), next, false, &b).ok());
+  EXPECT_EQ(a, b);
+  std::string wrong = bytes;
+  wrong[8] = static_cast<char>(wrong[8] + 1);  // one more layer
+  auto refused = m.LoadSequence(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("do not fit this model"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_FALSE(m.LoadSequence(bytes.substr(0, bytes.size() - 3)).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, FamilyReferenceTest,
     ::testing::Values(Fixture{"deepseek-v3/ckpt_A", "deepseek_v3", 3e-5},

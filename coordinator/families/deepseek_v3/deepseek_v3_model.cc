@@ -19,8 +19,7 @@ size_t DeepSeekV3Sequence::bytes() const {
 }
 
 absl::Status DeepSeekV3Sequence::Save(std::string* out) const {
-  state_codec::PutU64(out, positions);
-  state_codec::PutU64(out, layers.size());
+  state_codec::PutHeader(out, positions, layers.size());
   for (const LatentCache& c : layers) {
     state_codec::PutFloats(out, c.c_kv);
     state_codec::PutFloats(out, c.k_rope);
@@ -60,15 +59,11 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> DeepSeekV3Model::LoadSequence(
     absl::string_view bytes) const {
   state_codec::Reader in(bytes);
   auto s = std::make_unique<DeepSeekV3Sequence>();
-  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t positions, in.U64());
-  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
-  if (layers != static_cast<uint64_t>(config_.num_hidden_layers) ||
-      positions > static_cast<uint64_t>(config_.max_position_embeddings)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("saved state: ", layers, " layers and ", positions,
-                     " positions do not fit this model (",
-                     config_.num_hidden_layers, " layers)"));
-  }
+  const uint64_t layers = config_.num_hidden_layers;
+  FLOTILLA_ASSIGN_OR_RETURN(
+      const uint64_t positions,
+      in.Header(layers,
+                static_cast<uint64_t>(config_.max_position_embeddings)));
   s->positions = positions;
   s->layers.resize(layers);
   for (LatentCache& c : s->layers) {

@@ -19,8 +19,7 @@ size_t Qwen3MoeSequence::bytes() const {
 }
 
 absl::Status Qwen3MoeSequence::Save(std::string* out) const {
-  state_codec::PutU64(out, positions);
-  state_codec::PutU64(out, keys.size());
+  state_codec::PutHeader(out, positions, keys.size());
   for (size_t l = 0; l < keys.size(); ++l) {
     state_codec::PutFloats(out, keys[l]);
     state_codec::PutFloats(out, values[l]);
@@ -59,15 +58,11 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> Qwen3MoeModel::LoadSequence(
     absl::string_view bytes) const {
   state_codec::Reader in(bytes);
   auto s = std::make_unique<Qwen3MoeSequence>();
-  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t positions, in.U64());
-  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
-  if (layers != static_cast<uint64_t>(config_.num_hidden_layers) ||
-      positions > static_cast<uint64_t>(config_.max_position_embeddings)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("saved state: ", layers, " layers and ", positions,
-                     " positions do not fit this model (",
-                     config_.num_hidden_layers, " layers)"));
-  }
+  const uint64_t layers = config_.num_hidden_layers;
+  FLOTILLA_ASSIGN_OR_RETURN(
+      const uint64_t positions,
+      in.Header(layers,
+                static_cast<uint64_t>(config_.max_position_embeddings)));
   s->positions = positions;
   s->keys.resize(layers);
   s->values.resize(layers);
