@@ -76,6 +76,18 @@ struct Family {
       const std::string& source) = nullptr;
 };
 
+// A Family::parse for a family whose config.json is parsed by
+// `kParseConfig` (json, source) -> StatusOr<Config> and described by
+// `Wrapper` (a FamilyConfig constructed from the Config).
+template <class Wrapper, auto kParseConfig>
+absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseAs(
+    const nlohmann::json& root, const std::string& /*text*/,
+    const std::string& source) {
+  auto config = kParseConfig(root, source);
+  if (!config.ok()) return config.status();
+  return std::unique_ptr<FamilyConfig>(new Wrapper(std::move(*config)));
+}
+
 // Adds `family` (owned by the caller, alive for the process) ahead of the
 // built-in ones: a test's own family, or a build's extra one.
 void RegisterFamily(const Family* family);

@@ -2,22 +2,13 @@
 
 #include <algorithm>
 
-#include "shared/base/status_macros.h"
 #include "shared/experts/expert_codec.h"
 #include "shared/family/deepseek_v3/deepseek_v3_schema.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
-namespace {
 
-absl::StatusOr<std::unique_ptr<FamilyConfig>> Parse(const nlohmann::json& root,
-                                                    const std::string& /*text*/,
-                                                    const std::string& source) {
-  FLOTILLA_ASSIGN_OR_RETURN(model::DeepSeekV3Config c,
-                            model::ParseDeepSeekV3Config(root, source));
-  return std::unique_ptr<FamilyConfig>(
-      new DeepSeekV3FamilyConfig(std::move(c)));
-}
+namespace {
 
 // Working buffers per token, in floats (deepseek_v3_model.cc): the
 // residual, normed and delta rows; the query, its latent and the MLA
@@ -45,7 +36,7 @@ const Family& DeepSeekV3Family() {
       .architectures = {"DeepseekV3ForCausalLM"},
       .default_chat_template = "plain",
       .default_without_model_type = false,
-      .parse = &Parse,
+      .parse = &ParseAs<DeepSeekV3FamilyConfig, &model::ParseDeepSeekV3Config>,
   };
   return *family;
 }

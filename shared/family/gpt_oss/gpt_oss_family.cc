@@ -3,22 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "shared/base/status_macros.h"
 #include "shared/family/gpt_oss/gpt_oss_schema.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
-namespace {
-
-absl::StatusOr<std::unique_ptr<FamilyConfig>> Parse(const nlohmann::json& root,
-                                                    const std::string& /*text*/,
-                                                    const std::string& source) {
-  FLOTILLA_ASSIGN_OR_RETURN(model::GptOssConfig c,
-                            model::ParseGptOssConfig(root, source));
-  return std::unique_ptr<FamilyConfig>(new GptOssFamilyConfig(std::move(c)));
-}
-
-}  // namespace
 
 const Family& GptOssFamily() {
   static const Family* family = new Family{
@@ -28,7 +16,7 @@ const Family& GptOssFamily() {
       .architectures = {"GptOssForCausalLM"},
       .default_chat_template = "plain",
       .default_without_model_type = false,
-      .parse = &Parse,
+      .parse = &ParseAs<GptOssFamilyConfig, &model::ParseGptOssConfig>,
   };
   return *family;
 }

@@ -2,23 +2,11 @@
 
 #include <algorithm>
 
-#include "shared/base/status_macros.h"
 #include "shared/family/checkpoint_check.h"
 #include "shared/family/qwen3_moe/qwen3_moe_schema.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
-namespace {
-
-absl::StatusOr<std::unique_ptr<FamilyConfig>> Parse(const nlohmann::json& root,
-                                                    const std::string& /*text*/,
-                                                    const std::string& source) {
-  FLOTILLA_ASSIGN_OR_RETURN(model::Qwen3MoeConfig c,
-                            model::ParseQwen3MoeConfig(root, source));
-  return std::unique_ptr<FamilyConfig>(new Qwen3MoeFamilyConfig(std::move(c)));
-}
-
-}  // namespace
 
 const Family& Qwen3MoeFamily() {
   static const Family* family = new Family{
@@ -28,7 +16,7 @@ const Family& Qwen3MoeFamily() {
       .architectures = {"Qwen3MoeForCausalLM"},
       .default_chat_template = "chatml",
       .default_without_model_type = false,
-      .parse = &Parse,
+      .parse = &ParseAs<Qwen3MoeFamilyConfig, &model::ParseQwen3MoeConfig>,
   };
   return *family;
 }
