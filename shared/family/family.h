@@ -142,6 +142,13 @@ uint64_t MatrixRowBytes(const pack::RegionLayout& layout);
 void AddMatmuls(const pack::RegionLayout& layout, size_t fields_before_experts,
                 std::vector<model::TrunkMatmul>* out);
 
+// The matvecs of a decoded token for a family whose MoE layers compute
+// every trunk field before waiting for their routed experts (DeepSeek-V3,
+// Qwen3-MoE, gpt-oss): each layer's planned 2-D fields, then the BF16
+// lm_head [vocab][hidden].
+void AddTrunkMatmuls(const FamilyConfig& config, int vocab, int hidden,
+                     std::vector<model::TrunkMatmul>* out);
+
 }  // namespace flotilla::family
 
 #endif  // FLOTILLA_SHARED_FAMILY_FAMILY_H_

@@ -204,4 +204,16 @@ void AddMatmuls(const pack::RegionLayout& layout, size_t fields_before_experts,
   }
 }
 
+void AddTrunkMatmuls(const FamilyConfig& config, int vocab, int hidden,
+                     std::vector<model::TrunkMatmul>* out) {
+  const model::MoeSpec moe = config.Moe();
+  for (int layer = 0; layer < moe.num_layers; ++layer) {
+    const pack::RegionLayout layout =
+        pack::PlannedLayout(config.LayerSchema(layer));
+    AddMatmuls(layout, moe.IsDenseLayer(layer) ? 0 : layout.fields.size(), out);
+  }
+  out->push_back(model::TrunkMatmul{model::DType::kBF16, std::max(1, vocab),
+                                    std::max(1, hidden), 1, 0});
+}
+
 }  // namespace flotilla::family

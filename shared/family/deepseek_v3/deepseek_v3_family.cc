@@ -4,7 +4,6 @@
 
 #include "shared/experts/expert_codec.h"
 #include "shared/family/deepseek_v3/deepseek_v3_schema.h"
-#include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
 
@@ -77,14 +76,7 @@ model::ModelShape DeepSeekV3FamilyConfig::Shape() const {
   s.cache_experts_when_all_fit = true;
   // Attention, the router and the shared experts all run before the layer
   // waits for its routed experts.
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const pack::RegionLayout layout = pack::PlannedLayout(LayerSchema(layer));
-    AddMatmuls(layout, c.IsMoeLayer(layer) ? layout.fields.size() : 0,
-               &s.matmuls);
-  }
-  s.matmuls.push_back(model::TrunkMatmul{model::DType::kBF16,
-                                         std::max(1, c.vocab_size),
-                                         std::max(1, c.hidden_size), 1, 0});
+  AddTrunkMatmuls(*this, c.vocab_size, c.hidden_size, &s.matmuls);
   s.expert_format = c.fp8 ? "fp8_e4m3" : "bf16";
   s.expert_hidden = c.hidden_size;
   s.expert_intermediate = c.moe_intermediate_size;

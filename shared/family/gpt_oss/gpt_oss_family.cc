@@ -1,10 +1,8 @@
 #include "shared/family/gpt_oss/gpt_oss_family.h"
 
-#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "shared/family/gpt_oss/gpt_oss_schema.h"
-#include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
 
@@ -66,13 +64,7 @@ model::ModelShape GptOssFamilyConfig::Shape() const {
       4;
   s.streams_vocab = false;
   s.cache_experts_when_all_fit = true;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const pack::RegionLayout layout = pack::PlannedLayout(LayerSchema(layer));
-    AddMatmuls(layout, layout.fields.size(), &s.matmuls);
-  }
-  s.matmuls.push_back(model::TrunkMatmul{model::DType::kBF16,
-                                         std::max(1, c.vocab_size),
-                                         std::max(1, c.hidden_size), 1, 0});
+  AddTrunkMatmuls(*this, c.vocab_size, c.hidden_size, &s.matmuls);
   s.expert_format = "mxfp4";
   s.expert_hidden = c.hidden_size;
   s.expert_intermediate = c.intermediate_size;

@@ -4,7 +4,6 @@
 
 #include "shared/family/checkpoint_check.h"
 #include "shared/family/qwen3_moe/qwen3_moe_schema.h"
-#include "shared/pack/region_layout.h"
 
 namespace flotilla::family {
 
@@ -70,14 +69,7 @@ model::ModelShape Qwen3MoeFamilyConfig::Shape() const {
   // The embedding and lm_head are read whole (qwen3_moe_model.cc).
   s.streams_vocab = false;
   s.cache_experts_when_all_fit = true;
-  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
-    const pack::RegionLayout layout = pack::PlannedLayout(LayerSchema(layer));
-    AddMatmuls(layout, c.IsMoeLayer(layer) ? layout.fields.size() : 0,
-               &s.matmuls);
-  }
-  s.matmuls.push_back(model::TrunkMatmul{model::DType::kBF16,
-                                         std::max(1, c.vocab_size),
-                                         std::max(1, c.hidden_size), 1, 0});
+  AddTrunkMatmuls(*this, c.vocab_size, c.hidden_size, &s.matmuls);
   s.expert_format = "bf16";
   s.expert_hidden = c.hidden_size;
   s.expert_intermediate = c.moe_intermediate_size;
