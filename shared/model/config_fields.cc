@@ -253,6 +253,23 @@ void ConfigFieldReader::BoundedInt(const char* name, int* out, int minimum,
   *out = *v;
 }
 
+void ConfigFieldReader::CheckGqaMoe(int heads, int kv_heads, int head_dim,
+                                    int top_k, int experts,
+                                    const char* experts_field) {
+  if (heads > 0 && kv_heads > 0 && heads % kv_heads != 0) {
+    AddError(absl::StrCat("num_key_value_heads: ", kv_heads,
+                          " does not divide num_attention_heads ", heads));
+  }
+  if (head_dim % 2 != 0) {
+    AddError(
+        absl::StrCat("head_dim: ", head_dim, " must be even (rotary pairs)"));
+  }
+  if (top_k > experts) {
+    AddError(absl::StrCat("num_experts_per_tok: ", top_k, " is more than ",
+                          experts_field, " ", experts));
+  }
+}
+
 absl::Status ConfigFieldReader::Finish(absl::string_view source,
                                        absl::string_view what) const {
   if (errors_.empty()) return absl::OkStatus();

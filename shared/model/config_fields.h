@@ -68,6 +68,11 @@ class ConfigFieldReader {
   // minimum..maximum" when outside (families bound their sizes so the
   // planner's byte counts stay within 64 bits).
   void BoundedInt(const char* name, int* out, int minimum, int maximum);
+  // Grouped-query attention's shape: kv heads dividing the heads, an even
+  // head_dim (RoPE rotates pairs), and top-k within `experts_field`'s
+  // expert count; each problem recorded under its field's name.
+  void CheckGqaMoe(int heads, int kv_heads, int head_dim, int top_k,
+                   int experts, const char* experts_field);
   // OK without errors, else one InvalidArgument: "<source>: invalid <what>
   // config (N problems): <each>".
   absl::Status Finish(absl::string_view source, absl::string_view what) const;

@@ -153,21 +153,9 @@ absl::StatusOr<GptOssConfig> ParseGptOssConfig(const Json& root,
       c.mxfp4_experts = true;
     }
   }
-  if (c.num_attention_heads > 0 && c.num_key_value_heads > 0 &&
-      c.num_attention_heads % c.num_key_value_heads != 0) {
-    r.AddError(absl::StrCat("num_key_value_heads: ", c.num_key_value_heads,
-                            " does not divide num_attention_heads ",
-                            c.num_attention_heads));
-  }
-  if (c.head_dim % 2 != 0) {
-    r.AddError(
-        absl::StrCat("head_dim: ", c.head_dim, " must be even (rotary pairs)"));
-  }
-  if (c.num_experts_per_tok > c.num_local_experts) {
-    r.AddError(absl::StrCat("num_experts_per_tok: ", c.num_experts_per_tok,
-                            " is more than num_local_experts ",
-                            c.num_local_experts));
-  }
+  r.CheckGqaMoe(c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+                c.num_experts_per_tok, c.num_local_experts,
+                "num_local_experts");
   if (c.mxfp4_experts &&
       (c.hidden_size % 32 != 0 || c.intermediate_size % 32 != 0)) {
     r.AddError(absl::StrCat("hidden_size ", c.hidden_size,

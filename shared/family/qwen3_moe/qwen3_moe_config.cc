@@ -94,20 +94,8 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
       }
     }
   }
-  if (c.num_attention_heads > 0 && c.num_key_value_heads > 0 &&
-      c.num_attention_heads % c.num_key_value_heads != 0) {
-    r.AddError(absl::StrCat("num_key_value_heads: ", c.num_key_value_heads,
-                            " does not divide num_attention_heads ",
-                            c.num_attention_heads));
-  }
-  if (c.head_dim % 2 != 0) {
-    r.AddError(
-        absl::StrCat("head_dim: ", c.head_dim, " must be even (rotary pairs)"));
-  }
-  if (c.num_experts_per_tok > c.num_experts) {
-    r.AddError(absl::StrCat("num_experts_per_tok: ", c.num_experts_per_tok,
-                            " is more than num_experts ", c.num_experts));
-  }
+  r.CheckGqaMoe(c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+                c.num_experts_per_tok, c.num_experts, "num_experts");
   if (const auto it = root.find("hidden_act");
       it != root.end() && *it != "silu") {
     r.AddError(
