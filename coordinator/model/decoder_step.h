@@ -88,6 +88,28 @@ absl::Status FinalLogits(const RegionTrunk& trunk, const std::vector<float>& h,
                          const std::vector<size_t>& out_rows,
                          std::vector<float>* logits, kernels::ThreadPool* pool);
 
+// One whole step over sequences that count their `positions`: the rows
+// laid out, embedded, run through RunPreNormLayers, the positions
+// advanced, and `logits` [out_rows][vocab] from the final norm and lm_head.
+template <class Layer, class Sequence, class Attention, class Ffn>
+absl::Status RunDecoderStep(RegionTrunk& trunk, int num_layers, size_t hidden,
+                            float eps, const std::vector<Sequence*>& seqs,
+                            const std::vector<const std::vector<int32_t>*>& ids,
+                            const std::vector<size_t>& out_rows,
+                            std::vector<float>* logits,
+                            kernels::ThreadPool* pool, Attention attention,
+                            Ffn ffn) {
+  std::vector<size_t> first;
+  for (const Sequence* s : seqs) first.push_back(s->positions);
+  const StepRows step = LayOutStep(first, ids);
+  std::vector<float> h(step.size() * hidden);
+  EmbedRows(trunk.embed(), ids, h.data());
+  FLOTILLA_RETURN_IF_ERROR(RunPreNormLayers<Layer>(
+      trunk, num_layers, hidden, eps, step, &h, attention, ffn));
+  for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
+  return FinalLogits(trunk, h, hidden, eps, step, out_rows, logits, pool);
+}
+
 }  // namespace flotilla::coordinator
 
 #endif  // FLOTILLA_COORDINATOR_MODEL_DECODER_STEP_H_

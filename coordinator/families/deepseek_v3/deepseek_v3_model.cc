@@ -110,15 +110,9 @@ absl::Status DeepSeekV3Model::Step(
     const std::vector<const std::vector<int32_t>*>& ids,
     const std::vector<size_t>& out_rows, std::vector<float>* logits) {
   const model::DeepSeekV3Config& c = config_;
-  const size_t e = c.hidden_size;
-  std::vector<size_t> first;
-  for (const DeepSeekV3Sequence* s : seqs) first.push_back(s->positions);
-  const StepRows step = LayOutStep(first, ids);
-  const size_t n = step.size();
-  std::vector<float> h(n * e);
-  EmbedRows(trunk_->embed(), ids, h.data());
-  FLOTILLA_RETURN_IF_ERROR(RunPreNormLayers<DeepSeekV3Layer>(
-      *trunk_, c.num_hidden_layers, e, c.rms_norm_eps, step, &h,
+  return RunDecoderStep<DeepSeekV3Layer>(
+      *trunk_, c.num_hidden_layers, c.hidden_size, c.rms_norm_eps, seqs, ids,
+      out_rows, logits, pool_.get(),
       [&](const DeepSeekV3Layer& w, int layer, size_t i, const float* x,
           size_t rows, float* out) {
         LatentAttention(attention_, w.attention, x, rows,
@@ -132,10 +126,7 @@ absl::Status DeepSeekV3Model::Step(
         }
         return base::WithContext(Moe(layer, w, x, rows, out),
                                  absl::StrCat("experts of layer ", layer));
-      }));
-  for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
-  return FinalLogits(*trunk_, h, e, c.rms_norm_eps, step, out_rows, logits,
-                     pool_.get());
+      });
 }
 
 }  // namespace flotilla::coordinator

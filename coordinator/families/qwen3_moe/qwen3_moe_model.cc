@@ -121,15 +121,9 @@ absl::Status Qwen3MoeModel::Step(
     const std::vector<const std::vector<int32_t>*>& ids,
     const std::vector<size_t>& out_rows, std::vector<float>* logits) {
   const model::Qwen3MoeConfig& c = config_;
-  const size_t e = c.hidden_size;
-  std::vector<size_t> first;
-  for (const Qwen3MoeSequence* s : seqs) first.push_back(s->positions);
-  const StepRows step = LayOutStep(first, ids);
-  const size_t n = step.size();
-  std::vector<float> h(n * e);
-  EmbedRows(trunk_->embed(), ids, h.data());
-  FLOTILLA_RETURN_IF_ERROR(RunPreNormLayers<Qwen3MoeLayer>(
-      *trunk_, c.num_hidden_layers, e, c.rms_norm_eps, step, &h,
+  return RunDecoderStep<Qwen3MoeLayer>(
+      *trunk_, c.num_hidden_layers, c.hidden_size, c.rms_norm_eps, seqs, ids,
+      out_rows, logits, pool_.get(),
       [&](const Qwen3MoeLayer& w, int layer, size_t i, const float* x,
           size_t rows,
           float* out) { Attention(w, layer, x, rows, seqs[i], out); },
@@ -138,10 +132,7 @@ absl::Status Qwen3MoeModel::Step(
         return base::WithContext(
             Ffn(layer, w, x, rows, out),
             absl::StrCat("the feed-forward of layer ", layer));
-      }));
-  for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
-  return FinalLogits(*trunk_, h, e, c.rms_norm_eps, step, out_rows, logits,
-                     pool_.get());
+      });
 }
 
 }  // namespace flotilla::coordinator
