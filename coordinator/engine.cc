@@ -232,6 +232,7 @@ std::mutex& OpenersMutex() {
 std::map<std::string, EngineOpener>& Openers() {
   static auto* openers = new std::map<std::string, EngineOpener>{
       {"deepseek_v3", &OpenDeepSeekV3Engine},
+      {"gpt_oss", &OpenGptOssEngine},
       {"kimi_k3", &OpenK3Engine},
       {"mixtral", &OpenMixtralEngine},
       {"qwen3_moe", &OpenQwen3MoeEngine},

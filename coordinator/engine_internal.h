@@ -89,7 +89,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionTrunkEngine(
 
 // The built-in families' EngineOpeners: Kimi K3 (engine.cc), Mixtral
 // (engine_mixtral.cc), DeepSeek-V3 / Kimi K2 (engine_deepseek_v3.cc) and
-// Qwen3-MoE (engine_qwen3_moe.cc).
+// Qwen3-MoE (engine_qwen3_moe.cc) and gpt-oss (engine_gpt_oss.cc).
 absl::StatusOr<std::unique_ptr<Engine>> OpenK3Engine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
@@ -97,6 +97,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenMixtralEngine(
 absl::StatusOr<std::unique_ptr<Engine>> OpenDeepSeekV3Engine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 absl::StatusOr<std::unique_ptr<Engine>> OpenQwen3MoeEngine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine);
+absl::StatusOr<std::unique_ptr<Engine>> OpenGptOssEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine);
 
 }  // namespace flotilla::coordinator

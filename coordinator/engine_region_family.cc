@@ -54,6 +54,11 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
   // counts (Shape() walks every layer).
   FLOTILLA_RETURN_IF_ERROR(config.CheckCheckpoint(*source, o.model_dir));
   FLOTILLA_RETURN_IF_ERROR(family::CheckLoopBounds(config, ConfigPath(o)));
+  // What the expert readers read: the checkpoint, or the family's view of
+  // it (gpt-oss's fused experts cut per expert).
+  std::unique_ptr<model::TensorSource> view;
+  FLOTILLA_ASSIGN_OR_RETURN(const model::TensorSource* expert_source,
+                            family::ExpertSourceOf(config, *source, &view));
   const model::ModelShape shape = config.Shape();
   if (o.stream_vocab && !shape.streams_vocab) {
     // Refused, not ignored: the forward pass reads both whole.
@@ -63,7 +68,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
   }
   const model::MoeSpec moe = config.Moe();
   const int layers = config.num_layers();
-  const uint64_t expert_bytes = RoutedExpertBytes(*source, moe);
+  const uint64_t expert_bytes = RoutedExpertBytes(*expert_source, moe);
   // One expert read slot (a run of the checkpoint's own format); a decode
   // step needs top-k of them per layer.
   const uint64_t runs = std::max<uint64_t>(
@@ -167,8 +172,22 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
   } else if (budget.Charge("experts.resident", expert_bytes).ok()) {
     // Held as charged: read once here, none per token.
     FLOTILLA_ASSIGN_OR_RETURN(
-        experts, LocalExperts::Create(source.get(), moe, pool.get(),
+        experts, LocalExperts::Create(expert_source, moe, pool.get(),
                                       /*only_layer=*/-1, /*resident=*/true));
+  } else if (view != nullptr) {
+    // A view's experts cannot be streamed in place (their bytes are cut
+    // from fused tensors): each use reads its expert's cut through the
+    // view into one run buffer. `flotilla-tool pack` streams them faster.
+    if (absl::Status s = budget.Charge("experts.slots", slot); !s.ok()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the memory budget (", budget.budget() / 1e6,
+                       " MB) holds the trunk but not one expert run of ",
+                       slot / 1e6, " MB"));
+    }
+    FLOTILLA_ASSIGN_OR_RETURN(
+        experts, LocalExperts::Create(expert_source, moe, pool.get(),
+                                      /*only_layer=*/-1, /*resident=*/false));
+    engine->streaming = true;
   } else {
     // Stream from the safetensors: as many slots as the rest of the budget
     // holds, at least one layer's top-k (a decode step's reads go out
@@ -195,7 +214,14 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionFamilyEngine(
     engine->streaming = true;
     experts = std::move(streaming);
   }
-  std::shared_ptr<model::TensorSource> keep(std::move(source));
+  // The model keeps the checkpoint and the view over it (destroyed first).
+  struct Sources {
+    std::unique_ptr<model::SafetensorsCheckpoint> checkpoint;
+    std::unique_ptr<model::TensorSource> view;
+  };
+  auto keep = std::make_shared<Sources>();
+  keep->checkpoint = std::move(source);
+  keep->view = std::move(view);
   engine->model = hooks.make_model(std::move(pool), std::move(experts), keep);
   if (pack_dir.empty()) {
     engine->plan.budget_bytes = budget.budget();

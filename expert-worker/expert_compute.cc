@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<ExpertCompute>> ExpertCompute::Create(
   }
   FLOTILLA_ASSIGN_OR_RETURN(
       self->engine_,
-      experts::ExpertEngine::Create(std::move(index), c.gate_clamp, c.up_clamp,
+      experts::ExpertEngine::Create(std::move(index), c.Activation(),
                                     self->pool_.get(), eo));
   return self;
 }

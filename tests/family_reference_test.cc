@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -257,7 +258,8 @@ TEST_P(FamilyReferenceTest, SavedSequenceLoadsAndContinuesBitwise) {
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, FamilyReferenceTest,
     ::testing::Values(Fixture{"deepseek-v3/ckpt_A", "deepseek_v3", 3e-5},
-                      Fixture{"qwen3-moe/ckpt_A", "qwen3_moe", 2e-5}),
+                      Fixture{"qwen3-moe/ckpt_A", "qwen3_moe", 2e-5},
+                      Fixture{"gpt-oss/ckpt_A", "gpt_oss", 2e-5}),
     [](const ::testing::TestParamInfo<Fixture>& info) {
       return std::string(info.param.family);
     });
@@ -339,26 +341,67 @@ TEST(Qwen3MoeReferenceTest, HeadDimDisagreeingWithTheTensorsIsRefused) {
   EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
 }
 
-// gpt-oss plans but does not run yet: opening or packing its checkpoint is
-// refused by name, never attempted.
-TEST(GptOssReferenceTest, CheckpointIsRefusedUntilItsExpertsAreRead) {
-  const Fixture gpt_oss{"gpt-oss/ckpt_A", "gpt_oss", 0};
+// Broken gpt-oss checkpoints are refused by the engine and by pack, naming
+// what is wrong: a head_dim that disagrees with the attention tensors, a
+// fused expert tensor of the wrong shape, a lost expert bias, and an E8M0
+// scale byte of 255 (NaN).
+struct BrokenGptOss {
+  const char* what;
+  std::function<void(nlohmann::json&)> config;
+  std::function<void(const model::TensorInfo&, testutil::TensorFate*)> edit;
+  const char* engine_error;  // in OpenEngine's status ("" if it opens)
+  const char* pack_error;    // in `flotilla-tool pack`'s stderr
+};
+
+TEST(GptOssReferenceTest, BrokenCheckpointsAreRefusedNamingTheTensor) {
+  const Fixture gpt_oss{"gpt-oss/ckpt_A", "gpt_oss", 2e-5};
   current = &gpt_oss;
-  coordinator::EngineOptions o;
-  o.model_dir = CkptDir();
-  auto engine = coordinator::OpenEngine(o);
-  ASSERT_FALSE(engine.ok());
-  EXPECT_EQ(engine.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(engine.status().message().find("gpt_oss family"), std::string::npos)
-      << engine.status();
-  dtest::TempDir tmp;
-  const testutil::CommandResult r = testutil::RunCommand(
-      testutil::BinPath("flotilla-tool") + " pack --model " + CkptDir() +
-          " --out " + tmp.path() + "/pack",
-      tmp.path());
-  EXPECT_TRUE(r.exited && r.code != 0);
-  EXPECT_NE(r.err.find("gpt-oss's fused MXFP4 experts"), std::string::npos)
-      << r.err;
+  const std::string bias = "model.layers.2.mlp.experts.down_proj_bias";
+  const std::string scales = "model.layers.1.mlp.experts.gate_up_proj_scales";
+  const BrokenGptOss cases[] = {
+      {"head_dim", [](nlohmann::json& c) { c["head_dim"] = 16; }, nullptr,
+       "tensor model.layers.0.self_attn.q_proj.weight in ",
+       "tensor model.layers.0.self_attn.q_proj.weight in "},
+      {"intermediate_size",
+       [](nlohmann::json& c) { c["intermediate_size"] = 64; }, nullptr,
+       "tensor model.layers.0.mlp.experts.gate_up_proj_blocks in ",
+       "expected U8 [16,128,2,16]"},
+      {"a lost bias", nullptr,
+       [&](const model::TensorInfo& t, testutil::TensorFate* f) {
+         if (t.name == bias) f->shard = -1;
+       },
+       "missing tensor model.layers.2.mlp.experts.down_proj_bias",
+       "missing tensor model.layers.2.mlp.experts.down_proj_bias"},
+      {"scale 255", nullptr,
+       [&](const model::TensorInfo& t, testutil::TensorFate* f) {
+         // Expert 3's first gate/up row: byte 3 * 192 * 2.
+         if (t.name == scales) f->bytes[3 * 192 * 2] = 255;
+       },
+       "scale 0 is 255 (E8M0 NaN)", "layer 1 expert 3"},
+  };
+  for (const BrokenGptOss& c : cases) {
+    nlohmann::json config = testutil::LoadJson(CkptDir() + "/config.json");
+    if (c.config) c.config(config);
+    testutil::RewriteOptions ro;
+    ro.config_json = config.dump();
+    if (c.edit) ro.edit = c.edit;
+    dtest::TempDir tmp;
+    const std::string dir = tmp.path() + "/ckpt";
+    ASSERT_TRUE(testutil::RewriteCheckpoint(CkptDir(), dir, ro).ok());
+    coordinator::EngineOptions o;
+    o.model_dir = dir;
+    auto engine = coordinator::OpenEngine(o);
+    ASSERT_FALSE(engine.ok()) << c.what;
+    EXPECT_NE(engine.status().message().find(c.engine_error), std::string::npos)
+        << c.what << ": " << engine.status();
+    const testutil::CommandResult r = testutil::RunCommand(
+        testutil::BinPath("flotilla-tool") + " pack --model " + dir +
+            " --out " + tmp.path() + "/pack",
+        tmp.path());
+    EXPECT_TRUE(r.exited && r.code != 0) << c.what;
+    EXPECT_NE(r.err.find(c.pack_error), std::string::npos)
+        << c.what << ": " << r.err;
+  }
 }
 
 }  // namespace

@@ -94,10 +94,14 @@ absl::StatusOr<ModelSizes> LoadModelSizes(const std::string& model_dir) {
       s.source = "checkpoint headers";
     } else if (from_ckpt.ok()) {
       // The experts are not one run each in place (FP8 releases store the
-      // scales apart from the codes): a pack copies each into one run of
-      // its tensors back to back.
+      // scales apart from the codes, gpt-oss fuses every expert of a layer):
+      // a pack copies each into one run of its tensors back to back.
+      std::unique_ptr<model::TensorSource> view;
+      absl::StatusOr<const model::TensorSource*> experts =
+          family::ExpertSourceOf(*s.config, **ckpt, &view);
+      if (!experts.ok()) return experts.status();
       absl::StatusOr<std::pair<uint64_t, std::string>> runs =
-          PackedExpertRuns(**ckpt, moe);
+          PackedExpertRuns(**experts, moe);
       if (!runs.ok()) return runs.status();
       t = *from_ckpt;
       t.expert_run_bytes = runs->first;

@@ -65,6 +65,10 @@ class Packer {
             const std::vector<uint64_t>& expert_sums);
   absl::Status SaveState();  // requires mu_
   absl::Status Finish();
+  // Where the planned experts' tensors are read: the family's view, if any.
+  const model::TensorSource& ExpertSource() const {
+    return plan_.expert_view != nullptr ? *plan_.expert_view : source_;
+  }
 
   const PackOptions& options_;
   const PackPlan& plan_;
@@ -177,7 +181,7 @@ absl::Status Packer::PackBatch(const RunBatch& b, io::AlignedBuffer* buf,
       uint8_t* base = buf->data() + (e.offset - b.span_offset);
       for (size_t t = 0; t < e.tensors.size(); ++t) {
         FLOTILLA_RETURN_IF_ERROR(
-            source_.ReadRaw(*e.tensors[t], base + e.tensor_offsets[t]));
+            ExpertSource().ReadRaw(*e.tensors[t], base + e.tensor_offsets[t]));
       }
       FLOTILLA_RETURN_IF_ERROR(CheckValues(i, base));
       sums->push_back(io::Checksum64(base, e.length));

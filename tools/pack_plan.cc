@@ -26,6 +26,9 @@ using pack::RegionLayout;
 
 // Whether the expert's tensors tile one run of one file; sets the run.
 bool Contiguous(PlannedExpert* e) {
+  for (const TensorInfo* t : e->tensors) {
+    if (t->derived) return false;  // a view's bytes: copied, never in place
+  }
   std::vector<const TensorInfo*> byoff = e->tensors;
   std::sort(byoff.begin(), byoff.end(),
             [](const TensorInfo* a, const TensorInfo* b) {
@@ -158,7 +161,11 @@ absl::StatusOr<PackPlan> PlanPack(const std::string& model_dir,
   FLOTILLA_RETURN_IF_ERROR(add("embed", -1, c.VocabSchema(false)));
   FLOTILLA_RETURN_IF_ERROR(add("lm_head", -1, c.VocabSchema(true)));
   FLOTILLA_RETURN_IF_ERROR(add("globals", -1, c.GlobalsSchema()));
-  FLOTILLA_RETURN_IF_ERROR(PlanExperts(model_dir, source, &plan));
+  std::unique_ptr<model::TensorSource> view;
+  FLOTILLA_ASSIGN_OR_RETURN(const model::TensorSource* experts,
+                            family::ExpertSourceOf(c, source, &view));
+  plan.expert_view = std::move(view);
+  FLOTILLA_RETURN_IF_ERROR(PlanExperts(model_dir, *experts, &plan));
   return plan;
 }
 

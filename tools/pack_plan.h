@@ -49,8 +49,8 @@ struct PlannedExpert {
   int file = 0;         // index into PackPlan::expert_files
   uint64_t offset = 0;  // of the run in that file (in place or experts.bin)
   uint64_t length = 0;
-  std::array<uint64_t, 6> tensor_offsets{};  // relative to `offset`
-  // Source tensors in canonical order (6 for MXFP4, 3 for dense); owned by
+  experts::TensorOffsets tensor_offsets{};  // relative to `offset`
+  // Source tensors in canonical order (codec parts x 3); owned by
   // the TensorSource the plan was made from.
   std::vector<const model::TensorInfo*> tensors;
 };
@@ -85,8 +85,12 @@ struct PackPlan {
   // Relative to the model dir (in place) or the pack dir (experts.bin).
   std::vector<std::string> expert_files;
   std::vector<PlannedExpert> experts;  // sorted by (layer, expert)
-  uint64_t experts_file_bytes = 0;     // size of experts.bin; 0 in place
-  uint64_t expert_bytes = 0;           // sum of run lengths
+  // The family's ExpertView of the checkpoint (FamilyConfig::ExpertView),
+  // when it has one: `experts[].tensors` are its tensors, read through it.
+  // It refers to the TensorSource the plan was made from.
+  std::shared_ptr<const model::TensorSource> expert_view;
+  uint64_t experts_file_bytes = 0;  // size of experts.bin; 0 in place
+  uint64_t expert_bytes = 0;        // sum of run lengths
 
   // The manifest this plan produces, with the given checksums (one per
   // region / expert, in plan order; missing ones are zero / empty).

@@ -126,16 +126,63 @@ model::TensorFill ReadFill(const io::File* file, uint64_t base,
   };
 }
 
+// Copies bytes [base, base + size) of a view's derived tensor (gpt-oss's
+// per-expert cuts), which exist only through the view's ReadRaw: the tensor
+// is read whole at the first call and dropped once `size` bytes are copied.
+model::TensorFill ViewFill(const model::TensorSource* view,
+                           const model::TensorInfo* t, uint64_t base,
+                           uint64_t size, FillErrors* errors) {
+  struct Held {
+    std::mutex mu;
+    std::vector<uint8_t> bytes;
+    bool read = false;
+    uint64_t copied = 0;
+  };
+  auto held = std::make_shared<Held>();
+  return [=](uint64_t offset, uint64_t n, uint8_t* dst) {
+    std::lock_guard<std::mutex> lock(held->mu);
+    if (!held->read) {
+      held->read = true;
+      held->bytes.resize(t->nbytes);
+      if (absl::Status s = view->ReadRaw(*t, held->bytes.data()); !s.ok()) {
+        errors->Record(std::move(s));
+        std::fill(held->bytes.begin(), held->bytes.end(), 0);
+      }
+    }
+    std::memcpy(dst, held->bytes.data() + base + offset, n);
+    held->copied += n;
+    if (held->copied >= size) {
+      held->bytes.clear();
+      held->bytes.shrink_to_fit();
+    }
+  };
+}
+
 // What every worker folder is cut from.
 struct Source {
   model::MoeSpec config;  // any family's routed experts
   std::string config_text;
   std::unique_ptr<model::SafetensorsCheckpoint> checkpoint;
+  // The family's ExpertView of `checkpoint`, when it has one, and what the
+  // expert tensors are read from (the view or the checkpoint).
+  std::unique_ptr<model::TensorSource> view;
+  const model::TensorSource* experts = nullptr;
   std::string fingerprint;
   // Routed-expert tensors in name order: HF names sort an expert's tensors
   // together (w1.weight_packed, w1.weight_scale, w2..., w3...).
   std::vector<const model::TensorInfo*> tensors;
 };
+
+// The fill of bytes [begin, begin + size) of expert tensor `t`.
+absl::StatusOr<model::TensorFill> TensorBytes(const Source& src,
+                                              SourceFiles& files,
+                                              const model::TensorInfo* t,
+                                              uint64_t begin, uint64_t size,
+                                              FillErrors* errors) {
+  if (t->derived) return ViewFill(src.experts, t, begin, size, errors);
+  FLOTILLA_ASSIGN_OR_RETURN(const io::File* file, files.Get(t->file));
+  return ReadFill(file, t->offset + begin, errors);
+}
 
 // Creates `folder` and removes its completion markers (both kinds, so a
 // folder never claims to be complete while being rewritten, nor claims the
@@ -223,10 +270,11 @@ absl::Status PackWhole(const PackWorkersOptions& o, const Source& src,
       int layer = 0, expert = 0;
       ParseExpertName(t->name, &layer, &expert);
       if (!placement.Holds(k, layer, expert)) continue;
-      FLOTILLA_ASSIGN_OR_RETURN(const io::File* file, files.Get(t->file));
       bytes += t->nbytes;
-      out.push_back(
-          {t->name, t->dtype, t->shape, ReadFill(file, t->offset, &errors)});
+      FLOTILLA_ASSIGN_OR_RETURN(
+          model::TensorFill fill,
+          TensorBytes(src, files, t, 0, t->nbytes, &errors));
+      out.push_back({t->name, t->dtype, t->shape, std::move(fill)});
     }
     FLOTILLA_RETURN_IF_ERROR(FinishFolder(writer, folder, src, out, errors,
                                           kPlacementFile, placement_json));
@@ -313,13 +361,14 @@ absl::Status PackSplit(const PackWorkersOptions& o, const Source& src,
       const placement::RowRange rows =
           ExpertMatrix(t->name) == 2 ? latent : inter;
       const uint64_t row_bytes = t->nbytes / static_cast<uint64_t>(t->shape[0]);
-      FLOTILLA_ASSIGN_OR_RETURN(const io::File* file, files.Get(t->file));
       std::vector<int64_t> shape = t->shape;
       shape[0] = static_cast<int64_t>(rows.size());
       bytes += rows.size() * row_bytes;
-      out.push_back(
-          {t->name, t->dtype, std::move(shape),
-           ReadFill(file, t->offset + rows.begin * row_bytes, &errors)});
+      FLOTILLA_ASSIGN_OR_RETURN(
+          model::TensorFill fill,
+          TensorBytes(src, files, t, rows.begin * row_bytes,
+                      rows.size() * row_bytes, &errors));
+      out.push_back({t->name, t->dtype, std::move(shape), std::move(fill)});
     }
     FLOTILLA_RETURN_IF_ERROR(FinishFolder(writer, folder, src, out, errors,
                                           placement::kSplitFile, split_json));
@@ -354,7 +403,15 @@ absl::StatusOr<PackWorkersResult> PackWorkers(const PackWorkersOptions& o) {
   FLOTILLA_ASSIGN_OR_RETURN(src.fingerprint, model::FingerprintCheckpoint(
                                                  o.model_dir, *src.checkpoint));
   src.config_text = ReadText(config_path);
-  src.checkpoint->ForEachTensor([&](const model::TensorInfo& t) {
+  {
+    // The family (gpt-oss) may read its experts through a view.
+    FLOTILLA_ASSIGN_OR_RETURN(auto family,
+                              family::LoadFamilyConfig(config_path));
+    FLOTILLA_ASSIGN_OR_RETURN(
+        src.experts,
+        family::ExpertSourceOf(*family, *src.checkpoint, &src.view));
+  }
+  src.experts->ForEachTensor([&](const model::TensorInfo& t) {
     int layer = 0, expert = 0;
     if (ParseExpertName(t.name, &layer, &expert)) src.tensors.push_back(&t);
   });

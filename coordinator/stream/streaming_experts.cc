@@ -57,8 +57,8 @@ absl::StatusOr<std::unique_ptr<StreamingExperts>> StreamingExperts::FromIndex(
   eo.cache_bytes = options.cache_bytes;
   FLOTILLA_ASSIGN_OR_RETURN(
       auto engine,
-      experts::ExpertEngine::Create(std::move(index), config.gate_clamp,
-                                    config.up_clamp, pool, eo));
+      experts::ExpertEngine::Create(std::move(index), config.Activation(),
+                                    pool, eo));
   return std::unique_ptr<StreamingExperts>(
       new StreamingExperts(std::move(engine), options.lookahead));
 }

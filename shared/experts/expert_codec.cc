@@ -1,5 +1,6 @@
 #include "shared/experts/expert_codec.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -34,6 +35,47 @@ void Mxfp4MatMul(const uint8_t* const* part, const MatrixShape& s,
   w.rows = s.rows;
   w.cols = s.cols;
   kernels::MatMulMxfp4(w, x, n, y, pool);
+}
+
+// MXFP4 with a bias (gpt-oss): the two MXFP4 parts, then an F32 `bias`
+// [rows] added to each product. The bias may sit off a float boundary in a
+// run, so it is read with memcpy.
+uint64_t Mxfp4BiasPartBytes(int part, uint64_t rows, uint64_t cols) {
+  return part < 2 ? Mxfp4PartBytes(part, rows, cols) : rows * sizeof(float);
+}
+
+void Mxfp4BiasMatMul(const uint8_t* const* part, const MatrixShape& s,
+                     const float* x, size_t n, float* y,
+                     kernels::ThreadPool* pool, std::vector<float>* scratch) {
+  Mxfp4MatMul(part, s, x, n, y, pool, scratch);
+  scratch->resize(s.rows);
+  std::memcpy(scratch->data(), part[2], s.rows * sizeof(float));
+  for (size_t t = 0; t < n; ++t) {
+    float* row = y + t * s.rows;
+    for (uint64_t r = 0; r < s.rows; ++r) row[r] += (*scratch)[r];
+  }
+}
+
+// Scale byte 255 is E8M0's NaN: the kernels read it as 0 and Hugging Face
+// as 2^128, so no answer would be right; a bias must be finite.
+absl::Status Mxfp4BiasCheckValues(const uint8_t* const* part,
+                                  const MatrixShape& s) {
+  const uint64_t scales = Mxfp4PartBytes(1, s.rows, s.cols);
+  for (uint64_t i = 0; i < scales; ++i) {
+    if (part[1][i] == 255) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("scale ", i, " is 255 (E8M0 NaN)"));
+    }
+  }
+  for (uint64_t r = 0; r < s.rows; ++r) {
+    float b;
+    std::memcpy(&b, part[2] + r * sizeof(float), sizeof(float));
+    if (!std::isfinite(b)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bias ", r, " is ", b, " (not finite)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status AnyShape(uint64_t, uint64_t) { return absl::OkStatus(); }
@@ -135,6 +177,14 @@ const ExpertCodec kCodecs[] = {
      &AnyShape,
      &Fp8MatMul,
      &Fp8CheckValues},
+    {ExpertFormat::kMxfp4Bias,
+     "mxfp4_bias",
+     3,
+     {"weight_packed", "weight_scale", "bias"},
+     &Mxfp4BiasPartBytes,
+     &Mxfp4CheckShape,
+     &Mxfp4BiasMatMul,
+     &Mxfp4BiasCheckValues},
 };
 
 }  // namespace
@@ -152,7 +202,7 @@ absl::Status CheckRunValues(const ExpertCodec& codec, const uint8_t* run,
   static constexpr const char* kWhich[3] = {"gate (w1)", "down (w2)",
                                             "up (w3)"};
   for (int w = 0; w < 3; ++w) {
-    const uint8_t* part[2] = {};
+    const uint8_t* part[3] = {};
     for (int p = 0; p < codec.parts; ++p) {
       part[p] = run + tensor_offsets[codec.parts * w + p];
     }

@@ -3,7 +3,8 @@
 // and how a matrix of it is multiplied. Everything that sizes, indexes,
 // reads or computes routed experts asks the codec of the index's format
 // instead of switching on it, so a new format (FP8 e4m3 with block scales
-// comes with the DeepSeek-V3 family) is one entry in expert_codec.cc.
+// comes with the DeepSeek-V3 family, MXFP4 with biases with gpt-oss) is one
+// entry in expert_codec.cc.
 #ifndef FLOTILLA_SHARED_EXPERTS_EXPERT_CODEC_H_
 #define FLOTILLA_SHARED_EXPERTS_EXPERT_CODEC_H_
 
@@ -27,7 +28,7 @@ struct ExpertCodec {
   // Tensors per matrix, in the order an expert run holds them: matrix w's
   // part p is ExpertLocation::tensor_offsets[parts * w + p].
   int parts = 1;
-  const char* suffixes[2] = {"", ""};  // tensor name suffix of each part
+  const char* suffixes[3] = {"", "", ""};  // tensor name suffix of each part
   // Bytes of part `part` of a [rows][cols] matrix.
   uint64_t (*part_bytes)(int part, uint64_t rows, uint64_t cols) = nullptr;
   // InvalidArgument naming the problem unless [rows][cols] can be stored.

@@ -11,19 +11,18 @@
 namespace flotilla::experts {
 
 absl::StatusOr<std::unique_ptr<ExpertEngine>> ExpertEngine::Create(
-    ExpertIndex index, float beta1, float beta2, kernels::ThreadPool* pool,
-    const ExpertEngineOptions& options) {
+    ExpertIndex index, const model::GluActivation& act,
+    kernels::ThreadPool* pool, const ExpertEngineOptions& options) {
   auto engine = std::unique_ptr<ExpertEngine>(new ExpertEngine());
   engine->index_ = std::make_unique<ExpertIndex>(std::move(index));
   if (options.sliced_intermediate > 0) {
     FLOTILLA_ASSIGN_OR_RETURN(
         engine->executor_,
-        ExpertExecutor::CreateSliced(
-            *engine->index_, options.sliced_intermediate, beta1, beta2, pool));
+        ExpertExecutor::CreateSliced(*engine->index_,
+                                     options.sliced_intermediate, act, pool));
   } else {
     FLOTILLA_ASSIGN_OR_RETURN(
-        engine->executor_,
-        ExpertExecutor::Create(*engine->index_, beta1, beta2, pool));
+        engine->executor_, ExpertExecutor::Create(*engine->index_, act, pool));
   }
   FetcherOptions fo = options.fetcher;
   if (options.cache_bytes > 0) {

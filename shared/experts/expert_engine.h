@@ -47,10 +47,11 @@ struct ExpertEngineOptions {
 
 class ExpertEngine {
  public:
-  // beta1/beta2: SiTU betas. `pool` may be null and must outlive the engine.
+  // act: the experts' activation (MoeSpec::Activation). `pool` may be null
+  // and must outlive the engine.
   static absl::StatusOr<std::unique_ptr<ExpertEngine>> Create(
-      ExpertIndex index, float beta1, float beta2, kernels::ThreadPool* pool,
-      const ExpertEngineOptions& options);
+      ExpertIndex index, const model::GluActivation& act,
+      kernels::ThreadPool* pool, const ExpertEngineOptions& options);
 
   // z: [rows][L]; out: [rows][L], overwritten (rows no assignment names are
   // zero). out[r] = sum over r's assignments, in order, of weight * E(z[r]).

@@ -53,8 +53,8 @@ absl::StatusOr<std::unique_ptr<ExpertEngine>> CkptAEngine(
   io.config = &moe_c;
   auto index = ExpertIndex::FromTensorSource(**source, io);
   if (!index.ok()) return index.status();
-  return ExpertEngine::Create(std::move(index).value(), c.situ_beta,
-                              c.situ_linear_beta, pool, options);
+  return ExpertEngine::Create(std::move(index).value(), moe_c.Activation(),
+                              pool, options);
 }
 
 // Reference: each task on its own (one row), the run read with plain
@@ -63,8 +63,7 @@ std::vector<float> Reference(ExpertEngine& engine, int layer, const Case& c) {
   const ExpertIndex& index = engine.index();
   const model::K3Config cfg =
       testing::LoadConfigOrDie(K3Path("ckpt_A/config.json"));
-  auto exec = ExpertExecutor::Create(index, cfg.situ_beta, cfg.situ_linear_beta,
-                                     nullptr);
+  auto exec = ExpertExecutor::Create(index, cfg.Moe().Activation(), nullptr);
   EXPECT_TRUE(exec.ok());
   const size_t lat = engine.latent();
   std::vector<double> acc(c.rows * lat, 0.0);

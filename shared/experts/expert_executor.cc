@@ -1,5 +1,6 @@
 #include "shared/experts/expert_executor.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -15,8 +16,8 @@ namespace {
 // expert must have (its intermediate size).
 absl::Status CheckShapes(ExpertFormat format,
                          const std::array<MatrixShape, 3>& shapes,
-                         uint64_t full_inter, bool sliced, float beta1,
-                         float beta2) {
+                         uint64_t full_inter, bool sliced,
+                         const model::GluActivation& act) {
   const MatrixShape& w1 = shapes[0];
   const MatrixShape& w2 = shapes[1];
   const MatrixShape& w3 = shapes[2];
@@ -38,9 +39,16 @@ absl::Status CheckShapes(ExpertFormat format,
     absl::Status s = CodecOf(format).check_shape(m.rows, m.cols);
     if (!s.ok()) return s;
   }
-  if (!(beta1 > 0) || !(beta2 > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SiTU betas must be positive, got ", beta1, " and ", beta2));
+  if (act.swiglu_limit > 0) {
+    if (!std::isfinite(act.swiglu_limit) || !std::isfinite(act.swiglu_alpha)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("clamped SwiGLU limit ", act.swiglu_limit, " and alpha ",
+                       act.swiglu_alpha, " must be finite"));
+    }
+  } else if (!(act.gate_clamp > 0) || !(act.up_clamp > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SiTU betas must be positive, got ", act.gate_clamp,
+                     " and ", act.up_clamp));
   }
   return absl::OkStatus();
 }
@@ -48,40 +56,39 @@ absl::Status CheckShapes(ExpertFormat format,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::ForShapes(
-    ExpertFormat format, const std::array<MatrixShape, 3>& shapes, float beta1,
-    float beta2, kernels::ThreadPool* pool) {
-  absl::Status s = CheckShapes(format, shapes, shapes[0].rows,
-                               /*sliced=*/false, beta1, beta2);
+    ExpertFormat format, const std::array<MatrixShape, 3>& shapes,
+    const model::GluActivation& act, kernels::ThreadPool* pool) {
+  absl::Status s =
+      CheckShapes(format, shapes, shapes[0].rows, /*sliced=*/false, act);
   if (!s.ok()) return s;
   return std::unique_ptr<ExpertExecutor>(
-      new ExpertExecutor(format, shapes, beta1, beta2, pool));
+      new ExpertExecutor(format, shapes, act, pool));
 }
 
 absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::Create(
-    const ExpertIndex& index, float beta1, float beta2,
+    const ExpertIndex& index, const model::GluActivation& act,
     kernels::ThreadPool* pool) {
   return ForShapes(index.format(),
-                   {index.shape(0), index.shape(1), index.shape(2)}, beta1,
-                   beta2, pool);
+                   {index.shape(0), index.shape(1), index.shape(2)}, act, pool);
 }
 
 absl::StatusOr<std::unique_ptr<ExpertExecutor>> ExpertExecutor::CreateSliced(
-    const ExpertIndex& index, uint64_t full_inter, float beta1, float beta2,
-    kernels::ThreadPool* pool) {
+    const ExpertIndex& index, uint64_t full_inter,
+    const model::GluActivation& act, kernels::ThreadPool* pool) {
   const std::array<MatrixShape, 3> shapes = {index.shape(0), index.shape(1),
                                              index.shape(2)};
-  absl::Status s = CheckShapes(index.format(), shapes, full_inter,
-                               /*sliced=*/true, beta1, beta2);
+  absl::Status s =
+      CheckShapes(index.format(), shapes, full_inter, /*sliced=*/true, act);
   if (!s.ok()) return s;
   return std::unique_ptr<ExpertExecutor>(
-      new ExpertExecutor(index.format(), shapes, beta1, beta2, pool));
+      new ExpertExecutor(index.format(), shapes, act, pool));
 }
 
 void ExpertExecutor::Apply(int which, const ExpertLocation& loc,
                            const uint8_t* run, const float* x, size_t n,
                            float* y) {
   const ExpertCodec& codec = CodecOf(format_);
-  const uint8_t* part[2] = {};
+  const uint8_t* part[3] = {};
   for (int p = 0; p < codec.parts; ++p) {
     part[p] = run + loc.tensor_offsets[codec.parts * which + p];
   }
@@ -93,7 +100,7 @@ void ExpertExecutor::Compute(const ExpertLocation& loc, const uint8_t* run,
   FLOTILLA_CHECK(!sliced());  // sliced executors: GateUp and Down
   if (n == 0) return;
   if (act_.size() < n * inter_) act_.resize(n * inter_);
-  // Same sequence as the reference: gate, up, SiTU-GLU, down.
+  // Same sequence as the reference: gate, up, activation, down.
   GateUp(loc, run, x, n, act_.data());
   Apply(1, loc, run, act_.data(), n, y);
 }
@@ -107,7 +114,13 @@ void ExpertExecutor::GateUp(const ExpertLocation& loc, const uint8_t* run,
   }
   Apply(0, loc, run, x, n, h1_.data());
   Apply(2, loc, run, x, n, h3_.data());
-  kernels::SituGlu(h1_.data(), h3_.data(), n * inter_, beta1_, beta2_, act);
+  if (act_kind_.swiglu_limit > 0) {
+    kernels::ClampedSwiglu(h1_.data(), h3_.data(), n * inter_,
+                           act_kind_.swiglu_limit, act_kind_.swiglu_alpha, act);
+  } else {
+    kernels::SituGlu(h1_.data(), h3_.data(), n * inter_, act_kind_.gate_clamp,
+                     act_kind_.up_clamp, act);
+  }
 }
 
 void ExpertExecutor::Down(const ExpertLocation& loc, const uint8_t* run,

@@ -1,7 +1,8 @@
 // ExpertExecutor: pure compute of one routed expert on the bytes of its run,
-// y = W2 SiTU(W1 x, W3 x), with the kernels' fixed reduction orders (so the
-// result does not depend on where the bytes came from, the thread count or
-// which other rows are in the batch).
+// y = W2 act(W1 x, W3 x) (act: model::GluActivation; with the mxfp4_bias
+// format each product adds its matrix's bias), with the kernels' fixed
+// reduction orders (so the result does not depend on where the bytes came from,
+// the thread count or which other rows are in the batch).
 //
 // Row slices (placement/expert_split.h): an index of slice runs holds rows
 // [a, b) of W1 and W3 and rows [c, d) of W2. GateUp then gives elements
@@ -29,30 +30,31 @@
 #include "absl/status/statusor.h"
 #include "shared/experts/expert_index.h"
 #include "shared/kernels/thread_pool.h"
+#include "shared/model/moe_spec.h"
 
 namespace flotilla::experts {
 
 class ExpertExecutor {
  public:
   // Checks that the index's shapes form an expert: w1 and w3 [I][L], w2
-  // [L][I]. beta1/beta2 are the SiTU betas (config situ_beta,
-  // situ_linear_beta). `pool` may be null (single-threaded); it must outlive
-  // the executor.
+  // [L][I], and that `act` is an activation (positive betas, or a positive
+  // swiglu_limit). `pool` may be null (single-threaded); it must outlive the
+  // executor.
   static absl::StatusOr<std::unique_ptr<ExpertExecutor>> Create(
-      const ExpertIndex& index, float beta1, float beta2,
+      const ExpertIndex& index, const model::GluActivation& act,
       kernels::ThreadPool* pool);
   // The same for experts of `format` and `shapes` (w1, w2, w3) whose bytes
   // do not come from an index (LocalExperts' in-memory tensors).
   static absl::StatusOr<std::unique_ptr<ExpertExecutor>> ForShapes(
       ExpertFormat format, const std::array<MatrixShape, 3>& shapes,
-      float beta1, float beta2, kernels::ThreadPool* pool);
+      const model::GluActivation& act, kernels::ThreadPool* pool);
   // For an index of row slices of experts whose intermediate size is
   // `full_inter`: w1 = w3 = [I_k][L] with I_k <= full_inter, w2 = [L_k]
   // [full_inter] with L_k <= L. Compute() is then unavailable (CHECKed);
   // use GateUp and Down.
   static absl::StatusOr<std::unique_ptr<ExpertExecutor>> CreateSliced(
-      const ExpertIndex& index, uint64_t full_inter, float beta1, float beta2,
-      kernels::ThreadPool* pool);
+      const ExpertIndex& index, uint64_t full_inter,
+      const model::GluActivation& act, kernels::ThreadPool* pool);
 
   size_t latent() const { return latent_; }        // L: input width
   size_t intermediate() const { return inter_; }   // I_k: W1/W3 rows held
@@ -64,7 +66,7 @@ class ExpertExecutor {
   // the expert's `loc.length` run bytes. Whole experts only.
   void Compute(const ExpertLocation& loc, const uint8_t* run, const float* x,
                size_t n, float* y);
-  // act[n][I_k] = SiTU(W1 x, W3 x) for the rows held; x: [n][L].
+  // act[n][I_k] = act(W1 x, W3 x) for the rows held; x: [n][L].
   void GateUp(const ExpertLocation& loc, const uint8_t* run, const float* x,
               size_t n, float* act);
   // y[n][L_k] = W2 act for the rows held; act: [n][I] (the whole vector).
@@ -73,14 +75,13 @@ class ExpertExecutor {
 
  private:
   ExpertExecutor(ExpertFormat format, const std::array<MatrixShape, 3>& shapes,
-                 float beta1, float beta2, kernels::ThreadPool* pool)
+                 const model::GluActivation& act, kernels::ThreadPool* pool)
       : format_(format),
         latent_(shapes[0].cols),
         inter_(shapes[0].rows),
         down_rows_(shapes[1].rows),
         down_cols_(shapes[1].cols),
-        beta1_(beta1),
-        beta2_(beta2),
+        act_kind_(act),
         pool_(pool),
         shapes_(shapes) {}
 
@@ -90,7 +91,7 @@ class ExpertExecutor {
 
   const ExpertFormat format_;
   const size_t latent_, inter_, down_rows_, down_cols_;
-  const float beta1_, beta2_;
+  const model::GluActivation act_kind_;
   kernels::ThreadPool* const pool_;
   const std::array<MatrixShape, 3> shapes_;  // w1, w2, w3
   // Scratch, [n][I_k] (h1_, h3_) and [n][I] (act_); grown on demand and

@@ -77,8 +77,8 @@ SliceRun CutSlice(const ExpertIndex& whole, const ExpertLocation& loc,
 TEST(ExpertExecutorTest, RowSlicesAssembleToTheWholeExpertBitwise) {
   const CkptA a = LoadCkptA();
   kernels::ThreadPool pool(2);
-  auto whole = ExpertExecutor::Create(a.index, a.config.situ_beta,
-                                      a.config.situ_linear_beta, &pool);
+  auto whole =
+      ExpertExecutor::Create(a.index, a.config.Moe().Activation(), &pool);
   ASSERT_TRUE(whole.ok()) << whole.status();
   const size_t lat = 64, inter = 64, rows = 5;
   std::mt19937 rng(7);
@@ -99,9 +99,9 @@ TEST(ExpertExecutorTest, RowSlicesAssembleToTheWholeExpertBitwise) {
       std::vector<float> act(rows * inter, -1.f);
       for (int k = 0; k < n; ++k) {
         slices.push_back(CutSlice(a.index, loc, run, k, n));
-        auto e = ExpertExecutor::CreateSliced(
-            slices[k].index, inter, a.config.situ_beta,
-            a.config.situ_linear_beta, k % 2 ? &pool : nullptr);
+        auto e = ExpertExecutor::CreateSliced(slices[k].index, inter,
+                                              a.config.Moe().Activation(),
+                                              k % 2 ? &pool : nullptr);
         ASSERT_TRUE(e.ok()) << e.status();
         EXPECT_EQ((*e)->sliced(), n > 1);
         const size_t a0 = k * inter / n, width = (*e)->intermediate();
@@ -138,22 +138,22 @@ TEST(ExpertExecutorTest, RefusesShapesThatAreNotAnExpertOrASlice) {
   const std::vector<uint8_t> run =
       testing::ReadBytes(a.index.files()[loc.file], loc.offset, loc.length);
   const SliceRun half = CutSlice(a.index, loc, run, 1, 2);
-  const float b1 = a.config.situ_beta, b2 = a.config.situ_linear_beta;
+  const model::GluActivation act = a.config.Moe().Activation();
   // A slice is not a whole expert.
-  auto s = ExpertExecutor::Create(half.index, b1, b2, nullptr);
+  auto s = ExpertExecutor::Create(half.index, act, nullptr);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("do not form an expert"),
             std::string::npos)
       << s.status();
   // W2's columns must be the whole intermediate size.
-  s = ExpertExecutor::CreateSliced(half.index, 32, b1, b2, nullptr);
+  s = ExpertExecutor::CreateSliced(half.index, 32, act, nullptr);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("row slice of an expert of "
                                       "intermediate size 32"),
             std::string::npos)
       << s.status();
   // A whole expert is also its own one slice.
-  s = ExpertExecutor::CreateSliced(a.index, 64, b1, b2, nullptr);
+  s = ExpertExecutor::CreateSliced(a.index, 64, act, nullptr);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FALSE((*s)->sliced());
 }

@@ -39,7 +39,7 @@ absl::StatusOr<ExpertIndex> ExpertIndex::FromPackManifest(
                                              MatrixShape{lat, inter},
                                              MatrixShape{inter, lat}};
   // Byte size of each tensor in tensor_offsets order.
-  std::array<uint64_t, 6> sizes{};
+  TensorOffsets sizes{};
   int num_tensors = 0;
   for (int w = 0; w < 3; ++w) {
     for (int p = 0; p < codec->parts; ++p) {

@@ -70,12 +70,12 @@ TEST(ExpertIndexTest, CkptAMatchesConfigAndHeaders) {
   }
   const ExpertLocation* loc = index->Find(ExpertKey{1, 0});
   EXPECT_EQ(loc->tensor_offsets,
-            (std::array<uint64_t, 6>{0, 2048, 2176, 4224, 4352, 6400}));
+            (TensorOffsets{0, 2048, 2176, 4224, 4352, 6400}));
   // The plan's estimate of what the index keeps is its real size give or
   // take the file names' length (13 layers x 8 experts, one file here).
-  const uint64_t estimate = ExpertIndex::MemoryBytesFor(
-      c.num_hidden_layers, c.num_experts,
-      static_cast<int>(index->files().size()));
+  const uint64_t estimate =
+      ExpertIndex::MemoryBytesFor(c.num_hidden_layers, c.num_experts,
+                                  static_cast<int>(index->files().size()));
   EXPECT_GE(index->memory_bytes(), 13u * 8u * sizeof(ExpertLocation));
   EXPECT_NEAR(static_cast<double>(index->memory_bytes()),
               static_cast<double>(estimate), 0.05 * estimate);

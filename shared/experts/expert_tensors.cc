@@ -73,6 +73,27 @@ absl::Status BindMxfp4(const FoundExpertTensors& g, const ExpertKey& key, int w,
   return absl::OkStatus();
 }
 
+// The bias of MXFP4 matrix w (mxfp4_bias): F32 [rows].
+absl::Status BindBias(const FoundExpertTensors& g, const ExpertKey& key, int w,
+                      const MatrixShape& shape,
+                      std::vector<const TensorInfo*>* parts) {
+  const TensorInfo* bias = g.t[w][kBiasPart];
+  if (bias == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "missing tensor ",
+        ExpertTensorName(g.naming, key.layer, key.expert, w, "bias"),
+        " (the expert's other matrices have biases)"));
+  }
+  if (bias->dtype != DType::kF32 || bias->shape.size() != 1 ||
+      static_cast<uint64_t>(bias->shape[0]) != shape.rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(bias), " is ", model::DTypeName(bias->dtype), " ",
+        ShapeText(bias->shape), ", expected F32 [", shape.rows, "]"));
+  }
+  parts->push_back(bias);
+  return absl::OkStatus();
+}
+
 absl::Status BindDense(const FoundExpertTensors& g, const ExpertKey& key, int w,
                        DType* dtype, MatrixShape* shape,
                        std::vector<const TensorInfo*>* parts) {
@@ -161,17 +182,30 @@ absl::StatusOr<ExpertTensors> CheckExpertTensors(const FoundExpertTensors& g,
   ExpertTensors out;
   const bool mxfp4 =
       g.t[0][kPackedPart] != nullptr || g.t[0][kScalePart] != nullptr;
+  bool biased = false;
+  for (int w = 0; w < 3; ++w) biased = biased || g.t[w][kBiasPart] != nullptr;
+  if (biased && !mxfp4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expert ", key.expert, " of layer ", key.layer,
+        " has bias tensors but no MXFP4 matrices (biases are read with "
+        "MXFP4 experts only)"));
+  }
   DType dtype = DType::kF32;
   for (int w = 0; w < 3; ++w) {
     if (mxfp4) {
       FLOTILLA_RETURN_IF_ERROR(
           BindMxfp4(g, key, w, &out.shapes[w], &out.parts));
+      if (biased) {
+        FLOTILLA_RETURN_IF_ERROR(
+            BindBias(g, key, w, out.shapes[w], &out.parts));
+      }
     } else {
       FLOTILLA_RETURN_IF_ERROR(
           BindDense(g, key, w, &dtype, &out.shapes[w], &out.parts));
     }
   }
-  out.format = mxfp4                     ? ExpertFormat::kMxfp4
+  out.format = biased                    ? ExpertFormat::kMxfp4Bias
+               : mxfp4                   ? ExpertFormat::kMxfp4
                : dtype == DType::kBF16   ? ExpertFormat::kBF16
                : dtype == DType::kF8E4M3 ? ExpertFormat::kFp8
                                          : ExpertFormat::kF32;

@@ -5,7 +5,8 @@
 //
 // An expert is three matrices w1 (gate), w2 (down), w3 (up), applied as
 // y = W x with W[rows][cols]. Each is either MXFP4 (`weight_packed` U8
-// [rows][cols/2] plus `weight_scale` U8 [rows][cols/32]), FP8 e4m3
+// [rows][cols/2] plus `weight_scale` U8 [rows][cols/32], with an F32
+// `bias` [rows] on all three or none: mxfp4_bias), FP8 e4m3
 // (`weight` F8_E4M3 plus `weight_scale_inv` F32 [ceil(rows/128)]
 // [ceil(cols/128)]) or dense (`weight`, F32 or BF16); the three share one
 // format and, dense, one dtype.
@@ -24,23 +25,24 @@
 namespace flotilla::experts {
 
 // The tensors of one expert as found in a source: [which: w1, w2, w3]
-// [part: weight_packed, weight_scale, weight, weight_scale_inv]; null when
-// absent.
-struct FoundExpertTensors {
-  model::ExpertNaming naming;  // MoeSpec::expert_names
-  const model::TensorInfo* t[3][4] = {};
-};
-
+// [part: weight_packed, weight_scale, weight, weight_scale_inv, bias]; null
+// when absent.
 enum ExpertTensorPart : int {
   kPackedPart = 0,
   kScalePart = 1,
   kDensePart = 2,
   kScaleInvPart = 3,
+  kBiasPart = 4,
 };
-inline constexpr int kExpertTensorParts = 4;
+inline constexpr int kExpertTensorParts = 5;
 // The name suffix of each ExpertTensorPart.
 inline constexpr const char* kExpertPartSuffix[kExpertTensorParts] = {
-    "weight_packed", "weight_scale", "weight", "weight_scale_inv"};
+    "weight_packed", "weight_scale", "weight", "weight_scale_inv", "bias"};
+
+struct FoundExpertTensors {
+  model::ExpertNaming naming;  // MoeSpec::expert_names
+  const model::TensorInfo* t[3][kExpertTensorParts] = {};
+};
 
 // model::ExpertMatrixPrefix + suffix ("model.layers.3.block_sparse_moe.
 // experts.7.w1.weight"), for lookups and error messages.
@@ -56,8 +58,8 @@ struct ExpertTensors {
   ExpertFormat format = ExpertFormat::kMxfp4;
   std::array<MatrixShape, 3> shapes;  // logical shapes of w1, w2, w3
   // Canonical order: w1.packed, w1.scale, w2.packed, w2.scale, w3.packed,
-  // w3.scale (MXFP4), or w1, w2, w3 (dense) -- the order of
-  // ExpertLocation::tensor_offsets.
+  // w3.scale (MXFP4; with biases each matrix's bias follows its scale), or
+  // w1, w2, w3 (dense) -- the order of ExpertLocation::tensor_offsets.
   std::vector<const model::TensorInfo*> parts;
 };
 

@@ -29,8 +29,9 @@ struct ExpertKey {
 };
 
 // kFp8: FP8 e4m3 `weight` [rows][cols] with F32 `weight_scale_inv`
-// [ceil(rows/128)][ceil(cols/128)] (DeepSeek-V3 / Kimi K2).
-enum class ExpertFormat { kMxfp4, kF32, kBF16, kFp8 };
+// [ceil(rows/128)][ceil(cols/128)] (DeepSeek-V3 / Kimi K2). kMxfp4Bias:
+// MXFP4 plus an F32 `bias` [rows] per matrix (gpt-oss).
+enum class ExpertFormat { kMxfp4, kF32, kBF16, kFp8, kMxfp4Bias };
 const char* ExpertFormatName(ExpertFormat format);
 
 // Logical shape of one expert matrix, applied as y = W x: W[rows][cols].
@@ -41,7 +42,12 @@ struct MatrixShape {
   uint64_t cols = 0;
 };
 
-// Indices into ExpertLocation::tensor_offsets.
+// Tensors an expert run can hold: three matrices of up to three parts.
+inline constexpr int kMaxTensorSlots = 9;
+using TensorOffsets = std::array<uint64_t, kMaxTensorSlots>;
+
+// Indices into ExpertLocation::tensor_offsets for two-part formats (matrix
+// w's part p is slot parts * w + p in general, ExpertCodec::parts).
 enum TensorSlot : int {
   kW1Packed = 0,  // dense: w1
   kW1Scale = 1,   // dense: w2
@@ -56,10 +62,10 @@ struct ExpertLocation {
   uint32_t file = 0;     // index into ExpertIndex::files()
   uint64_t offset = 0;   // absolute byte offset of the run in the file
   uint64_t length = 0;   // bytes in the run (> 0)
-  // Tensor offsets relative to `offset`, in the order of TensorSlot for
-  // MXFP4; for dense experts w1, w2, w3 then three zeros. Each tensor lies
-  // inside [0, length).
-  std::array<uint64_t, 6> tensor_offsets{};
+  // Tensor offsets relative to `offset`: matrix w's part p at slot
+  // codec.parts * w + p (TensorSlot for two-part formats; dense: w1, w2,
+  // w3), zeros after. Each tensor lies inside [0, length).
+  TensorOffsets tensor_offsets{};
   bool has_checksum = false;
   uint64_t checksum = 0;  // XXH3-64 (io::Checksum64) of the run's bytes
 };

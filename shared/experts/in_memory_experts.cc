@@ -64,7 +64,7 @@ absl::Status InMemoryExperts::Bind(int only_layer, kernels::ThreadPool* pool) {
   if (first == nullptr) return absl::OkStatus();  // no routed experts bound
   FLOTILLA_ASSIGN_OR_RETURN(
       executor_, ExpertExecutor::ForShapes(first->format, first->shapes,
-                                           c.gate_clamp, c.up_clamp, pool));
+                                           c.Activation(), pool));
   return absl::OkStatus();
 }
 

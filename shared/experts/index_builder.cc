@@ -63,6 +63,16 @@ absl::Status IndexBuilder::CheckConfig(const model::MoeSpec& c, int only_layer,
   const uint64_t lat = c.hidden_size;
   const uint64_t inter = c.intermediate_size;
   const MatrixShape want[3] = {{inter, lat}, {lat, inter}, {inter, lat}};
+  if (have_format_ &&
+      (index_.format_ == ExpertFormat::kMxfp4Bias) != c.expert_biases) {
+    // Without their biases gpt-oss's experts would compute silently wrong
+    // outputs; with biases another family's would too.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the experts in ", source, " are ", ExpertFormatName(index_.format_),
+        " but the config's family ",
+        c.expert_biases ? "gives every expert matrix a bias"
+                        : "has no expert biases"));
+  }
   if (have_format_) {
     for (int w = 0; w < 3; ++w) {
       const MatrixShape& got = index_.shapes_[w];

@@ -51,11 +51,26 @@ class FamilyConfig {
                                        const std::string& source_name) const {
     return absl::OkStatus();
   }
+  // The checkpoint as the routed-expert readers see it (the expert index,
+  // LocalExperts, `flotilla-tool pack`): null when that is `raw` itself,
+  // else a view over `raw` that must not outlive it (gpt-oss cuts its fused
+  // all-expert tensors into per-expert ones: gpt_oss_expert_view.h). Errors
+  // name the tensor the view cannot be made of.
+  virtual absl::StatusOr<std::unique_ptr<model::TensorSource>> ExpertView(
+      const model::TensorSource& raw) const {
+    return std::unique_ptr<model::TensorSource>();
+  }
 
   // Decoder layers. From Moe(), which is cheap: Shape() lays out every
   // layer's schema.
   int num_layers() const { return Moe().num_layers; }
 };
+
+// What the expert readers read: the family's ExpertView of `raw`, kept in
+// `*view`, or `raw` itself.
+absl::StatusOr<const model::TensorSource*> ExpertSourceOf(
+    const FamilyConfig& config, const model::TensorSource& raw,
+    std::unique_ptr<model::TensorSource>* view);
 
 struct Family {
   std::string name;  // "kimi_k3", "mixtral"

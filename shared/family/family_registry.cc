@@ -121,6 +121,16 @@ absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseFamilyConfig(
   return family->parse(root, text, source);
 }
 
+absl::StatusOr<const model::TensorSource*> ExpertSourceOf(
+    const FamilyConfig& config, const model::TensorSource& raw,
+    std::unique_ptr<model::TensorSource>* view) {
+  absl::StatusOr<std::unique_ptr<model::TensorSource>> v =
+      config.ExpertView(raw);
+  if (!v.ok()) return v.status();
+  *view = std::move(*v);
+  return *view != nullptr ? view->get() : &raw;
+}
+
 absl::Status CheckLoopBounds(const FamilyConfig& config,
                              const std::string& source) {
   const model::MoeSpec moe = config.Moe();

@@ -226,6 +226,15 @@ void SituGlu(const float* g, const float* u, size_t n, float beta1, float beta2,
   }
 }
 
+void ClampedSwiglu(const float* g, const float* u, size_t n, float limit,
+                   float alpha, float* y) {
+  for (size_t i = 0; i < n; ++i) {
+    const float gate = std::min(g[i], limit);
+    const float up = std::clamp(u[i], -limit, limit);
+    y[i] = (up + 1.0f) * (gate * Sigmoid(alpha * gate));
+  }
+}
+
 void Softmax(float* x, size_t n) {
   if (n == 0) return;
   float max_v = x[0];

@@ -104,6 +104,13 @@ void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y);
 void SituGlu(const float* g, const float* u, size_t n, float beta1, float beta2,
              float* y);
 
+// gpt-oss's clamped SwiGLU, in float as upstream writes it:
+// g' = min(g, limit), u' = clamp(u, -limit, limit),
+// y = (u' + 1) * (g' * Sigmoid(alpha * g')). The gate is clamped from above
+// only.
+void ClampedSwiglu(const float* g, const float* u, size_t n, float limit,
+                   float alpha, float* y);
+
 // In-place softmax: subtract max, exp in float, sum in double
 // (sequentially), x[i] = (float)((double)e[i] / sum).
 void Softmax(float* x, size_t n);

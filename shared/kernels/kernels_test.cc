@@ -96,6 +96,26 @@ TEST(KernelsTest, SituGluWithInfiniteBetasIsSwiGlu) {
   }
 }
 
+// gpt-oss's activation (modeling_gpt_oss.py GptOssExperts): the gate is
+// capped from above only, the up half clamped both ways and shifted by one.
+TEST(KernelsTest, ClampedSwigluClampsGateAboveAndUpBothWays) {
+  const std::vector<float> g = {-30.f, -2.5f, 0.f, 0.75f, 7.f, 9.f, 40.f};
+  const std::vector<float> u = {1.5f, -9.f, 0.5f, 7.5f, -0.125f, 3.f, -1.f};
+  std::vector<float> got(g.size());
+  ClampedSwiglu(g.data(), u.data(), g.size(), 7.0f, 1.702f, got.data());
+  for (size_t i = 0; i < g.size(); ++i) {
+    const float gate = g[i] > 7.f ? 7.f : g[i];
+    const float up = u[i] > 7.f ? 7.f : (u[i] < -7.f ? -7.f : u[i]);
+    const float glu = gate * (1.0f / (1.0f + std::exp(-1.702f * gate)));
+    EXPECT_EQ(got[i], (up + 1.0f) * glu) << i;
+  }
+  // Above the limit the gate stops growing; below -limit it is not lifted.
+  EXPECT_EQ(got[5], 4.f * (7.f * (1.0f / (1.0f + std::exp(-1.702f * 7.f)))));
+  EXPECT_EQ(got[6], 0.f);  // u = -1: the +1 shift zeroes it
+  EXPECT_LT(got[0], 0.f);
+  EXPECT_GT(got[0], -1e-10f);
+}
+
 TEST(KernelsFixtureTest, SituGlu) {
   const json f = LoadJson("ops/situ_glu.json");
   const std::vector<float> in = Floats(f["in"]);

@@ -15,6 +15,15 @@
 
 namespace flotilla::model {
 
+// The gated activation act(g, u) of an expert (MoeSpec::Activation): the
+// SiTU-GLU betas, or with swiglu_limit > 0 the clamped SwiGLU.
+struct GluActivation {
+  float gate_clamp = std::numeric_limits<float>::infinity();
+  float up_clamp = std::numeric_limits<float>::infinity();
+  float swiglu_limit = 0;
+  float swiglu_alpha = 0;
+};
+
 struct MoeSpec {
   int num_layers = 0;
   int first_moe_layer = 0;        // layers before it have no routed experts
@@ -29,6 +38,14 @@ struct MoeSpec {
   // Mixtral and Llama.
   float gate_clamp = std::numeric_limits<float>::infinity();
   float up_clamp = std::numeric_limits<float>::infinity();
+  // When > 0, act is gpt-oss's clamped SwiGLU instead: g' = min(g, limit),
+  // u' = clamp(u, -limit, limit), act = (u' + 1) * g' sigmoid(alpha g');
+  // the betas above are then unused.
+  float swiglu_limit = 0;
+  float swiglu_alpha = 0;
+  // Each matrix of an expert adds its own bias (gpt-oss): the experts are
+  // stored in the mxfp4_bias format.
+  bool expert_biases = false;
 
   // The routed experts' tensor names (tensor_names.h): a prefix and one
   // scheme of the naming table.
@@ -41,6 +58,10 @@ struct MoeSpec {
   // Dense layers past first_moe_layer (Qwen3-MoE's mlp_only_layers and
   // decoder_sparse_step), sorted.
   std::vector<int> other_dense_layers;
+
+  GluActivation Activation() const {
+    return {gate_clamp, up_clamp, swiglu_limit, swiglu_alpha};
+  }
 
   bool IsDenseLayer(int layer) const {
     return layer < first_moe_layer ||

@@ -153,6 +153,12 @@ std::vector<std::string> SafetensorsCheckpoint::Names() const {
 
 absl::Status SafetensorsCheckpoint::ReadRaw(const TensorInfo& info,
                                             void* dst) const {
+  if (info.derived) {
+    // Its bytes are not at info.offset: only its view can read it.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor '", info.name, "' is a view's per-expert tensor, not one of ",
+        info.file, "'s; read it through the view that listed it"));
+  }
   auto it = files_.find(info.file);
   if (it == files_.end()) {
     return absl::InvalidArgumentError(
@@ -162,6 +168,20 @@ absl::Status SafetensorsCheckpoint::ReadRaw(const TensorInfo& info,
   if (info.nbytes == 0) return absl::OkStatus();
   return it->second->ReadExact(info.offset, dst, info.nbytes,
                                absl::StrCat("tensor '", info.name, "'"));
+}
+
+absl::Status SafetensorsCheckpoint::ReadRange(const TensorInfo& info,
+                                              uint64_t begin, uint64_t n,
+                                              void* dst) const {
+  if (begin > info.nbytes || n > info.nbytes - begin) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", info.name, "': bytes [", begin, ", +", n,
+                     ") are outside its ", info.nbytes, " bytes"));
+  }
+  TensorInfo range = info;
+  range.offset = info.offset + begin;
+  range.nbytes = n;
+  return ReadRaw(range, dst);
 }
 
 }  // namespace flotilla::model

@@ -37,6 +37,8 @@ class SafetensorsCheckpoint : public TensorSource {
   void ForEachTensor(
       const std::function<void(const TensorInfo&)>& fn) const override;
   absl::Status ReadRaw(const TensorInfo& info, void* dst) const override;
+  absl::Status ReadRange(const TensorInfo& info, uint64_t begin, uint64_t n,
+                         void* dst) const override;
 
  private:
   SafetensorsCheckpoint() = default;

@@ -46,6 +46,19 @@ size_t DTypeSize(DType dtype) {
   return 0;
 }
 
+absl::Status TensorSource::ReadRange(const TensorInfo& info, uint64_t begin,
+                                     uint64_t n, void* dst) const {
+  if (begin > info.nbytes || n > info.nbytes - begin) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", info.name, "': bytes [", begin, ", +", n,
+                     ") are outside its ", info.nbytes, " bytes"));
+  }
+  std::vector<uint8_t> all(info.nbytes);
+  FLOTILLA_RETURN_IF_ERROR(ReadRaw(info, all.data()));
+  if (n > 0) std::memcpy(dst, all.data() + begin, n);
+  return absl::OkStatus();
+}
+
 int64_t TensorInfo::numel() const {
   // Shapes are validated (non-negative, product fits) when a source is
   // opened; a scalar's empty shape gives 1.

@@ -29,6 +29,11 @@ struct TensorInfo {
   std::string file;     // path of the file holding the data
   uint64_t offset = 0;  // absolute byte offset of the data in `file`
   uint64_t nbytes = 0;  // = numel * DTypeSize(dtype), validated at open
+  // A view's tensor (shared/family: gpt-oss's per-expert tensors cut from
+  // fused ones): its bytes are reordered or widened from `file`, so they
+  // come only from the ReadRaw of the source that listed it, never from
+  // `file` at `offset`, and it cannot be streamed or served in place.
+  bool derived = false;
 
   int64_t numel() const;
 };
@@ -52,6 +57,12 @@ class TensorSource {
   // Reads the raw bytes of `info` into dst (info.nbytes long). Errors name
   // the file, tensor and offset.
   virtual absl::Status ReadRaw(const TensorInfo& info, void* dst) const = 0;
+
+  // Reads bytes [begin, begin + n) of `info`'s raw bytes into dst. This
+  // default reads the whole tensor; SafetensorsCheckpoint reads the range.
+  // InvalidArgument when the range is outside the tensor.
+  virtual absl::Status ReadRange(const TensorInfo& info, uint64_t begin,
+                                 uint64_t n, void* dst) const;
 
   // Reads a tensor as float32, widening BF16/F16 exactly. Fails with a
   // message naming the tensor when it is missing, has an unsupported dtype,

@@ -65,21 +65,25 @@ absl::StatusOr<std::vector<PackExpert>> DecodeExpertTable(
   const char* p = bytes.data();
   const uint32_t record_bytes = GetU32(p + 8);
   const uint64_t count = GetU64(p + 16);
-  if (record_bytes != kExpertRecordBytes || GetU32(p + 12) != 0) {
-    return Bad(source,
-               absl::StrCat("records of ", record_bytes,
-                            " bytes; this build reads ", kExpertRecordBytes));
+  if ((record_bytes != kExpertRecordBytes &&
+       record_bytes != kSixOffsetRecordBytes) ||
+      GetU32(p + 12) != 0) {
+    return Bad(
+        source,
+        absl::StrCat("records of ", record_bytes, " bytes; this build reads ",
+                     kExpertRecordBytes, " or ", kSixOffsetRecordBytes));
   }
+  const int offsets = static_cast<int>((record_bytes - 40) / 8);
   const uint64_t body = bytes.size() - kExpertTableHeaderBytes;
-  if (body % kExpertRecordBytes != 0 || body / kExpertRecordBytes != count) {
+  if (body % record_bytes != 0 || body / record_bytes != count) {
     return Bad(
         source,
         absl::StrCat("header says ", count, " records but the file has ", body,
-                     " bytes after it (", kExpertRecordBytes, " per record)"));
+                     " bytes after it (", record_bytes, " per record)"));
   }
   std::vector<PackExpert> experts(count);
   p += kExpertTableHeaderBytes;
-  for (uint64_t i = 0; i < count; ++i, p += kExpertRecordBytes) {
+  for (uint64_t i = 0; i < count; ++i, p += record_bytes) {
     PackExpert& e = experts[i];
     const uint32_t layer = GetU32(p), expert = GetU32(p + 4);
     const uint32_t file = GetU32(p + 8);
@@ -96,7 +100,9 @@ absl::StatusOr<std::vector<PackExpert>> DecodeExpertTable(
     e.offset = GetU64(p + 16);
     e.length = GetU64(p + 24);
     e.checksum = GetU64(p + 32);
-    for (int t = 0; t < 6; ++t) e.tensor_offsets[t] = GetU64(p + 40 + 8 * t);
+    for (int t = 0; t < offsets; ++t) {
+      e.tensor_offsets[t] = GetU64(p + 40 + 8 * t);
+    }
     const std::string what =
         absl::StrCat(where, " (layer ", e.layer, ", expert ", e.expert, ")");
     if (e.length == 0 || e.offset > UINT64_MAX - e.length) {

@@ -4,12 +4,14 @@
 // that, as records it is 7.3 MB read straight into the vector.
 //
 // Layout (little-endian):
-//   header, 24 bytes: magic "FLOTXPT\x01", u32 record bytes (88),
+//   header, 24 bytes: magic "FLOTXPT\x01", u32 record bytes (112),
 //                     u32 reserved (0), u64 record count
-//   records, 88 bytes each, sorted by (layer, expert):
+//   records, 112 bytes each, sorted by (layer, expert):
 //     i32 layer, i32 expert, u32 file (index into expert_files), u32 0,
 //     u64 offset, u64 length, u64 checksum (XXH3-64 of the run),
-//     u64 tensor_offsets[6]
+//     u64 tensor_offsets[9]
+// Tables of 88-byte records (six tensor offsets, before the mxfp4_bias
+// format) are still read.
 // manifest.json records the count and the XXH3-64 of the whole file, so a
 // table from another pack (or a torn write) is refused before use.
 #ifndef FLOTILLA_SHARED_PACK_EXPERT_TABLE_H_
@@ -27,7 +29,8 @@ namespace flotilla::pack {
 
 inline constexpr char kExpertTableFile[] = "expert_table.bin";
 inline constexpr size_t kExpertTableHeaderBytes = 24;
-inline constexpr size_t kExpertRecordBytes = 88;
+inline constexpr size_t kExpertRecordBytes = 112;
+inline constexpr size_t kSixOffsetRecordBytes = 88;
 
 std::string EncodeExpertTable(const std::vector<PackExpert>& experts);
 

@@ -327,7 +327,8 @@ absl::StatusOr<PackManifest> DecodePackManifest(absl::string_view text,
   } else if (!IsSafeRelativePath(m.trunk_file)) {
     rd.Fail("trunk_file", "expected a relative path inside the pack dir");
   } else if (m.expert_format != "mxfp4" && m.expert_format != "bf16" &&
-             m.expert_format != "f32" && m.expert_format != "fp8_e4m3") {
+             m.expert_format != "f32" && m.expert_format != "fp8_e4m3" &&
+             m.expert_format != "mxfp4_bias") {
     rd.Fail("expert_format",
             absl::StrCat("unknown format \"", m.expert_format, "\""));
   }

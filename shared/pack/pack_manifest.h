@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "shared/experts/expert_types.h"
 #include "shared/pack/region_layout.h"
 
 namespace flotilla::pack {
@@ -60,8 +61,9 @@ struct PackExpert {
   uint64_t checksum = 0;  // XXH3-64 of the run
   // Offsets of the tensors inside the run, relative to `offset`, in the
   // order w1.packed, w1.scale, w2.packed, w2.scale, w3.packed, w3.scale
-  // (MXFP4), or w1, w2, w3 then three zeros (dense).
-  std::array<uint64_t, 6> tensor_offsets{};
+  // (MXFP4; mxfp4_bias: w1.packed, w1.scale, w1.bias, w2..., w3...), or w1,
+  // w2, w3 (dense); zeros after.
+  experts::TensorOffsets tensor_offsets{};
 };
 
 struct PackManifest {

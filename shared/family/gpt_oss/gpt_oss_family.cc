@@ -1,7 +1,8 @@
 #include "shared/family/gpt_oss/gpt_oss_family.h"
 
-
 #include "absl/strings/str_cat.h"
+#include "shared/family/checkpoint_check.h"
+#include "shared/family/gpt_oss/gpt_oss_expert_view.h"
 #include "shared/family/gpt_oss/gpt_oss_schema.h"
 
 namespace flotilla::family {
@@ -27,10 +28,16 @@ model::MoeSpec GptOssFamilyConfig::Moe() const {
   m.num_experts_per_token = c.num_experts_per_tok;
   m.hidden_size = c.hidden_size;
   m.intermediate_size = c.intermediate_size;
-  // The release's fused tensors (mlp.experts.gate_up_proj_blocks, ...) have
-  // no per-expert names; CheckCheckpoint refuses them before any reader.
+  // The names ExpertView gives each expert's cut of the release's fused
+  // tensors (mlp.experts.gate_up_proj_blocks, ...).
   m.expert_names.prefix = "model.";
   m.expert_names.scheme = &model::kMlpExperts;
+  // config.swiglu_limit, as the release's MXFP4 kernels read it
+  // (modeling_gpt_oss.py's eager path writes 7.0, the released value);
+  // alpha is 1.702 in both.
+  m.swiglu_limit = c.swiglu_limit;
+  m.swiglu_alpha = 1.702f;
+  m.expert_biases = true;
   return m;
 }
 
@@ -65,7 +72,7 @@ model::ModelShape GptOssFamilyConfig::Shape() const {
   s.streams_vocab = false;
   s.cache_experts_when_all_fit = true;
   AddTrunkMatmuls(*this, c.vocab_size, c.hidden_size, &s.matmuls);
-  s.expert_format = "mxfp4";
+  s.expert_format = "mxfp4_bias";
   s.expert_hidden = c.hidden_size;
   s.expert_intermediate = c.intermediate_size;
   s.attention_layers = c.num_hidden_layers;
@@ -96,14 +103,25 @@ uint64_t GptOssFamilyConfig::ReleasedExpertRunBytes() const {
 }
 
 absl::Status GptOssFamilyConfig::CheckCheckpoint(
-    const model::TensorSource& /*source*/,
-    const std::string& source_name) const {
-  return absl::UnimplementedError(absl::StrCat(
-      source_name,
-      ": gpt-oss's fused MXFP4 experts (mlp.experts.gate_up_proj_blocks, "
-      "..._scales, ..._bias, down_proj_*) are not read by this build yet; it "
-      "plans gpt-oss (generate --plan, flotilla-tool doctor) but cannot pack "
-      "or run it"));
+    const model::TensorSource& source, const std::string& source_name) const {
+  absl::StatusOr<std::unique_ptr<gpt_oss::ExpertView>> view =
+      gpt_oss::ExpertView::Create(source, config_);
+  if (!view.ok()) {
+    return absl::Status(
+        view.status().code(),
+        absl::StrCat(source_name, ": ", view.status().message()));
+  }
+  return CheckModelLayersCheckpoint(
+      *this, **view, source_name,
+      {"num_local_experts", "num_hidden_layers", "num_hidden_layers"});
+}
+
+absl::StatusOr<std::unique_ptr<model::TensorSource>>
+GptOssFamilyConfig::ExpertView(const model::TensorSource& raw) const {
+  absl::StatusOr<std::unique_ptr<gpt_oss::ExpertView>> view =
+      gpt_oss::ExpertView::Create(raw, config_);
+  if (!view.ok()) return view.status();
+  return std::unique_ptr<model::TensorSource>(std::move(*view));
 }
 
 }  // namespace flotilla::family

@@ -1,7 +1,7 @@
-// The gpt-oss family (model_type "gpt_oss", GptOssForCausalLM): registered
-// so that it plans (`generate --plan`, `flotilla-tool doctor`) from its
-// config; its fused MXFP4 experts with biases are not yet read, so a
-// checkpoint of it is refused by name when packed or run (issue 33).
+// The gpt-oss family (model_type "gpt_oss", GptOssForCausalLM): its config,
+// plan figures and trunk schema, and the view that presents its fused MXFP4
+// experts with biases per expert (gpt_oss_expert_view.h) to every expert
+// reader.
 #ifndef FLOTILLA_SHARED_FAMILY_GPT_OSS_GPT_OSS_FAMILY_H_
 #define FLOTILLA_SHARED_FAMILY_GPT_OSS_GPT_OSS_FAMILY_H_
 
@@ -31,9 +31,13 @@ class GptOssFamilyConfig : public FamilyConfig {
   std::string ReleasedFormats() const override {
     return "BF16 trunk and fused MXFP4 experts with BF16 biases";
   }
-  // Unimplemented, naming the fused expert tensors: nothing reads them yet.
+  // The fused expert tensors (through ExpertView), then the layer and
+  // expert numbering every "model.layers" family checks.
   absl::Status CheckCheckpoint(const model::TensorSource& source,
                                const std::string& source_name) const override;
+  // gpt_oss::ExpertView: one expert's tensors cut from the fused ones.
+  absl::StatusOr<std::unique_ptr<model::TensorSource>> ExpertView(
+      const model::TensorSource& raw) const override;
 
   const model::GptOssConfig& config() const { return config_; }
 

@@ -1,0 +1,155 @@
+#include "coordinator/families/gpt_oss/gpt_oss_model.h"
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/model/decoder_step.h"
+#include "coordinator/model/state_codec.h"
+#include "coordinator/model/yarn_rope.h"
+#include "shared/base/status_macros.h"
+
+namespace flotilla::coordinator {
+namespace {
+
+// y[t][i] += b[i] for n rows of `width` (upstream's nn.Linear bias, added
+// after the product in float).
+void AddBias(const float* b, size_t n, size_t width, float* y) {
+  for (size_t t = 0; t < n; ++t) {
+    for (size_t i = 0; i < width; ++i) y[t * width + i] += b[i];
+  }
+}
+
+}  // namespace
+
+size_t GptOssSequence::bytes() const {
+  size_t total = 0;
+  // Memory held: the caches grow by appending, so capacity, not size.
+  for (const auto& k : keys) total += k.capacity() * sizeof(float);
+  for (const auto& v : values) total += v.capacity() * sizeof(float);
+  return total;
+}
+
+absl::Status GptOssSequence::Save(std::string* out) const {
+  state_codec::PutHeader(out, positions, keys.size());
+  for (size_t l = 0; l < keys.size(); ++l) {
+    state_codec::PutFloats(out, keys[l]);
+    state_codec::PutFloats(out, values[l]);
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<GptOssModel> GptOssModel::Create(
+    const model::GptOssConfig& c, std::unique_ptr<RegionTrunk> trunk,
+    std::unique_ptr<kernels::ThreadPool> pool,
+    std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep_alive) {
+  auto m = std::unique_ptr<GptOssModel>(new GptOssModel(c));
+  m->keep_alive_ = std::move(keep_alive);
+  m->pool_ = std::move(pool);
+  m->trunk_ = std::move(trunk);
+  m->experts_ = std::move(experts);
+  YarnParams yarn;
+  yarn.dim = c.head_dim;
+  yarn.theta = c.rope_theta;
+  yarn.factor = c.yarn_factor;
+  yarn.original_max_position = c.yarn_original_max_position;
+  yarn.beta_fast = c.yarn_beta_fast;
+  yarn.beta_slow = c.yarn_beta_slow;
+  yarn.truncate = c.yarn_truncate;
+  GqaSpec spec{c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+               c.rope_theta, /*sliding_window=*/0};
+  if (c.yarn_factor > 1) {
+    spec.inv_freq = YarnInvFreq(yarn);
+    spec.rope_factor = YarnAttentionFactor(yarn);
+  }
+  m->full_ = std::make_unique<GqaAttention>(spec);
+  spec.sliding_window = c.sliding_window;
+  m->sliding_ = std::make_unique<GqaAttention>(spec);
+  // The top k router logits (bias added), softmaxed among themselves.
+  m->router_.scoring = RouterSpec::Scoring::kTopKSoftmax;
+  m->router_.num_experts = c.num_local_experts;
+  m->router_.top_k = c.num_experts_per_tok;
+  return m;
+}
+
+std::unique_ptr<ModelSequence> GptOssModel::StartSequence() const {
+  auto s = std::make_unique<GptOssSequence>();
+  s->keys.resize(config_.num_hidden_layers);
+  s->values.resize(config_.num_hidden_layers);
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<ModelSequence>> GptOssModel::LoadSequence(
+    absl::string_view bytes) const {
+  state_codec::Reader in(bytes);
+  auto s = std::make_unique<GptOssSequence>();
+  const uint64_t layers = config_.num_hidden_layers;
+  FLOTILLA_ASSIGN_OR_RETURN(
+      const uint64_t positions,
+      in.Header(layers,
+                static_cast<uint64_t>(config_.max_position_embeddings)));
+  s->positions = positions;
+  s->keys.resize(layers);
+  s->values.resize(layers);
+  const uint64_t row =
+      static_cast<uint64_t>(config_.num_key_value_heads) * config_.head_dim;
+  for (uint64_t l = 0; l < layers; ++l) {
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * row, &s->keys[l], "keys"));
+    FLOTILLA_RETURN_IF_ERROR(
+        in.Floats(positions * row, &s->values[l], "values"));
+  }
+  FLOTILLA_RETURN_IF_ERROR(in.Finish());
+  return std::unique_ptr<ModelSequence>(std::move(s));
+}
+
+void GptOssModel::Attention(const GptOssLayer& w, int layer,
+                            const float* normed, size_t n, GptOssSequence* seq,
+                            float* out) {
+  const model::GptOssConfig& c = config_;
+  const size_t d = c.head_dim;
+  const size_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
+  std::vector<float> q(n * heads * d), k(n * kv * d), v(n * kv * d);
+  kernels::MatMul(w.q, normed, n, q.data(), pool_.get());
+  kernels::MatMul(w.k, normed, n, k.data(), pool_.get());
+  kernels::MatMul(w.v, normed, n, v.data(), pool_.get());
+  AddBias(w.q_bias, n, heads * d, q.data());
+  AddBias(w.k_bias, n, kv * d, k.data());
+  AddBias(w.v_bias, n, kv * d, v.data());
+  std::vector<float> attn(n * heads * d);
+  const GqaAttention& a = c.sliding_layers[layer] ? *sliding_ : *full_;
+  a.Attend(q.data(), k.data(), v.data(), n, seq->positions, &seq->keys[layer],
+           &seq->values[layer], attn.data(), QkNorm{}, w.sinks);
+  kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
+  AddBias(w.o_bias, n, c.hidden_size, out);
+}
+
+absl::Status GptOssModel::Experts(int layer, const GptOssLayer& w,
+                                  const float* normed, size_t n, float* out) {
+  const size_t e = config_.num_local_experts;
+  std::vector<float> logits(n * e);
+  kernels::MatMul(w.router, normed, n, logits.data(), pool_.get());
+  AddBias(w.router_bias, n, e, logits.data());
+  std::vector<ExpertTask> tasks;
+  Route(router_, logits.data(), nullptr, n, &tasks);
+  FLOTILLA_RETURN_IF_ERROR(
+      experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out));
+  experts_->RecordRouted(layer, tasks.size());
+  return absl::OkStatus();
+}
+
+absl::Status GptOssModel::Step(
+    const std::vector<GptOssSequence*>& seqs,
+    const std::vector<const std::vector<int32_t>*>& ids,
+    const std::vector<size_t>& out_rows, std::vector<float>* logits) {
+  const model::GptOssConfig& c = config_;
+  return RunDecoderStep<GptOssLayer>(
+      *trunk_, c.num_hidden_layers, c.hidden_size, c.rms_norm_eps, seqs, ids,
+      out_rows, logits, pool_.get(),
+      [&](const GptOssLayer& w, int layer, size_t i, const float* x,
+          size_t rows,
+          float* out) { Attention(w, layer, x, rows, seqs[i], out); },
+      [&](const GptOssLayer& w, int layer, const float* x, size_t rows,
+          float* out) {
+        return base::WithContext(Experts(layer, w, x, rows, out),
+                                 absl::StrCat("the experts of layer ", layer));
+      });
+}
+
+}  // namespace flotilla::coordinator
