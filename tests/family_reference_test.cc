@@ -341,6 +341,36 @@ TEST(Qwen3MoeReferenceTest, HeadDimDisagreeingWithTheTensorsIsRefused) {
   EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
 }
 
+// gpt-oss's experts cut into row slices (`pack --workers 2 --split`): each
+// worker holds half the rows of every expert, and of its biases; the
+// assembled outputs are bitwise the single process's.
+TEST(GptOssReferenceTest, SplitWorkersGiveTheInMemoryLogitsBitwise) {
+  const Fixture gpt_oss{"gpt-oss/ckpt_A", "gpt_oss", 2e-5};
+  current = &gpt_oss;
+  coordinator::EngineOptions local;
+  local.model_dir = CkptDir();
+  const ModelRun want = OpenAndRun(local, "in memory");
+  dtest::TempDir tmp;
+  const std::string pack = Pack(tmp, CkptDir(), " --workers 2 --split");
+  dtest::Fleet fleet;
+  for (int k = 0; k < 2; ++k) {
+    const std::string dir = absl::StrCat(pack, "/workers/worker-", k);
+    auto w = dtest::WorkerProcess::Start(
+        {"--model=" + dir, "--split=" + dir + "/split.json", "--threads=1",
+         "--mem=256M"},
+        absl::StrCat(tmp.path(), "/worker", k, ".log"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    fleet.push_back(std::move(*w));
+  }
+  coordinator::EngineOptions o;
+  o.model_dir = CkptDir();
+  o.workers = dtest::Addresses(fleet);
+  const ModelRun got = OpenAndRun(o, "2 split workers");
+  ExpectReference(got, "2 split workers");
+  EXPECT_EQ(got.step_logits, want.step_logits);
+  EXPECT_EQ(got.tf_logits, want.tf_logits);
+}
+
 // Broken gpt-oss checkpoints are refused by the engine and by pack, naming
 // what is wrong: a head_dim that disagrees with the attention tensors, a
 // fused expert tensor of the wrong shape, a lost expert bias, and an E8M0

@@ -302,6 +302,27 @@ TEST(PackManifest, RejectsDamagedExpertTables) {
   EXPECT_THAT(std::string(m.status().message()), HasSubstr(kTable));
 }
 
+// Tables written before the mxfp4_bias format held six tensor offsets per
+// record (88 bytes); they still decode, to the same experts.
+TEST(PackManifest, ReadsSixOffsetExpertTables) {
+  const PackManifest m = Sample();
+  const std::string table = EncodeExpertTable(m.experts);
+  std::string old = table.substr(0, kExpertTableHeaderBytes);
+  old[8] = static_cast<char>(kSixOffsetRecordBytes);
+  for (size_t i = 0; i < m.experts.size(); ++i) {
+    old += table.substr(kExpertTableHeaderBytes + i * kExpertRecordBytes,
+                        kSixOffsetRecordBytes);
+  }
+  absl::StatusOr<std::vector<PackExpert>> back =
+      DecodeExpertTable(old, "old.bin");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), m.experts.size());
+  for (size_t i = 0; i < back->size(); ++i) {
+    EXPECT_EQ((*back)[i].offset, m.experts[i].offset);
+    EXPECT_EQ((*back)[i].tensor_offsets, m.experts[i].tensor_offsets);
+  }
+}
+
 TEST(PackManifest, LoadRefusesIncompletePacks) {
   const std::string dir = ::testing::TempDir() + "/pack_manifest_test_" +
                           std::to_string(::getpid());
