@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "shared/base/check.h"
 #include "shared/kernels/kernels.h"
 
 namespace flotilla::coordinator {
@@ -35,7 +36,8 @@ GqaAttention::GqaAttention(const GqaSpec& spec) : spec_(spec) {
 void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
                           size_t first_position, std::vector<float>* keys,
                           std::vector<float>* values, float* attn,
-                          const QkNorm& norm, const float* sinks) const {
+                          const QkNorm& norm, const float* sinks,
+                          size_t cache_first) const {
   const size_t d = spec_.head_dim, half = d / 2;
   const size_t heads = spec_.heads, kv_heads = spec_.kv_heads;
   const size_t group = heads / kv_heads;
@@ -73,6 +75,8 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
   for (size_t t = 0; t < n; ++t) {
     const size_t pos = first_position + t;  // attends to 0..pos
     const size_t first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+    // TrimToWindow keeps every row a later token can see.
+    FLOTILLA_CHECK(first >= cache_first);
     for (size_t h = 0; h < heads; ++h) {
       const float* qh = q + (t * heads + h) * d;
       const size_t kvh = h / group;
@@ -80,7 +84,8 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
       scores.resize(len + (sinks != nullptr ? 1 : 0));
       for (size_t j = first; j <= pos; ++j) {
         scores[j - first] = static_cast<float>(
-            kernels::DotF32(qh, keys->data() + j * kv_width + kvh * d, d) *
+            kernels::DotF32(
+                qh, keys->data() + (j - cache_first) * kv_width + kvh * d, d) *
             scale);
       }
       if (sinks != nullptr) scores[len] = sinks[h];  // dropped after
@@ -90,12 +95,26 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
         double acc = 0;
         for (size_t j = first; j <= pos; ++j) {
           acc += static_cast<double>(scores[j - first]) *
-                 (*values)[j * kv_width + kvh * d + i];
+                 (*values)[(j - cache_first) * kv_width + kvh * d + i];
         }
         dst[i] = static_cast<float>(acc);
       }
     }
   }
+}
+
+void GqaAttention::TrimToWindow(size_t next_position, std::vector<float>* keys,
+                                std::vector<float>* values,
+                                size_t* cache_first) const {
+  const size_t window = spec_.sliding_window;
+  if (window == 0 || next_position < window) return;
+  const size_t keep_from = next_position - (window - 1);
+  if (keep_from <= *cache_first) return;
+  const size_t row = static_cast<size_t>(spec_.kv_heads) * spec_.head_dim;
+  const size_t drop = (keep_from - *cache_first) * row;
+  keys->erase(keys->begin(), keys->begin() + drop);
+  values->erase(values->begin(), values->begin() + drop);
+  *cache_first = keep_from;
 }
 
 }  // namespace flotilla::coordinator

@@ -45,11 +45,19 @@ class GqaAttention {
   // With `norm`, each query and key head is RMS-normalised first. With
   // `sinks` ([heads], gpt-oss), head h's softmax also runs over one more
   // logit, sinks[h], whose column is then dropped: the weights sum to less
-  // than 1 and no value goes with it.
+  // than 1 and no value goes with it. `cache_first`: the position of the
+  // caches' first row (rows before it dropped by TrimToWindow).
   void Attend(float* q, float* k, const float* v, size_t n,
               size_t first_position, std::vector<float>* keys,
               std::vector<float>* values, float* attn, const QkNorm& norm = {},
-              const float* sinks = nullptr) const;
+              const float* sinks = nullptr, size_t cache_first = 0) const;
+
+  // With a sliding window W, drops the cache rows no later token can see:
+  // every row before next_position - (W - 1), advancing *cache_first. So a
+  // sliding layer holds at most W - 1 rows between steps, not the context.
+  // Nothing without a window.
+  void TrimToWindow(size_t next_position, std::vector<float>* keys,
+                    std::vector<float>* values, size_t* cache_first) const;
 
   const GqaSpec& spec() const { return spec_; }
 

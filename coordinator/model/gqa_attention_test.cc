@@ -5,6 +5,7 @@
 // frequencies 0) where a check is about something else.
 #include "coordinator/model/gqa_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -129,6 +130,36 @@ TEST(GqaAttentionTest, QkNormsEqualNormalisingFirst) {
   GqaAttention(NoRope(0)).Attend(qn.data(), kn.data(), v.data(), 1, 0, &ck, &cv,
                                  a2.data());
   for (size_t i = 0; i < a1.size(); ++i) EXPECT_NEAR(a1[i], a2[i], 1e-6) << i;
+}
+
+// A sliding layer's cache trimmed to the window after every step gives
+// bitwise the outputs of one that keeps every position, and holds W - 1
+// rows, whatever the context.
+TEST(GqaAttentionTest, TrimmingToTheWindowKeepsTheOutputsBitwise) {
+  const int window = 3;
+  GqaSpec spec{2, 1, kD, 10000, window};  // real RoPE: positions matter
+  GqaAttention a(spec);
+  std::vector<float> kept_k, kept_v, trim_k, trim_v;
+  size_t first = 0;
+  for (size_t pos = 0; pos < 9; ++pos) {
+    std::vector<float> q(2 * kD), k(kD), v(kD);
+    for (int i = 0; i < 2 * kD; ++i) q[i] = std::sin(0.7f * pos + i);
+    for (int i = 0; i < kD; ++i) {
+      k[i] = std::cos(0.3f * pos - i);
+      v[i] = 0.1f * pos + i;
+    }
+    std::vector<float> q2 = q, k2 = k, full(2 * kD), trimmed(2 * kD);
+    a.Attend(q.data(), k.data(), v.data(), 1, pos, &kept_k, &kept_v,
+             full.data());
+    a.Attend(q2.data(), k2.data(), v.data(), 1, pos, &trim_k, &trim_v,
+             trimmed.data(), {}, nullptr, first);
+    a.TrimToWindow(pos + 1, &trim_k, &trim_v, &first);
+    EXPECT_EQ(full, trimmed) << pos;
+    const size_t rows = std::min<size_t>(pos + 1, window - 1);
+    EXPECT_EQ(trim_k.size(), rows * kD) << pos;
+    EXPECT_EQ(first, pos + 1 - rows) << pos;
+  }
+  EXPECT_EQ(kept_k.size(), 9u * kD);
 }
 
 }  // namespace

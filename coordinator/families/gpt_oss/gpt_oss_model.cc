@@ -1,5 +1,7 @@
 #include "coordinator/families/gpt_oss/gpt_oss_model.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/decoder_step.h"
 #include "coordinator/model/state_codec.h"
@@ -73,6 +75,7 @@ std::unique_ptr<ModelSequence> GptOssModel::StartSequence() const {
   auto s = std::make_unique<GptOssSequence>();
   s->keys.resize(config_.num_hidden_layers);
   s->values.resize(config_.num_hidden_layers);
+  s->first.assign(config_.num_hidden_layers, 0);
   return s;
 }
 
@@ -88,12 +91,17 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> GptOssModel::LoadSequence(
   s->positions = positions;
   s->keys.resize(layers);
   s->values.resize(layers);
+  s->first.assign(layers, 0);
   const uint64_t row =
       static_cast<uint64_t>(config_.num_key_value_heads) * config_.head_dim;
+  // A sliding layer holds the window's last W - 1 positions between steps.
+  const uint64_t window_rows =
+      std::min<uint64_t>(positions, config_.sliding_window - 1);
   for (uint64_t l = 0; l < layers; ++l) {
-    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * row, &s->keys[l], "keys"));
-    FLOTILLA_RETURN_IF_ERROR(
-        in.Floats(positions * row, &s->values[l], "values"));
+    const uint64_t rows = config_.sliding_layers[l] ? window_rows : positions;
+    s->first[l] = positions - rows;
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(rows * row, &s->keys[l], "keys"));
+    FLOTILLA_RETURN_IF_ERROR(in.Floats(rows * row, &s->values[l], "values"));
   }
   FLOTILLA_RETURN_IF_ERROR(in.Finish());
   return std::unique_ptr<ModelSequence>(std::move(s));
@@ -115,7 +123,10 @@ void GptOssModel::Attention(const GptOssLayer& w, int layer,
   std::vector<float> attn(n * heads * d);
   const GqaAttention& a = c.sliding_layers[layer] ? *sliding_ : *full_;
   a.Attend(q.data(), k.data(), v.data(), n, seq->positions, &seq->keys[layer],
-           &seq->values[layer], attn.data(), QkNorm{}, w.sinks);
+           &seq->values[layer], attn.data(), QkNorm{}, w.sinks,
+           seq->first[layer]);
+  a.TrimToWindow(seq->positions + n, &seq->keys[layer], &seq->values[layer],
+                 &seq->first[layer]);
   kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
   AddBias(w.o_bias, n, c.hidden_size, out);
 }

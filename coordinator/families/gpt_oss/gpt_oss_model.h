@@ -55,9 +55,12 @@ struct GptOssLayer : BoundRegion {
 
 RegionBinder GptOssBinder(const model::GptOssConfig& config);
 
-// Per-layer key/value cache: [positions][num_key_value_heads * head_dim].
+// Per-layer key/value cache: [rows][num_key_value_heads * head_dim], every
+// position on full layers, the last sliding_window - 1 on sliding ones
+// (GqaAttention::TrimToWindow).
 struct GptOssSequence : public ModelSequence {
   std::vector<std::vector<float>> keys, values;  // by layer
+  std::vector<size_t> first;  // by layer: the position of the first row
   size_t positions = 0;
 
   size_t bytes() const override;
