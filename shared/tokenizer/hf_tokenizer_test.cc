@@ -110,7 +110,7 @@ TEST_P(GoldenTest, IdsAndDecodeMatchTokenizersJs) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, GoldenTest,
                          ::testing::Values("stories260k", "qwen3", "llama3",
-                                           "llama2", "deepseek_v3"));
+                                           "llama2", "deepseek_v3", "gpt_oss"));
 
 class StreamTest : public ::testing::TestWithParam<const char*> {};
 
@@ -146,7 +146,7 @@ TEST_P(StreamTest, StreamedTextEqualsWholeDecode) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, StreamTest,
                          ::testing::Values("stories260k", "qwen3", "llama2",
-                                           "deepseek_v3"));
+                                           "deepseek_v3", "gpt_oss"));
 
 TEST(StreamDecoderTest, HoldsBytesUntilTheCharacterCompletes) {
   auto tok = LoadTestTokenizer("stories260k");

@@ -67,6 +67,9 @@ function extras(tokenizerJson) {
 
 for (const spec of models) {
   const [name, dir] = spec.split("=");
+  // Each vocabulary's extras from the same start, so a file does not depend
+  // on which vocabularies were generated before it.
+  seed = 0x2545f491;
   const tj = JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8"));
   const tc = JSON.parse(
       fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8"));

