@@ -23,6 +23,8 @@ std::string TokenText(const Json& j) {
 }
 
 ToolSyntax DetectToolSyntax(const std::string& source) {
+  // gpt-oss's template writes harmony messages.
+  if (absl::StrContains(source, "<|channel|>")) return ToolSyntax::kHarmony;
   if (absl::StrContains(source, "<｜tool▁calls▁begin｜>")) {
     return ToolSyntax::kDeepSeekV3;
   }
@@ -55,6 +57,8 @@ const char* ToolSyntaxName(ToolSyntax s) {
       return "deepseek_v3";
     case ToolSyntax::kKimiK2:
       return "kimi_k2";
+    case ToolSyntax::kHarmony:
+      return "openai";
   }
   return "?";
 }
@@ -62,12 +66,13 @@ const char* ToolSyntaxName(ToolSyntax s) {
 absl::StatusOr<ToolSyntax> ParseToolSyntax(const std::string& name) {
   for (ToolSyntax s :
        {ToolSyntax::kNone, ToolSyntax::kHermes, ToolSyntax::kLlama3Json,
-        ToolSyntax::kDeepSeekV3, ToolSyntax::kKimiK2}) {
+        ToolSyntax::kDeepSeekV3, ToolSyntax::kKimiK2, ToolSyntax::kHarmony}) {
     if (name == ToolSyntaxName(s)) return s;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown tool-call syntax '", name,
-                   "' (hermes, llama3_json, deepseek_v3, kimi_k2, none)"));
+                   "' (hermes, llama3_json, deepseek_v3, kimi_k2, openai, "
+                   "none)"));
 }
 
 ChatFormat ChatFormat::BuiltIn(ChatTemplate t) {

@@ -26,10 +26,12 @@ enum class ToolSyntax {
   kLlama3Json,  // {"name": ..., "parameters": {...}} as the whole reply
   kDeepSeekV3,  // <｜tool▁calls▁begin｜> sections (tool_call_syntax.h)
   kKimiK2,      // <|tool_calls_section_begin|> sections (tool_call_syntax.h)
+  kHarmony,     // gpt-oss's harmony messages (harmony_output.h): channels
+                // analysis / final, calls to=functions.NAME
 };
 const char* ToolSyntaxName(ToolSyntax s);
-// "hermes", "llama3_json", "deepseek_v3", "kimi_k2", "none" (vLLM's
-// --tool-call-parser names).
+// "hermes", "llama3_json", "deepseek_v3", "kimi_k2", "openai" (harmony),
+// "none" (vLLM's --tool-call-parser names).
 absl::StatusOr<ToolSyntax> ParseToolSyntax(const std::string& name);
 
 class ChatFormat {

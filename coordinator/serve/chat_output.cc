@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "coordinator/serve/harmony_output.h"
 #include "coordinator/serve/tool_call_syntax.h"
 #include "nlohmann/json.hpp"
 
@@ -58,6 +59,32 @@ ChatOutput::ChatOutput(ChatOutputOptions options)
   if (options_.forced == ToolChoice::kNamed) {
     calls_.push_back({NewToolCallId(), options_.forced_name, ""});
   }
+  // A forced tool choice is constrained JSON text, not harmony messages.
+  if (options_.harmony != nullptr && options_.forced == ToolChoice::kAuto) {
+    absl::StatusOr<HarmonyTokens> tokens = HarmonyTokens::Of(*options_.harmony);
+    if (tokens.ok()) {
+      harmony_ = std::make_unique<HarmonyOutput>(options_.harmony, *tokens,
+                                                 options_.parse_tools);
+    }
+  }
+}
+
+ChatOutput::~ChatOutput() = default;
+
+const std::string& ChatOutput::content() const {
+  return harmony_ != nullptr ? harmony_->content() : content_;
+}
+const std::string& ChatOutput::reasoning() const {
+  return harmony_ != nullptr ? harmony_->reasoning() : reasoning_;
+}
+const std::vector<ToolCall>& ChatOutput::tool_calls() const {
+  return harmony_ != nullptr ? harmony_->tool_calls() : calls_;
+}
+
+ChatDelta ChatOutput::Feed(absl::string_view text,
+                           const std::vector<int32_t>& ids) {
+  if (harmony_ != nullptr) return harmony_->Feed(ids);
+  return Feed(text);
 }
 
 ChatDelta ChatOutput::Feed(absl::string_view text) {
@@ -135,7 +162,9 @@ void ChatOutput::FeedContent(absl::string_view text, ChatDelta* d) {
     if (text.empty()) return;
     content_lead_ = false;
   }
-  if (!options_.parse_tools || options_.syntax == ToolSyntax::kNone) {
+  // Harmony is parsed from ids; text alone holds no calls.
+  if (!options_.parse_tools || options_.syntax == ToolSyntax::kNone ||
+      options_.syntax == ToolSyntax::kHarmony) {
     absl::StrAppend(&d->content, text);
     absl::StrAppend(&content_, text);
     return;
@@ -189,6 +218,7 @@ bool ChatOutput::ParseCalls(const std::string& text) {
 }
 
 ChatDelta ChatOutput::Finish() {
+  if (harmony_ != nullptr) return harmony_->Finish();
   ChatDelta d;
   if (options_.forced == ToolChoice::kNamed) return d;
   if (stage_ == Stage::kStart) stage_ = Stage::kContent;

@@ -61,11 +61,13 @@ void HttpServer::Complete(const http::HttpRequest& http,
   const bool logprobs = req->top_logprobs >= 0;
   if (!req->stream) {
     std::string text;
+    std::vector<int32_t> ids;
     std::vector<TokenLogprob> lps;
     CompletionPiece piece;
     for (bool done = false; !done;) {
       done = c->Take(&piece);
       text += piece.text;
+      ids.insert(ids.end(), piece.ids.begin(), piece.ids.end());
       lps.insert(lps.end(), piece.logprobs.begin(), piece.logprobs.end());
     }
     if (!c->status().ok()) return Failed(res, c->status());
@@ -73,7 +75,7 @@ void HttpServer::Complete(const http::HttpRequest& http,
     size_t offset = 0;
     if (chat) {
       ChatOutput out(output_options);
-      out.Feed(text);
+      out.Feed(text, ids);
       out.Finish();
       json message = {{"role", "assistant"}, {"content", out.content()}};
       if (!out.reasoning().empty()) message["reasoning_content"] = out.reasoning();
@@ -161,7 +163,7 @@ void HttpServer::Complete(const http::HttpRequest& http,
     *first = false;
     CompletionPiece piece;
     const bool done = c->Take(&piece);
-    const ChatDelta d = chat ? output->Feed(piece.text) : ChatDelta();
+    const ChatDelta d = chat ? output->Feed(piece.text, piece.ids) : ChatDelta();
     if ((chat ? !d.empty() : !piece.text.empty()) || !piece.logprobs.empty()) {
       *out += chunk(piece, nullptr, d);
     }

@@ -23,6 +23,9 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
                                     options_.model_name, "')"));
   }
   output->syntax = chat_format().tool_syntax();
+  if (output->syntax == ToolSyntax::kHarmony && chat) {
+    output->harmony = tokenizer_;
+  }
   output->think_tags = chat_format().think_tags();
   output->parse_tools =
       !req.tool_definitions.empty() && req.tool_choice == ToolChoice::kAuto;
@@ -31,8 +34,8 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
   std::vector<int32_t> prompt = req.prompt_ids;
   if (prompt.empty()) {
     if (tokenizer_ == nullptr) {
-      return refuse(400,
-                    "this model has no tokenizer: send the prompt as token ids");
+      return refuse(
+          400, "this model has no tokenizer: send the prompt as token ids");
     }
     std::string text = chat ? std::string() : *req.prompt;
     if (chat) {
@@ -60,6 +63,15 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
   }
   spec.stop = req.stop;
   spec.stop_ids = req.stop_ids;
+  if (output->harmony != nullptr) {
+    // A harmony reply ends with <|return|>, or <|call|> when it calls a
+    // tool (the caller answers and asks again); <|end|> only ends one of
+    // its messages.
+    for (const char* end : {"<|return|>", "<|call|>"}) {
+      const int32_t id = tokenizer_->AddedTokenId(end);
+      if (id >= 0) spec.stop_ids.push_back(id);
+    }
+  }
   spec.top_logprobs = req.top_logprobs;
   spec.tokens_as_ids = req.tokens_as_ids;
   spec.ignore_eos = req.ignore_eos;
@@ -77,7 +89,8 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
     }
     absl::StatusOr<std::shared_ptr<const constrained::TokenPieces>> pieces =
         Pieces();
-    if (!pieces.ok()) return refuse(400, std::string(pieces.status().message()));
+    if (!pieces.ok())
+      return refuse(400, std::string(pieces.status().message()));
     spec.constraint = std::make_shared<constrained::JsonConstraint>(
         req.output_schema, *std::move(pieces));
   }

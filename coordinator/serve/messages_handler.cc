@@ -152,7 +152,7 @@ void HttpServer::Messages(const http::HttpRequest& http,
     CompletionPiece piece;
     for (bool done = false; !done;) {
       done = c->Take(&piece);
-      out.Feed(piece.text);
+      out.Feed(piece.text, piece.ids);
     }
     if (!c->status().ok()) return AnthropicError(res, 500, c->status().ToString());
     out.Finish();
@@ -210,7 +210,7 @@ void HttpServer::Messages(const http::HttpRequest& http,
     }
     CompletionPiece piece;
     const bool done = c->Take(&piece);
-    *out += blocks->Add(output->Feed(piece.text));
+    *out += blocks->Add(output->Feed(piece.text, piece.ids));
     if (!done) return true;
     if (!c->status().ok()) {
       *out += Event("error", {{"type", "error"},

@@ -148,6 +148,7 @@ const SectionSyntax* SectionSyntaxOf(ToolSyntax syntax) {
       return &kKimiK2;
     case ToolSyntax::kNone:
     case ToolSyntax::kLlama3Json:
+    case ToolSyntax::kHarmony:  // parsed from ids (harmony_output.h)
       return nullptr;
   }
   return nullptr;

@@ -126,18 +126,25 @@ TEST(ToolCallSyntaxTest, NamesAndDetection) {
     EXPECT_NE(SectionSyntaxOf(*s), nullptr);
   }
   EXPECT_EQ(SectionSyntaxOf(ToolSyntax::kLlama3Json), nullptr);
+  // vLLM's name for gpt-oss's parser; harmony is read from ids.
+  auto harmony = ParseToolSyntax("openai");
+  ASSERT_TRUE(harmony.ok());
+  EXPECT_EQ(*harmony, ToolSyntax::kHarmony);
+  EXPECT_EQ(SectionSyntaxOf(ToolSyntax::kHarmony), nullptr);
   EXPECT_FALSE(ParseToolSyntax("deepseek").ok());
 }
 
 // The published templates name their own syntax: a model folder holding
-// DeepSeek-V3's, Kimi K2's or Qwen3's chat template is read with it.
+// DeepSeek-V3's, Kimi K2's, Qwen3's or gpt-oss's (harmony, parsed from
+// ids: harmony_output.h) chat template is read with it.
 TEST(ToolCallSyntaxTest, PublishedTemplatesSelectTheirSyntax) {
   for (const auto& [file, want] :
        std::vector<std::pair<std::string, ToolSyntax>>{
            {"deepseek_v3.jinja", ToolSyntax::kDeepSeekV3},
            {"kimi_k2.jinja", ToolSyntax::kKimiK2},
            {"kimi_k2_thinking.jinja", ToolSyntax::kKimiK2},
-           {"qwen3.jinja", ToolSyntax::kHermes}}) {
+           {"qwen3.jinja", ToolSyntax::kHermes},
+           {"gpt_oss.jinja", ToolSyntax::kHarmony}}) {
     SCOPED_TRACE(file);
     const std::string dir = ::testing::TempDir() + "/template_" + file;
     std::filesystem::create_directories(dir);
@@ -148,6 +155,7 @@ TEST(ToolCallSyntaxTest, PublishedTemplatesSelectTheirSyntax) {
     auto format = ChatFormat::Load(dir, ChatTemplate::kPlain, "");
     ASSERT_TRUE(format.ok()) << format.status();
     EXPECT_EQ(format->tool_syntax(), want) << ToolSyntaxName(want);
+    EXPECT_FALSE(format->think_tags() && want == ToolSyntax::kHarmony);
   }
 }
 
