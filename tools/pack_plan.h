@@ -80,7 +80,7 @@ struct PackPlan {
   std::string source_stamp;                // model::CheckpointStamp
   std::vector<PlannedRegion> regions;
   uint64_t trunk_bytes = 0;   // size of trunk.bin
-  std::string expert_format;  // "mxfp4", "bf16" or "f32"
+  std::string expert_format;  // an expert_codec.h name ("mxfp4", ...)
   bool experts_in_model_dir = true;
   // Relative to the model dir (in place) or the pack dir (experts.bin).
   std::vector<std::string> expert_files;

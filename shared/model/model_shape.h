@@ -54,7 +54,8 @@ struct ModelShape {
 
   // The work of a decoded token, for the compute probe and the prediction.
   std::vector<TrunkMatmul> matmuls;  // every layer's and the lm_head
-  // "mxfp4", "bf16", "f32" or "fp8_e4m3" (expert_codec.h names)
+  // "mxfp4", "mxfp4_bias", "bf16", "f32" or "fp8_e4m3" (expert_codec.h
+  // names)
   std::string expert_format = "mxfp4";
   int expert_hidden = 0;  // an expert's input width
   int expert_intermediate = 0;

@@ -78,7 +78,8 @@ struct PackManifest {
   std::string config_json;   // the config file's text, verbatim
   std::string trunk_file = "trunk.bin";
   std::vector<PackRegion> regions;
-  // "mxfp4" (U8 packed + scale), "bf16" or "f32" (dense experts).
+  // "mxfp4" (U8 packed + scale), "mxfp4_bias" (and an F32 bias), "bf16",
+  // "f32" (dense experts) or "fp8_e4m3" (expert_codec.h).
   std::string expert_format = "mxfp4";
   bool experts_in_model_dir = true;
   std::vector<std::string> expert_files;

@@ -163,7 +163,10 @@ double Mxfp4Rate(const model::ModelShape& m, kernels::ThreadPool* pool,
 double ExpertRate(const model::ModelShape& m, kernels::ThreadPool* pool,
                   double seconds) {
   if (m.expert_hidden <= 0 || m.expert_intermediate <= 0) return 0;
-  if (m.expert_format == "mxfp4") return Mxfp4Rate(m, pool, seconds);
+  // mxfp4_bias (gpt-oss) is the same kernel; its biases are rows floats.
+  if (m.expert_format == "mxfp4" || m.expert_format == "mxfp4_bias") {
+    return Mxfp4Rate(m, pool, seconds);
+  }
   const model::DType dtype = m.expert_format == "bf16" ? model::DType::kBF16
                              : m.expert_format == "fp8_e4m3"
                                  ? model::DType::kF8E4M3
