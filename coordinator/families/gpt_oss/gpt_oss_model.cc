@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/decoder_step.h"
-#include "coordinator/model/state_codec.h"
 #include "coordinator/model/yarn_rope.h"
 #include "shared/base/status_macros.h"
 
@@ -20,23 +19,6 @@ void AddBias(const float* b, size_t n, size_t width, float* y) {
 }
 
 }  // namespace
-
-size_t GptOssSequence::bytes() const {
-  size_t total = 0;
-  // Memory held: the caches grow by appending, so capacity, not size.
-  for (const auto& k : keys) total += k.capacity() * sizeof(float);
-  for (const auto& v : values) total += v.capacity() * sizeof(float);
-  return total;
-}
-
-absl::Status GptOssSequence::Save(std::string* out) const {
-  state_codec::PutHeader(out, positions, keys.size());
-  for (size_t l = 0; l < keys.size(); ++l) {
-    state_codec::PutFloats(out, keys[l]);
-    state_codec::PutFloats(out, values[l]);
-  }
-  return absl::OkStatus();
-}
 
 std::unique_ptr<GptOssModel> GptOssModel::Create(
     const model::GptOssConfig& c, std::unique_ptr<RegionTrunk> trunk,
@@ -73,37 +55,24 @@ std::unique_ptr<GptOssModel> GptOssModel::Create(
 
 std::unique_ptr<ModelSequence> GptOssModel::StartSequence() const {
   auto s = std::make_unique<GptOssSequence>();
-  s->keys.resize(config_.num_hidden_layers);
-  s->values.resize(config_.num_hidden_layers);
-  s->first.assign(config_.num_hidden_layers, 0);
+  s->Start(config_.num_hidden_layers);
   return s;
 }
 
 absl::StatusOr<std::unique_ptr<ModelSequence>> GptOssModel::LoadSequence(
     absl::string_view bytes) const {
-  state_codec::Reader in(bytes);
+  const model::GptOssConfig& c = config_;
   auto s = std::make_unique<GptOssSequence>();
-  const uint64_t layers = config_.num_hidden_layers;
-  FLOTILLA_ASSIGN_OR_RETURN(
-      const uint64_t positions,
-      in.Header(layers,
-                static_cast<uint64_t>(config_.max_position_embeddings)));
-  s->positions = positions;
-  s->keys.resize(layers);
-  s->values.resize(layers);
-  s->first.assign(layers, 0);
-  const uint64_t row =
-      static_cast<uint64_t>(config_.num_key_value_heads) * config_.head_dim;
   // A sliding layer holds the window's last W - 1 positions between steps.
-  const uint64_t window_rows =
-      std::min<uint64_t>(positions, config_.sliding_window - 1);
-  for (uint64_t l = 0; l < layers; ++l) {
-    const uint64_t rows = config_.sliding_layers[l] ? window_rows : positions;
-    s->first[l] = positions - rows;
-    FLOTILLA_RETURN_IF_ERROR(in.Floats(rows * row, &s->keys[l], "keys"));
-    FLOTILLA_RETURN_IF_ERROR(in.Floats(rows * row, &s->values[l], "values"));
-  }
-  FLOTILLA_RETURN_IF_ERROR(in.Finish());
+  FLOTILLA_RETURN_IF_ERROR(
+      s->Load(bytes, c.num_hidden_layers,
+              static_cast<uint64_t>(c.max_position_embeddings),
+              static_cast<uint64_t>(c.num_key_value_heads) * c.head_dim,
+              [&c](size_t layer, uint64_t positions) {
+                return c.sliding_layers[layer]
+                           ? std::min<uint64_t>(positions, c.sliding_window - 1)
+                           : positions;
+              }));
   return std::unique_ptr<ModelSequence>(std::move(s));
 }
 

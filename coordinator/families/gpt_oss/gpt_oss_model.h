@@ -30,6 +30,7 @@
 #include "coordinator/model/decoder_model.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/gqa_attention.h"
+#include "coordinator/model/kv_cache_sequence.h"
 #include "coordinator/model/language_model.h"
 #include "coordinator/model/layer_source.h"
 #include "coordinator/model/region_trunk.h"
@@ -55,19 +56,12 @@ struct GptOssLayer : BoundRegion {
 
 RegionBinder GptOssBinder(const model::GptOssConfig& config);
 
-// Per-layer key/value cache: [rows][num_key_value_heads * head_dim], every
-// position on full layers, the last sliding_window - 1 on sliding ones
-// (GqaAttention::TrimToWindow).
-struct GptOssSequence : public ModelSequence {
-  std::vector<std::vector<float>> keys, values;  // by layer
-  std::vector<size_t> first;  // by layer: the position of the first row
-  size_t positions = 0;
-
-  size_t bytes() const override;
+// Every position's keys and values on full layers, the last
+// sliding_window - 1 on sliding ones.
+struct GptOssSequence : public KvCacheSequence {
   std::unique_ptr<ModelSequence> Clone() const override {
     return std::make_unique<GptOssSequence>(*this);
   }
-  absl::Status Save(std::string* out) const override;
 };
 
 class GptOssModel : public DecoderModel<GptOssSequence> {
