@@ -5,27 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/batched_step.h"
 #include "coordinator/model/decoder_step.h"
-#include "coordinator/model/state_codec.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator {
-
-size_t Qwen3MoeSequence::bytes() const {
-  size_t total = 0;
-  // Memory held: the caches grow by appending, so capacity, not size.
-  for (const auto& k : keys) total += k.capacity() * sizeof(float);
-  for (const auto& v : values) total += v.capacity() * sizeof(float);
-  return total;
-}
-
-absl::Status Qwen3MoeSequence::Save(std::string* out) const {
-  state_codec::PutHeader(out, positions, keys.size());
-  for (size_t l = 0; l < keys.size(); ++l) {
-    state_codec::PutFloats(out, keys[l]);
-    state_codec::PutFloats(out, values[l]);
-  }
-  return absl::OkStatus();
-}
 
 std::unique_ptr<Qwen3MoeModel> Qwen3MoeModel::Create(
     const model::Qwen3MoeConfig& c, std::unique_ptr<RegionTrunk> trunk,
@@ -49,31 +31,18 @@ std::unique_ptr<Qwen3MoeModel> Qwen3MoeModel::Create(
 
 std::unique_ptr<ModelSequence> Qwen3MoeModel::StartSequence() const {
   auto s = std::make_unique<Qwen3MoeSequence>();
-  s->keys.resize(config_.num_hidden_layers);
-  s->values.resize(config_.num_hidden_layers);
+  s->Start(config_.num_hidden_layers);
   return s;
 }
 
 absl::StatusOr<std::unique_ptr<ModelSequence>> Qwen3MoeModel::LoadSequence(
     absl::string_view bytes) const {
-  state_codec::Reader in(bytes);
   auto s = std::make_unique<Qwen3MoeSequence>();
-  const uint64_t layers = config_.num_hidden_layers;
-  FLOTILLA_ASSIGN_OR_RETURN(
-      const uint64_t positions,
-      in.Header(layers,
-                static_cast<uint64_t>(config_.max_position_embeddings)));
-  s->positions = positions;
-  s->keys.resize(layers);
-  s->values.resize(layers);
-  const uint64_t row =
-      static_cast<uint64_t>(config_.num_key_value_heads) * config_.head_dim;
-  for (uint64_t l = 0; l < layers; ++l) {
-    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * row, &s->keys[l], "keys"));
-    FLOTILLA_RETURN_IF_ERROR(
-        in.Floats(positions * row, &s->values[l], "values"));
-  }
-  FLOTILLA_RETURN_IF_ERROR(in.Finish());
+  FLOTILLA_RETURN_IF_ERROR(s->Load(
+      bytes, config_.num_hidden_layers,
+      static_cast<uint64_t>(config_.max_position_embeddings),
+      static_cast<uint64_t>(config_.num_key_value_heads) * config_.head_dim,
+      [](size_t, uint64_t positions) { return positions; }));
   return std::unique_ptr<ModelSequence>(std::move(s));
 }
 

@@ -27,6 +27,7 @@
 #include "coordinator/model/decoder_model.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/gqa_attention.h"
+#include "coordinator/model/kv_cache_sequence.h"
 #include "coordinator/model/language_model.h"
 #include "coordinator/model/layer_source.h"
 #include "coordinator/model/region_trunk.h"
@@ -51,16 +52,11 @@ struct Qwen3MoeLayer : BoundRegion {
 
 RegionBinder Qwen3MoeBinder(const model::Qwen3MoeConfig& config);
 
-// Per-layer key/value cache: [positions][num_key_value_heads * head_dim].
-struct Qwen3MoeSequence : public ModelSequence {
-  std::vector<std::vector<float>> keys, values;  // by layer
-  size_t positions = 0;
-
-  size_t bytes() const override;
+// Every position's keys and values, per layer.
+struct Qwen3MoeSequence : public KvCacheSequence {
   std::unique_ptr<ModelSequence> Clone() const override {
     return std::make_unique<Qwen3MoeSequence>(*this);
   }
-  absl::Status Save(std::string* out) const override;
 };
 
 class Qwen3MoeModel : public DecoderModel<Qwen3MoeSequence> {
