@@ -13,7 +13,9 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
+#include "coordinator/model/expert_backend.h"
 #include "coordinator/model/region_trunk.h"
+#include "coordinator/model/router.h"
 #include "shared/base/status_macros.h"
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/thread_pool.h"
@@ -108,6 +110,21 @@ absl::Status RunDecoderStep(RegionTrunk& trunk, int num_layers, size_t hidden,
       trunk, num_layers, hidden, eps, step, &h, attention, ffn));
   for (size_t i = 0; i < seqs.size(); ++i) seqs[i]->positions += ids[i]->size();
   return FinalLogits(trunk, h, hidden, eps, step, out_rows, logits, pool);
+}
+
+// A MoE layer's routed experts for `n` rows: their tasks from the router
+// logits [n][num_experts] (`bias` for the choice, or null), computed by
+// `experts` on `normed` into out [n][hidden], and counted.
+inline absl::Status RouteAndRunExperts(const RouterSpec& router, int layer,
+                                       const float* logits, const float* bias,
+                                       const float* normed, size_t n,
+                                       ExpertBackend* experts, float* out) {
+  std::vector<ExpertTask> tasks;
+  Route(router, logits, bias, n, &tasks);
+  FLOTILLA_RETURN_IF_ERROR(
+      experts->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out));
+  experts->RecordRouted(layer, tasks.size());
+  return absl::OkStatus();
 }
 
 }  // namespace flotilla::coordinator

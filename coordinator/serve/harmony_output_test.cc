@@ -4,39 +4,25 @@
 // arguments; the same whether the ids arrive at once or one by one.
 #include "coordinator/serve/harmony_output.h"
 
-#include <zlib.h>
-
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "shared/tokenizer/hf_tokenizer.h"
+#include "shared/tokenizer/testdata_util.h"
 
 namespace flotilla::coordinator::serve {
 namespace {
-
-std::string ReadGz(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    ADD_FAILURE() << "cannot open " << path;
-    return "";
-  }
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, n);
-  gzclose(f);
-  return text;
-}
 
 const tokenizer::Tokenizer& GptOss() {
   static const tokenizer::Tokenizer* t = [] {
     const std::string dir =
         std::string(FLOTILLA_TOKENIZER_TESTDATA) + "/hf/gpt_oss";
     auto tok = tokenizer::HfTokenizer::FromJson(
-        ReadGz(dir + "/tokenizer.json.gz"),
-        ReadGz(dir + "/tokenizer_config.json"), "gpt_oss");
+        tokenizer::testing::ReadMaybeGz(dir + "/tokenizer.json.gz"),
+        tokenizer::testing::ReadMaybeGz(dir + "/tokenizer_config.json"),
+        "gpt_oss");
     EXPECT_TRUE(tok.ok()) << tok.status();
     return tok.ok() ? tok->release() : nullptr;
   }();

@@ -23,22 +23,8 @@ namespace {
 
 using testing::LoadJson;
 using testing::Quote;
+using testing::ReadMaybeGz;
 using testing::TestdataPath;
-
-// The text of a file, gunzipped when its name ends in .gz.
-std::string ReadMaybeGz(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    ADD_FAILURE() << "cannot open " << path;
-    return "";
-  }
-  std::string text;
-  char buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, n);
-  gzclose(f);
-  return text;
-}
 
 std::unique_ptr<HfTokenizer> LoadTestTokenizer(const std::string& name) {
   const std::string dir = TestdataPath("hf/" + name);

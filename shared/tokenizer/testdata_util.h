@@ -2,6 +2,8 @@
 #ifndef FLOTILLA_SHARED_TOKENIZER_TESTDATA_UTIL_H_
 #define FLOTILLA_SHARED_TOKENIZER_TESTDATA_UTIL_H_
 
+#include <zlib.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,6 +18,22 @@ namespace flotilla::tokenizer::testing {
 
 inline std::string TestdataPath(const std::string& name) {
   return std::string(FLOTILLA_TOKENIZER_TESTDATA) + "/" + name;
+}
+
+// The text of a file, gunzipped when it is gzip (zlib reads plain files
+// as they are); a test failure and "" when it cannot be opened.
+inline std::string ReadMaybeGz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    ADD_FAILURE() << "cannot open " << path;
+    return "";
+  }
+  std::string text;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, n);
+  gzclose(f);
+  return text;
 }
 
 // Parses testdata/<name>; a discarded value (with a test failure) on error.

@@ -106,12 +106,8 @@ absl::Status GptOssModel::Experts(int layer, const GptOssLayer& w,
   std::vector<float> logits(n * e);
   kernels::MatMul(w.router, normed, n, logits.data(), pool_.get());
   AddBias(w.router_bias, n, e, logits.data());
-  std::vector<ExpertTask> tasks;
-  Route(router_, logits.data(), nullptr, n, &tasks);
-  FLOTILLA_RETURN_IF_ERROR(
-      experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out));
-  experts_->RecordRouted(layer, tasks.size());
-  return absl::OkStatus();
+  return RouteAndRunExperts(router_, layer, logits.data(), nullptr, normed, n,
+                            experts_.get(), out);
 }
 
 absl::Status GptOssModel::Step(

@@ -77,12 +77,8 @@ absl::Status Qwen3MoeModel::Ffn(int layer, const Qwen3MoeLayer& w,
   }
   std::vector<float> logits(n * config_.num_experts);
   kernels::MatMul(w.router, normed, n, logits.data(), pool_.get());
-  std::vector<ExpertTask> tasks;
-  Route(router_, logits.data(), nullptr, n, &tasks);
-  FLOTILLA_RETURN_IF_ERROR(
-      experts_->ComputeLayer(layer, normed, static_cast<int>(n), tasks, out));
-  experts_->RecordRouted(layer, tasks.size());
-  return absl::OkStatus();
+  return RouteAndRunExperts(router_, layer, logits.data(), nullptr, normed, n,
+                            experts_.get(), out);
 }
 
 absl::Status Qwen3MoeModel::Step(
