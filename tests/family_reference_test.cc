@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -171,19 +170,28 @@ TEST_P(FamilyReferenceTest, PackedWithNoLayerPinned) {
   EXPECT_GE((*engine)->trunk_layers->stats().regions_read, 17u * 4u);
 }
 
+// Starts one worker on each of `pack`'s two worker folders: each holds the
+// experts its placement.json names, or (`split`) its split.json's rows.
+void StartWorkers(const dtest::TempDir& tmp, const std::string& pack,
+                  bool split, dtest::Fleet* fleet) {
+  for (int k = 0; k < 2; ++k) {
+    const std::string dir = absl::StrCat(pack, "/workers/worker-", k);
+    auto w = dtest::WorkerProcess::Start(
+        {"--model=" + dir,
+         split ? "--split=" + dir + "/split.json"
+               : "--placement=" + dir + "/placement.json",
+         "--threads=1", "--mem=256M"},
+        absl::StrCat(tmp.path(), "/worker", k, ".log"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    fleet->push_back(std::move(*w));
+  }
+}
+
 TEST_P(FamilyReferenceTest, TwoExpertWorkers) {
   dtest::TempDir tmp;
   const std::string pack = Pack(tmp, CkptDir(), " --workers 2");
   dtest::Fleet fleet;
-  for (int k = 0; k < 2; ++k) {
-    const std::string dir = absl::StrCat(pack, "/workers/worker-", k);
-    auto w = dtest::WorkerProcess::Start(
-        {"--model=" + dir, "--placement=" + dir + "/placement.json",
-         "--threads=1", "--mem=256M"},
-        absl::StrCat(tmp.path(), "/worker", k, ".log"));
-    ASSERT_TRUE(w.ok()) << w.status();
-    fleet.push_back(std::move(*w));
-  }
+  ASSERT_NO_FATAL_FAILURE(StartWorkers(tmp, pack, /*split=*/false, &fleet));
   coordinator::EngineOptions o;
   o.model_dir = CkptDir();
   o.workers = dtest::Addresses(fleet);
@@ -353,15 +361,7 @@ TEST(GptOssReferenceTest, SplitWorkersGiveTheInMemoryLogitsBitwise) {
   dtest::TempDir tmp;
   const std::string pack = Pack(tmp, CkptDir(), " --workers 2 --split");
   dtest::Fleet fleet;
-  for (int k = 0; k < 2; ++k) {
-    const std::string dir = absl::StrCat(pack, "/workers/worker-", k);
-    auto w = dtest::WorkerProcess::Start(
-        {"--model=" + dir, "--split=" + dir + "/split.json", "--threads=1",
-         "--mem=256M"},
-        absl::StrCat(tmp.path(), "/worker", k, ".log"));
-    ASSERT_TRUE(w.ok()) << w.status();
-    fleet.push_back(std::move(*w));
-  }
+  ASSERT_NO_FATAL_FAILURE(StartWorkers(tmp, pack, /*split=*/true, &fleet));
   coordinator::EngineOptions o;
   o.model_dir = CkptDir();
   o.workers = dtest::Addresses(fleet);
@@ -369,69 +369,6 @@ TEST(GptOssReferenceTest, SplitWorkersGiveTheInMemoryLogitsBitwise) {
   ExpectReference(got, "2 split workers");
   EXPECT_EQ(got.step_logits, want.step_logits);
   EXPECT_EQ(got.tf_logits, want.tf_logits);
-}
-
-// Broken gpt-oss checkpoints are refused by the engine and by pack, naming
-// what is wrong: a head_dim that disagrees with the attention tensors, a
-// fused expert tensor of the wrong shape, a lost expert bias, and an E8M0
-// scale byte of 255 (NaN).
-struct BrokenGptOss {
-  const char* what;
-  std::function<void(nlohmann::json&)> config;
-  std::function<void(const model::TensorInfo&, testutil::TensorFate*)> edit;
-  const char* engine_error;  // in OpenEngine's status ("" if it opens)
-  const char* pack_error;    // in `flotilla-tool pack`'s stderr
-};
-
-TEST(GptOssReferenceTest, BrokenCheckpointsAreRefusedNamingTheTensor) {
-  const Fixture gpt_oss{"gpt-oss/ckpt_A", "gpt_oss", 2e-5};
-  current = &gpt_oss;
-  const std::string bias = "model.layers.2.mlp.experts.down_proj_bias";
-  const std::string scales = "model.layers.1.mlp.experts.gate_up_proj_scales";
-  const BrokenGptOss cases[] = {
-      {"head_dim", [](nlohmann::json& c) { c["head_dim"] = 16; }, nullptr,
-       "tensor model.layers.0.self_attn.q_proj.weight in ",
-       "tensor model.layers.0.self_attn.q_proj.weight in "},
-      {"intermediate_size",
-       [](nlohmann::json& c) { c["intermediate_size"] = 64; }, nullptr,
-       "tensor model.layers.0.mlp.experts.gate_up_proj_blocks in ",
-       "expected U8 [16,128,2,16]"},
-      {"a lost bias", nullptr,
-       [&](const model::TensorInfo& t, testutil::TensorFate* f) {
-         if (t.name == bias) f->shard = -1;
-       },
-       "missing tensor model.layers.2.mlp.experts.down_proj_bias",
-       "missing tensor model.layers.2.mlp.experts.down_proj_bias"},
-      {"scale 255", nullptr,
-       [&](const model::TensorInfo& t, testutil::TensorFate* f) {
-         // Expert 3's first gate/up row: byte 3 * 192 * 2.
-         if (t.name == scales) f->bytes[3 * 192 * 2] = 255;
-       },
-       "scale 0 is 255 (E8M0 NaN)", "layer 1 expert 3"},
-  };
-  for (const BrokenGptOss& c : cases) {
-    nlohmann::json config = testutil::LoadJson(CkptDir() + "/config.json");
-    if (c.config) c.config(config);
-    testutil::RewriteOptions ro;
-    ro.config_json = config.dump();
-    if (c.edit) ro.edit = c.edit;
-    dtest::TempDir tmp;
-    const std::string dir = tmp.path() + "/ckpt";
-    ASSERT_TRUE(testutil::RewriteCheckpoint(CkptDir(), dir, ro).ok());
-    coordinator::EngineOptions o;
-    o.model_dir = dir;
-    auto engine = coordinator::OpenEngine(o);
-    ASSERT_FALSE(engine.ok()) << c.what;
-    EXPECT_NE(engine.status().message().find(c.engine_error), std::string::npos)
-        << c.what << ": " << engine.status();
-    const testutil::CommandResult r = testutil::RunCommand(
-        testutil::BinPath("flotilla-tool") + " pack --model " + dir +
-            " --out " + tmp.path() + "/pack",
-        tmp.path());
-    EXPECT_TRUE(r.exited && r.code != 0) << c.what;
-    EXPECT_NE(r.err.find(c.pack_error), std::string::npos)
-        << c.what << ": " << r.err;
-  }
 }
 
 }  // namespace
