@@ -133,6 +133,10 @@ void BM_Mxfp4MatVec(benchmark::State& state) {
   state.counters["weight_B/s"] =
       benchmark::Counter(static_cast<double>(packed_bytes + scale_bytes),
                          benchmark::Counter::kIsIterationInvariantRate);
+  // The work rate: weight bytes times the rows (tokens) they multiply.
+  state.counters["work_B/s"] = benchmark::Counter(
+      static_cast<double>((packed_bytes + scale_bytes) * n_tokens),
+      benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(SimdLevelName(level));
   SetSimdLevel(SimdLevel::kAuto);
 }
@@ -164,6 +168,9 @@ void BM_Bf16MatVec(benchmark::State& state) {
   }
   state.counters["weight_B/s"] =
       benchmark::Counter(static_cast<double>(bytes),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["work_B/s"] =
+      benchmark::Counter(static_cast<double>(bytes * n_tokens),
                          benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(SimdLevelName(level));
   SetSimdLevel(SimdLevel::kAuto);
@@ -248,8 +255,9 @@ void Mxfp4Args(benchmark::internal::Benchmark* b) {
     for (int level : {0, 1, 2}) b->Args({rows, cols, 1, level, 1});
     b->Args({rows, cols, 2, 2, 1});
   }
+  // The batch: 1, 2, 4, 8 and 16 rows (tokens) through one matrix.
+  for (int tokens : {2, 4, 8, 16}) b->Args({3072, 3584, 2, 2, tokens});
   b->Args({3072, 3584, 1, 2, 8});
-  b->Args({3072, 3584, 2, 2, 8});
 }
 
 // Attention projections: q/k/v/g are [12288, 7168], o_proj [7168, 12288].
@@ -259,8 +267,8 @@ void Bf16Args(benchmark::internal::Benchmark* b) {
     for (int level : {0, 1, 2}) b->Args({rows, cols, 1, level, 1});
     b->Args({rows, cols, 2, 2, 1});
   }
+  for (int tokens : {2, 4, 8, 16}) b->Args({12288, 7168, 2, 2, tokens});
   b->Args({12288, 7168, 1, 2, 8});
-  b->Args({12288, 7168, 2, 2, 8});
 }
 
 // Other jobs share these 2 vCPUs: with --benchmark_repetitions the best
