@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "coordinator/speculate.h"
 #include "shared/base/elapsed.h"
 #include "shared/base/status_macros.h"
 
@@ -21,6 +22,11 @@ absl::Status CheckGenerateRequest(const std::vector<int32_t>& prompt,
   if (options.max_tokens < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_tokens must be >= 0, got ", options.max_tokens));
+  }
+  if ((!options.speculate.empty() || options.drafter != nullptr) &&
+      (options.draft_tokens < 1 || options.draft_tokens > 64)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "draft_tokens must be in [1, 64], got ", options.draft_tokens));
   }
   return ValidateSamplerOptions(options.sampler);
 }
@@ -83,6 +89,18 @@ absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
   result.prefill_seconds = SecondsSince(start);
 
   start = std::chrono::steady_clock::now();
+  if (!options.speculate.empty() || options.drafter != nullptr) {
+    std::shared_ptr<Drafter> drafter = options.drafter;
+    if (drafter == nullptr) {
+      FLOTILLA_ASSIGN_OR_RETURN(drafter, MakeDrafter(options.speculate));
+    }
+    FLOTILLA_RETURN_IF_ERROR(DecodeSpeculatively(model, prompt, options,
+                                                 *drafter, logits, &sampler,
+                                                 on_token, &state, &result));
+    result.decode_seconds = SecondsSince(start);
+    result.state_bytes = state->bytes();
+    return result;
+  }
   for (int step = 0; step < options.max_tokens; ++step) {
     if (step > 0) {
       const auto step_start = std::chrono::steady_clock::now();

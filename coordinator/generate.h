@@ -30,6 +30,8 @@ class TokenConstraint {
   virtual bool Accept(int32_t id) = 0;
 };
 
+class Drafter;
+
 struct GenerateOptions {
   int max_tokens = 16;            // >= 0 new tokens at most
   SamplerOptions sampler;         // temperature 0 = greedy
@@ -41,6 +43,14 @@ struct GenerateOptions {
   int prefill_chunk = 0;
   // Set: tokens are chosen from those it allows (null: any).
   std::shared_ptr<TokenConstraint> constraint;
+  // Speculative decoding (speculate.h): "" off, or a drafter's name
+  // ("ngram"); up to draft_tokens guesses checked per forward pass. The
+  // output is the same either way.
+  std::string speculate;
+  int draft_tokens = 4;
+  // Set: this drafter, whatever `speculate` says (tests and benches: one
+  // that replays a known run, or always guesses wrong).
+  std::shared_ptr<Drafter> drafter;
 };
 
 struct GenerateResult {
@@ -52,6 +62,13 @@ struct GenerateResult {
   double decode_seconds = 0;         // all decode steps together
   std::vector<double> step_seconds;  // each decode forward pass
   size_t state_bytes = 0;            // sequence state at the end
+  // Speculative decoding: forward passes that checked guesses, guesses
+  // checked, guesses kept, and passes spent restoring a state that could
+  // not be truncated.
+  int speculative_passes = 0;
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
+  int replay_passes = 0;
 };
 
 // Called after each new token; return false to stop early.
@@ -71,6 +88,16 @@ absl::Status CheckGenerateRequest(const std::vector<int32_t>& prompt,
 bool AcceptToken(const float* logits, int vocab, const GenerateOptions& options,
                  Sampler* sampler, const TokenCallback& on_token,
                  GenerateResult* result);
+
+// The decode loop with speculation (speculative_decode.cc): `logits` are
+// the last prompt position's, `*state` holds the prompt. Fills `result` as
+// the plain loop does, plus the speculative counters.
+absl::Status DecodeSpeculatively(
+    LanguageModel& model, const std::vector<int32_t>& prompt,
+    const GenerateOptions& options, Drafter& drafter,
+    const std::vector<float>& logits, Sampler* sampler,
+    const TokenCallback& on_token, std::unique_ptr<ModelSequence>* state,
+    GenerateResult* result);
 
 absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
                                         const std::vector<int32_t>& prompt,

@@ -28,6 +28,7 @@
 #include "coordinator/engine_metrics.h"
 #include "coordinator/families/kimi_k3/model.h"
 #include "coordinator/generate.h"
+#include "coordinator/speculate.h"
 #include "coordinator/plan_report.h"
 #include "coordinator/run_report.h"
 #include "nlohmann/json.hpp"
@@ -46,6 +47,11 @@ ABSL_FLAG(std::string, prompt, "", "prompt text (needs a tokenizer)");
 ABSL_FLAG(std::string, prompt_file, "", "file holding the prompt text");
 ABSL_FLAG(std::string, ids, "", "prompt as token ids, e.g. 3,7,11");
 ABSL_FLAG(int32_t, max_tokens, 16, "new tokens to generate at most");
+ABSL_FLAG(std::string, speculate, "",
+          "speculative decoding: ngram (guesses from the text so far, checked "
+          "in one forward pass; the output is unchanged); empty = off");
+ABSL_FLAG(int32_t, draft_tokens, 4,
+          "with --speculate: guesses checked per forward pass, 1..64");
 ABSL_FLAG(double, temperature, 0.0, "0 = greedy; > 0 samples");
 ABSL_FLAG(int32_t, top_k, 0, "sample among the k most likely (0 = all)");
 ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass in (0, 1]");
@@ -293,6 +299,17 @@ int RunGenerate() {
     options.stop_ids = *stops;
   }
   options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
+  options.speculate = absl::GetFlag(FLAGS_speculate);
+  options.draft_tokens = absl::GetFlag(FLAGS_draft_tokens);
+  if (!options.speculate.empty()) {
+    if (auto d = flotilla::coordinator::MakeDrafter(options.speculate);
+        !d.ok()) {
+      return Fail(kExitUsage, std::string(d.status().message()));
+    }
+    if (options.draft_tokens < 1 || options.draft_tokens > 64) {
+      return Fail(kExitUsage, "--draft-tokens must be in 1..64");
+    }
+  }
   if (absl::GetFlag(FLAGS_plan)) {
     double expert_gbps = absl::GetFlag(FLAGS_expert_disk_gbps);
     double single_gbps = absl::GetFlag(FLAGS_single_read_gbps);

@@ -188,6 +188,18 @@ nlohmann::json GenerationJson(const RunSummary& run,
                                   : 0.0}};
   out["memory"] = {{"trunk_bytes", run.trunk_bytes},
                    {"sequence_state_bytes", result.state_bytes}};
+  if (result.speculative_passes > 0 || result.replay_passes > 0) {
+    // Tokens per forward pass: every decode pass (plain steps too) against
+    // the tokens they produced (the first comes from the prefill).
+    const double passes = static_cast<double>(result.step_seconds.size());
+    out["speculation"] = {
+        {"passes_with_guesses", result.speculative_passes},
+        {"drafted_tokens", result.drafted_tokens},
+        {"accepted_tokens", result.accepted_tokens},
+        {"replay_passes", result.replay_passes},
+        {"decode_passes", passes},
+        {"tokens_per_pass", passes > 0 ? decode_steps / passes : 0.0}};
+  }
   out["stats"] = std::move(stats);
   return out;
 }

@@ -39,6 +39,22 @@ struct KvCacheSequence : public ModelSequence {
     return total;
   }
 
+  // Every layer still holds every position (no window trimmed one away):
+  // drop the rows from `n` on.
+  bool Truncate(size_t n) override {
+    if (n > positions) return false;
+    for (size_t l = 0; l < keys.size(); ++l) {
+      if (first[l] != 0) return false;
+    }
+    for (size_t l = 0; l < keys.size() && positions > 0; ++l) {
+      const size_t width = keys[l].size() / positions;
+      keys[l].resize(n * width);
+      values[l].resize(n * width);
+    }
+    positions = n;
+    return true;
+  }
+
   absl::Status Save(std::string* out) const override {
     state_codec::PutHeader(out, positions, keys.size());
     for (size_t l = 0; l < keys.size(); ++l) {

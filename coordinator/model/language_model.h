@@ -34,6 +34,14 @@ class ModelSequence {
     (void)out;
     return absl::UnimplementedError("this model's state cannot be saved");
   }
+  // Drops every position from `positions` on (speculative decoding's
+  // rejected guesses), as if they had never been fed. False, changing
+  // nothing, where the state cannot go back (a recurrent state, a sliding
+  // window already trimmed past it): the caller restores a copy instead.
+  virtual bool Truncate(size_t positions) {
+    (void)positions;
+    return false;
+  }
 };
 
 class LanguageModel {

@@ -41,6 +41,18 @@ struct MixtralSequence : public ModelSequence {
     return std::make_unique<MixtralSequence>(*this);
   }
   absl::Status Save(std::string* out) const override;
+  // Every position is kept (a sliding window only masks): drop the rows
+  // from `n` on.
+  bool Truncate(size_t n) override {
+    if (n > positions) return false;
+    for (size_t l = 0; l < keys.size() && positions > 0; ++l) {
+      const size_t width = keys[l].size() / positions;
+      keys[l].resize(n * width);
+      values[l].resize(n * width);
+    }
+    positions = n;
+    return true;
+  }
 };
 
 class MixtralModel : public LanguageModel {

@@ -1,0 +1,55 @@
+// Speculative decoding, exact (issue 35): a drafter guesses the next few
+// tokens, one forward pass over the last token and the guesses gives every
+// guessed position's logits, and a guess is kept only while it equals the
+// token the model itself chooses there (AcceptToken, the same sampler,
+// constraint and stop rules as plain decoding, drawing in the same order).
+// The output is therefore the plain output, greedy or sampled; a pass that
+// keeps m guesses yields m + 1 tokens for one read of the weights.
+//
+// After a pass the sequence holds every guessed position; the rejected
+// ones are dropped (ModelSequence::Truncate where the state allows it, else
+// the state from before the pass is restored and the kept tokens fed again,
+// which costs a second pass).
+#ifndef FLOTILLA_COORDINATOR_SPECULATE_H_
+#define FLOTILLA_COORDINATOR_SPECULATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace flotilla::coordinator {
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to `max_tokens` guesses at what follows `history` (prompt and
+  // output so far); none when it has no guess (a plain step follows).
+  virtual std::vector<int32_t> Draft(const std::vector<int32_t>& history,
+                                     int max_tokens) = 0;
+};
+
+// Prompt lookup: the longest suffix of the history (max_ngram tokens down
+// to min_ngram) that occurred earlier, its latest earlier occurrence, and
+// the tokens that followed it there. No model; pays on text that repeats
+// its context (code edits, quoting, lists, structured output).
+class NgramDrafter : public Drafter {
+ public:
+  NgramDrafter(int max_ngram = 3, int min_ngram = 1)
+      : max_ngram_(max_ngram), min_ngram_(min_ngram) {}
+  std::vector<int32_t> Draft(const std::vector<int32_t>& history,
+                             int max_tokens) override;
+
+ private:
+  int max_ngram_, min_ngram_;
+};
+
+// The drafter named by `--speculate` ("ngram"); InvalidArgument naming the
+// known ones otherwise.
+absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& name);
+
+}  // namespace flotilla::coordinator
+
+#endif  // FLOTILLA_COORDINATOR_SPECULATE_H_

@@ -1,0 +1,80 @@
+// The speculative decode loop (speculate.h explains why it is exact).
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/generate.h"
+#include "coordinator/speculate.h"
+#include "shared/base/elapsed.h"
+#include "shared/base/status_macros.h"
+
+namespace flotilla::coordinator {
+
+absl::Status DecodeSpeculatively(
+    LanguageModel& model, const std::vector<int32_t>& prompt,
+    const GenerateOptions& options, Drafter& drafter,
+    const std::vector<float>& prefill_logits, Sampler* sampler,
+    const TokenCallback& on_token, std::unique_ptr<ModelSequence>* state,
+    GenerateResult* result) {
+  const int vocab = model.vocab_size();
+  if (options.max_tokens == 0) return absl::OkStatus();
+  if (AcceptToken(prefill_logits.data(), vocab, options, sampler, on_token,
+                  result)) {
+    return absl::OkStatus();
+  }
+  std::vector<int32_t> history = prompt;
+  std::vector<float> logits;
+  for (;;) {
+    const std::vector<int32_t>& out = result->generated_ids;
+    history.resize(prompt.size());
+    history.insert(history.end(), out.begin(), out.end());
+    // Each pass feeds the last token and the guesses, never past what
+    // plain decoding would feed before max_tokens.
+    const int room = options.max_tokens - static_cast<int>(out.size()) - 1;
+    std::vector<int32_t> drafts;
+    if (room > 0) {
+      drafts = drafter.Draft(history, std::min(options.draft_tokens, room));
+    }
+    std::vector<int32_t> ids = {out.back()};
+    ids.insert(ids.end(), drafts.begin(), drafts.end());
+    // The state before the pass, for a model that cannot truncate.
+    std::unique_ptr<ModelSequence> before =
+        drafts.empty() ? nullptr : (*state)->Clone();
+    const auto pass_start = std::chrono::steady_clock::now();
+    FLOTILLA_RETURN_IF_ERROR(base::WithContext(
+        model.Forward(state->get(), ids, !drafts.empty(), &logits),
+        absl::StrCat("decode step at token ", out.size())));
+    result->step_seconds.push_back(base::SecondsSince(pass_start));
+    // Row i chose the token after ids[0..i]; keep guesses while they are
+    // what the model picks.
+    size_t kept = 0;
+    bool done = false;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      done = AcceptToken(logits.data() + i * vocab, vocab, options, sampler,
+                         on_token, result);
+      if (done || i == drafts.size() ||
+          result->generated_ids.back() != drafts[i]) {
+        break;
+      }
+      ++kept;
+    }
+    if (!drafts.empty()) {
+      ++result->speculative_passes;
+      result->drafted_tokens += static_cast<int>(drafts.size());
+      result->accepted_tokens += static_cast<int>(kept);
+    }
+    if (done) return absl::OkStatus();
+    if (kept == drafts.size()) continue;  // every fed token stays
+    // The state keeps the prompt and every output token but the newest.
+    const size_t keep = prompt.size() + result->generated_ids.size() - 1;
+    if ((*state)->Truncate(keep)) continue;
+    *state = std::move(before);
+    const std::vector<int32_t> replay(ids.begin(), ids.begin() + kept + 1);
+    ++result->replay_passes;
+    FLOTILLA_RETURN_IF_ERROR(base::WithContext(
+        model.Forward(state->get(), replay, false, &logits),
+        absl::StrCat("restoring the state at token ", out.size())));
+  }
+}
+
+}  // namespace flotilla::coordinator

@@ -1,0 +1,183 @@
+// Speculative decoding gives exactly the tokens and logits of plain
+// decoding (coordinator/speculate.h), for every family's state: Mixtral's
+// KV cache (the embedded stories model), DeepSeek-V3's latent cache and
+// Kimi K3's recurrent state (restored and replayed), Qwen3-MoE's and
+// gpt-oss's caches (truncated; gpt-oss's sliding windows restored once
+// trimmed). Each with the n-gram drafter, a drafter that always agrees
+// (it replays the plain run) and one that never does, greedy and seeded
+// top-p sampling, and through two expert workers.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/engine.h"
+#include "coordinator/generate.h"
+#include "coordinator/speculate.h"
+#include "gtest/gtest.h"
+#include "shared/testing/fixture.h"
+#include "shared/testing/process.h"
+#include "tests/distributed_test_util.h"
+
+namespace flotilla {
+namespace {
+
+using coordinator::Drafter;
+using coordinator::GenerateOptions;
+using coordinator::GenerateResult;
+
+// Guesses what a recorded run produced next, or (`wrong`) a token that
+// differs from it.
+class ReplayDrafter : public Drafter {
+ public:
+  ReplayDrafter(std::vector<int32_t> full, int vocab, bool wrong)
+      : full_(std::move(full)), vocab_(vocab), wrong_(wrong) {}
+  std::vector<int32_t> Draft(const std::vector<int32_t>& history,
+                             int max_tokens) override {
+    std::vector<int32_t> out;
+    for (size_t i = history.size();
+         i < full_.size() && out.size() < static_cast<size_t>(max_tokens);
+         ++i) {
+      out.push_back(wrong_ ? (full_[i] + 1) % vocab_ : full_[i]);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<int32_t> full_;
+  int vocab_;
+  bool wrong_;
+};
+
+struct Model {
+  std::string label;
+  std::string dir;
+  std::vector<int32_t> prompt;
+  // Whether a rejected guess is dropped by truncating the state (KV
+  // caches), or by restoring it and replaying the kept tokens (recurrent
+  // and latent states; gpt-oss's 4-token windows once trimmed).
+  bool truncates;
+};
+
+std::vector<Model> Models() {
+  // A prompt that repeats itself, so the n-gram drafter has guesses.
+  const std::vector<int32_t> repeat = {11, 29, 37, 50, 8,  14, 11,
+                                       29, 37, 50, 8,  14, 11, 29};
+  return {
+      {"stories", testutil::ModelPath("stories260k-moe"), repeat, true},
+      {"kimi_k3", testutil::DataPath("k3/ckpt_A"), repeat, false},
+      {"deepseek_v3", testutil::DataPath("deepseek-v3/ckpt_A"), repeat, false},
+      {"qwen3_moe", testutil::DataPath("qwen3-moe/ckpt_A"), repeat, true},
+      {"gpt_oss", testutil::DataPath("gpt-oss/ckpt_A"), repeat, false}};
+}
+
+GenerateResult Run(coordinator::LanguageModel& model,
+                   const std::vector<int32_t>& prompt, GenerateOptions o) {
+  o.max_tokens = 24;
+  o.keep_logits = true;
+  auto r = coordinator::Generate(model, prompt, o, nullptr);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *std::move(r) : GenerateResult();
+}
+
+void ExpectSame(const GenerateResult& plain, const GenerateResult& spec,
+                const std::string& label) {
+  EXPECT_EQ(spec.generated_ids, plain.generated_ids) << label;
+  EXPECT_EQ(spec.logits, plain.logits) << label << ": logits not bitwise";
+  EXPECT_EQ(spec.finish_reason, plain.finish_reason) << label;
+}
+
+// Every way of guessing, greedy and sampled, on one opened model.
+void CheckModel(coordinator::LanguageModel& model, const Model& m) {
+  for (bool sampled : {false, true}) {
+    GenerateOptions o;
+    if (sampled) {
+      o.sampler.temperature = 0.8f;
+      o.sampler.top_p = 0.9f;
+      o.sampler.seed = 7;
+    }
+    const std::string label =
+        absl::StrCat(m.label, sampled ? ", sampled" : ", greedy");
+    const GenerateResult plain = Run(model, m.prompt, o);
+    std::vector<int32_t> full = m.prompt;
+    full.insert(full.end(), plain.generated_ids.begin(),
+                plain.generated_ids.end());
+    GenerateOptions ngram = o;
+    ngram.speculate = "ngram";
+    ExpectSame(plain, Run(model, m.prompt, ngram), label + ", ngram");
+
+    GenerateOptions agree = o;
+    agree.drafter =
+        std::make_shared<ReplayDrafter>(full, model.vocab_size(), false);
+    const GenerateResult a = Run(model, m.prompt, agree);
+    ExpectSame(plain, a, label + ", always right");
+    // 23 tokens after the first, 4 guesses and a fifth token per pass.
+    EXPECT_EQ(a.accepted_tokens, a.drafted_tokens) << label;
+    EXPECT_EQ(a.step_seconds.size(), 5u) << label;
+
+    GenerateOptions disagree = o;
+    disagree.drafter =
+        std::make_shared<ReplayDrafter>(full, model.vocab_size(), true);
+    const GenerateResult d = Run(model, m.prompt, disagree);
+    ExpectSame(plain, d, label + ", always wrong");
+    EXPECT_EQ(d.accepted_tokens, 0) << label;
+    EXPECT_GT(d.drafted_tokens, 0) << label;
+    EXPECT_EQ(d.replay_passes > 0, !m.truncates) << label;
+    EXPECT_EQ(a.replay_passes, 0) << label;  // nothing to drop
+  }
+}
+
+TEST(SpeculativeTest, SameTokensAndLogitsAsPlainDecoding) {
+  for (const Model& m : Models()) {
+    SCOPED_TRACE(m.label);
+    coordinator::EngineOptions o;
+    o.model_dir = m.dir;
+    auto engine = coordinator::OpenEngine(o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    CheckModel(*(*engine)->model, m);
+  }
+}
+
+// The experts of the verifying pass (the union of its rows' experts) on two
+// expert workers.
+TEST(SpeculativeTest, SameThroughTwoExpertWorkers) {
+  const Model m = Models()[4];  // gpt-oss
+  dtest::TempDir tmp;
+  const std::string pack = tmp.path() + "/pack";
+  const testutil::CommandResult r = testutil::RunCommand(
+      testutil::BinPath("flotilla-tool") + " pack --model " + m.dir +
+          " --out " + pack + " --workers 2",
+      tmp.path());
+  ASSERT_TRUE(r.exited && r.code == 0) << r.err;
+  dtest::Fleet fleet;
+  for (int k = 0; k < 2; ++k) {
+    const std::string dir = absl::StrCat(pack, "/workers/worker-", k);
+    auto w = dtest::WorkerProcess::Start(
+        {"--model=" + dir, "--placement=" + dir + "/placement.json",
+         "--threads=1", "--mem=256M"},
+        absl::StrCat(tmp.path(), "/worker", k, ".log"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    fleet.push_back(std::move(*w));
+  }
+  coordinator::EngineOptions o;
+  o.model_dir = m.dir;
+  o.workers = dtest::Addresses(fleet);
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  CheckModel(*(*engine)->model, m);
+}
+
+TEST(NgramDrafterTest, ContinuesTheLatestEarlierMatch) {
+  coordinator::NgramDrafter d;
+  // "5 6" occurred twice before; the latest is followed by 9 1.
+  EXPECT_EQ(d.Draft({5, 6, 7, 8, 5, 6, 9, 1, 3, 5, 6}, 3),
+            (std::vector<int32_t>{9, 1, 3}));
+  EXPECT_EQ(d.Draft({5, 6, 7, 8, 5, 6, 9, 1, 3, 5, 6}, 1),
+            (std::vector<int32_t>{9}));
+  EXPECT_TRUE(d.Draft({1, 2, 3, 4}, 4).empty());  // nothing repeats
+  EXPECT_TRUE(d.Draft({}, 4).empty());
+  EXPECT_FALSE(coordinator::MakeDrafter("medusa").ok());
+}
+
+}  // namespace
+}  // namespace flotilla
