@@ -1,8 +1,14 @@
 #include "coordinator/speculate.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 
 namespace flotilla::coordinator {
 
@@ -26,10 +32,65 @@ std::vector<int32_t> NgramDrafter::Draft(const std::vector<int32_t>& history,
   return {};
 }
 
+std::vector<int32_t> ReplayDrafter::Draft(const std::vector<int32_t>& history,
+                                          int max_tokens) {
+  if (history.size() >= record_.size() ||
+      !std::equal(history.begin(), history.end(), record_.begin())) {
+    return {};
+  }
+  std::vector<int32_t> out;
+  for (size_t i = history.size();
+       i < record_.size() && out.size() < static_cast<size_t>(max_tokens);
+       ++i) {
+    const int32_t id = record_[i];
+    // A wrong guess: a different token that is still in the vocabulary.
+    const int32_t wrong = id == 0 ? 1 : id - 1;
+    out.push_back(static_cast<int>(out.size()) < right_ ? id : wrong);
+  }
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<Drafter>> ReplayFrom(const std::string& spec) {
+  const std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  int right = 0;
+  if (parts.size() != 3 || !absl::SimpleAtoi(parts[2], &right) || right < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculate ", spec, ": expected replay:FILE:K (K >= 0)"));
+  }
+  std::ifstream in(parts[1]);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json run = nlohmann::json::parse(text.str(), nullptr, false);
+  if (!in || run.is_discarded() || !run.is_object() ||
+      !run.contains("prompt_ids") || !run.contains("generated_ids") ||
+      !run["prompt_ids"].is_array() || !run["generated_ids"].is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculate ", spec, ": ", parts[1],
+        " is not a `generate --json` output (prompt_ids, generated_ids)"));
+  }
+  std::vector<int32_t> record;
+  for (const char* key : {"prompt_ids", "generated_ids"}) {
+    for (const nlohmann::json& id : run[key]) {
+      if (!id.is_number_integer()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--speculate ", spec, ": ", parts[1], " has a non-integer id"));
+      }
+      record.push_back(id.get<int32_t>());
+    }
+  }
+  return std::unique_ptr<Drafter>(new ReplayDrafter(std::move(record), right));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& name) {
   if (name == "ngram") return std::unique_ptr<Drafter>(new NgramDrafter());
+  if (absl::StartsWith(name, "replay:")) return ReplayFrom(name);
   return absl::InvalidArgumentError(
-      absl::StrCat("--speculate: unknown drafter '", name, "' (known: ngram)"));
+      absl::StrCat("--speculate: unknown drafter '", name,
+                   "' (known: ngram; benches: replay:FILE:K)"));
 }
 
 }  // namespace flotilla::coordinator

@@ -46,8 +46,25 @@ class NgramDrafter : public Drafter {
   int max_ngram_, min_ngram_;
 };
 
-// The drafter named by `--speculate` ("ngram"); InvalidArgument naming the
-// known ones otherwise.
+// For benches and tests: guesses the continuation of a recorded run (its
+// prompt and output ids), the first `right` guesses of every pass as
+// recorded and the rest deliberately wrong, so each pass keeps exactly
+// min(right, guesses) of them. No guess once the history leaves the record.
+class ReplayDrafter : public Drafter {
+ public:
+  ReplayDrafter(std::vector<int32_t> record, int right)
+      : record_(std::move(record)), right_(right) {}
+  std::vector<int32_t> Draft(const std::vector<int32_t>& history,
+                             int max_tokens) override;
+
+ private:
+  std::vector<int32_t> record_;
+  int right_;
+};
+
+// The drafter named by `--speculate`: "ngram", or (benches) "replay:FILE:K"
+// with FILE a `generate --json` output whose run is replayed keeping K
+// guesses per pass. InvalidArgument naming the problem otherwise.
 absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& name);
 
 }  // namespace flotilla::coordinator

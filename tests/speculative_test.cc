@@ -26,29 +26,6 @@ using coordinator::Drafter;
 using coordinator::GenerateOptions;
 using coordinator::GenerateResult;
 
-// Guesses what a recorded run produced next, or (`wrong`) a token that
-// differs from it.
-class ReplayDrafter : public Drafter {
- public:
-  ReplayDrafter(std::vector<int32_t> full, int vocab, bool wrong)
-      : full_(std::move(full)), vocab_(vocab), wrong_(wrong) {}
-  std::vector<int32_t> Draft(const std::vector<int32_t>& history,
-                             int max_tokens) override {
-    std::vector<int32_t> out;
-    for (size_t i = history.size();
-         i < full_.size() && out.size() < static_cast<size_t>(max_tokens);
-         ++i) {
-      out.push_back(wrong_ ? (full_[i] + 1) % vocab_ : full_[i]);
-    }
-    return out;
-  }
-
- private:
-  std::vector<int32_t> full_;
-  int vocab_;
-  bool wrong_;
-};
-
 struct Model {
   std::string label;
   std::string dir;
@@ -107,8 +84,7 @@ void CheckModel(coordinator::LanguageModel& model, const Model& m) {
     ExpectSame(plain, Run(model, m.prompt, ngram), label + ", ngram");
 
     GenerateOptions agree = o;
-    agree.drafter =
-        std::make_shared<ReplayDrafter>(full, model.vocab_size(), false);
+    agree.drafter = std::make_shared<coordinator::ReplayDrafter>(full, 64);
     const GenerateResult a = Run(model, m.prompt, agree);
     ExpectSame(plain, a, label + ", always right");
     // 23 tokens after the first, 4 guesses and a fifth token per pass.
@@ -116,14 +92,23 @@ void CheckModel(coordinator::LanguageModel& model, const Model& m) {
     EXPECT_EQ(a.step_seconds.size(), 5u) << label;
 
     GenerateOptions disagree = o;
-    disagree.drafter =
-        std::make_shared<ReplayDrafter>(full, model.vocab_size(), true);
+    disagree.drafter = std::make_shared<coordinator::ReplayDrafter>(full, 0);
     const GenerateResult d = Run(model, m.prompt, disagree);
     ExpectSame(plain, d, label + ", always wrong");
     EXPECT_EQ(d.accepted_tokens, 0) << label;
     EXPECT_GT(d.drafted_tokens, 0) << label;
     EXPECT_EQ(d.replay_passes > 0, !m.truncates) << label;
     EXPECT_EQ(a.replay_passes, 0) << label;  // nothing to drop
+
+    // Two of four guesses right: each pass keeps two (the last may have
+    // room for fewer guesses).
+    GenerateOptions half = o;
+    half.drafter = std::make_shared<coordinator::ReplayDrafter>(full, 2);
+    const GenerateResult h = Run(model, m.prompt, half);
+    ExpectSame(plain, h, label + ", two of four right");
+    EXPECT_LE(h.accepted_tokens, 2 * h.speculative_passes) << label;
+    EXPECT_GE(h.accepted_tokens, 2 * (h.speculative_passes - 1)) << label;
+    EXPECT_LT(h.accepted_tokens, h.drafted_tokens) << label;
   }
 }
 
@@ -177,6 +162,8 @@ TEST(NgramDrafterTest, ContinuesTheLatestEarlierMatch) {
   EXPECT_TRUE(d.Draft({1, 2, 3, 4}, 4).empty());  // nothing repeats
   EXPECT_TRUE(d.Draft({}, 4).empty());
   EXPECT_FALSE(coordinator::MakeDrafter("medusa").ok());
+  EXPECT_FALSE(coordinator::MakeDrafter("replay:/nonexistent.json:2").ok());
+  EXPECT_FALSE(coordinator::MakeDrafter("replay:x").ok());
 }
 
 }  // namespace
