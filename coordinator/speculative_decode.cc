@@ -37,9 +37,10 @@ absl::Status DecodeSpeculatively(
     }
     std::vector<int32_t> ids = {out.back()};
     ids.insert(ids.end(), drafts.begin(), drafts.end());
-    // The state before the pass, for a model that cannot truncate.
+    // The state before the pass, for a state that cannot truncate.
     std::unique_ptr<ModelSequence> before =
-        drafts.empty() ? nullptr : (*state)->Clone();
+        drafts.empty() || (*state)->PrepareUndo(ids.size()) ? nullptr
+                                                            : (*state)->Clone();
     const auto pass_start = std::chrono::steady_clock::now();
     FLOTILLA_RETURN_IF_ERROR(base::WithContext(
         model.Forward(state->get(), ids, !drafts.empty(), &logits),
@@ -68,6 +69,11 @@ absl::Status DecodeSpeculatively(
     // The state keeps the prompt and every output token but the newest.
     const size_t keep = prompt.size() + result->generated_ids.size() - 1;
     if ((*state)->Truncate(keep)) continue;
+    if (before == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("the sequence promised to truncate back to ", keep,
+                       " positions and could not"));
+    }
     *state = std::move(before);
     const std::vector<int32_t> replay(ids.begin(), ids.begin() + kept + 1);
     ++result->replay_passes;

@@ -1,10 +1,10 @@
 // Speculative decoding gives exactly the tokens and logits of plain
 // decoding (coordinator/speculate.h), for every family's state: Mixtral's
-// KV cache (the embedded stories model), DeepSeek-V3's latent cache and
-// Kimi K3's recurrent state (restored and replayed), Qwen3-MoE's and
-// gpt-oss's caches (truncated; gpt-oss's sliding windows restored once
-// trimmed). Each with the n-gram drafter, a drafter that always agrees
-// (it replays the plain run) and one that never does, greedy and seeded
+// KV cache (the embedded stories model), Kimi K3's recurrent state (rebuilt
+// from undo records), DeepSeek-V3's latent cache (restored and replayed),
+// Qwen3-MoE's and gpt-oss's caches (truncated; gpt-oss's sliding windows
+// restored once trimmed). Each with the n-gram drafter, a drafter that always
+// agrees (it replays the plain run) and one that never does, greedy and seeded
 // top-p sampling, and through two expert workers.
 #include <memory>
 #include <string>
@@ -31,8 +31,9 @@ struct Model {
   std::string dir;
   std::vector<int32_t> prompt;
   // Whether a rejected guess is dropped by truncating the state (KV
-  // caches), or by restoring it and replaying the kept tokens (recurrent
-  // and latent states; gpt-oss's 4-token windows once trimmed).
+  // caches; Kimi K3's recurrent state rebuilt from its undo records), or by
+  // restoring a copy and replaying the kept tokens (DeepSeek-V3's latent
+  // cache; gpt-oss's 4-token windows once they trim).
   bool truncates;
 };
 
@@ -42,7 +43,7 @@ std::vector<Model> Models() {
                                        29, 37, 50, 8,  14, 11, 29};
   return {
       {"stories", testutil::ModelPath("stories260k-moe"), repeat, true},
-      {"kimi_k3", testutil::DataPath("k3/ckpt_A"), repeat, false},
+      {"kimi_k3", testutil::DataPath("k3/ckpt_A"), repeat, true},
       {"deepseek_v3", testutil::DataPath("deepseek-v3/ckpt_A"), repeat, false},
       {"qwen3_moe", testutil::DataPath("qwen3-moe/ckpt_A"), repeat, true},
       {"gpt_oss", testutil::DataPath("gpt-oss/ckpt_A"), repeat, false}};

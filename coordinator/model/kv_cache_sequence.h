@@ -23,12 +23,26 @@ namespace flotilla::coordinator {
 struct KvCacheSequence : public ModelSequence {
   std::vector<std::vector<float>> keys, values;  // by layer
   std::vector<size_t> first;  // by layer: the position of the first row
+  // By layer: the sliding window (0: every position), which TrimToWindow
+  // cuts the cache to; set by the model.
+  std::vector<size_t> window;
   size_t positions = 0;
 
   void Start(size_t layers) {
     keys.resize(layers);
     values.resize(layers);
     first.assign(layers, 0);
+    window.assign(layers, 0);
+  }
+
+  // Truncate works while no window has trimmed a row, and `added` more
+  // positions will not make one trim (a layer with window W keeps W - 1).
+  bool PrepareUndo(size_t added) override {
+    for (size_t l = 0; l < keys.size(); ++l) {
+      if (first[l] != 0) return false;
+      if (window[l] > 0 && positions + added > window[l] - 1) return false;
+    }
+    return true;
   }
 
   size_t bytes() const override {
@@ -76,7 +90,9 @@ struct KvCacheSequence : public ModelSequence {
     absl::StatusOr<uint64_t> saved = in.Header(layers, max_positions);
     if (!saved.ok()) return saved.status();
     positions = *saved;
+    const std::vector<size_t> windows = window;
     Start(layers);
+    if (windows.size() == layers) window = windows;
     for (size_t l = 0; l < layers; ++l) {
       const uint64_t rows = held_rows(l, positions);
       first[l] = positions - rows;

@@ -56,6 +56,7 @@ std::unique_ptr<GptOssModel> GptOssModel::Create(
 std::unique_ptr<ModelSequence> GptOssModel::StartSequence() const {
   auto s = std::make_unique<GptOssSequence>();
   s->Start(config_.num_hidden_layers);
+  SetWindows(s.get());
   return s;
 }
 
@@ -63,6 +64,8 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> GptOssModel::LoadSequence(
     absl::string_view bytes) const {
   const model::GptOssConfig& c = config_;
   auto s = std::make_unique<GptOssSequence>();
+  s->Start(c.num_hidden_layers);
+  SetWindows(s.get());
   // A sliding layer holds the window's last W - 1 positions between steps.
   FLOTILLA_RETURN_IF_ERROR(
       s->Load(bytes, c.num_hidden_layers,
@@ -74,6 +77,12 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> GptOssModel::LoadSequence(
                            : positions;
               }));
   return std::unique_ptr<ModelSequence>(std::move(s));
+}
+
+void GptOssModel::SetWindows(GptOssSequence* s) const {
+  for (int l = 0; l < config_.num_hidden_layers; ++l) {
+    s->window[l] = config_.sliding_layers[l] ? config_.sliding_window : 0;
+  }
 }
 
 void GptOssModel::Attention(const GptOssLayer& w, int layer,

@@ -87,6 +87,8 @@ class GptOssModel : public DecoderModel<GptOssSequence> {
                     const std::vector<const std::vector<int32_t>*>& ids,
                     const std::vector<size_t>& out_rows,
                     std::vector<float>* logits) override;
+  // Each layer's window into a new sequence (KvCacheSequence::window).
+  void SetWindows(GptOssSequence* s) const;
   void Attention(const GptOssLayer& w, int layer, const float* normed, size_t n,
                  GptOssSequence* seq, float* out);
   absl::Status Experts(int layer, const GptOssLayer& w, const float* normed,

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "shared/kernels/kernels.h"
 #include "shared/kernels/recurrent.h"
@@ -68,13 +69,24 @@ void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
   const size_t n = static_cast<size_t>(steps);
   std::vector<float> q(n * p), kk(n * p), v(n * p), g(n * p), fa(n * d),
       z(n * p), beta(n * h), tmp(n * p);
+  KdaState::Undo* undo = state->keep_undo ? &state->undo : nullptr;
+  if (undo != nullptr) {
+    undo->s = state->s;
+    undo->conv_q = state->conv_q;
+    undo->conv_k = state->conv_k;
+    undo->conv_v = state->conv_v;
+    undo->steps = steps;
+  }
   kernels::MatMul(w.q_proj.view(), x, n, tmp.data(), pool);
+  if (undo != nullptr) undo->pre_q = tmp;
   ShortConvSilu(w.q_conv.data(), k, p, tmp.data(), steps, state->conv_q.data(),
                 q.data());
   kernels::MatMul(w.k_proj.view(), x, n, tmp.data(), pool);
+  if (undo != nullptr) undo->pre_k = tmp;
   ShortConvSilu(w.k_conv.data(), k, p, tmp.data(), steps, state->conv_k.data(),
                 kk.data());
   kernels::MatMul(w.v_proj.view(), x, n, tmp.data(), pool);
+  if (undo != nullptr) undo->pre_v = tmp;
   ShortConvSilu(w.v_conv.data(), k, p, tmp.data(), steps, state->conv_v.data(),
                 v.data());
   kernels::MatMul(w.g_proj.view(), x, n, g.data(), pool);
@@ -85,6 +97,7 @@ void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
   const float q_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   std::vector<float> decay(p), alpha(p), o(p);
   std::vector<float> y(n * p);
+  if (undo != nullptr) undo->alpha.clear();
   for (size_t t = 0; t < n; ++t) {
     float* qt = q.data() + t * p;
     float* kt = kk.data() + t * p;
@@ -95,8 +108,11 @@ void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
     for (int i = 0; i < h; ++i) bt[i] = kernels::Sigmoid(bt[i]);
     KdaDecay(z.data() + t * p, w.a_log.data(), w.dt_bias.data(),
              c.gate_lower_bound, h, d, decay.data(), alpha.data());
-    kernels::KdaRecurrentStep(state->s.data(), qt, kt, v.data() + t * p, alpha.data(),
-                     bt, h, d, o.data());
+    if (undo != nullptr) {
+      undo->alpha.insert(undo->alpha.end(), alpha.begin(), alpha.end());
+    }
+    kernels::KdaRecurrentStep(state->s.data(), qt, kt, v.data() + t * p,
+                              alpha.data(), bt, h, d, o.data());
     // Head-wise RMSNorm with the shared o_norm weight, then the gate.
     float* yt = y.data() + t * p;
     for (int hh = 0; hh < h; ++hh) {
@@ -106,8 +122,48 @@ void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
     const float* gt = g.data() + t * p;
     for (int i = 0; i < p; ++i) yt[i] *= kernels::Sigmoid(gt[i]);
   }
+  if (undo != nullptr) {
+    // The recurrence inputs as KdaRecurrentStep read them.
+    undo->q = q;
+    undo->k = kk;
+    undo->v = v;
+    undo->beta = beta;
+  }
   kernels::MatMul(w.o_proj.view(), y.data(), n, out, pool);
   (void)e;
+}
+
+void KdaUndo(const model::K3Config& c, int keep, KdaState* state) {
+  const int h = c.kda_num_heads, d = c.kda_head_dim, p = h * d;
+  const int taps = c.short_conv_kernel_size - 1;
+  KdaState::Undo& u = state->undo;
+  state->s = u.s;
+  state->conv_q = u.conv_q;
+  state->conv_k = u.conv_k;
+  state->conv_v = u.conv_v;
+  // The conv windows: shift in each kept token's pre-conv input, as
+  // ShortConvSilu does.
+  const std::pair<std::vector<float>*, const std::vector<float>*> convs[3] = {
+      {&state->conv_q, &u.pre_q},
+      {&state->conv_k, &u.pre_k},
+      {&state->conv_v, &u.pre_v}};
+  for (const auto& [hist_all, pre] : convs) {
+    for (int ch = 0; ch < p; ++ch) {
+      float* hist = hist_all->data() + static_cast<size_t>(ch) * taps;
+      for (int t = 0; t < keep; ++t) {
+        for (int j = 0; j + 1 < taps; ++j) hist[j] = hist[j + 1];
+        if (taps > 0) hist[taps - 1] = (*pre)[static_cast<size_t>(t) * p + ch];
+      }
+    }
+  }
+  std::vector<float> o(p);
+  for (int t = 0; t < keep; ++t) {
+    const size_t at = static_cast<size_t>(t) * p;
+    kernels::KdaRecurrentStep(state->s.data(), u.q.data() + at, u.k.data() + at,
+                              u.v.data() + at, u.alpha.data() + at,
+                              u.beta.data() + static_cast<size_t>(t) * h, h, d,
+                              o.data());
+  }
 }
 
 }  // namespace flotilla::coordinator

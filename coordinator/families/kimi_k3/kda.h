@@ -18,7 +18,27 @@ struct KdaState {
   std::vector<float> s;  // [H][D(key)][D(value)], starts at zero
   // Previous K-1 pre-conv inputs per channel, oldest first: [P][K-1].
   std::vector<float> conv_q, conv_k, conv_v;
+
+  // Speculative decoding: with keep_undo, each KdaForward first keeps the
+  // state it starts from and then every token's pre-conv inputs and
+  // recurrence inputs, so KdaUndo can rebuild the state after any of its
+  // tokens exactly, from these alone (no weights, no second pass).
+  struct Undo {
+    std::vector<float> s, conv_q, conv_k, conv_v;  // before the forward
+    std::vector<float> pre_q, pre_k, pre_v;        // [steps][P]
+    std::vector<float> q, k, v, alpha;             // [steps][P]
+    std::vector<float> beta;                       // [steps][H]
+    int steps = 0;
+  };
+  bool keep_undo = false;
+  Undo undo;
 };
+
+// Rebuilds `state` as it was after the first `keep` tokens of its last
+// KdaForward (0 <= keep <= undo.steps), from its Undo; the same arithmetic
+// in the same order as the forward, so the state is bitwise the one a
+// forward over just those tokens leaves.
+void KdaUndo(const model::K3Config& config, int keep, KdaState* state);
 
 void InitKdaState(const model::K3Config& config, KdaState* state);
 

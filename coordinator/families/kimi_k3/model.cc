@@ -39,12 +39,60 @@ absl::Status CheckFinite(const float* rows, size_t n, size_t width,
 
 }  // namespace
 
+std::unique_ptr<ModelSequence> SequenceState::Clone() const {
+  auto copy = std::make_unique<SequenceState>(*this);
+  for (KdaState& k : copy->kda) {
+    k.keep_undo = false;
+    k.undo = KdaState::Undo();
+  }
+  return copy;
+}
+
+bool SequenceState::PrepareUndo(size_t) {
+  if (config == nullptr) return false;
+  for (KdaState& k : kda) k.keep_undo = true;
+  return true;
+}
+
+bool SequenceState::Truncate(size_t n) {
+  if (config == nullptr || n > positions) return false;
+  const model::K3Config& c = *config;
+  for (size_t l = 0; l < kda.size(); ++l) {
+    if (c.IsMlaLayer(static_cast<int>(l))) continue;
+    const KdaState& k = kda[l];
+    if (!k.keep_undo || positions - n > static_cast<size_t>(k.undo.steps)) {
+      return false;  // not within the last forward
+    }
+  }
+  for (size_t l = 0; l < kda.size(); ++l) {
+    if (c.IsMlaLayer(static_cast<int>(l))) {
+      MlaCache& m = mla[l];
+      m.c_kv.resize(n * c.kv_lora_rank);
+      m.k_rope.resize(n * c.qk_rope_head_dim);
+      m.positions = n;
+    } else {
+      KdaState& k = kda[l];
+      const int keep = k.undo.steps - static_cast<int>(positions - n);
+      KdaUndo(c, keep, &k);
+      k.undo.steps = 0;
+    }
+  }
+  positions = n;
+  return true;
+}
+
 size_t SequenceState::bytes() const {
   size_t total = 0;
   for (const KdaState& k : kda) {
     total +=
         (k.s.size() + k.conv_q.size() + k.conv_k.size() + k.conv_v.size()) *
         sizeof(float);
+    const KdaState::Undo& u = k.undo;
+    for (const std::vector<float>* v :
+         {&u.s, &u.conv_q, &u.conv_k, &u.conv_v, &u.pre_q, &u.pre_k, &u.pre_v,
+          &u.q, &u.k, &u.v, &u.alpha, &u.beta}) {
+      total += v->capacity() * sizeof(float);
+    }
   }
   for (const MlaCache& m : mla) total += m.bytes();
   return total;
@@ -145,6 +193,7 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> K3Model::LoadSequence(
 
 SequenceState K3Model::NewSequence() const {
   SequenceState s;
+  s.config = &config_;
   s.kda.resize(config_.num_hidden_layers);
   s.mla.resize(config_.num_hidden_layers);
   for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {

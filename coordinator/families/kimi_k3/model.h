@@ -31,12 +31,19 @@ struct SequenceState : public ModelSequence {
   std::vector<KdaState> kda;  // indexed by layer; empty entries for MLA
   std::vector<MlaCache> mla;  // indexed by layer; empty entries for KDA
   size_t positions = 0;       // tokens consumed so far
+  // The model's config (KdaUndo and the cache widths); set by NewSequence.
+  const model::K3Config* config = nullptr;
 
   size_t bytes() const override;
-  std::unique_ptr<ModelSequence> Clone() const override {
-    return std::make_unique<SequenceState>(*this);
-  }
+  // A copy without the KDA undo records (they serve only this state's next
+  // Truncate).
+  std::unique_ptr<ModelSequence> Clone() const override;
   absl::Status Save(std::string* out) const override;
+  // The KDA layers keep undo records from now on (KdaState::Undo).
+  bool PrepareUndo(size_t added) override;
+  // Back to `n` positions inside the last forward: each KDA layer rebuilt
+  // from its undo record, each MLA cache cut.
+  bool Truncate(size_t n) override;
 };
 
 struct ModelOptions {

@@ -53,6 +53,7 @@ struct MixtralSequence : public ModelSequence {
     positions = n;
     return true;
   }
+  bool PrepareUndo(size_t) override { return true; }
 };
 
 class MixtralModel : public LanguageModel {
