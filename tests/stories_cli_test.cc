@@ -199,5 +199,36 @@ TEST_F(StoriesCliTest, BadMixtralConfigs) {
   ExpectRefused(dir, {"model_type 'llama4_text' is not supported"});
 }
 
+// --speculate ngram on a prompt that repeats itself: the same ids as plain
+// decoding, greedy and sampled, with guesses kept; bad flags refused.
+TEST_F(StoriesCliTest, SpeculateNgramGivesThePlainOutput) {
+  const std::string base =
+      "generate --model " + ModelDir() +
+      " --prompt 'Lily saw a ball. Lily saw a ball. Lily saw a ball. Lily'"
+      " --max-tokens 48 --json";
+  for (const std::string sampling : {"", " --temperature 0.8 --seed 3"}) {
+    const testutil::CommandResult plain = Run(base + sampling);
+    const testutil::CommandResult spec =
+        Run(base + sampling + " --speculate ngram --draft-tokens 3");
+    ASSERT_TRUE(plain.exited && plain.code == 0) << plain.err;
+    ASSERT_TRUE(spec.exited && spec.code == 0) << spec.err;
+    const nlohmann::json p = nlohmann::json::parse(plain.out);
+    const nlohmann::json s = nlohmann::json::parse(spec.out);
+    EXPECT_EQ(s["generated_ids"], p["generated_ids"]) << sampling;
+    ASSERT_TRUE(s.contains("speculation")) << spec.out;
+    EXPECT_GT(s["speculation"]["accepted_tokens"].get<int>(), 0) << sampling;
+    EXPECT_GT(s["speculation"]["tokens_per_pass"].get<double>(), 1.0);
+  }
+  const std::pair<const char*, const char*> bad_flags[] = {
+      {" --speculate medusa", "unknown drafter 'medusa'"},
+      {" --speculate ngram --draft-tokens 0",
+       "--draft-tokens must be in 1..64"}};
+  for (const auto& [bad, message] : bad_flags) {
+    const testutil::CommandResult r = Run(base + bad);
+    EXPECT_TRUE(r.exited && r.code == 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace flotilla
