@@ -52,6 +52,10 @@ ABSL_FLAG(std::string, speculate, "",
           "in one forward pass; the output is unchanged); empty = off");
 ABSL_FLAG(int32_t, draft_tokens, 4,
           "with --speculate: guesses checked per forward pass, 1..64");
+ABSL_FLAG(double, plan_tokens_per_pass, 0,
+          "with --plan: also predict speculative decoding with --draft-tokens "
+          "guesses per pass yielding this many tokens (1 .. draft-tokens + 1); "
+          "0 = no");
 ABSL_FLAG(double, temperature, 0.0, "0 = greedy; > 0 samples");
 ABSL_FLAG(int32_t, top_k, 0, "sample among the k most likely (0 = all)");
 ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass in (0, 1]");
@@ -319,8 +323,20 @@ int RunGenerate() {
     }
     if (expert_gbps == 0) expert_gbps = eo.disk_gbps;
     if (single_gbps == 0) single_gbps = expert_gbps;
+    flotilla::coordinator::SpeculationPlan spec;
+    const double per_pass = absl::GetFlag(FLAGS_plan_tokens_per_pass);
+    if (per_pass != 0) {
+      spec.guesses = absl::GetFlag(FLAGS_draft_tokens);
+      spec.tokens_per_pass = per_pass;
+      if (spec.guesses < 1 || spec.guesses > 64 || !(per_pass >= 1) ||
+          per_pass > spec.guesses + 1) {
+        return Fail(kExitUsage,
+                    "--plan-tokens-per-pass must be in 1 .. --draft-tokens + "
+                    "1, with --draft-tokens in 1..64");
+      }
+    }
     auto report = flotilla::coordinator::PlanReport(
-        eo, expert_gbps, single_gbps, absl::GetFlag(FLAGS_json));
+        eo, expert_gbps, single_gbps, absl::GetFlag(FLAGS_json), spec);
     if (!report.ok()) return Fail(kExitRuntime, report.status().ToString());
     std::fputs(report->c_str(), stdout);
     return 0;

@@ -20,7 +20,8 @@ constexpr int kPositions = 256;
 
 absl::StatusOr<std::string> PlanReport(const EngineOptions& o,
                                        double expert_disk_gbps,
-                                       double single_read_gbps, bool json) {
+                                       double single_read_gbps, bool json,
+                                       const SpeculationPlan& spec) {
   std::unique_ptr<family::FamilyConfig> config;
   FLOTILLA_ASSIGN_OR_RETURN(plan::MemoryPlan plan, PlanEngine(o, &config));
   const model::ModelShape shape = config->Shape();
@@ -35,6 +36,21 @@ absl::StatusOr<std::string> PlanReport(const EngineOptions& o,
   t.verify_checksums = o.verify_checksums;
   t.local_experts = o.workers.empty();
   const plan::TokenTime time = plan::PredictTokenTime(shape, plan, t);
+  // A speculative pass: guesses + 1 rows, trunk read once at the rows'
+  // matvec rate, the union of their experts read, each row's computed.
+  plan::TokenTime pass;
+  plan::TokenTimeOptions ts = t;
+  if (spec.guesses > 0) {
+    ts.rows = spec.guesses + 1;
+    ts.expert_union =
+        plan::ExpertUnion(shape.num_experts, shape.experts_per_token, ts.rows);
+    FLOTILLA_ASSIGN_OR_RETURN(
+        ts.rates.bf16_bytes_per_s,
+        plan::MeasureTrunkRateAtRows(shape, std::max(1, o.threads), ts.rows,
+                                     2 * kProbeSeconds));
+    pass = plan::PredictTokenTime(shape, plan, ts);
+  }
+  const double spec_seconds = pass.seconds / spec.tokens_per_pass;
   if (json) {
     nlohmann::json j = nlohmann::json::parse(plan.ToJson());
     j["family"] = config->family().name;
@@ -59,16 +75,36 @@ absl::StatusOr<std::string> PlanReport(const EngineOptions& o,
         {"mla_head_positions_per_s", t.rates.mla_head_positions_per_s},
         {"checksum_bytes_per_s", t.rates.checksum_bytes_per_s},
         {"expert_overlap_fraction", t.rates.expert_overlap_fraction}};
+    if (spec.guesses > 0) {
+      j["speculative"] = {
+          {"guesses_per_pass", spec.guesses},
+          {"tokens_per_pass", spec.tokens_per_pass},
+          {"predicted_seconds_per_token", spec_seconds},
+          {"pass_seconds", pass.seconds},
+          {"pass_compute_s", pass.compute_s()},
+          {"pass_disk_s", pass.disk_s()},
+          {"expert_union", ts.expert_union},
+          {"trunk_bytes_per_s_at_rows", ts.rates.bf16_bytes_per_s}};
+    }
     return j.dump() + "\n";
+  }
+  std::string speculative;
+  if (spec.guesses > 0) {
+    speculative = absl::StrFormat(
+        "  speculative, %d guesses per pass yielding %.2f tokens: %.3g "
+        "s/token (a pass: %s; its %d rows read the union of their experts, "
+        "%.2fx one token's, and the trunk at %.2f GB/s of matvec)\n",
+        spec.guesses, spec.tokens_per_pass, spec_seconds, pass.ToString(),
+        ts.rows, ts.expert_union, ts.rates.bf16_bytes_per_s / 1e9);
   }
   return absl::StrFormat(
       "model family: %s\n%s  compute rates here: %s\n"
       "  predicted time per token (%d positions, trunk reads at %.2f GB/s, "
-      "experts at %.2f GB/s, lone expert reads at %.2f GB/s%s): %s\n",
+      "experts at %.2f GB/s, lone expert reads at %.2f GB/s%s): %s\n%s",
       config->family().name, plan.ToString(), t.rates.ToString(), t.positions,
       o.disk_gbps, expert_disk_gbps, single_read_gbps,
       t.local_experts ? "" : "; routed experts on the workers, not counted",
-      time.ToString());
+      time.ToString(), speculative);
 }
 
 }  // namespace flotilla::coordinator

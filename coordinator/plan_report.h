@@ -16,9 +16,18 @@ namespace flotilla::coordinator {
 // Text (or one JSON object) for `options`; trunk reads at
 // options.disk_gbps, expert reads at `expert_disk_gbps`, a lone expert read
 // (after a wrong prefetch guess) at `single_read_gbps`.
+// With speculation (docs/speculative.md): `guesses` per pass, of which
+// the pass yields `tokens_per_pass` tokens (1 .. guesses + 1); the report
+// adds the predicted s/token of such passes (plan::TokenTimeOptions::rows).
+struct SpeculationPlan {
+  int guesses = 0;  // 0: no speculation
+  double tokens_per_pass = 1;
+};
+
 absl::StatusOr<std::string> PlanReport(const EngineOptions& options,
                                        double expert_disk_gbps,
-                                       double single_read_gbps, bool json);
+                                       double single_read_gbps, bool json,
+                                       const SpeculationPlan& spec = {});
 
 }  // namespace flotilla::coordinator
 

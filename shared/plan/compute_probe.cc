@@ -52,7 +52,8 @@ size_t DTypeBytes(model::DType dtype) {
 // `dtype`, timed on a slice of at most 32 MB per matrix over copies that
 // total 128 MB (so the weights come from RAM, as in decode).
 double SecondsPerByte(model::DType dtype, size_t rows, size_t cols,
-                      kernels::ThreadPool* pool, double seconds) {
+                      kernels::ThreadPool* pool, double seconds,
+                      size_t tokens = 1) {
   const size_t el = DTypeBytes(dtype);
   rows = std::clamp<size_t>((32u << 20) / (el * cols), 1, rows);
   const size_t n = rows * cols;
@@ -66,11 +67,11 @@ double SecondsPerByte(model::DType dtype, size_t rows, size_t cols,
     }
     std::vector<float> scales(((rows + 127) / 128) * ((cols + 127) / 128),
                               1e-3f);
-    std::vector<float> x(cols, 0.01f), y(rows);
+    std::vector<float> x(cols * tokens, 0.01f), y(rows * tokens);
     const double calls = CallsPerSecond(seconds, [&](int i) {
       kernels::Fp8BlockMatrix m{w.data() + (i % copies) * n, scales.data(),
                                 rows, cols};
-      kernels::MatMulFp8(m, x.data(), 1, y.data(), pool);
+      kernels::MatMulFp8(m, x.data(), tokens, y.data(), pool);
     });
     return 1.0 / (calls * static_cast<double>(n));
   }
@@ -79,13 +80,13 @@ double SecondsPerByte(model::DType dtype, size_t rows, size_t cols,
     // Small finite values in either reading (bf16, or f32 halves).
     w[i] = static_cast<uint16_t>(0x3c00 + (i * 2654435761u >> 26));
   }
-  std::vector<float> x(cols, 0.01f), y(rows);
+  std::vector<float> x(cols * tokens, 0.01f), y(rows * tokens);
   const double calls = CallsPerSecond(seconds, [&](int i) {
     kernels::DenseMatrix m{dtype == model::DType::kBF16
                                ? kernels::DenseType::kBF16
                                : kernels::DenseType::kF32,
                            w.data() + (i % copies) * n * (el / 2), rows, cols};
-    kernels::MatMul(m, x.data(), 1, y.data(), pool);
+    kernels::MatMul(m, x.data(), tokens, y.data(), pool);
   });
   return 1.0 / (calls * static_cast<double>(el * n));
 }
@@ -100,7 +101,7 @@ double SecondsPerByte(model::DType dtype, size_t rows, size_t cols,
 using Shape = std::tuple<model::DType, size_t, size_t>;
 
 double TrunkMatvecRate(const model::ModelShape& m, kernels::ThreadPool* pool,
-                       double seconds, double* overlap) {
+                       double seconds, double* overlap, size_t tokens = 1) {
   std::map<Shape, uint64_t> uses, before_experts;
   for (const model::TrunkMatmul& mm : m.matmuls) {
     if (mm.rows <= 0 || mm.cols <= 0 || mm.uses <= 0) continue;
@@ -119,9 +120,9 @@ double TrunkMatvecRate(const model::ModelShape& m, kernels::ThreadPool* pool,
   double bytes = 0, time = 0, time_before = 0;
   for (const auto& [shape, count] : uses) {
     const auto& [dtype, rows, cols] = shape;
-    const double per_use = static_cast<double>(rows) * cols *
-                           DTypeBytes(dtype) *
-                           SecondsPerByte(dtype, rows, cols, pool, each);
+    const double per_use =
+        static_cast<double>(rows) * cols * DTypeBytes(dtype) *
+        SecondsPerByte(dtype, rows, cols, pool, each, tokens);
     bytes += static_cast<double>(count) * rows * cols * DTypeBytes(dtype);
     time += count * per_use;
     auto it = before_experts.find(shape);
@@ -240,6 +241,20 @@ double ChecksumRate(double seconds) {
 }
 
 }  // namespace
+
+absl::StatusOr<double> MeasureTrunkRateAtRows(const model::ModelShape& c,
+                                              int threads, int rows,
+                                              double seconds) {
+  if (threads < 1 || threads > 1024 || rows < 1 || rows > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compute probe: threads ", threads, " and rows ", rows,
+                     " must be in [1, 1024] and [1, 64]"));
+  }
+  kernels::ThreadPool pool(threads);
+  double overlap = 0;
+  return TrunkMatvecRate(c, &pool, seconds, &overlap,
+                         static_cast<size_t>(rows));
+}
 
 absl::StatusOr<ComputeRates> MeasureComputeRates(const model::ModelShape& c,
                                                  int threads,

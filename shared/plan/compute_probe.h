@@ -25,6 +25,12 @@ absl::StatusOr<ComputeRates> MeasureComputeRates(const model::ModelShape& shape,
                                                  int threads,
                                                  double seconds_per_probe);
 
+// The trunk matvec rate (weight bytes per second) when every matvec takes
+// `rows` tokens at once, as a speculative pass's does (1..64 rows).
+absl::StatusOr<double> MeasureTrunkRateAtRows(const model::ModelShape& shape,
+                                              int threads, int rows,
+                                              double seconds);
+
 }  // namespace flotilla::plan
 
 #endif  // FLOTILLA_SHARED_PLAN_COMPUTE_PROBE_H_

@@ -1,6 +1,7 @@
 #include "shared/plan/token_time.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_format.h"
 
@@ -31,6 +32,12 @@ std::string TokenTime::ToString() const {
       trunk_read_s, expert_read_s, miss_read_s);
 }
 
+double ExpertUnion(int experts, int top_k, int rows) {
+  if (experts <= 0 || top_k <= 0 || rows <= 1) return 1;
+  const double e = experts, k = std::min(top_k, experts);
+  return e * (1 - std::pow(1 - k / e, rows)) / k;
+}
+
 TokenTime PredictTokenTime(const model::ModelShape& shape,
                            const MemoryPlan& plan, const TokenTimeOptions& o) {
   const ComputeRates& r = o.rates;
@@ -49,6 +56,8 @@ TokenTime PredictTokenTime(const model::ModelShape& shape,
   t.attention_s =
       Over(kda_steps, r.kda_head_steps_per_s) +
       Over(mla_positions, r.mla_head_positions_per_s * std::max(1, r.threads));
+  const double rows = std::max(1, o.rows);
+  t.attention_s *= rows;
   double verified = 0;
   if (o.verify_checksums) {
     verified =
@@ -56,7 +65,8 @@ TokenTime PredictTokenTime(const model::ModelShape& shape,
   }
   double guessed_read_s = 0;
   if (o.local_experts) {
-    const double routed = static_cast<double>(plan.expert_read_bytes);
+    const double routed =
+        static_cast<double>(plan.expert_read_bytes) * o.expert_union;
     const double miss = std::clamp(o.prefetch_miss_fraction, 0.0, 1.0);
     t.expert_read_s = Over(routed * (1 + miss), o.expert_read_bytes_per_s);
     // top_k guesses per layer, right or wrong, read together.
@@ -64,7 +74,9 @@ TokenTime PredictTokenTime(const model::ModelShape& shape,
     t.miss_read_s = Over(routed * miss, o.single_read_bytes_per_s > 0
                                             ? o.single_read_bytes_per_s
                                             : o.expert_read_bytes_per_s);
-    t.mxfp4_s = Over(routed, r.mxfp4_bytes_per_s);
+    // Each row computes its own experts, however many rows share a read.
+    t.mxfp4_s = Over(static_cast<double>(plan.expert_read_bytes) * rows,
+                     r.mxfp4_bytes_per_s);
     if (o.verify_checksums) verified += routed * (1 + miss);
   }
   t.verify_s = Over(verified, r.checksum_bytes_per_s);

@@ -65,7 +65,20 @@ struct TokenTimeOptions {
   // Routed experts computed here (false: on expert workers, whose time
   // this prediction does not include).
   bool local_experts = true;
+  // A speculative pass (docs/speculative.md): `rows` tokens in one forward.
+  // The trunk is read once and rates.bf16_bytes_per_s must be the rate at
+  // that many rows; each row computes its own routed experts and attention;
+  // the experts read are the union of the rows' (expert_union times one
+  // row's, ExpertUnion). The prediction is then per pass.
+  int rows = 1;
+  double expert_union = 1;
 };
+
+// Distinct experts `rows` tokens route to in a layer, relative to one
+// token's top_k, when each picks top_k of `experts` independently and
+// uniformly (a flat router such as Kimi K3's): experts (1 - (1 - k/E)^rows)
+// / k. 1 for one row; at most rows.
+double ExpertUnion(int experts, int top_k, int rows);
 
 struct TokenTime {
   double trunk_read_s = 0;

@@ -101,5 +101,33 @@ TEST(ComputeProbeTest, MeasuresEveryRate) {
   EXPECT_FALSE(MeasureComputeRates(CkptA(), 2, 0).ok());
 }
 
+// A speculative pass of `rows` tokens: the union of their experts is read
+// once, each row computes its own experts and attention, the trunk bytes
+// are those of one pass.
+TEST(TokenTimeTest, SpeculativePassReadsTheUnionAndComputesEveryRow) {
+  EXPECT_DOUBLE_EQ(ExpertUnion(384, 8, 1), 1.0);
+  EXPECT_DOUBLE_EQ(ExpertUnion(8, 8, 5), 1.0);  // every row: all experts
+  const double u = ExpertUnion(384, 8, 5);
+  EXPECT_GT(u, 4.7);  // nearly no overlap at 8 of 384
+  EXPECT_LT(u, 5.0);
+  EXPECT_NEAR(ExpertUnion(4, 1, 2), 4 * (1 - 0.75 * 0.75), 1e-12);
+
+  MemoryPlan p;
+  p.trunk_layer_bytes = 2'000'000'000;
+  p.trunk_read_bytes = 1'000'000'000;
+  p.expert_read_bytes = 400'000'000;
+  TokenTimeOptions one = Options();
+  const TokenTime t1 = PredictTokenTime(CkptA(), p, one);
+  TokenTimeOptions five = one;
+  five.rows = 5;
+  five.expert_union = 3;
+  const TokenTime t5 = PredictTokenTime(CkptA(), p, five);
+  EXPECT_DOUBLE_EQ(t5.trunk_read_s, t1.trunk_read_s);
+  EXPECT_DOUBLE_EQ(t5.bf16_s, t1.bf16_s);  // the rate given is per pass
+  EXPECT_NEAR(t5.mxfp4_s, 5 * t1.mxfp4_s, 1e-12);
+  EXPECT_NEAR(t5.attention_s, 5 * t1.attention_s, 1e-12);
+  EXPECT_NEAR(t5.expert_read_s, 3 * t1.expert_read_s, 1e-12);
+}
+
 }  // namespace
 }  // namespace flotilla::plan
