@@ -28,6 +28,7 @@
 #include "coordinator/engine_metrics.h"
 #include "coordinator/families/kimi_k3/model.h"
 #include "coordinator/generate.h"
+#include "coordinator/draft_model.h"
 #include "coordinator/speculate.h"
 #include "coordinator/plan_report.h"
 #include "coordinator/run_report.h"
@@ -52,6 +53,11 @@ ABSL_FLAG(std::string, speculate, "",
           "in one forward pass; the output is unchanged); empty = off");
 ABSL_FLAG(int32_t, draft_tokens, 4,
           "with --speculate: guesses checked per forward pass, 1..64");
+ABSL_FLAG(std::string, draft_model, "",
+          "speculative decoding with this smaller model's greedy guesses (same "
+          "tokenizer); the output is unchanged");
+ABSL_FLAG(std::string, draft_mem, "1G",
+          "memory budget of --draft-model, beside --mem");
 ABSL_FLAG(double, plan_tokens_per_pass, 0,
           "with --plan: also predict speculative decoding with --draft-tokens "
           "guesses per pass yielding this many tokens (1 .. draft-tokens + 1); "
@@ -364,6 +370,27 @@ int RunGenerate() {
   auto engine = flotilla::coordinator::OpenEngine(eo);
   if (!engine.ok()) return Fail(kExitRuntime, engine.status().ToString());
   auto* model = &(*engine)->model;
+  if (!absl::GetFlag(FLAGS_draft_model).empty()) {
+    if (!options.speculate.empty()) {
+      return Fail(kExitUsage, "give --speculate or --draft-model, not both");
+    }
+    flotilla::coordinator::EngineOptions d;
+    d.model_dir = absl::GetFlag(FLAGS_draft_model);
+    d.mem = absl::GetFlag(FLAGS_draft_mem);
+    d.threads = eo.threads;
+    auto draft = flotilla::coordinator::OpenEngine(d);
+    if (!draft.ok()) {
+      return Fail(kExitRuntime,
+                  absl::StrCat("--draft-model: ", draft.status().ToString()));
+    }
+    auto drafter = flotilla::coordinator::ModelDrafter::Create(
+        std::move(*draft), (*model)->vocab_size());
+    if (!drafter.ok()) return Fail(kExitUsage, drafter.status().ToString());
+    options.drafter = std::move(*drafter);
+    if (options.draft_tokens < 1 || options.draft_tokens > 64) {
+      return Fail(kExitUsage, "--draft-tokens must be in 1..64");
+    }
+  }
   options.prefill_chunk = eo.prefill_chunk;
   const double load_seconds = flotilla::base::SecondsSince(load_start);
   if (!absl::GetFlag(FLAGS_json) && (*engine)->streaming) {

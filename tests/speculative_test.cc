@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/draft_model.h"
 #include "coordinator/engine.h"
 #include "coordinator/generate.h"
 #include "coordinator/speculate.h"
@@ -49,8 +50,8 @@ std::vector<Model> Models() {
       {"gpt_oss", testutil::DataPath("gpt-oss/ckpt_A"), repeat, false}};
 }
 
-GenerateResult Run(coordinator::LanguageModel& model,
-                   const std::vector<int32_t>& prompt, GenerateOptions o) {
+GenerateResult Decode(coordinator::LanguageModel& model,
+                      const std::vector<int32_t>& prompt, GenerateOptions o) {
   o.max_tokens = 24;
   o.keep_logits = true;
   auto r = coordinator::Generate(model, prompt, o, nullptr);
@@ -76,17 +77,17 @@ void CheckModel(coordinator::LanguageModel& model, const Model& m) {
     }
     const std::string label =
         absl::StrCat(m.label, sampled ? ", sampled" : ", greedy");
-    const GenerateResult plain = Run(model, m.prompt, o);
+    const GenerateResult plain = Decode(model, m.prompt, o);
     std::vector<int32_t> full = m.prompt;
     full.insert(full.end(), plain.generated_ids.begin(),
                 plain.generated_ids.end());
     GenerateOptions ngram = o;
     ngram.speculate = "ngram";
-    ExpectSame(plain, Run(model, m.prompt, ngram), label + ", ngram");
+    ExpectSame(plain, Decode(model, m.prompt, ngram), label + ", ngram");
 
     GenerateOptions agree = o;
     agree.drafter = std::make_shared<coordinator::ReplayDrafter>(full, 64);
-    const GenerateResult a = Run(model, m.prompt, agree);
+    const GenerateResult a = Decode(model, m.prompt, agree);
     ExpectSame(plain, a, label + ", always right");
     // 23 tokens after the first, 4 guesses and a fifth token per pass.
     EXPECT_EQ(a.accepted_tokens, a.drafted_tokens) << label;
@@ -94,7 +95,7 @@ void CheckModel(coordinator::LanguageModel& model, const Model& m) {
 
     GenerateOptions disagree = o;
     disagree.drafter = std::make_shared<coordinator::ReplayDrafter>(full, 0);
-    const GenerateResult d = Run(model, m.prompt, disagree);
+    const GenerateResult d = Decode(model, m.prompt, disagree);
     ExpectSame(plain, d, label + ", always wrong");
     EXPECT_EQ(d.accepted_tokens, 0) << label;
     EXPECT_GT(d.drafted_tokens, 0) << label;
@@ -105,7 +106,7 @@ void CheckModel(coordinator::LanguageModel& model, const Model& m) {
     // room for fewer guesses).
     GenerateOptions half = o;
     half.drafter = std::make_shared<coordinator::ReplayDrafter>(full, 2);
-    const GenerateResult h = Run(model, m.prompt, half);
+    const GenerateResult h = Decode(model, m.prompt, half);
     ExpectSame(plain, h, label + ", two of four right");
     EXPECT_LE(h.accepted_tokens, 2 * h.speculative_passes) << label;
     EXPECT_GE(h.accepted_tokens, 2 * (h.speculative_passes - 1)) << label;
@@ -151,6 +152,68 @@ TEST(SpeculativeTest, SameThroughTwoExpertWorkers) {
   auto engine = coordinator::OpenEngine(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
   CheckModel(*(*engine)->model, m);
+}
+
+// A draft model (--draft-model): a copy of the model always agrees, another
+// random checkpoint with the same vocabulary rarely does; the output is the
+// plain one either way, greedy and sampled.
+TEST(SpeculativeTest, DraftModelsGiveThePlainOutput) {
+  const std::vector<Model> models = Models();
+  // Target, and the other checkpoint of 512 tokens it drafts with.
+  const std::pair<int, int> pairs[] = {{2, 3}, {3, 4}, {4, 3}};
+  for (const auto& [target, other] : pairs) {
+    const Model& m = models[target];
+    SCOPED_TRACE(m.label);
+    coordinator::EngineOptions o;
+    o.model_dir = m.dir;
+    auto engine = coordinator::OpenEngine(o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    coordinator::LanguageModel& model = *(*engine)->model;
+    for (bool sampled : {false, true}) {
+      GenerateOptions g;
+      if (sampled) {
+        g.sampler.temperature = 0.8f;
+        g.sampler.top_p = 0.9f;
+        g.sampler.seed = 11;
+      }
+      const GenerateResult plain = Decode(model, m.prompt, g);
+      for (int draft : {target, other}) {
+        coordinator::EngineOptions d;
+        d.model_dir = models[draft].dir;
+        auto draft_engine = coordinator::OpenEngine(d);
+        ASSERT_TRUE(draft_engine.ok()) << draft_engine.status();
+        auto drafter = coordinator::ModelDrafter::Create(
+            std::move(*draft_engine), model.vocab_size());
+        ASSERT_TRUE(drafter.ok()) << drafter.status();
+        coordinator::ModelDrafter* raw = drafter->get();
+        GenerateOptions spec = g;
+        spec.drafter = std::move(*drafter);
+        const GenerateResult r = Decode(model, m.prompt, spec);
+        const std::string label =
+            absl::StrCat("drafted by ", models[draft].label,
+                         sampled ? ", sampled" : ", greedy");
+        ExpectSame(plain, r, label);
+        EXPECT_TRUE(raw->status().ok()) << raw->status();
+        EXPECT_GT(r.drafted_tokens, 0) << label;
+        if (draft == target && !sampled) {
+          EXPECT_EQ(r.accepted_tokens, r.drafted_tokens) << label;
+        }
+        if (draft != target) {
+          EXPECT_LT(r.accepted_tokens, r.drafted_tokens / 2) << label;
+        }
+      }
+    }
+  }
+  // Another vocabulary is refused.
+  coordinator::EngineOptions k3;
+  k3.model_dir = models[1].dir;
+  auto k3_engine = coordinator::OpenEngine(k3);
+  ASSERT_TRUE(k3_engine.ok()) << k3_engine.status();
+  auto refused = coordinator::ModelDrafter::Create(std::move(*k3_engine), 512);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("must share the model's"),
+            std::string::npos)
+      << refused.status();
 }
 
 TEST(NgramDrafterTest, ContinuesTheLatestEarlierMatch) {

@@ -1,0 +1,78 @@
+#include "coordinator/draft_model.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "shared/base/status_macros.h"
+
+namespace flotilla::coordinator {
+
+absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Create(
+    std::unique_ptr<Engine> draft, int vocab_size) {
+  const int draft_vocab = draft->model->vocab_size();
+  if (draft_vocab != vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--draft-model: its vocabulary has ", draft_vocab,
+                     " tokens and the model's ", vocab_size,
+                     "; a draft model must share the model's tokenizer"));
+  }
+  return std::unique_ptr<ModelDrafter>(new ModelDrafter(std::move(draft)));
+}
+
+std::vector<int32_t> ModelDrafter::Draft(const std::vector<int32_t>& history,
+                                         int max_tokens) {
+  std::vector<int32_t> out;
+  if (!status_.ok()) return out;
+  status_ = Guess(history, max_tokens, &out);
+  if (!status_.ok()) out.clear();
+  return out;
+}
+
+absl::Status ModelDrafter::Guess(const std::vector<int32_t>& history,
+                                 int max_tokens, std::vector<int32_t>* out) {
+  LanguageModel& model = *engine_->model;
+  // Back to the longest prefix of what was fed that is still the history.
+  const size_t common =
+      std::mismatch(fed_.begin(), fed_.end(), history.begin(), history.end())
+          .first -
+      fed_.begin();
+  if (state_ == nullptr ||
+      (common < fed_.size() && !state_->Truncate(common))) {
+    state_ = model.StartSequence();
+    fed_.clear();
+  } else {
+    fed_.resize(common);
+  }
+  if (fed_.size() < history.size()) {
+    const std::vector<int32_t> fresh(history.begin() + fed_.size(),
+                                     history.end());
+    FLOTILLA_RETURN_IF_ERROR(
+        model.Forward(state_.get(), fresh, false, &logits_));
+    fed_ = history;
+  }
+  if (logits_.empty()) return absl::OkStatus();
+  // Greedy guesses (ties to the lower id), then the guesses dropped again.
+  std::unique_ptr<ModelSequence> before =
+      state_->PrepareUndo(max_tokens) ? nullptr : state_->Clone();
+  std::vector<float> logits = logits_;
+  const int vocab = model.vocab_size();
+  for (int i = 0; i < max_tokens; ++i) {
+    const int32_t id = static_cast<int32_t>(
+        std::max_element(logits.begin(), logits.begin() + vocab) -
+        logits.begin());
+    out->push_back(id);
+    if (i + 1 < max_tokens) {
+      FLOTILLA_RETURN_IF_ERROR(
+          model.Forward(state_.get(), {id}, false, &logits));
+    }
+  }
+  if (max_tokens > 1 && !state_->Truncate(fed_.size())) {
+    if (before == nullptr) {
+      return absl::InternalError("the draft model's state did not truncate");
+    }
+    state_ = std::move(before);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace flotilla::coordinator
