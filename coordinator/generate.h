@@ -89,6 +89,19 @@ bool AcceptToken(const float* logits, int vocab, const GenerateOptions& options,
                  Sampler* sampler, const TokenCallback& on_token,
                  GenerateResult* result);
 
+// One speculative pass (speculative_decode.cc): `history` is the prompt and
+// every token chosen so far, `*state` holds all of it but the newest; the
+// drafter's guesses are checked in one forward, the kept tokens go to
+// `result` through AcceptToken, and the state is left holding all but the
+// newest again. Returns whether the generation ended.
+absl::StatusOr<bool> SpeculativeStep(LanguageModel& model,
+                                     const std::vector<int32_t>& history,
+                                     const GenerateOptions& options,
+                                     Drafter& drafter, Sampler* sampler,
+                                     const TokenCallback& on_token,
+                                     std::unique_ptr<ModelSequence>* state,
+                                     GenerateResult* result);
+
 // The decode loop with speculation (speculative_decode.cc): `logits` are
 // the last prompt position's, `*state` holds the prompt. Fills `result` as
 // the plain loop does, plus the speculative counters.

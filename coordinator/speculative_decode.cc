@@ -10,6 +10,66 @@
 
 namespace flotilla::coordinator {
 
+absl::StatusOr<bool> SpeculativeStep(LanguageModel& model,
+                                     const std::vector<int32_t>& history,
+                                     const GenerateOptions& options,
+                                     Drafter& drafter, Sampler* sampler,
+                                     const TokenCallback& on_token,
+                                     std::unique_ptr<ModelSequence>* state,
+                                     GenerateResult* result) {
+  const int vocab = model.vocab_size();
+  const std::vector<int32_t>& out = result->generated_ids;
+  const size_t held = history.size() - 1;  // all but the newest token
+  // A pass feeds the last token and the guesses, never past what plain
+  // decoding would feed before max_tokens.
+  const int room = options.max_tokens - static_cast<int>(out.size()) - 1;
+  std::vector<int32_t> drafts;
+  if (room > 0) {
+    drafts = drafter.Draft(history, std::min(options.draft_tokens, room));
+  }
+  std::vector<int32_t> ids = {history.back()};
+  ids.insert(ids.end(), drafts.begin(), drafts.end());
+  // The state before the pass, for a state that cannot truncate.
+  std::unique_ptr<ModelSequence> before =
+      drafts.empty() || (*state)->PrepareUndo(ids.size()) ? nullptr
+                                                          : (*state)->Clone();
+  std::vector<float> logits;
+  const auto pass_start = std::chrono::steady_clock::now();
+  FLOTILLA_RETURN_IF_ERROR(base::WithContext(
+      model.Forward(state->get(), ids, !drafts.empty(), &logits),
+      absl::StrCat("decode step at token ", out.size())));
+  result->step_seconds.push_back(base::SecondsSince(pass_start));
+  // Row i chose the token after ids[0..i]; keep guesses while they are
+  // what the model picks.
+  size_t kept = 0;
+  bool done = false;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    done = AcceptToken(logits.data() + i * vocab, vocab, options, sampler,
+                       on_token, result);
+    if (done || i == drafts.size() || out.back() != drafts[i]) break;
+    ++kept;
+  }
+  if (!drafts.empty()) {
+    ++result->speculative_passes;
+    result->drafted_tokens += static_cast<int>(drafts.size());
+    result->accepted_tokens += static_cast<int>(kept);
+  }
+  if (done || kept == drafts.size()) return done;  // every fed token stays
+  if ((*state)->Truncate(held + 1 + kept)) return false;
+  if (before == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("the sequence promised to truncate back to ",
+                     held + 1 + kept, " positions and could not"));
+  }
+  *state = std::move(before);
+  const std::vector<int32_t> replay(ids.begin(), ids.begin() + kept + 1);
+  ++result->replay_passes;
+  FLOTILLA_RETURN_IF_ERROR(base::WithContext(
+      model.Forward(state->get(), replay, false, &logits),
+      absl::StrCat("restoring the state at token ", out.size())));
+  return false;
+}
+
 absl::Status DecodeSpeculatively(
     LanguageModel& model, const std::vector<int32_t>& prompt,
     const GenerateOptions& options, Drafter& drafter,
@@ -23,63 +83,14 @@ absl::Status DecodeSpeculatively(
     return absl::OkStatus();
   }
   std::vector<int32_t> history = prompt;
-  std::vector<float> logits;
   for (;;) {
-    const std::vector<int32_t>& out = result->generated_ids;
     history.resize(prompt.size());
-    history.insert(history.end(), out.begin(), out.end());
-    // Each pass feeds the last token and the guesses, never past what
-    // plain decoding would feed before max_tokens.
-    const int room = options.max_tokens - static_cast<int>(out.size()) - 1;
-    std::vector<int32_t> drafts;
-    if (room > 0) {
-      drafts = drafter.Draft(history, std::min(options.draft_tokens, room));
-    }
-    std::vector<int32_t> ids = {out.back()};
-    ids.insert(ids.end(), drafts.begin(), drafts.end());
-    // The state before the pass, for a state that cannot truncate.
-    std::unique_ptr<ModelSequence> before =
-        drafts.empty() || (*state)->PrepareUndo(ids.size()) ? nullptr
-                                                            : (*state)->Clone();
-    const auto pass_start = std::chrono::steady_clock::now();
-    FLOTILLA_RETURN_IF_ERROR(base::WithContext(
-        model.Forward(state->get(), ids, !drafts.empty(), &logits),
-        absl::StrCat("decode step at token ", out.size())));
-    result->step_seconds.push_back(base::SecondsSince(pass_start));
-    // Row i chose the token after ids[0..i]; keep guesses while they are
-    // what the model picks.
-    size_t kept = 0;
-    bool done = false;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      done = AcceptToken(logits.data() + i * vocab, vocab, options, sampler,
-                         on_token, result);
-      if (done || i == drafts.size() ||
-          result->generated_ids.back() != drafts[i]) {
-        break;
-      }
-      ++kept;
-    }
-    if (!drafts.empty()) {
-      ++result->speculative_passes;
-      result->drafted_tokens += static_cast<int>(drafts.size());
-      result->accepted_tokens += static_cast<int>(kept);
-    }
+    history.insert(history.end(), result->generated_ids.begin(),
+                   result->generated_ids.end());
+    FLOTILLA_ASSIGN_OR_RETURN(
+        const bool done, SpeculativeStep(model, history, options, drafter,
+                                         sampler, on_token, state, result));
     if (done) return absl::OkStatus();
-    if (kept == drafts.size()) continue;  // every fed token stays
-    // The state keeps the prompt and every output token but the newest.
-    const size_t keep = prompt.size() + result->generated_ids.size() - 1;
-    if ((*state)->Truncate(keep)) continue;
-    if (before == nullptr) {
-      return absl::InternalError(
-          absl::StrCat("the sequence promised to truncate back to ", keep,
-                       " positions and could not"));
-    }
-    *state = std::move(before);
-    const std::vector<int32_t> replay(ids.begin(), ids.begin() + kept + 1);
-    ++result->replay_passes;
-    FLOTILLA_RETURN_IF_ERROR(base::WithContext(
-        model.Forward(state->get(), replay, false, &logits),
-        absl::StrCat("restoring the state at token ", out.size())));
   }
 }
 
