@@ -7,11 +7,12 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
@@ -25,15 +26,16 @@
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
 #include "coordinator/serve/prefix_store.h"
-#include "shared/cli/flag_help.h"
 #include "coordinator/serve/serve_metrics.h"
+#include "coordinator/speculate.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server.h"
+#include "shared/cli/flag_help.h"
 #include "shared/io/memory_budget.h"
+#include "shared/metrics/metrics_server.h"
 #include "shared/model/checkpoint_fingerprint.h"
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
-#include "shared/metrics/metrics_server.h"
 #include "shared/tokenizer/tokenizer.h"
 #include "shared/transport/transport.h"
 
@@ -52,6 +54,10 @@ ABSL_FLAG(std::string, api_key_file, "",
           "serve: file holding the API key clients must send as "
           "'Authorization: Bearer KEY' (empty: no key)");
 ABSL_FLAG(int32_t, max_queue, 64, "serve: requests that may wait at most");
+// generate's flags (main.cc), also read by serve.
+ABSL_DECLARE_FLAG(std::string, speculate);
+ABSL_DECLARE_FLAG(int32_t, draft_tokens);
+ABSL_DECLARE_FLAG(std::string, draft_model);
 ABSL_FLAG(int32_t, max_batch, 8,
           "serve: sequences stepped together in one forward pass at most");
 ABSL_FLAG(int32_t, max_prompt_tokens, 4096, "serve: longest prompt accepted");
@@ -162,8 +168,8 @@ int RunServe(const EngineOptions& eo) {
   if (const std::string p = absl::GetFlag(FLAGS_tool_call_parser); !p.empty()) {
     auto parsed = serve::ParseToolSyntax(p);
     if (!parsed.ok()) {
-      return Fail(2, absl::StrCat("--tool-call-parser: ",
-                                  parsed.status().message()));
+      return Fail(
+          2, absl::StrCat("--tool-call-parser: ", parsed.status().message()));
     }
     tool_syntax = *parsed;
   }
@@ -214,16 +220,17 @@ int RunServe(const EngineOptions& eo) {
                                           absl::GetFlag(FLAGS_chat_template));
     if (!format.ok()) {
       if (!absl::GetFlag(FLAGS_chat_template).empty()) {
-        return Fail(2, absl::StrCat("--chat-template: ",
-                                    format.status().message()));
+        return Fail(
+            2, absl::StrCat("--chat-template: ", format.status().message()));
       }
-      return Fail(1, absl::StrCat(
-                         format.status().message(),
-                         " (--chat-template kimi|chatml|llama2|plain or a "
-                         "Jinja file serves it with another template)"));
+      return Fail(
+          1, absl::StrCat(format.status().message(),
+                          " (--chat-template kimi|chatml|llama2|plain or a "
+                          "Jinja file serves it with another template)"));
     }
     if (tool_syntax.has_value()) format->set_tool_syntax(*tool_syntax);
-    so.chat_format = std::make_shared<const serve::ChatFormat>(*std::move(format));
+    so.chat_format =
+        std::make_shared<const serve::ChatFormat>(*std::move(format));
   }
   // The budget as charged: the states of --max-batch sequences and the
   // prefix cache included.
@@ -249,36 +256,59 @@ int RunServe(const EngineOptions& eo) {
   qo.max_batch = static_cast<size_t>(max_batch);
   qo.prefix_cache_bytes = prefix_cache;
   qo.prefill_chunk = static_cast<size_t>(eo.prefill_chunk);
+  if (!absl::GetFlag(FLAGS_draft_model).empty()) {
+    // One draft state per job would need its own budget; refused, not
+    // ignored.
+    return Fail(2,
+                "serve: --draft-model is for generate; serve speculates with "
+                "--speculate ngram");
+  }
+  if (const std::string name = absl::GetFlag(FLAGS_speculate); !name.empty()) {
+    if (name != "ngram") {
+      return Fail(2, absl::StrCat("serve --speculate: '", name,
+                                  "' (serve takes ngram)"));
+    }
+    auto drafter = MakeDrafter(name);
+    if (!drafter.ok()) return Fail(2, std::string(drafter.status().message()));
+    qo.drafter = std::move(*drafter);
+    qo.draft_tokens = absl::GetFlag(FLAGS_draft_tokens);
+    if (qo.draft_tokens < 1 || qo.draft_tokens > 64) {
+      return Fail(2, "--draft-tokens must be in 1..64");
+    }
+  }
   if (const std::string dir = absl::GetFlag(FLAGS_prefix_cache_dir);
       !dir.empty()) {
     auto disk = io::ParseByteSize(absl::GetFlag(FLAGS_prefix_cache_disk));
     if (!disk.ok()) {
-      return Fail(2, absl::StrCat("--prefix-cache-disk: ",
-                                  disk.status().message()));
+      return Fail(
+          2, absl::StrCat("--prefix-cache-disk: ", disk.status().message()));
     }
     // States are only valid for this checkpoint, family and build.
     absl::StatusOr<std::string> checkpoint =
-        !(*engine)->pack_dir.empty()
-            ? [&]() -> absl::StatusOr<std::string> {
-                auto m = pack::LoadPackManifest((*engine)->pack_dir);
-                if (!m.ok()) return m.status();
-                return m->source_fingerprint;
-              }()
-            : [&]() -> absl::StatusOr<std::string> {
-                auto source = model::SafetensorsCheckpoint::OpenDir(eo.model_dir);
-                if (!source.ok()) return source.status();
-                return model::FingerprintCheckpoint(eo.model_dir, **source);
-              }();
+        !(*engine)->pack_dir.empty() ? [&]() -> absl::StatusOr<std::string> {
+      auto m = pack::LoadPackManifest((*engine)->pack_dir);
+      if (!m.ok()) return m.status();
+      return m->source_fingerprint;
+    }()
+        : [&]() -> absl::StatusOr<std::string> {
+            auto source = model::SafetensorsCheckpoint::OpenDir(eo.model_dir);
+            if (!source.ok()) return source.status();
+            return model::FingerprintCheckpoint(eo.model_dir, **source);
+          }();
     if (!checkpoint.ok()) {
-      return Fail(1, absl::StrCat("--prefix-cache-dir: the model's fingerprint: ",
-                                  checkpoint.status().message()));
+      return Fail(1,
+                  absl::StrCat("--prefix-cache-dir: the model's fingerprint: ",
+                               checkpoint.status().message()));
     }
     auto store = serve::PrefixStore::Open(
-        dir, absl::StrCat(*checkpoint, "/", (*engine)->family, "/", flotilla::cli::Version()),
+        dir,
+        absl::StrCat(*checkpoint, "/", (*engine)->family, "/",
+                     flotilla::cli::Version()),
         *disk);
     if (!store.ok()) return Fail(2, store.status().ToString());
-    std::printf("flotilla-coordinator: prefix cache in %s: %zu states, %.1f MB\n",
-                dir.c_str(), (*store)->files(), (*store)->bytes() / 1e6);
+    std::printf(
+        "flotilla-coordinator: prefix cache in %s: %zu states, %.1f MB\n",
+        dir.c_str(), (*store)->files(), (*store)->bytes() / 1e6);
     qo.prefix_store = *std::move(store);
   }
   // Prometheus metrics at /metrics on --metrics-port.
@@ -301,6 +331,7 @@ int RunServe(const EngineOptions& eo) {
       if (r.prefix_hits > 0) {
         serve_metrics.PrefixHit(r.reused_tokens);
       }
+      if (r.drafted > 0) serve_metrics.Speculated(r.drafted, r.accepted);
       engine_metrics.Step(SnapshotCounters(*engine_ptr), r.tokens,
                           r.prompt_tokens == 0, r.seconds);
     };
@@ -342,8 +373,8 @@ int RunServe(const EngineOptions& eo) {
       "flotilla-coordinator: serving %s (%s chat template, %s tool calls) "
       "on http://%s:%d\n",
       so.model_name.c_str(), so.chat_format->description().c_str(),
-      serve::ToolSyntaxName(so.chat_format->tool_syntax()),
-      so.host.c_str(), server.port());
+      serve::ToolSyntaxName(so.chat_format->tool_syntax()), so.host.c_str(),
+      server.port());
   std::fflush(stdout);
   // The gRPC health service says NOT_SERVING while some expert has no live
   // worker, as /readyz does (checked a few times a second).

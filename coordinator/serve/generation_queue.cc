@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/speculate.h"
 #include "shared/base/elapsed.h"
 
 namespace flotilla::coordinator::serve {
@@ -28,6 +29,8 @@ GenerationQueue::GenerationQueue(LanguageModel* model,
       max_queue_(std::max<size_t>(1, options.max_queue)),
       max_batch_(std::max<size_t>(1, options.max_batch)),
       prefill_chunk_(options.prefill_chunk),
+      drafter_(options.drafter),
+      draft_tokens_(options.draft_tokens),
       on_step_(options.on_step),
       on_idle_(options.on_idle) {
   if (options.prefix_cache_bytes > 0) {
@@ -184,6 +187,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
     if (on_idle_) on_idle_(waiting());
     return;
   }
+  if (Speculates(*running)) return SpeculativePass(running);
   std::vector<ModelSequence*> sequences;
   std::vector<std::vector<int32_t>> ids;
   size_t prompt_fed = 0;
@@ -237,16 +241,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
     const bool done = AcceptToken(logits[i].data(), vocab, r.job.options,
                                   &r.sampler, r.job.on_token, &r.result);
     if (done) {
-      r.result.state_bytes = r.sequence->bytes();
-      // Kept for a later turn, or freed now, not after the batch.
-      if (store_ != nullptr) store_->Put(r.fed, *r.sequence);
-      if (cache_ != nullptr) {
-        // A copy holds no spare capacity (the caches grew by appending).
-        cache_->Put(std::move(r.fed), r.sequence->Clone());
-        r.sequence.reset();
-      } else {
-        r.sequence.reset();
-      }
+      Keep(r);
       finished.push_back(std::move((*running)[i]));
     } else {
       r.next = {r.result.generated_ids.back()};
@@ -261,6 +256,79 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   }
   for (auto& r : finished) {
     if (r->job.on_done) r->job.on_done(std::move(r->result));
+  }
+}
+
+void GenerationQueue::Keep(Running& r) {
+  r.result.state_bytes = r.sequence->bytes();
+  // Kept for a later turn, or freed now, not after the batch.
+  if (store_ != nullptr) store_->Put(r.fed, *r.sequence);
+  if (cache_ != nullptr) {
+    // A copy holds no spare capacity (the caches grew by appending).
+    cache_->Put(std::move(r.fed), r.sequence->Clone());
+  }
+  r.sequence.reset();
+}
+
+bool GenerationQueue::Speculates(
+    const std::vector<std::unique_ptr<Running>>& running) const {
+  if (drafter_ == nullptr || running.size() != 1) return false;
+  const Running& r = *running[0];
+  // Log-probabilities come per token from the batch path's logits.
+  return r.prompt_left.empty() && r.next.size() == 1 && !r.job.on_logits;
+}
+
+void GenerationQueue::SpeculativePass(
+    std::vector<std::unique_ptr<Running>>* running) {
+  Running& r = *(*running)[0];
+  StepReport report = pending_report_;
+  pending_report_ = StepReport();
+  report.sequences = 1;
+  std::vector<int32_t> history = r.fed;
+  history.push_back(r.next[0]);
+  GenerateOptions options = r.job.options;
+  options.draft_tokens = draft_tokens_;
+  const size_t before = r.result.generated_ids.size();
+  const int drafted = r.result.drafted_tokens;
+  const int accepted = r.result.accepted_tokens;
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<bool> done =
+      SpeculativeStep(*model_, history, options, *drafter_, &r.sampler,
+                      r.job.on_token, &r.sequence, &r.result);
+  report.seconds = base::SecondsSince(start);
+  if (!done.ok()) {
+    if (r.job.on_done) r.job.on_done(done.status());
+    running->clear();
+    return;
+  }
+  const std::vector<int32_t>& out = r.result.generated_ids;
+  report.tokens = out.size() - before;
+  report.drafted = static_cast<size_t>(r.result.drafted_tokens - drafted);
+  report.accepted = static_cast<size_t>(r.result.accepted_tokens - accepted);
+  // The state holds the history and the kept guesses; a pass that ended
+  // early may hold guesses past the end, dropped before the state is kept.
+  r.fed = std::move(history);
+  r.fed.insert(r.fed.end(), out.begin() + before, out.end() - 1);
+  std::unique_ptr<Running> finished;
+  if (*done) {
+    if (!r.sequence->Truncate(r.fed.size())) {
+      r.result.state_bytes = r.sequence->bytes();
+      r.sequence.reset();  // not what `fed` says: not kept
+    } else {
+      Keep(r);
+    }
+    finished = std::move((*running)[0]);
+    running->clear();
+  } else {
+    r.next = {out.back()};
+  }
+  if (on_step_) {
+    report.running = running->size();
+    report.waiting = waiting();
+    on_step_(report);
+  }
+  if (finished != nullptr && finished->job.on_done) {
+    finished->job.on_done(std::move(finished->result));
   }
 }
 

@@ -49,8 +49,11 @@ struct GenerationJob {
 
 // What one step did, for metrics (on the queue's thread, after the step).
 struct StepReport {
-  size_t sequences = 0;      // in the forward pass
-  size_t tokens = 0;         // tokens generated
+  size_t sequences = 0;  // in the forward pass
+  size_t tokens = 0;     // tokens generated
+  // A speculative pass (one sequence alone): guesses checked and kept.
+  size_t drafted = 0;
+  size_t accepted = 0;
   size_t prompt_tokens = 0;  // prompt tokens fed (0: a pure decode step)
   double seconds = 0;        // the forward pass's wall time
   size_t waiting = 0;        // jobs waiting after the step
@@ -70,6 +73,12 @@ struct QueueOptions {
   // later prompts resume from there, across restarts.
   std::shared_ptr<PrefixStore> prefix_store;
   std::function<void(const StepReport&)> on_step;  // may be empty
+  // Set (`serve --speculate ngram`): a job decoding alone checks this
+  // drafter's guesses in its passes (speculate.h: the tokens are the same);
+  // jobs stepped together batch as before. It must be stateless (it is
+  // shared by every job): the n-gram drafter.
+  std::shared_ptr<Drafter> drafter;
+  int draft_tokens = 4;
   // When the batch empties without a step (every running job was
   // cancelled or ran out of time), with the jobs waiting; may be empty.
   std::function<void(size_t waiting)> on_idle;
@@ -107,9 +116,17 @@ class GenerationQueue {
   static absl::Status Interrupted(const GenerationJob& job);
   // One ForwardBatch over `running`; ends the jobs that finish.
   void Step(std::vector<std::unique_ptr<Running>>* running);
+  // Whether the step can be a speculative pass of its one job.
+  bool Speculates(const std::vector<std::unique_ptr<Running>>& running) const;
+  // That pass (SpeculativeStep); ends the job when it finishes.
+  void SpeculativePass(std::vector<std::unique_ptr<Running>>* running);
+  // Ends a finished job: its state kept (prefix cache, store) or freed.
+  void Keep(Running& r);
 
   LanguageModel* model_;
   const size_t max_queue_, max_batch_, prefill_chunk_;
+  const std::shared_ptr<Drafter> drafter_;
+  const int draft_tokens_;
   const std::function<void(const StepReport&)> on_step_;
   const std::function<void(size_t waiting)> on_idle_;
   StepReport pending_report_;  // loop thread only: admissions since a step

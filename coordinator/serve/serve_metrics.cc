@@ -59,7 +59,14 @@ ServeMetrics::ServeMetrics(prometheus::Registry& r)
                               "Requests that resumed from a kept state")),
       prefix_tokens_(
           AddCounter(r, "flotilla_serve_prefix_reused_tokens_total",
-                     "Prompt tokens not prefilled thanks to reuse")) {}
+                     "Prompt tokens not prefilled thanks to reuse")),
+      speculative_passes_(
+          AddCounter(r, "flotilla_serve_speculative_passes_total",
+                     "Forward passes that checked drafted tokens")),
+      drafted_tokens_(AddCounter(r, "flotilla_serve_drafted_tokens_total",
+                                 "Drafted tokens checked")),
+      accepted_tokens_(AddCounter(r, "flotilla_serve_accepted_tokens_total",
+                                  "Drafted tokens kept")) {}
 
 void ServeMetrics::RequestDone(const std::string& api, int status,
                                size_t prompt_tokens, size_t completion_tokens,
@@ -84,6 +91,12 @@ void ServeMetrics::Step(size_t sequences, size_t tokens, size_t waiting,
 void ServeMetrics::Idle(size_t waiting) {
   waiting_.Set(static_cast<double>(waiting));
   running_.Set(0);
+}
+
+void ServeMetrics::Speculated(size_t drafted, size_t accepted) {
+  speculative_passes_.Increment();
+  drafted_tokens_.Increment(static_cast<double>(drafted));
+  accepted_tokens_.Increment(static_cast<double>(accepted));
 }
 
 void ServeMetrics::PrefixHit(size_t reused_tokens) {

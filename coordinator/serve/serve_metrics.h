@@ -39,6 +39,8 @@ class ServeMetrics {
   // timed out): the gauges, no step counted.
   void Idle(size_t waiting);
   void PrefixHit(size_t reused_tokens);
+  // A speculative pass (serve --speculate): guesses checked and kept.
+  void Speculated(size_t drafted, size_t accepted);
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;
@@ -53,6 +55,9 @@ class ServeMetrics {
   prometheus::Gauge& running_;
   prometheus::Counter& prefix_hits_;
   prometheus::Counter& prefix_tokens_;
+  prometheus::Counter& speculative_passes_;
+  prometheus::Counter& drafted_tokens_;
+  prometheus::Counter& accepted_tokens_;
 };
 
 }  // namespace flotilla::coordinator::serve
