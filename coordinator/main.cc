@@ -386,7 +386,10 @@ int RunGenerate() {
     auto drafter = flotilla::coordinator::ModelDrafter::Create(
         std::move(*draft), (*model)->vocab_size());
     if (!drafter.ok()) return Fail(kExitUsage, drafter.status().ToString());
-    options.drafter = std::move(*drafter);
+    options.drafter =
+        std::make_shared<flotilla::coordinator::PayingDrafter>(
+            std::shared_ptr<flotilla::coordinator::Drafter>(
+                std::move(*drafter)));
     if (options.draft_tokens < 1 || options.draft_tokens > 64) {
       return Fail(kExitUsage, "--draft-tokens must be in 1..64");
     }

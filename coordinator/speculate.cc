@@ -50,6 +50,25 @@ std::vector<int32_t> ReplayDrafter::Draft(const std::vector<int32_t>& history,
   return out;
 }
 
+std::vector<int32_t> PayingDrafter::Draft(const std::vector<int32_t>& history,
+                                          int max_tokens) {
+  ++passes_;
+  // While drafting, one pass in 16 is plain (what plain costs now); while
+  // paused, one in 16 guesses again (whether guessing pays now).
+  const bool probe = passes_ % 16 == 0;
+  if (paused_ != probe) return {};
+  return inner_->Draft(history, max_tokens);
+}
+
+void PayingDrafter::Outcome(int drafted, int produced, double seconds) {
+  inner_->Outcome(drafted, produced, seconds);
+  if (produced <= 0) return;
+  const double per_token = seconds / produced;
+  double& average = drafted > 0 ? guessing_ : plain_;
+  average = average < 0 ? per_token : 0.75 * average + 0.25 * per_token;
+  if (guessing_ >= 0 && plain_ >= 0) paused_ = guessing_ > plain_;
+}
+
 namespace {
 
 absl::StatusOr<std::unique_ptr<Drafter>> ReplayFrom(const std::string& spec) {
@@ -86,7 +105,10 @@ absl::StatusOr<std::unique_ptr<Drafter>> ReplayFrom(const std::string& spec) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& name) {
-  if (name == "ngram") return std::unique_ptr<Drafter>(new NgramDrafter());
+  if (name == "ngram") {
+    return std::unique_ptr<Drafter>(
+        new PayingDrafter(std::make_shared<NgramDrafter>()));
+  }
   if (absl::StartsWith(name, "replay:")) return ReplayFrom(name);
   return absl::InvalidArgumentError(
       absl::StrCat("--speculate: unknown drafter '", name,

@@ -29,6 +29,36 @@ class Drafter {
   // output so far); none when it has no guess (a plain step follows).
   virtual std::vector<int32_t> Draft(const std::vector<int32_t>& history,
                                      int max_tokens) = 0;
+  // How the pass after a Draft went: the guesses it checked (0: a plain
+  // step), the tokens it produced, and its seconds, the drafting included.
+  virtual void Outcome(int drafted, int produced, double seconds) {
+    (void)drafted, (void)produced, (void)seconds;
+  }
+};
+
+// The default around a drafter (`--speculate ngram`, `--draft-model`):
+// drafting goes on only while it pays. It compares the seconds per
+// produced token of passes with guesses against plain passes (running
+// averages), pauses drafting for a while when guessing costs more, and
+// keeps measuring both (a plain pass now and then while drafting, a
+// guessing pass now and then while paused). The tokens never change; only
+// how fast they come.
+class PayingDrafter : public Drafter {
+ public:
+  explicit PayingDrafter(std::shared_ptr<Drafter> inner)
+      : inner_(std::move(inner)) {}
+  std::vector<int32_t> Draft(const std::vector<int32_t>& history,
+                             int max_tokens) override;
+  void Outcome(int drafted, int produced, double seconds) override;
+  bool paused() const { return paused_; }
+
+ private:
+  std::shared_ptr<Drafter> inner_;
+  // Seconds per produced token, passes with guesses and plain ones
+  // (exponential averages; < 0: not measured yet).
+  double guessing_ = -1, plain_ = -1;
+  bool paused_ = false;
+  int passes_ = 0;
 };
 
 // Prompt lookup: the longest suffix of the history (max_ngram tokens down
@@ -62,7 +92,8 @@ class ReplayDrafter : public Drafter {
   int right_;
 };
 
-// The drafter named by `--speculate`: "ngram", or (benches) "replay:FILE:K"
+// The drafter named by `--speculate`: "ngram" (inside a PayingDrafter), or
+// (benches) "replay:FILE:K"
 // with FILE a `generate --json` output whose run is replayed keeping K
 // guesses per pass. InvalidArgument naming the problem otherwise.
 absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& name);

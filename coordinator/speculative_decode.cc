@@ -23,6 +23,8 @@ absl::StatusOr<bool> SpeculativeStep(LanguageModel& model,
   // A pass feeds the last token and the guesses, never past what plain
   // decoding would feed before max_tokens.
   const int room = options.max_tokens - static_cast<int>(out.size()) - 1;
+  const size_t produced_before = out.size();
+  const auto pass_start = std::chrono::steady_clock::now();
   std::vector<int32_t> drafts;
   if (room > 0) {
     drafts = drafter.Draft(history, std::min(options.draft_tokens, room));
@@ -34,7 +36,6 @@ absl::StatusOr<bool> SpeculativeStep(LanguageModel& model,
       drafts.empty() || (*state)->PrepareUndo(ids.size()) ? nullptr
                                                           : (*state)->Clone();
   std::vector<float> logits;
-  const auto pass_start = std::chrono::steady_clock::now();
   FLOTILLA_RETURN_IF_ERROR(base::WithContext(
       model.Forward(state->get(), ids, !drafts.empty(), &logits),
       absl::StrCat("decode step at token ", out.size())));
@@ -54,6 +55,10 @@ absl::StatusOr<bool> SpeculativeStep(LanguageModel& model,
     result->drafted_tokens += static_cast<int>(drafts.size());
     result->accepted_tokens += static_cast<int>(kept);
   }
+  // Reported before a replay, which the next pass's time then includes.
+  drafter.Outcome(static_cast<int>(drafts.size()),
+                  static_cast<int>(out.size() - produced_before),
+                  base::SecondsSince(pass_start));
   if (done || kept == drafts.size()) return done;  // every fed token stays
   if ((*state)->Truncate(held + 1 + kept)) return false;
   if (before == nullptr) {

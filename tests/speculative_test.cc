@@ -216,6 +216,35 @@ TEST(SpeculativeTest, DraftModelsGiveThePlainOutput) {
       << refused.status();
 }
 
+// The default drafter pauses when passes with guesses cost more per token
+// than plain ones, and probes both now and then.
+TEST(PayingDrafterTest, PausesWhileGuessingCostsMore) {
+  auto always = std::make_shared<coordinator::ReplayDrafter>(
+      std::vector<int32_t>(100, 7), 64);
+  coordinator::PayingDrafter d(always);
+  const std::vector<int32_t> history(10, 7);
+  int guessed = 0;
+  for (int pass = 1; pass <= 64; ++pass) {
+    const bool guesses = !d.Draft(history, 4).empty();
+    guessed += guesses ? 1 : 0;
+    // Guessing: 5 tokens in 1.0 s (0.2 s each); plain: 1 token in 0.1 s.
+    d.Outcome(guesses ? 4 : 0, guesses ? 5 : 1, guesses ? 1.0 : 0.1);
+  }
+  EXPECT_TRUE(d.paused());
+  // 15 passes guessing, the 16th plain; then paused with a probe in 16.
+  EXPECT_EQ(guessed, 15 + 3);
+  // When guessing pays, it goes on (and keeps measuring plain now and then).
+  coordinator::PayingDrafter pays(always);
+  guessed = 0;
+  for (int pass = 1; pass <= 64; ++pass) {
+    const bool guesses = !pays.Draft(history, 4).empty();
+    guessed += guesses ? 1 : 0;
+    pays.Outcome(guesses ? 4 : 0, guesses ? 5 : 1, guesses ? 0.2 : 0.1);
+  }
+  EXPECT_FALSE(pays.paused());
+  EXPECT_EQ(guessed, 64 - 4);
+}
+
 TEST(NgramDrafterTest, ContinuesTheLatestEarlierMatch) {
   coordinator::NgramDrafter d;
   // "5 6" occurred twice before; the latest is followed by 9 1.
