@@ -1,6 +1,5 @@
 #include "coordinator/families/mixtral/mixtral_model.h"
 
-#include "coordinator/model/state_codec.h"
 #include "shared/base/status_macros.h"
 
 #include <algorithm>
@@ -17,13 +16,6 @@
 
 namespace flotilla::coordinator {
 
-size_t MixtralSequence::bytes() const {
-  size_t total = 0;
-  // Memory held: the caches grow by appending, so capacity, not size.
-  for (const auto& k : keys) total += k.capacity() * sizeof(float);
-  for (const auto& v : values) total += v.capacity() * sizeof(float);
-  return total;
-}
 
 std::unique_ptr<MixtralModel> MixtralModel::Create(
     const model::MixtralConfig& c, std::unique_ptr<MixtralTrunk> trunk,
@@ -41,46 +33,19 @@ std::unique_ptr<MixtralModel> MixtralModel::Create(
   return m;
 }
 
-absl::Status MixtralSequence::Save(std::string* out) const {
-  state_codec::PutU64(out, positions);
-  state_codec::PutU64(out, keys.size());
-  for (size_t l = 0; l < keys.size(); ++l) {
-    state_codec::PutFloats(out, keys[l]);
-    state_codec::PutFloats(out, values[l]);
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<ModelSequence>> MixtralModel::LoadSequence(
     absl::string_view bytes) const {
-  state_codec::Reader in(bytes);
   auto s = std::make_unique<MixtralSequence>();
-  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t positions, in.U64());
-  FLOTILLA_ASSIGN_OR_RETURN(const uint64_t layers, in.U64());
-  if (layers != static_cast<uint64_t>(config_.num_hidden_layers) ||
-      positions > (uint64_t{1} << 31)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "saved state: ", layers, " layers and ", positions,
-        " positions do not fit this model (", config_.num_hidden_layers,
-        " layers)"));
-  }
-  s->positions = positions;
-  s->keys.resize(layers);
-  s->values.resize(layers);
-  const uint64_t row = static_cast<uint64_t>(config_.num_key_value_heads) *
-                       config_.head_dim;
-  for (uint64_t l = 0; l < layers; ++l) {
-    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * row, &s->keys[l], "keys"));
-    FLOTILLA_RETURN_IF_ERROR(in.Floats(positions * row, &s->values[l], "values"));
-  }
-  FLOTILLA_RETURN_IF_ERROR(in.Finish());
+  FLOTILLA_RETURN_IF_ERROR(s->Load(
+      bytes, config_.num_hidden_layers, uint64_t{1} << 31,
+      static_cast<uint64_t>(config_.num_key_value_heads) * config_.head_dim,
+      [](size_t, uint64_t positions) { return positions; }));
   return std::unique_ptr<ModelSequence>(std::move(s));
 }
 
 std::unique_ptr<ModelSequence> MixtralModel::StartSequence() const {
   auto s = std::make_unique<MixtralSequence>();
-  s->keys.resize(config_.num_hidden_layers);
-  s->values.resize(config_.num_hidden_layers);
+  s->Start(config_.num_hidden_layers);
   return s;
 }
 

@@ -25,35 +25,19 @@
 #include "coordinator/families/mixtral/mixtral_trunk.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/gqa_attention.h"
+#include "coordinator/model/kv_cache_sequence.h"
 #include "coordinator/model/language_model.h"
 #include "shared/family/mixtral/mixtral_config.h"
 #include "shared/kernels/thread_pool.h"
 
 namespace flotilla::coordinator {
 
-// Per-layer key/value cache: [positions][num_key_value_heads * head_dim].
-struct MixtralSequence : public ModelSequence {
-  std::vector<std::vector<float>> keys, values;  // by layer
-  size_t positions = 0;
-
-  size_t bytes() const override;
+// Every position's keys and values, per layer (a sliding window only
+// masks).
+struct MixtralSequence : public KvCacheSequence {
   std::unique_ptr<ModelSequence> Clone() const override {
     return std::make_unique<MixtralSequence>(*this);
   }
-  absl::Status Save(std::string* out) const override;
-  // Every position is kept (a sliding window only masks): drop the rows
-  // from `n` on.
-  bool Truncate(size_t n) override {
-    if (n > positions) return false;
-    for (size_t l = 0; l < keys.size() && positions > 0; ++l) {
-      const size_t width = keys[l].size() / positions;
-      keys[l].resize(n * width);
-      values[l].resize(n * width);
-    }
-    positions = n;
-    return true;
-  }
-  bool PrepareUndo(size_t) override { return true; }
 };
 
 class MixtralModel : public LanguageModel {
