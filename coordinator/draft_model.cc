@@ -52,8 +52,10 @@ absl::Status ModelDrafter::Guess(const std::vector<int32_t>& history,
   }
   if (logits_.empty()) return absl::OkStatus();
   // Greedy guesses (ties to the lower id), then the guesses dropped again.
+  // They take one forward each, which PrepareUndo does not cover: a copy
+  // of the small draft state is kept for states that cannot truncate.
   std::unique_ptr<ModelSequence> before =
-      state_->PrepareUndo(max_tokens) ? nullptr : state_->Clone();
+      max_tokens > 1 ? state_->Clone() : nullptr;
   std::vector<float> logits = logits_;
   const int vocab = model.vocab_size();
   for (int i = 0; i < max_tokens; ++i) {
@@ -67,9 +69,6 @@ absl::Status ModelDrafter::Guess(const std::vector<int32_t>& history,
     }
   }
   if (max_tokens > 1 && !state_->Truncate(fed_.size())) {
-    if (before == nullptr) {
-      return absl::InternalError("the draft model's state did not truncate");
-    }
     state_ = std::move(before);
   }
   return absl::OkStatus();

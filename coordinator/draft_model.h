@@ -2,7 +2,8 @@
 // the same tokenizer, run by the same engine code, guesses greedily. Its
 // own sequence follows the accepted history: each Draft feeds what was
 // accepted since the last call, guesses, then drops its guesses again
-// (ModelSequence::Truncate, or a copy kept when the state cannot).
+// (ModelSequence::Truncate, or the copy kept before guessing when the state
+// cannot go back that far).
 #ifndef FLOTILLA_COORDINATOR_DRAFT_MODEL_H_
 #define FLOTILLA_COORDINATOR_DRAFT_MODEL_H_
 

@@ -160,7 +160,9 @@ TEST(SpeculativeTest, SameThroughTwoExpertWorkers) {
 TEST(SpeculativeTest, DraftModelsGiveThePlainOutput) {
   const std::vector<Model> models = Models();
   // Target, and the other checkpoint of 512 tokens it drafts with.
-  const std::pair<int, int> pairs[] = {{2, 3}, {3, 4}, {4, 3}};
+  // Kimi K3 drafts for itself only (no other checkpoint of 256 tokens): its
+  // draft state takes several forwards per draft, beyond one undo record.
+  const std::pair<int, int> pairs[] = {{2, 3}, {3, 4}, {4, 3}, {1, 1}};
   for (const auto& [target, other] : pairs) {
     const Model& m = models[target];
     SCOPED_TRACE(m.label);

@@ -42,10 +42,11 @@ class ModelSequence {
     (void)positions;
     return false;
   }
-  // Before feeding `added` more tokens: whether Truncate back to the
-  // positions held now will then work. A state that needs to prepare for
-  // it (keep what it would otherwise overwrite) does so here. False: the
-  // caller keeps a Clone instead.
+  // Before feeding `added` more tokens in one Forward: whether Truncate
+  // back to the positions held now will then work. A state that needs to
+  // prepare for it (keep what it would otherwise overwrite) does so here;
+  // it promises nothing across several forwards. False: the caller keeps a
+  // Clone instead.
   virtual bool PrepareUndo(size_t added) {
     (void)added;
     return false;
