@@ -24,14 +24,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "coordinator/draft_model.h"
 #include "coordinator/engine.h"
 #include "coordinator/engine_metrics.h"
 #include "coordinator/families/kimi_k3/model.h"
 #include "coordinator/generate.h"
-#include "coordinator/draft_model.h"
-#include "coordinator/speculate.h"
 #include "coordinator/plan_report.h"
 #include "coordinator/run_report.h"
+#include "coordinator/speculate.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/elapsed.h"
 #include "shared/base/read_file.h"
@@ -57,7 +57,7 @@ ABSL_FLAG(std::string, draft_model, "",
           "speculative decoding with this smaller model's greedy guesses (same "
           "tokenizer); the output is unchanged");
 ABSL_FLAG(std::string, draft_mem, "1G",
-          "memory budget of --draft-model, beside --mem");
+          "memory budget of --draft-model, taken out of --mem");
 ABSL_FLAG(double, plan_tokens_per_pass, 0,
           "with --plan: also predict speculative decoding with --draft-tokens "
           "guesses per pass yielding this many tokens (1 .. draft-tokens + 1); "
@@ -367,29 +367,40 @@ int RunGenerate() {
       for (int32_t id : tokenizer->StopIds()) options.stop_ids.push_back(id);
     }
   }
-  auto engine = flotilla::coordinator::OpenEngine(eo);
-  if (!engine.ok()) return Fail(kExitRuntime, engine.status().ToString());
-  auto* model = &(*engine)->model;
+  // A draft model's budget comes out of --mem: opened first, the model
+  // gets what is left.
+  absl::StatusOr<std::unique_ptr<flotilla::coordinator::Engine>> draft;
   if (!absl::GetFlag(FLAGS_draft_model).empty()) {
     if (!options.speculate.empty()) {
       return Fail(kExitUsage, "give --speculate or --draft-model, not both");
     }
+    auto total = flotilla::io::ResolveBudget(eo.mem);
+    auto share = flotilla::io::ResolveBudget(absl::GetFlag(FLAGS_draft_mem));
+    if (!total.ok() || !share.ok() || *share >= *total) {
+      return Fail(kExitUsage,
+                  absl::StrCat("--draft-mem (", absl::GetFlag(FLAGS_draft_mem),
+                               ") must be a size below --mem (", eo.mem, ")"));
+    }
+    eo.mem = absl::StrCat(*total - *share);
     flotilla::coordinator::EngineOptions d;
     d.model_dir = absl::GetFlag(FLAGS_draft_model);
     d.mem = absl::GetFlag(FLAGS_draft_mem);
     d.threads = eo.threads;
-    auto draft = flotilla::coordinator::OpenEngine(d);
+    draft = flotilla::coordinator::OpenEngine(d);
     if (!draft.ok()) {
       return Fail(kExitRuntime,
                   absl::StrCat("--draft-model: ", draft.status().ToString()));
     }
+  }
+  auto engine = flotilla::coordinator::OpenEngine(eo);
+  if (!engine.ok()) return Fail(kExitRuntime, engine.status().ToString());
+  auto* model = &(*engine)->model;
+  if (!absl::GetFlag(FLAGS_draft_model).empty()) {
     auto drafter = flotilla::coordinator::ModelDrafter::Create(
         std::move(*draft), (*model)->vocab_size());
     if (!drafter.ok()) return Fail(kExitUsage, drafter.status().ToString());
-    options.drafter =
-        std::make_shared<flotilla::coordinator::PayingDrafter>(
-            std::shared_ptr<flotilla::coordinator::Drafter>(
-                std::move(*drafter)));
+    options.drafter = std::make_shared<flotilla::coordinator::PayingDrafter>(
+        std::shared_ptr<flotilla::coordinator::Drafter>(std::move(*drafter)));
     if (options.draft_tokens < 1 || options.draft_tokens > 64) {
       return Fail(kExitUsage, "--draft-tokens must be in 1..64");
     }

@@ -219,7 +219,21 @@ TEST_F(StoriesCliTest, SpeculateNgramGivesThePlainOutput) {
     EXPECT_GT(s["speculation"]["accepted_tokens"].get<int>(), 0) << sampling;
     EXPECT_GT(s["speculation"]["tokens_per_pass"].get<double>(), 1.0);
   }
+  // A draft model (here the model itself) whose budget comes out of --mem.
+  const testutil::CommandResult plain = Run(base);
+  const testutil::CommandResult drafted =
+      Run(base + " --mem 2G --draft-mem 512M --draft-model " + ModelDir());
+  ASSERT_TRUE(drafted.exited && drafted.code == 0) << drafted.err;
+  const nlohmann::json d = nlohmann::json::parse(drafted.out);
+  EXPECT_EQ(d["generated_ids"],
+            nlohmann::json::parse(plain.out)["generated_ids"]);
+  EXPECT_EQ(d["stats"]["budget_bytes"].get<uint64_t>(), uint64_t{3} << 29);
+  EXPECT_GT(d["speculation"]["accepted_tokens"].get<int>(), 0);
   const std::pair<const char*, const char*> bad_flags[] = {
+      {" --mem 1G --draft-mem 2G --draft-model .",
+       "--draft-mem (2G) must be a size below --mem (1G)"},
+      {" --speculate ngram --draft-model .",
+       "give --speculate or --draft-model, not both"},
       {" --speculate medusa", "unknown drafter 'medusa'"},
       {" --speculate ngram --draft-tokens 0",
        "--draft-tokens must be in 1..64"}};
