@@ -6,6 +6,7 @@
 // the figures are not L3 hits. All buffers are written (pre-faulted) during
 // setup, outside the timed loop: a first touch costs a page fault.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -210,6 +211,50 @@ void BM_Fp8MatVec(benchmark::State& state) {
   SetSimdLevel(SimdLevel::kAuto);
 }
 
+// The machine's double-precision FMA ceiling on one thread: twelve
+// independent zmm FMA chains in registers, nothing loaded. The dense and
+// MXFP4 kernels accumulate in double (kernels.h), so their work rate can
+// approach this at most (bench/measurements.md: they reach a third).
+// GCC 12 reports its own _mm512 placeholders as uninitialised (GCC bug
+// 105593), as in the kernels' AVX-512 files.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"), noinline)) double DoubleFmaLoop(
+    long iterations, double seed) {
+  __m512d a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_pd(seed + i * 1e-9);
+  const __m512d m = _mm512_set1_pd(0.999999999), c = _mm512_set1_pd(1e-9);
+  for (long k = 0; k < iterations; ++k) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_pd(a[i], m, c);
+  }
+  alignas(64) double lanes[8];
+  double sum = 0;
+  for (int i = 0; i < 12; ++i) {
+    _mm512_store_pd(lanes, a[i]);
+    sum += lanes[0];
+  }
+  return sum;
+}
+#pragma GCC diagnostic pop
+
+void BM_DoubleFmaCeiling(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) {
+    state.SkipWithError("no AVX-512");
+    return;
+  }
+  constexpr long kIterations = 1 << 20;
+  double seed = 1.0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(seed);  // an input the compiler cannot fold
+    benchmark::DoNotOptimize(DoubleFmaLoop(kIterations, seed));
+  }
+  // Double products per second (8 per FMA).
+  state.counters["products/s"] = benchmark::Counter(
+      12.0 * 8 * kIterations, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Streaming read of a pre-faulted 1 GiB buffer, split across the threads:
 // the ceiling that a memory-bound matvec can reach on this machine.
 void BM_MemoryReadSum(benchmark::State& state) {
@@ -302,6 +347,7 @@ BENCHMARK(BM_Fp8MatVec)
     ->Apply(BestOf)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DoubleFmaCeiling)->Apply(BestOf)->UseRealTime();
 BENCHMARK(BM_MemoryReadSum)
     ->ArgName("threads")
     ->Arg(1)
