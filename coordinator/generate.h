@@ -4,6 +4,7 @@
 #ifndef FLOTILLA_COORDINATOR_GENERATE_H_
 #define FLOTILLA_COORDINATOR_GENERATE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -88,6 +89,30 @@ absl::Status CheckGenerateRequest(const std::vector<int32_t>& prompt,
 bool AcceptToken(const float* logits, int vocab, const GenerateOptions& options,
                  Sampler* sampler, const TokenCallback& on_token,
                  GenerateResult* result);
+
+// A speculative pass in two halves around its forward, which a caller may
+// batch with other sequences (the serving queue, ForwardBatchRows): the
+// guesses and the ids to feed, then what the logits of those ids (every
+// row when there are guesses, else the one) say.
+struct SpeculativePlan {
+  std::vector<int32_t> drafts;
+  std::vector<int32_t> ids;  // the newest token, then the guesses
+  size_t held = 0;           // positions the state held before the pass
+  size_t produced_before = 0;
+  // A copy of the state, for one that cannot truncate back (else null).
+  std::unique_ptr<ModelSequence> before;
+  std::chrono::steady_clock::time_point start;
+};
+SpeculativePlan PlanSpeculativePass(const std::vector<int32_t>& history,
+                                    const GenerateOptions& options,
+                                    Drafter& drafter, ModelSequence* state,
+                                    const GenerateResult& result);
+// Returns whether the generation ended.
+absl::StatusOr<bool> FinishSpeculativePass(
+    LanguageModel& model, SpeculativePlan& plan,
+    const std::vector<float>& logits, const GenerateOptions& options,
+    Drafter& drafter, Sampler* sampler, const TokenCallback& on_token,
+    std::unique_ptr<ModelSequence>* state, GenerateResult* result);
 
 // One speculative pass (speculative_decode.cc): `history` is the prompt and
 // every token chosen so far, `*state` holds all of it but the newest; the

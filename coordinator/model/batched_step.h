@@ -22,11 +22,14 @@ namespace flotilla::coordinator {
 //   std::vector<float>* logits) -> Status, logits [out_rows][vocab].
 // InvalidArgument for an empty batch, a count mismatch or a sequence given
 // twice; check's error for a bad sequence or ids; nothing runs then.
+// With `all_rows` (null: none), sequence i whose all_rows[i] is set gets
+// the logits of every one of its rows, [ids[i].size()][vocab].
 template <class State, class Check, class Step>
 absl::Status RunBatchedStep(const std::vector<ModelSequence*>& sequences,
                             const std::vector<std::vector<int32_t>>& ids,
                             size_t vocab, Check check, Step step,
-                            std::vector<std::vector<float>>* last_logits) {
+                            std::vector<std::vector<float>>* last_logits,
+                            const std::vector<bool>* all_rows = nullptr) {
   if (sequences.size() != ids.size()) {
     return absl::InvalidArgumentError("one id list per sequence");
   }
@@ -45,15 +48,21 @@ absl::Status RunBatchedStep(const std::vector<ModelSequence*>& sequences,
     }
     states.push_back(state);
     lists.push_back(&ids[i]);
+    const bool every = all_rows != nullptr && (*all_rows)[i];
+    for (size_t r = every ? 0 : ids[i].size() - 1; r < ids[i].size(); ++r) {
+      last_rows.push_back(rows + r);
+    }
     rows += ids[i].size();
-    last_rows.push_back(rows - 1);
   }
   std::vector<float> logits;
   FLOTILLA_RETURN_IF_ERROR(step(states, lists, last_rows, &logits));
   last_logits->resize(states.size());
+  size_t at = 0;
   for (size_t i = 0; i < states.size(); ++i) {
-    (*last_logits)[i].assign(logits.begin() + i * vocab,
-                             logits.begin() + (i + 1) * vocab);
+    const size_t n = all_rows != nullptr && (*all_rows)[i] ? ids[i].size() : 1;
+    (*last_logits)[i].assign(logits.begin() + at * vocab,
+                             logits.begin() + (at + n) * vocab);
+    at += n;
   }
   return absl::OkStatus();
 }

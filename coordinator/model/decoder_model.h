@@ -40,6 +40,19 @@ class DecoderModel : public LanguageModel {
       const std::vector<ModelSequence*>& sequences,
       const std::vector<std::vector<int32_t>>& ids,
       std::vector<std::vector<float>>* last_logits) override {
+    return ForwardBatchRows(sequences, ids,
+                            std::vector<bool>(sequences.size(), false),
+                            last_logits);
+  }
+
+  absl::Status ForwardBatchRows(
+      const std::vector<ModelSequence*>& sequences,
+      const std::vector<std::vector<int32_t>>& ids,
+      const std::vector<bool>& all_rows,
+      std::vector<std::vector<float>>* last_logits) override {
+    if (all_rows.size() != sequences.size()) {
+      return absl::InvalidArgumentError("one all_rows flag per sequence");
+    }
     return RunBatchedStep<Sequence>(
         sequences, ids, vocab_size_,
         [this](ModelSequence* s, const std::vector<int32_t>& i) {
@@ -50,7 +63,7 @@ class DecoderModel : public LanguageModel {
                const std::vector<size_t>& rows, std::vector<float>* logits) {
           return Step(seqs, lists, rows, logits);
         },
-        last_logits);
+        last_logits, &all_rows);
   }
 
  protected:

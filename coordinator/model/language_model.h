@@ -95,6 +95,22 @@ class LanguageModel {
     }
     return absl::OkStatus();
   }
+  // ForwardBatch where sequence i with all_rows[i] set receives the logits
+  // of every row it fed, [ids[i].size()][vocab] (speculative passes inside
+  // a batch). This default runs Forward on each sequence alone.
+  virtual absl::Status ForwardBatchRows(
+      const std::vector<ModelSequence*>& sequences,
+      const std::vector<std::vector<int32_t>>& ids,
+      const std::vector<bool>& all_rows,
+      std::vector<std::vector<float>>* logits) {
+    logits->resize(sequences.size());
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      absl::Status s =
+          Forward(sequences[i], ids[i], all_rows[i], &(*logits)[i]);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   virtual ExpertBackend* experts() = 0;
   // Bytes of trunk weights held in RAM by the in-memory path (0 otherwise).
   virtual uint64_t resident_trunk_bytes() const = 0;

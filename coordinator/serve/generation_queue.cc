@@ -187,12 +187,28 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
     if (on_idle_) on_idle_(waiting());
     return;
   }
-  if (Speculates(*running)) return SpeculativePass(running);
   std::vector<ModelSequence*> sequences;
   std::vector<std::vector<int32_t>> ids;
+  // Decoding jobs with a drafter check its guesses in this step's forward
+  // (speculate.h): every row's logits for them.
+  const size_t n = running->size();
+  std::vector<SpeculativePlan> plans(n);
+  std::vector<bool> speculates(n, false), all_rows(n, false);
+  std::vector<std::vector<int32_t>> histories(n);
   size_t prompt_fed = 0;
-  for (const auto& r : *running) {
+  for (size_t i = 0; i < n; ++i) {
+    const auto& r = (*running)[i];
     sequences.push_back(r->sequence.get());
+    if (Speculates(*r)) {
+      histories[i] = r->fed;
+      histories[i].push_back(r->next[0]);
+      plans[i] = PlanSpeculativePass(histories[i], Options(*r), *drafter_,
+                                     r->sequence.get(), r->result);
+      speculates[i] = true;
+      all_rows[i] = !plans[i].drafts.empty();
+      ids.push_back(plans[i].ids);
+      continue;
+    }
     if (!r->prompt_left.empty()) {
       const size_t take = prefill_chunk_ == 0
                               ? r->prompt_left.size()
@@ -214,7 +230,8 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   report.prompt_tokens = prompt_fed;
   std::vector<std::vector<float>> logits;
   const auto forward_start = std::chrono::steady_clock::now();
-  const absl::Status s = model_->ForwardBatch(sequences, ids, &logits);
+  const absl::Status s =
+      model_->ForwardBatchRows(sequences, ids, all_rows, &logits);
   report.seconds = base::SecondsSince(forward_start);
   if (!s.ok()) {
     for (auto& r : *running) {
@@ -230,6 +247,20 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   std::vector<std::unique_ptr<Running>> finished;
   for (size_t i = 0; i < running->size(); ++i) {
     Running& r = *(*running)[i];
+    if (speculates[i]) {
+      absl::Status failed;
+      if (FinishSpeculation(r, plans[i], std::move(histories[i]), logits[i],
+                            &report, &failed)) {
+        if (!failed.ok()) {
+          if (r.job.on_done) r.job.on_done(failed);
+          continue;  // ended with its error
+        }
+        finished.push_back(std::move((*running)[i]));
+      } else {
+        still.push_back(std::move((*running)[i]));
+      }
+      continue;
+    }
     r.fed.insert(r.fed.end(), ids[i].begin(), ids[i].end());
     if (!r.prompt_left.empty()) {  // still prefilling: no token yet
       still.push_back(std::move((*running)[i]));
@@ -270,66 +301,53 @@ void GenerationQueue::Keep(Running& r) {
   r.sequence.reset();
 }
 
-bool GenerationQueue::Speculates(
-    const std::vector<std::unique_ptr<Running>>& running) const {
-  if (drafter_ == nullptr || running.size() != 1) return false;
-  const Running& r = *running[0];
-  // Log-probabilities come per token from the batch path's logits.
-  return r.prompt_left.empty() && r.next.size() == 1 && !r.job.on_logits;
+bool GenerationQueue::Speculates(const Running& r) const {
+  // Log-probabilities come per token from the plain path's logits.
+  return drafter_ != nullptr && r.prompt_left.empty() && r.next.size() == 1 &&
+         !r.job.on_logits;
 }
 
-void GenerationQueue::SpeculativePass(
-    std::vector<std::unique_ptr<Running>>* running) {
-  Running& r = *(*running)[0];
-  StepReport report = pending_report_;
-  pending_report_ = StepReport();
-  report.sequences = 1;
-  std::vector<int32_t> history = r.fed;
-  history.push_back(r.next[0]);
+GenerateOptions GenerationQueue::Options(const Running& r) const {
   GenerateOptions options = r.job.options;
   options.draft_tokens = draft_tokens_;
+  return options;
+}
+
+bool GenerationQueue::FinishSpeculation(Running& r, SpeculativePlan& plan,
+                                        std::vector<int32_t> history,
+                                        const std::vector<float>& logits,
+                                        StepReport* report,
+                                        absl::Status* failed) {
   const size_t before = r.result.generated_ids.size();
   const int drafted = r.result.drafted_tokens;
   const int accepted = r.result.accepted_tokens;
-  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<bool> done =
-      SpeculativeStep(*model_, history, options, *drafter_, &r.sampler,
-                      r.job.on_token, &r.sequence, &r.result);
-  report.seconds = base::SecondsSince(start);
+      FinishSpeculativePass(*model_, plan, logits, Options(r), *drafter_,
+                            &r.sampler, r.job.on_token, &r.sequence, &r.result);
   if (!done.ok()) {
-    if (r.job.on_done) r.job.on_done(done.status());
-    running->clear();
-    return;
+    *failed = done.status();
+    r.sequence.reset();
+    return true;
   }
   const std::vector<int32_t>& out = r.result.generated_ids;
-  report.tokens = out.size() - before;
-  report.drafted = static_cast<size_t>(r.result.drafted_tokens - drafted);
-  report.accepted = static_cast<size_t>(r.result.accepted_tokens - accepted);
+  report->tokens += out.size() - before;
+  report->drafted += static_cast<size_t>(r.result.drafted_tokens - drafted);
+  report->accepted += static_cast<size_t>(r.result.accepted_tokens - accepted);
   // The state holds the history and the kept guesses; a pass that ended
   // early may hold guesses past the end, dropped before the state is kept.
   r.fed = std::move(history);
   r.fed.insert(r.fed.end(), out.begin() + before, out.end() - 1);
-  std::unique_ptr<Running> finished;
-  if (*done) {
-    if (!r.sequence->Truncate(r.fed.size())) {
-      r.result.state_bytes = r.sequence->bytes();
-      r.sequence.reset();  // not what `fed` says: not kept
-    } else {
-      Keep(r);
-    }
-    finished = std::move((*running)[0]);
-    running->clear();
-  } else {
+  if (!*done) {
     r.next = {out.back()};
+    return false;
   }
-  if (on_step_) {
-    report.running = running->size();
-    report.waiting = waiting();
-    on_step_(report);
+  if (r.sequence->Truncate(r.fed.size())) {
+    Keep(r);
+  } else {
+    r.result.state_bytes = r.sequence->bytes();
+    r.sequence.reset();  // not what `fed` says: not kept
   }
-  if (finished != nullptr && finished->job.on_done) {
-    finished->job.on_done(std::move(finished->result));
-  }
+  return true;
 }
 
 void GenerationQueue::Loop() {

@@ -73,10 +73,9 @@ struct QueueOptions {
   // later prompts resume from there, across restarts.
   std::shared_ptr<PrefixStore> prefix_store;
   std::function<void(const StepReport&)> on_step;  // may be empty
-  // Set (`serve --speculate ngram`): a job decoding alone checks this
-  // drafter's guesses in its passes (speculate.h: the tokens are the same);
-  // jobs stepped together batch as before. It must be stateless (it is
-  // shared by every job): the n-gram drafter.
+  // Set (`serve --speculate ngram`): decoding jobs check this drafter's
+  // guesses in the batched step (speculate.h: the tokens are the same).
+  // Shared by every job: the n-gram drafter (inside its PayingDrafter).
   std::shared_ptr<Drafter> drafter;
   int draft_tokens = 4;
   // When the batch empties without a step (every running job was
@@ -116,10 +115,17 @@ class GenerationQueue {
   static absl::Status Interrupted(const GenerationJob& job);
   // One ForwardBatch over `running`; ends the jobs that finish.
   void Step(std::vector<std::unique_ptr<Running>>* running);
-  // Whether the step can be a speculative pass of its one job.
-  bool Speculates(const std::vector<std::unique_ptr<Running>>& running) const;
-  // That pass (SpeculativeStep); ends the job when it finishes.
-  void SpeculativePass(std::vector<std::unique_ptr<Running>>* running);
+  // Whether `r` checks guesses in this step (a decoding job, a drafter).
+  bool Speculates(const Running& r) const;
+  // The job's options with the queue's draft_tokens.
+  GenerateOptions Options(const Running& r) const;
+  // The speculative half of a step for `r` after the batched forward
+  // (FinishSpeculativePass); true when the job ended (with `*failed` set
+  // on an error).
+  bool FinishSpeculation(Running& r, SpeculativePlan& plan,
+                         std::vector<int32_t> history,
+                         const std::vector<float>& logits, StepReport* report,
+                         absl::Status* failed);
   // Ends a finished job: its state kept (prefix cache, store) or freed.
   void Keep(Running& r);
 
