@@ -319,6 +319,24 @@ absl::Status RunDoctorChecks(const DoctorOptions& o, FILE* out) {
   FLOTILLA_ASSIGN_OR_RETURN(
       compute.rates,
       plan::MeasureComputeRates(sizes->shape, threads, o.compute_seconds));
+  if (o.guesses > 0) {
+    compute.rows = o.guesses + 1;
+    compute.expert_union = plan::ExpertUnion(
+        sizes->shape.num_experts, sizes->shape.experts_per_token, compute.rows);
+    compute.tokens_per_pass = o.tokens_per_pass;
+    FLOTILLA_ASSIGN_OR_RETURN(
+        compute.rates.bf16_bytes_per_s,
+        plan::MeasureTrunkRateAtRows(sizes->shape, threads, compute.rows,
+                                     2 * o.compute_seconds));
+    absl::FPrintF(out,
+                  "Speculative decoding: %d guesses per pass yielding %.2f "
+                  "tokens; each pass reads the union of its %d rows' "
+                  "experts (%.2fx one token's) and the trunk once. Below, the "
+                  "read columns are one token's, compute and disk a pass's, "
+                  "and s/token a pass's time over %.2f.\n",
+                  o.guesses, o.tokens_per_pass, compute.rows,
+                  compute.expert_union, o.tokens_per_pass);
+  }
   const double small_single = disk.RandomGbPerS(sizes->expert_run_bytes, 1);
   compute.single_read_gbps =
       disk.RandomGbPerS(sizes->expert_run_bytes, 1, /*huge_pages=*/true);

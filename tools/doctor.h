@@ -54,6 +54,10 @@ struct DoctorOptions {
   // The expert-worker fleet whose per-worker expert reads are shown
   // (--workers; `pack --workers N` placement, no replicas).
   int fleet_workers = 4;
+  // Speculative decoding (docs/speculative.md): passes checking `guesses`
+  // guesses and yielding `tokens_per_pass` tokens; 0 guesses: plain.
+  int guesses = 0;
+  double tokens_per_pass = 1;
 };
 
 // What a model of any family needs, from its pack manifest, its checkpoint
@@ -137,7 +141,13 @@ struct Prediction {
 // an I/O-only bound), attention's cached positions, and budgets to predict
 // besides the presets, as (label, bytes).
 struct ComputeModel {
-  plan::ComputeRates rates;
+  plan::ComputeRates rates;  // with speculation, the trunk at `rows` rows
+  // Speculation: rows per pass (guesses + 1), the union of their experts
+  // (plan::ExpertUnion) and tokens per pass; s/token is a pass's time over
+  // tokens_per_pass.
+  int rows = 1;
+  double expert_union = 1;
+  double tokens_per_pass = 1;
   double single_read_gbps = 0;  // one expert read alone (0: expert_gbps)
   int positions = 256;
   std::vector<std::pair<std::string, uint64_t>> budgets;

@@ -18,7 +18,7 @@ constexpr char kUsage[] =
     "usage: flotilla-tool doctor [--model DIR] [--path DIR]\n"
     "           [--disk-seconds S] [--scratch-size SIZE] [--max-context N]\n"
     "           [--mem SIZE,...] [--threads N] [--positions N]\n"
-    "           [--workers N]\n\n"
+    "           [--workers N] [--draft-tokens G --tokens-per-pass X]\n\n"
     "Measures RAM and the disk (O_DIRECT random reads, as fio measures them:\n"
     "expert-sized reads at queue depths 1, 8, 32; 64 MiB reads at 1, 4, 32),\n"
     "and with --model (any supported family) times the engine's kernels on\n"
@@ -46,7 +46,8 @@ int RunDoctor(int argc, char** argv) {
   int64_t max_context = options.max_context;
   int64_t threads = 0, positions = options.positions;
   int64_t workers = options.fleet_workers;
-  std::string budgets;
+  int64_t guesses = 0;
+  std::string budgets, per_pass = "0";
   FlagParser flags(kUsage);
   flags.String("model", &options.model_dir,
                "model dir to plan for (config.json, shards or a pack)");
@@ -66,6 +67,12 @@ int RunDoctor(int argc, char** argv) {
   flags.Int("workers", &workers,
             "expert workers to show each one's reads per token for "
             "(default 4)");
+  flags.Int("draft-tokens", &guesses,
+            "with --tokens-per-pass: predict speculative passes checking "
+            "this many guesses (1..64)");
+  flags.String("tokens-per-pass", &per_pass,
+               "tokens a speculative pass yields (1 .. draft-tokens + 1; "
+               "default 0 = plain decoding)");
   if (std::optional<int> code = flags.ParseOrExitCode(argc, argv, "doctor")) {
     return *code;
   }
@@ -97,6 +104,22 @@ int RunDoctor(int argc, char** argv) {
     return Fail(kExitUsage, "--workers must be in 1..4096");
   }
   options.fleet_workers = static_cast<int>(workers);
+  double tokens_per_pass = 0;
+  if (!absl::SimpleAtod(per_pass, &tokens_per_pass)) {
+    return Fail(kExitUsage, absl::StrCat("--tokens-per-pass: expected a "
+                                         "number, got '",
+                                         per_pass, "'"));
+  }
+  if (tokens_per_pass != 0) {
+    if (guesses < 1 || guesses > 64 || !(tokens_per_pass >= 1) ||
+        tokens_per_pass > guesses + 1) {
+      return Fail(kExitUsage,
+                  "--tokens-per-pass must be in 1 .. --draft-tokens + 1, "
+                  "with --draft-tokens in 1..64");
+    }
+    options.guesses = static_cast<int>(guesses);
+    options.tokens_per_pass = tokens_per_pass;
+  }
   for (absl::string_view b : absl::StrSplit(budgets, ',', absl::SkipEmpty())) {
     absl::StatusOr<uint64_t> v = io::ResolveBudget(std::string(b));
     if (!v.ok()) {

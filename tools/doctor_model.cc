@@ -162,6 +162,8 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
   time.trunk_read_bytes_per_s = large_gbps * 1e9;
   time.expert_read_bytes_per_s = expert_gbps * 1e9;
   time.single_read_bytes_per_s = compute.single_read_gbps * 1e9;
+  time.rows = compute.rows;
+  time.expert_union = compute.expert_union;
   std::vector<Prediction> out;
   for (const auto& [name, budget] : budgets) {
     plan::PlanInputs in;
@@ -204,7 +206,7 @@ std::vector<Prediction> PredictPresets(const ModelSizes& sizes,
       plan::MemoryPlan read = plan;
       read.expert_read_bytes = p.expert_read_bytes;
       p.time = plan::PredictTokenTime(sizes.shape, read, time);
-      p.seconds_per_token = p.time.seconds;
+      p.seconds_per_token = p.time.seconds / compute.tokens_per_pass;
     }
     out.push_back(std::move(p));
   }

@@ -107,6 +107,32 @@ TEST(DoctorModel, MixtralSizesFromHeadersConfigAndPack) {
   }
 }
 
+// Speculation: a pass of 4 rows reads the trunk once and the union of the
+// rows' experts; s/token is the pass over the tokens it yields.
+TEST(DoctorModel, SpeculativePassesDivideByTokensPerPass) {
+  ScratchDir tmp("doctor_k3_spec");
+  std::filesystem::copy_file(kRealConfig, tmp / "config.json");
+  absl::StatusOr<ModelSizes> s = LoadModelSizes(tmp.path());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::vector<Prediction> plain =
+      PredictPresets(*s, uint64_t{200} << 30, 4096, 3.0, 2.0);
+  ComputeModel spec;
+  spec.rows = 4;
+  spec.expert_union = 3.5;
+  spec.tokens_per_pass = 2;
+  const std::vector<Prediction> passes =
+      PredictPresets(*s, uint64_t{200} << 30, 4096, 3.0, 2.0, spec);
+  ASSERT_EQ(plain.size(), passes.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    SCOPED_TRACE(plain[i].preset);
+    // No kernel rates here: the reads alone, the trunk's once per pass.
+    EXPECT_DOUBLE_EQ(passes[i].time.trunk_read_s, plain[i].time.trunk_read_s);
+    EXPECT_NEAR(passes[i].time.expert_read_s, 3.5 * plain[i].time.expert_read_s,
+                1e-9);
+    EXPECT_DOUBLE_EQ(passes[i].seconds_per_token, passes[i].time.seconds / 2);
+  }
+}
+
 TEST(DoctorModel, K3PredictionsImproveWithBudget) {
   ScratchDir tmp("doctor_k3");
   std::filesystem::copy_file(kRealConfig, tmp / "config.json");
