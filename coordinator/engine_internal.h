@@ -87,6 +87,30 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenRegionTrunkEngine(
     const EngineOptions& o, std::unique_ptr<Engine> engine, RegionBinder binder,
     MakeRegionModel make_model);
 
+// OpenRegionTrunkEngine for a family whose FamilyConfig subclass `Family`
+// holds its parsed config (config()), bound by `binder(config)` and modelled
+// by `Model::Create(config, trunk, pool, experts, keep)`. InternalError when
+// the engine holds another family's config.
+template <class Family, class Model, class Binder>
+absl::StatusOr<std::unique_ptr<Engine>> OpenTypedRegionEngine(
+    const EngineOptions& o, std::unique_ptr<Engine> engine, const char* name,
+    Binder binder) {
+  const auto* family = dynamic_cast<const Family*>(engine->config.get());
+  if (family == nullptr) {
+    return absl::InternalError(
+        std::string("the ") + name + " opener got another family's config");
+  }
+  const auto c = family->config();
+  return OpenRegionTrunkEngine(
+      o, std::move(engine), binder(c),
+      [c](std::unique_ptr<RegionTrunk> trunk,
+          std::unique_ptr<kernels::ThreadPool> pool,
+          std::unique_ptr<ExpertBackend> experts, std::shared_ptr<void> keep) {
+        return std::unique_ptr<LanguageModel>(Model::Create(
+            c, std::move(trunk), std::move(pool), std::move(experts), keep));
+      });
+}
+
 // The built-in families' EngineOpeners: Kimi K3 (engine.cc), Mixtral
 // (engine_mixtral.cc), DeepSeek-V3 / Kimi K2 (engine_deepseek_v3.cc) and
 // Qwen3-MoE (engine_qwen3_moe.cc) and gpt-oss (engine_gpt_oss.cc).
