@@ -100,10 +100,12 @@ const std::vector<uint8_t>& CachedWeights(size_t bytes, Fill fill) {
 SimdLevel LevelArg(int64_t arg) {
   return arg == 0   ? SimdLevel::kScalar
          : arg == 1 ? SimdLevel::kAvx2
-                    : SimdLevel::kAvx512;
+         : arg == 2 ? SimdLevel::kAvx512
+                    : SimdLevel::kHighway;
 }
 
-// Args: rows, cols, threads, simd level (0 scalar, 1 avx2, 2 avx512),
+// Args: rows, cols, threads, simd level (0 scalar, 1 avx2, 2 avx512,
+// 3 highway),
 // tokens.
 void BM_Mxfp4MatVec(benchmark::State& state) {
   const size_t rows = state.range(0), cols = state.range(1);
@@ -297,7 +299,7 @@ void BM_MemoryReadSum(benchmark::State& state) {
 void Mxfp4Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "threads", "simd", "tokens"});
   for (auto [rows, cols] : {std::pair{3072, 3584}, std::pair{3584, 3072}}) {
-    for (int level : {0, 1, 2}) b->Args({rows, cols, 1, level, 1});
+    for (int level : {0, 1, 2, 3}) b->Args({rows, cols, 1, level, 1});
     b->Args({rows, cols, 2, 2, 1});
   }
   // The batch: 1, 2, 4, 8 and 16 rows (tokens) through one matrix.
@@ -309,7 +311,7 @@ void Mxfp4Args(benchmark::internal::Benchmark* b) {
 void Bf16Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "threads", "simd", "tokens"});
   for (auto [rows, cols] : {std::pair{12288, 7168}, std::pair{7168, 12288}}) {
-    for (int level : {0, 1, 2}) b->Args({rows, cols, 1, level, 1});
+    for (int level : {0, 1, 2, 3}) b->Args({rows, cols, 1, level, 1});
     b->Args({rows, cols, 2, 2, 1});
   }
   for (int tokens : {2, 4, 8, 16}) b->Args({12288, 7168, 2, 2, tokens});

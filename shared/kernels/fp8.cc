@@ -106,20 +106,24 @@ namespace {
 void Rows(const Fp8BlockMatrix& w, const float* x, const double* xd,
           size_t n_tokens, size_t begin, size_t end, float* scratch, float* y,
           size_t y_row0) {
+#if FLOTILLA_KERNELS_X86
   const SimdLevel level = ActiveSimdLevel();
   if (level == SimdLevel::kAvx512) {
     internal::Fp8RowsAvx512(w, xd, n_tokens, begin, end, scratch, y, y_row0);
-  } else if (level == SimdLevel::kAvx2) {
+    return;
+  }
+  if (level == SimdLevel::kAvx2) {
     internal::Fp8RowsAvx2(w, xd, n_tokens, begin, end, scratch, y, y_row0);
-  } else {
-    const size_t scale_cols = w.scale_cols();
-    for (size_t r = begin; r < end; ++r) {
-      const uint8_t* codes = w.codes + r * w.cols;
-      const float* scales = w.scale_inv + (r / kFp8Block) * scale_cols;
-      for (size_t t = 0; t < n_tokens; ++t) {
-        y[t * w.rows + r - y_row0] =
-            static_cast<float>(RowDot(codes, scales, w.cols, x + t * w.cols));
-      }
+    return;
+  }
+#endif
+  const size_t scale_cols = w.scale_cols();
+  for (size_t r = begin; r < end; ++r) {
+    const uint8_t* codes = w.codes + r * w.cols;
+    const float* scales = w.scale_inv + (r / kFp8Block) * scale_cols;
+    for (size_t t = 0; t < n_tokens; ++t) {
+      y[t * w.rows + r - y_row0] =
+          static_cast<float>(RowDot(codes, scales, w.cols, x + t * w.cols));
     }
   }
 }
@@ -153,16 +157,20 @@ void MatMulFp8(const Fp8BlockMatrix& w, const float* x, size_t n_tokens,
 void DecodeFp8Row(const Fp8BlockMatrix& w, size_t row, float* out) {
   const uint8_t* codes = w.codes + row * w.cols;
   const float* scales = w.scale_inv + (row / kFp8Block) * w.scale_cols();
+#if FLOTILLA_KERNELS_X86
   const SimdLevel level = ActiveSimdLevel();
   if (level == SimdLevel::kAvx512) {
     internal::Fp8DecodeRowAvx512(codes, scales, w.cols, out);
-  } else if (level == SimdLevel::kAvx2) {
+    return;
+  }
+  if (level == SimdLevel::kAvx2) {
     internal::Fp8DecodeRowAvx2(codes, scales, w.cols, out);
-  } else {
-    const float* lut = Table().value;
-    for (size_t c = 0; c < w.cols; ++c) {
-      out[c] = lut[codes[c]] * scales[c / kFp8Block];
-    }
+    return;
+  }
+#endif
+  const float* lut = Table().value;
+  for (size_t c = 0; c < w.cols; ++c) {
+    out[c] = lut[codes[c]] * scales[c / kFp8Block];
   }
 }
 

@@ -88,7 +88,8 @@ TEST(Fp8Test, MatMulOnTheBytesEqualsMatMulOnTheDequantisedMatrix) {
          want.data(), nullptr);
   ThreadPool pool(2);
   for (SimdLevel level :
-       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512,
+        SimdLevel::kHighway}) {
     if (SetSimdLevel(level) != level) continue;  // not on this CPU
     SCOPED_TRACE(SimdLevelName(level));
     MatMulFp8(w, x.data(), tokens, got.data(), &pool);

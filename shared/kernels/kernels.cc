@@ -14,6 +14,7 @@
 namespace flotilla::kernels {
 namespace {
 
+#if FLOTILLA_KERNELS_X86
 bool CpuHasAvx512() {
   __builtin_cpu_init();
   // The AVX-512 path uses BW (16-bit loads/masks), DQ and VL as well as F.
@@ -28,21 +29,38 @@ bool CpuHasAvx2() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 
+#endif
+
+// On x86-64 the hand-written kernels are faster than Highway's
+// (bench/measurements.md), so they come first; elsewhere Highway is the
+// SIMD path (its own dispatcher falls back to portable code, never
+// failing).
 SimdLevel BestLevel() {
+#if FLOTILLA_KERNELS_X86
   static const SimdLevel best = CpuHasAvx512() ? SimdLevel::kAvx512
                                 : CpuHasAvx2() ? SimdLevel::kAvx2
-                                               : SimdLevel::kScalar;
+                                               : SimdLevel::kHighway;
   return best;
+#else
+  return SimdLevel::kHighway;
+#endif
 }
 
 bool Supported(SimdLevel level) {
   switch (level) {
     case SimdLevel::kScalar:
+    case SimdLevel::kHighway:
       return true;
+#if FLOTILLA_KERNELS_X86
     case SimdLevel::kAvx2:
-      return BestLevel() != SimdLevel::kScalar;
+      return CpuHasAvx2();
     case SimdLevel::kAvx512:
-      return BestLevel() == SimdLevel::kAvx512;
+      return CpuHasAvx512();
+#else
+    case SimdLevel::kAvx2:
+    case SimdLevel::kAvx512:
+      return false;
+#endif
     case SimdLevel::kAuto:
       return false;
   }
@@ -59,10 +77,14 @@ std::atomic<SimdLevel>& CurrentLevel() {
 
 const internal::KernelTable& Table() {
   switch (CurrentLevel().load(std::memory_order_relaxed)) {
+#if FLOTILLA_KERNELS_X86
     case SimdLevel::kAvx512:
       return internal::Avx512Table();
     case SimdLevel::kAvx2:
       return internal::Avx2Table();
+#endif
+    case SimdLevel::kHighway:
+      return internal::HighwayTable();
     default:
       return internal::ScalarTable();
   }
@@ -119,6 +141,8 @@ const char* SimdLevelName(SimdLevel level) {
       return "avx2";
     case SimdLevel::kAvx512:
       return "avx512";
+    case SimdLevel::kHighway:
+      return "highway";
   }
   return "unknown";
 }
@@ -158,7 +182,7 @@ void MatMulMxfp4(const Mxfp4Matrix& w, const float* x, size_t n_tokens,
                  float* y, ThreadPool* pool) {
   if (w.rows == 0) return;
   const internal::KernelTable& k = Table();
-  const bool prep = &k != &internal::ScalarTable();
+  const bool prep = k.mxfp4_prep != nullptr;
   for (size_t t0 = 0; t0 < n_tokens; t0 += kTokensPerPass) {
     const size_t nt = std::min(kTokensPerPass, n_tokens - t0);
     const float* xt = x + t0 * w.cols;
@@ -169,7 +193,7 @@ void MatMulMxfp4(const Mxfp4Matrix& w, const float* x, size_t n_tokens,
     if (prep) {
       double* buffer = ThreadBuffer(nt * w.cols);
       for (size_t t = 0; t < nt; ++t) {
-        internal::Mxfp4PermuteX(xt + t * w.cols, w.cols, buffer + t * w.cols);
+        k.mxfp4_prep(xt + t * w.cols, w.cols, buffer + t * w.cols);
       }
       xd = buffer;
     }

@@ -1,6 +1,6 @@
 // Numeric kernels: pure functions over spans and shapes. No I/O, no Status,
 // no metrics. Every kernel has a scalar reference and a SIMD path chosen at
-// run time (AVX-512 / AVX2 / scalar); both produce bitwise identical results,
+// run time (AVX-512 / AVX2 / Highway / scalar); all produce bitwise identical results,
 // for any thread count, because every output element is computed by exactly
 // one thread with a fixed reduction order (documented per kernel below).
 //
@@ -17,8 +17,10 @@
 
 namespace flotilla::kernels {
 
-// Which implementation the dispatcher uses. kAuto picks the best the CPU has.
-enum class SimdLevel { kAuto, kScalar, kAvx2, kAvx512 };
+// Which implementation the dispatcher uses. kAuto picks the best the CPU has:
+// on x86-64 the hand-written AVX-512 or AVX2 kernels, elsewhere (ARM NEON
+// and SVE) the portable Highway kernels, which x86 can also select.
+enum class SimdLevel { kAuto, kScalar, kAvx2, kAvx512, kHighway };
 
 // Forces a level (for tests and benchmarks); returns the level now in use.
 // Requesting a level the CPU lacks falls back to the best available one.

@@ -203,7 +203,8 @@ void Mxfp4Rows(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
 }  // namespace
 
 const KernelTable& Avx2Table() {
-  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4Rows, nullptr};
+  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4Rows, nullptr,
+                                    &Mxfp4PermuteX};
   return table;
 }
 

@@ -144,7 +144,7 @@ double Dot(const float* a, const float* b, size_t n) {
 
 const KernelTable& Avx512Table() {
   static const KernelTable table = {&Dot, &DenseRows, &Mxfp4RowsAvx512,
-                                    &Bf16PermuteX};
+                                    &Bf16PermuteX, &Mxfp4PermuteX};
   return table;
 }
 

@@ -15,10 +15,22 @@
 #include "shared/kernels/fp8.h"
 #include "shared/kernels/kernels.h"
 
+#if defined(__x86_64__) || defined(_M_X64)
+#define FLOTILLA_KERNELS_X86 1
+#else
+#define FLOTILLA_KERNELS_X86 0
+#endif
+
 namespace flotilla::kernels::internal {
 
 // E2M1 nibble -> value (bit 3 is the sign). Index 8 is -0.0.
 extern const float kE2m1Lut[16];
+// A packed byte -> its two values as doubles: [2b] the low nibble's (the
+// even column), [2b + 1] the high nibble's.
+struct E2m1PairTable {
+  double v[512];
+};
+extern const E2m1PairTable kE2m1Pairs;
 
 // Computes y[t * w.rows + r] for r in [row_begin, row_end), t < n_tokens,
 // with x[t * w.cols + c]. Each element is one Dot16-order dot product.
@@ -41,11 +53,16 @@ using Mxfp4RowsFn = void (*)(const Mxfp4Matrix& w, const float* x,
 
 using DotFn = double (*)(const float* a, const float* b, size_t n);
 
+// Widens one token's x (cols % 32 == 0) for a level's MXFP4 kernel; writes
+// cols doubles.
+using Mxfp4PrepFn = void (*)(const float* x, size_t cols, double* xd);
+
 struct KernelTable {
   DotFn dot_f32;
   DenseRowsFn dense_rows;
   Mxfp4RowsFn mxfp4_rows;
-  DensePrepFn bf16_prep;  // null: the level's bf16 kernel reads x directly
+  DensePrepFn bf16_prep;    // null: the level's bf16 kernel reads x directly
+  Mxfp4PrepFn mxfp4_prep;  // null: the level's MXFP4 kernel reads x directly
 };
 
 // Widens x (one token, `cols` floats, cols % 32 == 0) to double in the lane
@@ -90,10 +107,17 @@ void Fp8DecodeRowAvx512(const uint8_t* codes, const float* scales, size_t cols,
                         float* out);
 
 // Tables for each level. The SIMD ones are only valid when the CPU supports
-// them; the dispatcher checks that before handing them out.
+// them; the dispatcher checks that before handing them out. The x86 files
+// are compiled on x86-64 only (FLOTILLA_KERNELS_X86); Highway's table is
+// valid everywhere (its dispatcher picks a target the CPU has).
 const KernelTable& ScalarTable();
+#if FLOTILLA_KERNELS_X86
 const KernelTable& Avx2Table();
 const KernelTable& Avx512Table();
+#endif
+const KernelTable& HighwayTable();
+// Highway's target on this CPU ("AVX3", "NEON", ...).
+const char* HighwayTargetName();
 
 }  // namespace flotilla::kernels::internal
 

@@ -17,6 +17,25 @@ const float kE2m1Lut[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,
 
 namespace {
 
+constexpr E2m1PairTable MakeE2m1Pairs() {
+  constexpr double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  E2m1PairTable t{};
+  for (int b = 0; b < 256; ++b) {
+    for (int h = 0; h < 2; ++h) {
+      const int nibble = h == 0 ? (b & 15) : (b >> 4);
+      const double m = kMagnitude[nibble & 7];
+      t.v[2 * b + h] = (nibble & 8) != 0 ? -m : m;  // nibble 8 is -0.0
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+const E2m1PairTable kE2m1Pairs = MakeE2m1Pairs();
+
+namespace {
+
 // Folds the 16 Dot16 lanes: i += i+8, then +4, +2, +1.
 double Tree16(double* lane) {
   for (int i = 0; i < 8; ++i) lane[i] += lane[i + 8];
@@ -144,7 +163,7 @@ void Bf16PermuteX(const float* x, size_t cols, double* xd) {
 
 const KernelTable& ScalarTable() {
   static const KernelTable table = {&DotScalar, &DenseRowsScalar,
-                                    &Mxfp4RowsScalar, nullptr};
+                                    &Mxfp4RowsScalar, nullptr, nullptr};
   return table;
 }
 

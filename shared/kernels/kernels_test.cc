@@ -201,7 +201,8 @@ TEST(Mxfp4Test, ExtremeScales) {
   std::vector<float> x(64, 1.0f);
   x[40] = INFINITY;
   for (SimdLevel level :
-       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+       {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512,
+        SimdLevel::kHighway}) {
     SetSimdLevel(level);
     float y = -1.0f;
     MatMulMxfp4(w, x.data(), 1, &y, nullptr);

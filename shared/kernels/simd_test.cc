@@ -8,18 +8,42 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "shared/kernels/kernels.h"
 
 namespace flotilla::kernels {
 namespace {
 
-std::vector<SimdLevel> SupportedSimdLevels() {
-  std::vector<SimdLevel> levels;
+// A SIMD path under test: a level, and for Highway one of its targets
+// (every target compiled in that this CPU runs: NEON and SVE on ARM; SSE4,
+// AVX2, AVX-512 and EMU128 on x86), forced through Highway's test hook.
+struct Variant {
+  SimdLevel level;
+  int64_t hwy_target = 0;
+};
+
+void Use(const Variant& v) {
+  hwy::SetSupportedTargetsForTest(v.hwy_target);
+  SetSimdLevel(v.level);
+}
+
+std::string Name(const Variant& v) {
+  std::string name = SimdLevelName(v.level);
+  if (v.hwy_target != 0) name += std::string(":") + hwy::TargetName(v.hwy_target);
+  return name;
+}
+
+std::vector<Variant> SupportedSimdLevels() {
+  std::vector<Variant> levels;
   for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
-    if (SetSimdLevel(level) == level) levels.push_back(level);
+    if (SetSimdLevel(level) == level) levels.push_back({level});
+  }
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    levels.push_back({SimdLevel::kHighway, target});
   }
   SetSimdLevel(SimdLevel::kAuto);
   return levels;
@@ -38,7 +62,7 @@ uint64_t Bits(double d) {
 }
 
 void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b,
-                    const char* what) {
+                    const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(Bits(a[i]), Bits(b[i]))
@@ -48,7 +72,10 @@ void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b,
 
 class SimdTest : public ::testing::Test {
  protected:
-  void TearDown() override { SetSimdLevel(SimdLevel::kAuto); }
+  void TearDown() override {
+    hwy::SetSupportedTargetsForTest(0);
+    SetSimdLevel(SimdLevel::kAuto);
+  }
 
   // Values spread over many binades so that the order of double additions
   // matters: a wrong lane or tree order changes the rounded result.
@@ -93,7 +120,7 @@ class SimdTest : public ::testing::Test {
 };
 
 TEST_F(SimdTest, DotF32MatchesScalar) {
-  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  const std::vector<Variant> levels = SupportedSimdLevels();
   for (int iter = 0; iter < 200; ++iter) {
     const size_t n = Uniform(0, 300);
     const std::vector<float> a = RandomFloats(n);
@@ -101,32 +128,32 @@ TEST_F(SimdTest, DotF32MatchesScalar) {
     PlantCancellingPairs(&b, 1, n);
     SetSimdLevel(SimdLevel::kScalar);
     const double want = DotF32(a.data(), b.data(), n);
-    for (SimdLevel level : levels) {
-      SetSimdLevel(level);
+    for (const Variant& level : levels) {
+      Use(level);
       ASSERT_EQ(Bits(DotF32(a.data(), b.data(), n)), Bits(want))
-          << SimdLevelName(level) << " n=" << n;
+          << Name(level) << " n=" << n;
     }
   }
 }
 
 TEST_F(SimdTest, RmsNormMatchesScalar) {
-  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  const std::vector<Variant> levels = SupportedSimdLevels();
   for (int iter = 0; iter < 50; ++iter) {
     const size_t n = Uniform(1, 500);
     const std::vector<float> x = RandomFloats(n), w = RandomFloats(n);
     std::vector<float> want(n), got(n);
     SetSimdLevel(SimdLevel::kScalar);
     RmsNorm(x.data(), w.data(), n, 1e-5f, want.data());
-    for (SimdLevel level : levels) {
-      SetSimdLevel(level);
+    for (const Variant& level : levels) {
+      Use(level);
       RmsNorm(x.data(), w.data(), n, 1e-5f, got.data());
-      ExpectSameBits(got, want, SimdLevelName(level));
+      ExpectSameBits(got, want, Name(level));
     }
   }
 }
 
 TEST_F(SimdTest, DenseMatMulMatchesScalarAndThreadCounts) {
-  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  const std::vector<Variant> levels = SupportedSimdLevels();
   ThreadPool pool2(2), pool3(3);
   for (int iter = 0; iter < 60; ++iter) {
     const size_t rows = Uniform(1, 100);
@@ -151,22 +178,22 @@ TEST_F(SimdTest, DenseMatMulMatchesScalarAndThreadCounts) {
     std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
     SetSimdLevel(SimdLevel::kScalar);
     MatMul(w, x.data(), n_tokens, want.data(), nullptr);
-    std::vector<SimdLevel> all = levels;
-    all.push_back(SimdLevel::kScalar);
-    for (SimdLevel level : all) {
-      SetSimdLevel(level);
+    std::vector<Variant> all = levels;
+    all.push_back({SimdLevel::kScalar});
+    for (const Variant& level : all) {
+      Use(level);
       for (ThreadPool* pool :
            {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
         std::fill(got.begin(), got.end(), NAN);
         MatMul(w, x.data(), n_tokens, got.data(), pool);
-        ExpectSameBits(got, want, SimdLevelName(level));
+        ExpectSameBits(got, want, Name(level));
       }
     }
   }
 }
 
 TEST_F(SimdTest, Mxfp4MatMulMatchesScalarAndThreadCounts) {
-  const std::vector<SimdLevel> levels = SupportedSimdLevels();
+  const std::vector<Variant> levels = SupportedSimdLevels();
   ThreadPool pool2(2), pool3(3);
   std::uniform_int_distribution<int> byte(0, 255);
   for (int iter = 0; iter < 60; ++iter) {
@@ -198,15 +225,15 @@ TEST_F(SimdTest, Mxfp4MatMulMatchesScalarAndThreadCounts) {
     std::vector<float> want(n_tokens * rows), got(n_tokens * rows);
     SetSimdLevel(SimdLevel::kScalar);
     MatMulMxfp4(w, x.data(), n_tokens, want.data(), nullptr);
-    std::vector<SimdLevel> all = levels;
-    all.push_back(SimdLevel::kScalar);
-    for (SimdLevel level : all) {
-      SetSimdLevel(level);
+    std::vector<Variant> all = levels;
+    all.push_back({SimdLevel::kScalar});
+    for (const Variant& level : all) {
+      Use(level);
       for (ThreadPool* pool :
            {static_cast<ThreadPool*>(nullptr), &pool2, &pool3}) {
         std::fill(got.begin(), got.end(), NAN);
         MatMulMxfp4(w, x.data(), n_tokens, got.data(), pool);
-        ExpectSameBits(got, want, SimdLevelName(level));
+        ExpectSameBits(got, want, Name(level));
       }
     }
   }
@@ -228,14 +255,14 @@ TEST_F(SimdTest, LargeMatricesSplitAcrossThreads) {
   MatMul(dw, x.data(), n_tokens, want_d.data(), nullptr);
   MatMulMxfp4(mw, x.data(), n_tokens, want_m.data(), nullptr);
   ThreadPool pool(2);
-  std::vector<SimdLevel> all = SupportedSimdLevels();
-  all.push_back(SimdLevel::kScalar);
-  for (SimdLevel level : all) {
-    SetSimdLevel(level);
+  std::vector<Variant> all = SupportedSimdLevels();
+  all.push_back({SimdLevel::kScalar});
+  for (const Variant& level : all) {
+    Use(level);
     MatMul(dw, x.data(), n_tokens, got.data(), &pool);
-    ExpectSameBits(got, want_d, SimdLevelName(level));
+    ExpectSameBits(got, want_d, Name(level));
     MatMulMxfp4(mw, x.data(), n_tokens, got.data(), &pool);
-    ExpectSameBits(got, want_m, SimdLevelName(level));
+    ExpectSameBits(got, want_m, Name(level));
   }
 }
 
@@ -253,10 +280,10 @@ TEST_F(SimdTest, LongBatchesSplitIntoPasses) {
   const Mxfp4Matrix mw{packed.data(), scales.data(), rows, 224};
   const std::vector<float> x = RandomFloats(n_tokens * 224);
   ThreadPool pool(2);
-  std::vector<SimdLevel> all = SupportedSimdLevels();
-  all.push_back(SimdLevel::kScalar);
-  for (SimdLevel level : all) {
-    SetSimdLevel(level);
+  std::vector<Variant> all = SupportedSimdLevels();
+  all.push_back({SimdLevel::kScalar});
+  for (const Variant& level : all) {
+    Use(level);
     std::vector<float> batch(n_tokens * rows), one(rows);
     MatMul(dw, x.data(), n_tokens, batch.data(), &pool);
     for (size_t t = 0; t < n_tokens; ++t) {
