@@ -15,6 +15,8 @@
 #   FLOTILLA_CTEST_JOBS  parallel tests (default: 2)
 #   FLOTILLA_SKIP_WEB_TESTS  1 = do not install tests/web's npm packages (the
 #                        OpenAI-client and chat-page tests are then left out)
+#   FLOTILLA_SKIP_AARCH64  1 = do not run scripts/aarch64/run.sh (the
+#                        kernels cross-built for ARM, under qemu-user)
 #   FLOTILLA_SKIP_COMPOSE_TEST  1 = do not run tests/deploy/compose_test.sh
 #                        (the Docker Compose stack under podman)
 set -euo pipefail
@@ -82,6 +84,13 @@ fi
 
 ctest --test-dir "${FLOTILLA_BUILD_DIR}" --output-on-failure --no-tests=error \
   -j"${FLOTILLA_CTEST_JOBS:-2}"
+
+# The kernels cross-built for aarch64 and run under qemu-user: the NEON and
+# SVE paths against the scalar bits (skips, saying what is missing, where
+# the cross tools are not installed: scripts/aarch64/run.sh --install).
+if [[ "${FLOTILLA_SKIP_AARCH64:-0}" != "1" && "${SANITIZE}" == "0" ]]; then
+  "${ROOT}/scripts/aarch64/run.sh"
+fi
 
 # The Compose deployment for real (podman; skips, saying why, where podman
 # cannot run a container). Not a ctest: it builds the images (minutes).

@@ -65,12 +65,8 @@ HWY_INLINE V2 Hi(hn::Vec<F4> v) {
   return hn::PromoteTo(D2(), hn::UpperHalf(F2(), v));
 }
 
-// The 16 lanes of one Dot16 sum, as named vectors.
-struct Lanes16 {
-  V2 a0, a1, a2, a3, a4, a5, a6, a7;
-};
-
-// Adds columns c..c+15 (w and x both at column c) into the lanes.
+// Adds columns c..c+15 (w and x both at column c) into the 16 Dot16 lanes
+// (a0..a7, two each).
 template <typename W>
 HWY_INLINE void Step16(const W* w, const float* x, V2& a0, V2& a1, V2& a2,
                        V2& a3, V2& a4, V2& a5, V2& a6, V2& a7) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -300,6 +301,20 @@ TEST_F(SimdTest, LongBatchesSplitIntoPasses) {
       }
     }
   }
+}
+
+TEST(SimdLevelTest, EveryPathOfThisCpuIsUnderTest) {
+  std::string names;
+  for (const Variant& v : SupportedSimdLevels()) names += Name(v) + " ";
+  std::printf("SIMD paths checked against scalar: %s\n", names.c_str());
+#if defined(__aarch64__)
+  // Every ARMv8 CPU has NEON: the Highway NEON kernels must be among them.
+  EXPECT_NE(names.find("highway:NEON "), std::string::npos) << names;
+  EXPECT_EQ(SetSimdLevel(SimdLevel::kAuto), SimdLevel::kHighway);
+#elif defined(__x86_64__)
+  EXPECT_NE(names.find("highway:"), std::string::npos) << names;
+#endif
+  SetSimdLevel(SimdLevel::kAuto);
 }
 
 TEST(SimdLevelTest, AutoPicksBestAndNamesAreStable) {
