@@ -30,6 +30,10 @@ struct ExpertBackendStats {
   uint64_t prefetch_hits = 0;  // served from a lookahead prefetch
   double io_wait_seconds = 0;  // blocked waiting for expert bytes
   double compute_seconds = 0;  // computing experts
+  double verify_seconds = 0;   // checksumming expert runs read
+  // Of verify_seconds, hashing done as prefetched runs landed while the
+  // step waited on the disk (off the compute path).
+  double early_verify_seconds = 0;
   // Each expert read this process made, queued to reaped (local reads only;
   // with expert workers their own metrics hold them).
   base::LatencyCounts read_latency;

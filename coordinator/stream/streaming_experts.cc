@@ -95,6 +95,8 @@ ExpertBackendStats StreamingExperts::backend_stats() const {
   s.cache_hits = f.cache_hits;
   s.prefetch_hits = f.prefetch_hits;
   s.io_wait_seconds = f.io_wait_seconds;
+  s.verify_seconds = f.verify_seconds;
+  s.early_verify_seconds = f.early_verify_seconds;
   s.compute_seconds = f.compute_seconds;
   s.read_latency = f.read_latency;
   return s;

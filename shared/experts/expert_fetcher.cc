@@ -40,7 +40,8 @@ std::string FetchStats::ToString() const {
       " checksums; time ", absl::SixDigits(fetch_seconds), " s in Fetch (",
       absl::SixDigits(gbps), " GB/s), ", absl::SixDigits(io_wait_seconds),
       " s waiting on disk, ", absl::SixDigits(compute_seconds),
-      " s computing, ", absl::SixDigits(verify_seconds), " s verifying");
+      " s computing, ", absl::SixDigits(verify_seconds), " s verifying (",
+      absl::SixDigits(early_verify_seconds), " s of it as prefetches landed)");
 }
 
 absl::StatusOr<std::unique_ptr<ExpertFetcher>> ExpertFetcher::Create(

@@ -99,6 +99,9 @@ struct FetchStats {
   base::LatencyCounts read_latency;
   double compute_seconds = 0;  // inside on_ready
   double verify_seconds = 0;   // hashing runs
+  // Of verify_seconds, prefetched runs hashed as they landed while a Fetch
+  // waited for its own reads (overlapping the disk, not delaying compute).
+  double early_verify_seconds = 0;
 
   double cache_hit_rate() const;     // cache_hits / experts_requested
   double prefetch_hit_rate() const;  // prefetch_hits / prefetch_issued

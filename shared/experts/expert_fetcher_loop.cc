@@ -155,7 +155,21 @@ absl::Status ExpertFetcher::WaitAndDispatch(const ReadyFn& on_ready) {
     FreeSlot(s);
     return IssueMisses();
   }
-  // A prefetch for another layer: keep it unless it failed.
+  // A prefetch for another layer: keep it unless it failed. Its checksum is
+  // checked now, while this step waits on the disk for its own runs, so the
+  // hash overlaps those reads instead of delaying the layer that uses it. A
+  // run that fails is dropped: read again on demand, it fails there, naming
+  // the expert.
+  if (slot.read_status.ok() && options_.verify_checksums && !slot.verified) {
+    const Clock::time_point t0 = Clock::now();
+    const bool good = VerifyRun(slot).ok();
+    stats_.early_verify_seconds += SecondsSince(t0);
+    if (!good) {
+      FreeSlot(s);
+      return absl::OkStatus();
+    }
+    slot.verified = true;
+  }
   if (!slot.read_status.ok()) FreeSlot(s);
   return absl::OkStatus();
 }

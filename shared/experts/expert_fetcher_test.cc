@@ -199,6 +199,48 @@ TEST(ExpertFetcherTest, LookaheadForNextLayerSurvivesTheStep) {
   }
 }
 
+TEST(ExpertFetcherTest, PrefetchesAreVerifiedAsTheyLandWhileAFetchWaits) {
+  auto source =
+      model::SafetensorsCheckpoint::OpenDir(testing::K3Path("ckpt_A"));
+  ASSERT_TRUE(source.ok());
+  auto index = ExpertIndex::FromTensorSource(**source, {});
+  ASSERT_TRUE(index.ok());
+  for (const ExpertKey& k : {ExpertKey{1, 3}, ExpertKey{2, 6}}) {
+    const ExpertLocation* loc = index->Find(k);
+    const std::vector<uint8_t> run = testing::ReadBytes(
+        index->files()[loc->file], loc->offset, loc->length);
+    ASSERT_TRUE(
+        index->SetChecksum(k, io::Checksum64(run.data(), run.size())).ok());
+  }
+  ASSERT_TRUE(index->SetChecksum(ExpertKey{2, 0}, 0x1234).ok());  // corrupt
+  FetcherOptions o;
+  o.slots = 4;
+  // One pread thread completes reads in the order they were queued: both
+  // prefetches land while the Fetch below waits for its own read.
+  o.reader = io::ReaderKind::kPread;
+  o.queue_depth = 1;
+  auto f = ExpertFetcher::Create(&*index, o);
+  ASSERT_TRUE(f.ok());
+  auto ignore = [](const ExpertKey&, const uint8_t*) {
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE((*f)->Prefetch({{2, 0}, {2, 6}}).ok());
+  ASSERT_TRUE((*f)->Fetch({{1, 3}}, ignore).ok());
+  // Both prefetches and the fetched run were hashed; the bad prefetch was
+  // dropped as it landed, without failing a step that did not need it.
+  EXPECT_EQ((*f)->stats().checksums_verified, 3u);
+  // The good prefetch is used without hashing it again.
+  ASSERT_TRUE((*f)->Fetch({{2, 6}}, ignore).ok());
+  EXPECT_EQ((*f)->stats().checksums_verified, 3u);
+  EXPECT_EQ((*f)->stats().prefetch_hits, 1u);
+  // The bad one is read again on demand and fails there, by name.
+  const uint64_t reads = (*f)->stats().reads;
+  absl::Status s = (*f)->Fetch({{2, 0}}, ignore);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("layer 2 expert 0"));
+  EXPECT_EQ((*f)->stats().reads, reads + 1);
+}
+
 TEST(ExpertFetcherTest, ChecksumMismatchNamesLayerExpertFileOffset) {
   ExpertIndex index = CacheIndex();
   for (int e = 0; e < 24; ++e) {

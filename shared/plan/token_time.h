@@ -14,6 +14,15 @@
 //   t = max(disk, compute + max(0, guessed reads - overlap) + miss reads)
 // with disk = trunk reads + expert reads (guesses included). Checked
 // against runs of k3-bench at 1G, 2G and 4G (bench/predict_check.sh).
+//
+// Checksums. Expert runs are hashed on the forward pass's thread before
+// use (serial: part of compute; prefetches that land while a step waits
+// are hashed then, which this model does not credit). Trunk regions are
+// hashed by the ring's verifier thread as they land, beside the forward
+// pass: that work needs spare cycles, not time on the compute path, so it
+// bounds the token only through the CPU it takes,
+//   t >= compute + trunk checksums / threads  and  t >= trunk checksums
+// (the verifier is one thread).
 #ifndef FLOTILLA_SHARED_PLAN_TOKEN_TIME_H_
 #define FLOTILLA_SHARED_PLAN_TOKEN_TIME_H_
 
@@ -87,11 +96,19 @@ struct TokenTime {
   double bf16_s = 0;         // trunk layers + lm_head matvecs
   double mxfp4_s = 0;        // routed experts
   double attention_s = 0;    // KDA steps + MLA positions
-  double verify_s = 0;       // checksums of streamed bytes
+  double verify_s = 0;       // checksums of expert runs (serial)
+  // Trunk checksums on the ring's verifier thread: its CPU seconds, which
+  // overlap the disk and the forward pass (see the top of this file).
+  double trunk_verify_cpu_s = 0;
+  int threads = 1;
   double seconds = 0;        // the prediction
 
   double disk_s() const { return trunk_read_s + expert_read_s; }
   double compute_s() const { return bf16_s + mxfp4_s + attention_s + verify_s; }
+  // The verifier thread's share of the machine, as wall seconds.
+  double trunk_verify_s() const {
+    return trunk_verify_cpu_s / (threads > 0 ? threads : 1);
+  }
   // "0.31 s/token (compute 0.22 s: ..., disk 0.12 s: ...)".
   std::string ToString() const;
 };

@@ -65,6 +65,42 @@ TEST(TokenTimeTest, StreamedTrunkIsDiskBound) {
   EXPECT_NE(t.ToString().find("s/token"), std::string::npos);
 }
 
+TEST(TokenTimeTest, TrunkChecksumsTakeSpareCyclesExpertChecksumsAreSerial) {
+  MemoryPlan p;
+  p.trunk_layer_bytes = 2'000'000'000;  // 0.2 s of bf16
+  p.trunk_read_bytes = 1'500'000'000;   // 0.75 s of disk at 2 GB/s
+  p.lm_head_read_bytes = 100'000'000;
+  p.expert_read_bytes = 400'000'000;
+  TokenTimeOptions o = Options();
+  o.rates.checksum_bytes_per_s = 4e9;  // one thread
+  const TokenTime t = PredictTokenTime(CkptA(), p, o);
+  // Trunk and lm_head: 1.6 GB = 0.4 CPU seconds on the verifier thread,
+  // 0.2 s of the two threads; not on the compute path.
+  EXPECT_DOUBLE_EQ(t.trunk_verify_cpu_s, 0.4);
+  EXPECT_DOUBLE_EQ(t.trunk_verify_s(), 0.2);
+  // Expert runs (routed + 10% wrong guesses, 0.44 GB) on the compute path.
+  EXPECT_DOUBLE_EQ(t.verify_s, 0.44e9 / 4e9);
+  EXPECT_DOUBLE_EQ(t.compute_s(),
+                   t.bf16_s + t.mxfp4_s + t.attention_s + t.verify_s);
+  EXPECT_DOUBLE_EQ(t.seconds, t.disk_s());  // 0.8 + 0.22 s of disk
+
+  // A fast disk: the token is bound by the CPU the checksums take.
+  o.trunk_read_bytes_per_s = 1e12;
+  o.expert_read_bytes_per_s = 1e12;
+  o.single_read_bytes_per_s = 1e12;
+  o.rates.checksum_bytes_per_s = 0.5e9;
+  const TokenTime fast = PredictTokenTime(CkptA(), p, o);
+  EXPECT_DOUBLE_EQ(fast.trunk_verify_cpu_s, 3.2);
+  // The verifier alone needs 3.2 s: more than compute + 1.6 s.
+  ASSERT_LT(fast.compute_s() + fast.trunk_verify_s(), 3.2);
+  EXPECT_DOUBLE_EQ(fast.seconds, 3.2);
+  // Checksums slower still relative to compute: compute + their share.
+  o.rates.checksum_bytes_per_s = 4e9;
+  o.rates.bf16_bytes_per_s = 1e9;  // 2 s of trunk matvecs
+  const TokenTime slow = PredictTokenTime(CkptA(), p, o);
+  EXPECT_DOUBLE_EQ(slow.seconds, slow.compute_s() + slow.trunk_verify_s());
+}
+
 TEST(TokenTimeTest, RemoteExpertsAreNotCharged) {
   MemoryPlan p;
   p.trunk_layer_bytes = 1'000'000'000;
