@@ -37,6 +37,7 @@
 #include "shared/base/read_file.h"
 #include "shared/cli/flag_help.h"
 #include "shared/io/memory_budget.h"
+#include "shared/kernels/kernels.h"
 #include "shared/metrics/metrics_server.h"
 #include "shared/tokenizer/stream_decoder.h"
 #include "shared/tokenizer/tokenizer.h"
@@ -67,6 +68,9 @@ ABSL_FLAG(int32_t, top_k, 0, "sample among the k most likely (0 = all)");
 ABSL_FLAG(double, top_p, 1.0, "nucleus sampling mass in (0, 1]");
 ABSL_FLAG(uint64_t, seed, 0, "random seed for sampling");
 ABSL_FLAG(int32_t, threads, 0, "compute threads (0 = all hardware threads)");
+ABSL_FLAG(std::string, simd, "auto",
+          "kernel SIMD path: auto (the fastest), scalar, avx2, avx512 or "
+          "highway; all give the same bits");
 ABSL_FLAG(std::string, stop_ids, "",
           "extra stop token ids, comma separated (the tokenizer's end of "
           "text, e.g. </s> or <|end_of_msg|>, stops unless --ignore-eos)");
@@ -218,6 +222,9 @@ int EngineOptionsFromFlags(flotilla::coordinator::EngineOptions* out) {
   if (dir.empty()) return Fail(kExitUsage, "--model is required");
   const int threads = ThreadsFromFlags();
   if (threads < 0) return kExitUsage;
+  const std::string simd_error =
+      flotilla::kernels::UseSimdLevelNamed(absl::GetFlag(FLAGS_simd).c_str());
+  if (!simd_error.empty()) return Fail(kExitUsage, "--simd: " + simd_error);
   flotilla::coordinator::EngineOptions& eo = *out;
   eo.model_dir = dir;
   eo.config_path = absl::GetFlag(FLAGS_config);

@@ -23,6 +23,7 @@
 #include "expert-worker/server.h"
 #include "expert-worker/shard_plan.h"
 #include "shared/cli/flag_help.h"
+#include "shared/kernels/kernels.h"
 
 ABSL_FLAG(std::string, model, "",
           "checkpoint folder (config.json, *.safetensors); required");
@@ -48,6 +49,9 @@ ABSL_FLAG(std::string, mem, "8G",
           "memory budget, bytes with optional K/M/G/T suffix (powers of 1024)");
 ABSL_FLAG(int32_t, threads, 0,
           "expert compute threads; 0 = one per hardware thread");
+ABSL_FLAG(std::string, simd, "auto",
+          "kernel SIMD path: auto (the fastest), scalar, avx2, avx512 or "
+          "highway; all give the same bits");
 ABSL_FLAG(int32_t, fetch_slots, 16,
           "expert runs read / computed at once (each one expert's size)");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -211,6 +215,12 @@ int main(int argc, char** argv) {
     threads = std::max(1u, std::thread::hardware_concurrency());
   }
   options.compute_threads = threads;
+  const std::string simd_error =
+      flotilla::kernels::UseSimdLevelNamed(absl::GetFlag(FLAGS_simd).c_str());
+  if (!simd_error.empty()) return UsageError("simd", simd_error);
+  std::printf("%s: SIMD kernels: %s\n", kProgram,
+              flotilla::kernels::SimdLevelName(
+                  flotilla::kernels::ActiveSimdLevel()));
   ew::ComputeOptions compute_options;
   compute_options.fetch_slots = absl::GetFlag(FLAGS_fetch_slots);
   compute_options.max_response_bytes = ew::kMaxMessageBytes;

@@ -114,6 +114,36 @@ TEST_F(EquivalenceTest, SplitCallsStillMatch) {
   EXPECT_GT(s.calls, 2 * s.layers);  // the prefill was split
 }
 
+// Workers on another SIMD path than the coordinator's (--simd) return the
+// same bits: the logits equal the single-process run's.
+TEST_F(EquivalenceTest, WorkersOnOtherSimdLevelsMatch) {
+  auto want = GenerateLocal(CkptA(), kPrompt, kTokens);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (const char* level : {"scalar", "highway"}) {
+    SCOPED_TRACE(level);
+    auto fleet = StartFleet(CkptA(), 2, 1, dir_->path(),
+                            {absl::StrCat("--simd=", level)});
+    ASSERT_TRUE(fleet.ok()) << fleet.status();
+    EXPECT_NE((*fleet)[0]->Log().find(
+                  absl::StrCat("SIMD kernels: ", level, "\n")),
+              std::string::npos)
+        << (*fleet)[0]->Log();
+    coordinator::RemoteExpertsOptions options;
+    options.workers = Addresses(*fleet);
+    auto got = GenerateOnWorkers(CkptA(), options, kPrompt, kTokens);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->generation.ids, want->ids);
+    EXPECT_TRUE(got->generation.logits == want->logits);
+  }
+  std::string out;
+  EXPECT_EQ(RunCommand(absl::StrCat(BinPath("flotilla-expert-worker"),
+                                    " --model ", CkptA(), " --simd neon9"),
+                       &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("--simd: unknown SIMD level"), std::string::npos) << out;
+}
+
 // The command line a user runs: same JSON ids with and without --workers.
 TEST_F(EquivalenceTest, CoordinatorCliWithWorkers) {
   const std::string base =

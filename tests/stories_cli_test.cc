@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -242,6 +243,43 @@ TEST_F(StoriesCliTest, SpeculateNgramGivesThePlainOutput) {
     EXPECT_TRUE(r.exited && r.code == 2) << bad << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
   }
+}
+
+// Every SIMD path the CPU has gives the same logits, bit for bit, through
+// the whole model (workers on other paths: distributed_equivalence_test).
+TEST_F(StoriesCliTest, EverySimdLevelGivesTheSameLogits) {
+  const std::string base = "generate --model " + ModelDir() +
+                           " --prompt 'Once upon a time' --max-tokens 6";
+  auto logits = [&](const std::string& flags) {
+    const std::string file = (tmp_ / "logits.bin").string();
+    const testutil::CommandResult r =
+        Run(base + " --json --dump-logits " + file + flags);
+    EXPECT_TRUE(r.exited && r.code == 0) << flags << ": " << r.err;
+    // The run says which path computed it.
+    const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    if (!flags.empty()) EXPECT_EQ(" --simd " + j.value("simd", ""), flags);
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string want = logits("");
+  ASSERT_EQ(want.size(), 6u * 4 * 512);  // 6 steps x a 512-token vocabulary
+  int levels = 0;
+  for (const char* level : {"scalar", "avx2", "avx512", "highway"}) {
+    const testutil::CommandResult probe =
+        Run(base + " --max-tokens 1 --simd " + level);
+    if (probe.code == 2 &&
+        probe.err.find("this CPU has no") != std::string::npos) {
+      continue;  // not on this CPU
+    }
+    EXPECT_EQ(logits(std::string(" --simd ") + level), want) << level;
+    ++levels;
+  }
+  EXPECT_GE(levels, 2);  // scalar and highway at least, everywhere
+  const testutil::CommandResult bad = Run(base + " --simd neon9");
+  EXPECT_TRUE(bad.exited && bad.code == 2) << bad.err;
+  EXPECT_NE(bad.err.find("--simd: unknown SIMD level \"neon9\""),
+            std::string::npos)
+      << bad.err;
 }
 
 }  // namespace

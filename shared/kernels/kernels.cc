@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "shared/kernels/kernels_internal.h"
@@ -145,6 +146,35 @@ const char* SimdLevelName(SimdLevel level) {
       return "highway";
   }
   return "unknown";
+}
+
+bool SimdLevelFromName(const char* name, SimdLevel* level) {
+  for (SimdLevel l : {SimdLevel::kAuto, SimdLevel::kScalar, SimdLevel::kAvx2,
+                      SimdLevel::kAvx512, SimdLevel::kHighway}) {
+    if (std::string(name) == SimdLevelName(l)) {
+      *level = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string UseSimdLevelNamed(const char* name) {
+  std::string have = "auto";
+  for (SimdLevel l : {SimdLevel::kScalar, SimdLevel::kAvx2, SimdLevel::kAvx512,
+                      SimdLevel::kHighway}) {
+    if (Supported(l)) have += std::string(", ") + SimdLevelName(l);
+  }
+  SimdLevel level;
+  if (!SimdLevelFromName(name, &level)) {
+    return std::string("unknown SIMD level \"") + name + "\" (this CPU has " +
+           have + ")";
+  }
+  if (level != SimdLevel::kAuto && !Supported(level)) {
+    return std::string("this CPU has no ") + name + " (it has " + have + ")";
+  }
+  SetSimdLevel(level);
+  return "";
 }
 
 // Tokens per pass over the weights. Within a pass every row block meets

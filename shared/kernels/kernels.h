@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "shared/kernels/thread_pool.h"
 
@@ -27,6 +28,13 @@ enum class SimdLevel { kAuto, kScalar, kAvx2, kAvx512, kHighway };
 SimdLevel SetSimdLevel(SimdLevel level);
 SimdLevel ActiveSimdLevel();
 const char* SimdLevelName(SimdLevel level);
+// The level named by SimdLevelName ("auto", "scalar", "avx2", "avx512",
+// "highway"); false for any other name.
+bool SimdLevelFromName(const char* name, SimdLevel* level);
+// Sets the named level for the binaries' --simd flag. Empty when it is in
+// use; otherwise why not (an unknown name, or a level this CPU lacks),
+// naming the levels it has.
+std::string UseSimdLevelNamed(const char* name);
 
 enum class DenseType { kF32, kBF16 };
 
