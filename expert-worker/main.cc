@@ -218,9 +218,9 @@ int main(int argc, char** argv) {
   const std::string simd_error =
       flotilla::kernels::UseSimdLevelNamed(absl::GetFlag(FLAGS_simd).c_str());
   if (!simd_error.empty()) return UsageError("simd", simd_error);
-  std::printf("%s: SIMD kernels: %s\n", kProgram,
-              flotilla::kernels::SimdLevelName(
-                  flotilla::kernels::ActiveSimdLevel()));
+  std::printf(
+      "%s: SIMD kernels: %s\n", kProgram,
+      flotilla::kernels::SimdLevelName(flotilla::kernels::ActiveSimdLevel()));
   ew::ComputeOptions compute_options;
   compute_options.fetch_slots = absl::GetFlag(FLAGS_fetch_slots);
   compute_options.max_response_bytes = ew::kMaxMessageBytes;

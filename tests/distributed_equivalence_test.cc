@@ -124,9 +124,9 @@ TEST_F(EquivalenceTest, WorkersOnOtherSimdLevelsMatch) {
     auto fleet = StartFleet(CkptA(), 2, 1, dir_->path(),
                             {absl::StrCat("--simd=", level)});
     ASSERT_TRUE(fleet.ok()) << fleet.status();
-    EXPECT_NE((*fleet)[0]->Log().find(
-                  absl::StrCat("SIMD kernels: ", level, "\n")),
-              std::string::npos)
+    EXPECT_NE(
+        (*fleet)[0]->Log().find(absl::StrCat("SIMD kernels: ", level, "\n")),
+        std::string::npos)
         << (*fleet)[0]->Log();
     coordinator::RemoteExpertsOptions options;
     options.workers = Addresses(*fleet);

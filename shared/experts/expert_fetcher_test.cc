@@ -207,8 +207,8 @@ TEST(ExpertFetcherTest, PrefetchesAreVerifiedAsTheyLandWhileAFetchWaits) {
   ASSERT_TRUE(index.ok());
   for (const ExpertKey& k : {ExpertKey{1, 3}, ExpertKey{2, 6}}) {
     const ExpertLocation* loc = index->Find(k);
-    const std::vector<uint8_t> run = testing::ReadBytes(
-        index->files()[loc->file], loc->offset, loc->length);
+    const std::vector<uint8_t> run =
+        testing::ReadBytes(index->files()[loc->file], loc->offset, loc->length);
     ASSERT_TRUE(
         index->SetChecksum(k, io::Checksum64(run.data(), run.size())).ok());
   }

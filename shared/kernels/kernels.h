@@ -1,8 +1,9 @@
 // Numeric kernels: pure functions over spans and shapes. No I/O, no Status,
 // no metrics. Every kernel has a scalar reference and a SIMD path chosen at
-// run time (AVX-512 / AVX2 / Highway / scalar); all produce bitwise identical results,
-// for any thread count, because every output element is computed by exactly
-// one thread with a fixed reduction order (documented per kernel below).
+// run time (AVX-512 / AVX2 / Highway / scalar); all produce bitwise identical
+// results, for any thread count, because every output element is computed by
+// exactly one thread with a fixed reduction order (documented per kernel
+// below).
 //
 // Precision policy (matches the reference C engine): activations are float32;
 // every dot product accumulates in double; norms compute their sum of squares

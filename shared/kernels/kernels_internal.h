@@ -61,7 +61,7 @@ struct KernelTable {
   DotFn dot_f32;
   DenseRowsFn dense_rows;
   Mxfp4RowsFn mxfp4_rows;
-  DensePrepFn bf16_prep;    // null: the level's bf16 kernel reads x directly
+  DensePrepFn bf16_prep;   // null: the level's bf16 kernel reads x directly
   Mxfp4PrepFn mxfp4_prep;  // null: the level's MXFP4 kernel reads x directly
 };
 

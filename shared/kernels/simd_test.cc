@@ -34,7 +34,8 @@ void Use(const Variant& v) {
 
 std::string Name(const Variant& v) {
   std::string name = SimdLevelName(v.level);
-  if (v.hwy_target != 0) name += std::string(":") + hwy::TargetName(v.hwy_target);
+  if (v.hwy_target != 0)
+    name += std::string(":") + hwy::TargetName(v.hwy_target);
   return name;
 }
 

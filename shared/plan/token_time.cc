@@ -90,9 +90,9 @@ TokenTime PredictTokenTime(const model::ModelShape& shape,
       t.bf16_s * std::clamp(r.expert_overlap_fraction, 0.0, 1.0);
   const double exposed =
       std::max(0.0, guessed_read_s - overlap) + t.miss_read_s;
-  t.seconds = std::max({t.disk_s(), t.compute_s() + exposed,
-                        t.compute_s() + t.trunk_verify_s(),
-                        t.trunk_verify_cpu_s});
+  t.seconds =
+      std::max({t.disk_s(), t.compute_s() + exposed,
+                t.compute_s() + t.trunk_verify_s(), t.trunk_verify_cpu_s});
   return t;
 }
 

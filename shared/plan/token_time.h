@@ -101,7 +101,7 @@ struct TokenTime {
   // overlap the disk and the forward pass (see the top of this file).
   double trunk_verify_cpu_s = 0;
   int threads = 1;
-  double seconds = 0;        // the prediction
+  double seconds = 0;  // the prediction
 
   double disk_s() const { return trunk_read_s + expert_read_s; }
   double compute_s() const { return bf16_s + mxfp4_s + attention_s + verify_s; }
