@@ -239,7 +239,67 @@ __attribute__((target("avx512f"), noinline)) double DoubleFmaLoop(
   }
   return sum;
 }
+
+// The AVX-512 bf16 kernel's arithmetic with nothing else in the way: 16
+// bf16 weights from L1 widened to two double vectors (zero-extend, shift,
+// two float -> double conversions), then T tokens' two FMAs each, x from L1
+// (T x 256 doubles, 16 KB at 8 tokens, 64-byte aligned: a zmm load that
+// straddles two cache lines costs two), accumulators in registers. What one
+// core can do at best per weight and token with this widening: the ceiling
+// of the batch work rate under the Dot16 order (issue 34).
+template <int T>
+__attribute__((target("avx512f,avx512bw,avx512dq"), noinline)) double
+Bf16WidenFmaLoop(const uint16_t* w, const double* x, long reps) {
+  constexpr int kCols = 256;
+  __m512d acc[T][2];
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_pd();
+  for (long r = 0; r < reps; ++r) {
+    for (int c = 0; c < kCols; c += 16) {
+      const __m256i bits =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c));
+      const __m512 f = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+      const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+      const __m512d hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        acc[t][0] =
+            _mm512_fmadd_pd(lo, _mm512_loadu_pd(x + t * kCols + c), acc[t][0]);
+        acc[t][1] = _mm512_fmadd_pd(hi, _mm512_loadu_pd(x + t * kCols + c + 8),
+                                    acc[t][1]);
+      }
+    }
+  }
+  alignas(64) double lanes[8];
+  double sum = 0;
+  for (int t = 0; t < T; ++t) {
+    _mm512_store_pd(lanes, _mm512_add_pd(acc[t][0], acc[t][1]));
+    sum += lanes[0];
+  }
+  return sum;
+}
 #pragma GCC diagnostic pop
+
+template <int T>
+void BM_Bf16WidenFmaCeiling(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f") ||
+      !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512dq")) {
+    state.SkipWithError("no AVX-512");
+    return;
+  }
+  constexpr long kReps = 1 << 14;
+  alignas(64) static uint16_t w[256];
+  alignas(64) static double x[T * 256];
+  for (uint16_t& v : w) v = 0x3f80;  // 1.0
+  for (double& v : x) v = 1e-9;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(Bf16WidenFmaLoop<T>(w, x, kReps));
+  }
+  // Weight bytes times tokens per second: kernels' work_B/s counter.
+  state.counters["work_B/s"] = benchmark::Counter(
+      2.0 * 256 * T * kReps, benchmark::Counter::kIsIterationInvariantRate);
+}
 
 void BM_DoubleFmaCeiling(benchmark::State& state) {
   if (!__builtin_cpu_supports("avx512f")) {
@@ -350,6 +410,10 @@ BENCHMARK(BM_Fp8MatVec)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DoubleFmaCeiling)->Apply(BestOf)->UseRealTime();
+BENCHMARK(BM_Bf16WidenFmaCeiling<1>)->Apply(BestOf)->UseRealTime();
+BENCHMARK(BM_Bf16WidenFmaCeiling<2>)->Apply(BestOf)->UseRealTime();
+BENCHMARK(BM_Bf16WidenFmaCeiling<4>)->Apply(BestOf)->UseRealTime();
+BENCHMARK(BM_Bf16WidenFmaCeiling<8>)->Apply(BestOf)->UseRealTime();
 BENCHMARK(BM_MemoryReadSum)
     ->ArgName("threads")
     ->Arg(1)

@@ -114,10 +114,13 @@ void ParallelRows(ThreadPool* pool, size_t rows, size_t cols, size_t n_tokens,
 // Scratch for x widened to double, shared by the pool's threads for one
 // call. It belongs to the calling thread and only grows, so steady-state
 // decoding touches no fresh pages (a page's first touch costs a fault).
+// 64-byte aligned: a vector load that straddles two cache lines costs two
+// (BM_Bf16WidenFmaCeiling: 37 -> 55 GB/s of work at 8 tokens).
 double* ThreadBuffer(size_t n) {
   thread_local std::vector<double> buffer;
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
+  if (buffer.size() < n + 8) buffer.resize(n + 8);
+  const uintptr_t p = reinterpret_cast<uintptr_t>(buffer.data());
+  return reinterpret_cast<double*>((p + 63) & ~uintptr_t{63});
 }
 
 }  // namespace

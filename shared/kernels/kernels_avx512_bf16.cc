@@ -41,7 +41,7 @@ namespace {
 // Columns c..c+31 of R rows (stride cols) against T tokens' permuted x.
 // Masked-out columns load as +0.0 and their x slots are zero padding, so
 // they add +0.0 to lanes that are never -0.0: no change, as in the scalar.
-template <int R, int T>
+template <int R, int T, bool kPrefetchRow = true>
 inline void Step32(const uint16_t* w, size_t cols, const double* const* xd,
                    size_t c, __mmask32 mask, __m512d (*p)[T], __m512d (*q)[T]) {
   const __m512i zero = _mm512_setzero_si512();
@@ -49,8 +49,10 @@ inline void Step32(const uint16_t* w, size_t cols, const double* const* xd,
     // Software prefetch 2 KB ahead in each row stream: with 7168-wide rows
     // the hardware prefetcher alone left a 12288x7168 matvec at about half
     // of the memory bandwidth. (Prefetches never fault past the end.)
-    _mm_prefetch(reinterpret_cast<const char*>(w + r * cols + c + 1024),
-                 _MM_HINT_T0);
+    if (kPrefetchRow) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + r * cols + c + 1024),
+                   _MM_HINT_T0);
+    }
     const __m512i bits = _mm512_maskz_loadu_epi16(mask, w + r * cols + c);
     const __m512 lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, bits));
     const __m512 hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, bits));
@@ -136,12 +138,86 @@ void RowBlock(const uint16_t* data, size_t rows, size_t cols, const double* xd,
   }
 }
 
+// Batches of T >= 4 tokens. With a tile of T tokens on one row, each
+// widened weight feeds T tokens' FMAs (the widening is the costly part:
+// 6 of the 2T + 6 vector ops per 16 weights), but every FMA reads x: T
+// tokens' x must then sit in L1, so the columns are cut into chunks of
+// kChunkCols (T x 256 doubles: 16 KB at T = 8). For a block of kChunkRows
+// rows, each chunk's x is loaded into L1 once and every row of the block
+// runs its chunk against it, keeping its accumulators in `acc` between
+// chunks (stored and reloaded exactly). Each lane still receives its
+// columns in increasing order, so the bits are the Dot16 order's.
+constexpr size_t kChunkCols = 256;
+constexpr size_t kChunkRows = 32;
+
+template <int T>
+void ChunkedRows(const uint16_t* data, size_t rows, size_t cols,
+                 const double* const* xd, size_t row_begin, size_t row_end,
+                 float* y, size_t t0) {
+  alignas(64) __m512d acc[kChunkRows][2 * T];
+  const size_t full = cols & ~size_t{31};
+  for (size_t rb = row_begin; rb < row_end; rb += kChunkRows) {
+    const size_t nr = row_end - rb < kChunkRows ? row_end - rb : kChunkRows;
+    for (size_t j = 0; j < nr; ++j) {
+      for (int k = 0; k < 2 * T; ++k) acc[j][k] = _mm512_setzero_pd();
+    }
+    for (size_t c0 = 0; c0 < cols; c0 += kChunkCols) {
+      const size_t c1 = c0 + kChunkCols < full ? c0 + kChunkCols : full;
+      for (size_t j = 0; j < nr; ++j) {
+        const uint16_t* w = data + (rb + j) * cols;
+        __m512d p[1][T], q[1][T];
+        for (int t = 0; t < T; ++t) {
+          p[0][t] = acc[j][t];
+          q[0][t] = acc[j][T + t];
+        }
+        // The next row's chunk, while this one computes.
+        _mm_prefetch(reinterpret_cast<const char*>(w + cols + c0), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(w + cols + c0 + 32),
+                     _MM_HINT_T0);
+        for (size_t c = c0; c < c1; c += 32) {
+          Step32<1, T, false>(w, cols, xd, c, ~__mmask32{0}, p, q);
+        }
+        if (c0 + kChunkCols >= cols && full < cols) {
+          const __mmask32 tail = (__mmask32{1} << (cols - full)) - 1;
+          Step32<1, T, false>(w, cols, xd, full, tail, p, q);
+        }
+        for (int t = 0; t < T; ++t) {
+          acc[j][t] = p[0][t];
+          acc[j][T + t] = q[0][t];
+        }
+      }
+    }
+    for (size_t j = 0; j < nr; ++j) {
+      for (int t = 0; t < T; ++t) {
+        y[(t0 + t) * rows + rb + j] =
+            static_cast<float>(FoldPq(acc[j][t], acc[j][T + t]));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void Bf16RowsAvx512(const uint16_t* data, size_t rows, size_t cols,
                     const double* xd, size_t n_tokens, size_t row_begin,
                     size_t row_end, float* y) {
   const size_t x_stride = Bf16XStride(cols);
+  // Tiles of 8, then 4 tokens, chunked (above); the rest in row blocks.
+  size_t t0 = 0;
+  for (; t0 + 8 <= n_tokens; t0 += 8) {
+    const double* xs[8];
+    for (int k = 0; k < 8; ++k) xs[k] = xd + (t0 + k) * x_stride;
+    ChunkedRows<8>(data, rows, cols, xs, row_begin, row_end, y, t0);
+  }
+  for (; t0 + 4 <= n_tokens; t0 += 4) {
+    const double* xs[4];
+    for (int k = 0; k < 4; ++k) xs[k] = xd + (t0 + k) * x_stride;
+    ChunkedRows<4>(data, rows, cols, xs, row_begin, row_end, y, t0);
+  }
+  if (t0 == n_tokens) return;
+  xd += t0 * x_stride;
+  y += t0 * rows;
+  n_tokens -= t0;
   size_t r = row_begin;
   // Tokens loop inside a row block: the block's weights come from memory
   // once per batch and from L1 for the other tokens.

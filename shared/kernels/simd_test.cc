@@ -161,7 +161,8 @@ TEST_F(SimdTest, DenseMatMulMatchesScalarAndThreadCounts) {
     const size_t rows = Uniform(1, 100);
     size_t cols = Uniform(1, 400);
     if (cols % 16 == 0) ++cols;  // Always exercise the tail.
-    const size_t n_tokens = Uniform(1, 5);
+    const size_t n_tokens =
+        Uniform(1, 13);  // 8- and 4-token tiles and the rest
     const bool bf16 = iter % 2 == 1;
     std::vector<float> wf = RandomFloats(rows * cols);
     std::vector<float> x = RandomFloats(n_tokens * cols);
