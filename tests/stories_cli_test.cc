@@ -257,7 +257,9 @@ TEST_F(StoriesCliTest, EverySimdLevelGivesTheSameLogits) {
     EXPECT_TRUE(r.exited && r.code == 0) << flags << ": " << r.err;
     // The run says which path computed it.
     const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
-    if (!flags.empty()) EXPECT_EQ(" --simd " + j.value("simd", ""), flags);
+    if (!flags.empty()) {
+      EXPECT_EQ(" --simd " + j.value("simd", ""), flags);
+    }
     std::ifstream in(file, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };

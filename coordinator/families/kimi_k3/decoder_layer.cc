@@ -72,20 +72,23 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
     kernels::RmsNorm(a.data() + t * e, w.input_norm.data(), e, eps,
                      normed.data() + t * e);
   }
+  // Attention: projections batched over every sequence's rows, the rest
+  // per sequence (its cache or recurrent state).
   size_t covered = 0;
+  std::vector<MlaRows> mla_rows;
+  std::vector<KdaRows> kda_rows;
   for (const SequenceRows& q : sequences) {
     FLOTILLA_CHECK(q.first == covered);  // the rows in order, no gaps
     covered += q.count;
-    const float* x = normed.data() + q.first * e;
-    float* y = o.data() + q.first * e;
-    const int rows = static_cast<int>(q.count);
-    if (w.is_mla) {
-      MlaForward(w.mla, c, x, rows, q.mla, y, pool);
-    } else {
-      KdaForward(w.kda, c, x, rows, q.kda, y, pool);
-    }
+    mla_rows.push_back({q.first, q.count, q.mla});
+    kda_rows.push_back({q.first, q.count, q.kda});
   }
   FLOTILLA_CHECK(covered == n);
+  if (w.is_mla) {
+    MlaForwardRows(w.mla, c, normed.data(), n, mla_rows, o.data(), pool);
+  } else {
+    KdaForwardRows(w.kda, c, normed.data(), n, kda_rows, o.data(), pool);
+  }
   if (boundary) {
     s->partial = o;
   } else {

@@ -41,9 +41,10 @@ struct SequenceRows {
 };
 
 // Runs layer `layer` for every row in `streams`, which hold the new tokens
-// of one or more sequences (`sequences` covers the rows in order). Attention
-// runs per sequence on its own state; everything else (AttnRes, norms, the
-// FFN and the routed experts) runs over all rows at once, so the layer's
+// of one or more sequences (`sequences` covers the rows in order).
+// Attention's projections run over all rows at once and the rest of it per
+// sequence on its own state; everything else (AttnRes, norms, the FFN and
+// the routed experts) runs over all rows at once, so the layer's
 // experts are asked for once per step for the whole batch. Every kernel is
 // row-independent, so each row's result is bitwise that of a solo run.
 absl::Status DecoderLayerForward(const LayerWeights& w,

@@ -61,34 +61,29 @@ void L2NormalizeHeads(float* x, int heads, int head_dim) {
   }
 }
 
-void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
-                int steps, KdaState* state, float* out,
-                kernels::ThreadPool* pool) {
+namespace {
+
+std::vector<float> Rows(const std::vector<float>& all, size_t first,
+                        size_t count, size_t width) {
+  return std::vector<float>(all.begin() + first * width,
+                            all.begin() + (first + count) * width);
+}
+
+}  // namespace
+
+void KdaForwardRows(const KdaWeights& w, const model::K3Config& c,
+                    const float* x, size_t n, const std::vector<KdaRows>& seqs,
+                    float* out, kernels::ThreadPool* pool) {
   const int h = c.kda_num_heads, d = c.kda_head_dim, p = h * d,
-            e = c.hidden_size, k = c.short_conv_kernel_size;
-  const size_t n = static_cast<size_t>(steps);
-  std::vector<float> q(n * p), kk(n * p), v(n * p), g(n * p), fa(n * d),
-      z(n * p), beta(n * h), tmp(n * p);
-  KdaState::Undo* undo = state->keep_undo ? &state->undo : nullptr;
-  if (undo != nullptr) {
-    undo->s = state->s;
-    undo->conv_q = state->conv_q;
-    undo->conv_k = state->conv_k;
-    undo->conv_v = state->conv_v;
-    undo->steps = steps;
-  }
-  kernels::MatMul(w.q_proj.view(), x, n, tmp.data(), pool);
-  if (undo != nullptr) undo->pre_q = tmp;
-  ShortConvSilu(w.q_conv.data(), k, p, tmp.data(), steps, state->conv_q.data(),
-                q.data());
-  kernels::MatMul(w.k_proj.view(), x, n, tmp.data(), pool);
-  if (undo != nullptr) undo->pre_k = tmp;
-  ShortConvSilu(w.k_conv.data(), k, p, tmp.data(), steps, state->conv_k.data(),
-                kk.data());
-  kernels::MatMul(w.v_proj.view(), x, n, tmp.data(), pool);
-  if (undo != nullptr) undo->pre_v = tmp;
-  ShortConvSilu(w.v_conv.data(), k, p, tmp.data(), steps, state->conv_v.data(),
-                v.data());
+            k = c.short_conv_kernel_size;
+  // The projections of every row at once (a batch matmul reads each weight
+  // once for all rows); each row's result is the same whatever the batch.
+  std::vector<float> pre_q(n * p), pre_k(n * p), pre_v(n * p), q(n * p),
+      kk(n * p), v(n * p), g(n * p), fa(n * d), z(n * p), beta(n * h),
+      y(n * p);
+  kernels::MatMul(w.q_proj.view(), x, n, pre_q.data(), pool);
+  kernels::MatMul(w.k_proj.view(), x, n, pre_k.data(), pool);
+  kernels::MatMul(w.v_proj.view(), x, n, pre_v.data(), pool);
   kernels::MatMul(w.g_proj.view(), x, n, g.data(), pool);
   kernels::MatMul(w.f_a.view(), x, n, fa.data(), pool);
   kernels::MatMul(w.f_b.view(), fa.data(), n, z.data(), pool);
@@ -96,41 +91,70 @@ void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
 
   const float q_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   std::vector<float> decay(p), alpha(p), o(p);
-  std::vector<float> y(n * p);
-  if (undo != nullptr) undo->alpha.clear();
-  for (size_t t = 0; t < n; ++t) {
-    float* qt = q.data() + t * p;
-    float* kt = kk.data() + t * p;
-    L2NormalizeHeads(qt, h, d);
-    L2NormalizeHeads(kt, h, d);
-    for (int i = 0; i < p; ++i) qt[i] *= q_scale;
-    float* bt = beta.data() + t * h;
-    for (int i = 0; i < h; ++i) bt[i] = kernels::Sigmoid(bt[i]);
-    KdaDecay(z.data() + t * p, w.a_log.data(), w.dt_bias.data(),
-             c.gate_lower_bound, h, d, decay.data(), alpha.data());
+  // Each sequence's rows through its own conv windows and recurrent state.
+  for (const KdaRows& seq : seqs) {
+    KdaState* state = seq.state;
+    const size_t first = seq.first, steps = seq.count;
+    const size_t at = first * p;
+    KdaState::Undo* undo = state->keep_undo ? &state->undo : nullptr;
     if (undo != nullptr) {
-      undo->alpha.insert(undo->alpha.end(), alpha.begin(), alpha.end());
+      undo->s = state->s;
+      undo->conv_q = state->conv_q;
+      undo->conv_k = state->conv_k;
+      undo->conv_v = state->conv_v;
+      undo->steps = static_cast<int>(steps);
+      undo->pre_q = Rows(pre_q, first, steps, p);
+      undo->pre_k = Rows(pre_k, first, steps, p);
+      undo->pre_v = Rows(pre_v, first, steps, p);
+      undo->alpha.clear();
     }
-    kernels::KdaRecurrentStep(state->s.data(), qt, kt, v.data() + t * p,
-                              alpha.data(), bt, h, d, o.data());
-    // Head-wise RMSNorm with the shared o_norm weight, then the gate.
-    float* yt = y.data() + t * p;
-    for (int hh = 0; hh < h; ++hh) {
-      kernels::RmsNorm(o.data() + hh * d, w.o_norm.data(), d, c.rms_norm_eps,
-                       yt + hh * d);
+    const int st = static_cast<int>(steps);
+    ShortConvSilu(w.q_conv.data(), k, p, pre_q.data() + at, st,
+                  state->conv_q.data(), q.data() + at);
+    ShortConvSilu(w.k_conv.data(), k, p, pre_k.data() + at, st,
+                  state->conv_k.data(), kk.data() + at);
+    ShortConvSilu(w.v_conv.data(), k, p, pre_v.data() + at, st,
+                  state->conv_v.data(), v.data() + at);
+    for (size_t t = first; t < first + steps; ++t) {
+      float* qt = q.data() + t * p;
+      float* kt = kk.data() + t * p;
+      L2NormalizeHeads(qt, h, d);
+      L2NormalizeHeads(kt, h, d);
+      for (int i = 0; i < p; ++i) qt[i] *= q_scale;
+      float* bt = beta.data() + t * h;
+      for (int i = 0; i < h; ++i) bt[i] = kernels::Sigmoid(bt[i]);
+      KdaDecay(z.data() + t * p, w.a_log.data(), w.dt_bias.data(),
+               c.gate_lower_bound, h, d, decay.data(), alpha.data());
+      if (undo != nullptr) {
+        undo->alpha.insert(undo->alpha.end(), alpha.begin(), alpha.end());
+      }
+      kernels::KdaRecurrentStep(state->s.data(), qt, kt, v.data() + t * p,
+                                alpha.data(), bt, h, d, o.data());
+      // Head-wise RMSNorm with the shared o_norm weight, then the gate.
+      float* yt = y.data() + t * p;
+      for (int hh = 0; hh < h; ++hh) {
+        kernels::RmsNorm(o.data() + hh * d, w.o_norm.data(), d, c.rms_norm_eps,
+                         yt + hh * d);
+      }
+      const float* gt = g.data() + t * p;
+      for (int i = 0; i < p; ++i) yt[i] *= kernels::Sigmoid(gt[i]);
     }
-    const float* gt = g.data() + t * p;
-    for (int i = 0; i < p; ++i) yt[i] *= kernels::Sigmoid(gt[i]);
-  }
-  if (undo != nullptr) {
-    // The recurrence inputs as KdaRecurrentStep read them.
-    undo->q = q;
-    undo->k = kk;
-    undo->v = v;
-    undo->beta = beta;
+    if (undo != nullptr) {
+      // The recurrence inputs as KdaRecurrentStep read them.
+      undo->q = Rows(q, first, steps, p);
+      undo->k = Rows(kk, first, steps, p);
+      undo->v = Rows(v, first, steps, p);
+      undo->beta = Rows(beta, first, steps, h);
+    }
   }
   kernels::MatMul(w.o_proj.view(), y.data(), n, out, pool);
-  (void)e;
+}
+
+void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
+                int steps, KdaState* state, float* out,
+                kernels::ThreadPool* pool) {
+  const size_t n = static_cast<size_t>(steps);
+  KdaForwardRows(w, c, x, n, {KdaRows{0, n, state}}, out, pool);
 }
 
 void KdaUndo(const model::K3Config& c, int keep, KdaState* state) {

@@ -66,6 +66,21 @@ void KdaForward(const KdaWeights& w, const model::K3Config& config,
                 const float* x, int steps, KdaState* state, float* out,
                 kernels::ThreadPool* pool);
 
+// Rows [first, first + count) of a step belong to one sequence's state.
+struct KdaRows {
+  size_t first = 0;
+  size_t count = 0;
+  KdaState* state = nullptr;
+};
+
+// The KDA block over the n rows of a step shared by several sequences
+// (`seqs` cover the rows in order): the projections run once over all rows
+// (batch matmuls), the convolutions and the recurrence per sequence. Every
+// row's output equals KdaForward's for its sequence alone.
+void KdaForwardRows(const KdaWeights& w, const model::K3Config& config,
+                    const float* x, size_t n, const std::vector<KdaRows>& seqs,
+                    float* out, kernels::ThreadPool* pool);
+
 }  // namespace flotilla::coordinator
 
 #endif  // FLOTILLA_COORDINATOR_FAMILIES_KIMI_K3_KDA_H_

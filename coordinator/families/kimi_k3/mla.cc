@@ -1,5 +1,6 @@
 #include "coordinator/families/kimi_k3/mla.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -7,13 +8,14 @@
 
 namespace flotilla::coordinator {
 
-void MlaForward(const MlaWeights& w, const model::K3Config& c, const float* x,
-                int steps, MlaCache* cache, float* out,
-                kernels::ThreadPool* pool) {
-  const size_t n = steps, hm = c.num_attention_heads, ql = c.q_lora_rank,
+void MlaForwardRows(const MlaWeights& w, const model::K3Config& c,
+                    const float* x, size_t n, const std::vector<MlaRows>& seqs,
+                    float* out, kernels::ThreadPool* pool) {
+  const size_t hm = c.num_attention_heads, ql = c.q_lora_rank,
                kvl = c.kv_lora_rank, nope = c.qk_nope_head_dim,
                rope = c.qk_rope_head_dim, vd = c.v_head_dim, qh = nope + rope;
-  // Queries.
+  // Projections of every row at once (batch matmuls: each weight read once
+  // for all rows); a row's result does not depend on the batch.
   std::vector<float> qa(n * ql), q(n * hm * qh);
   kernels::MatMul(w.q_a.view(), x, n, qa.data(), pool);
   for (size_t t = 0; t < n; ++t) {
@@ -21,22 +23,8 @@ void MlaForward(const MlaWeights& w, const model::K3Config& c, const float* x,
                      qa.data() + t * ql);
   }
   kernels::MatMul(w.q_b.view(), qa.data(), n, q.data(), pool);
-
-  // New cache entries.
   std::vector<float> kva(n * (kvl + rope));
   kernels::MatMul(w.kv_a.view(), x, n, kva.data(), pool);
-  const size_t start = cache->positions;
-  cache->c_kv.resize((start + n) * kvl);
-  cache->k_rope.resize((start + n) * rope);
-  for (size_t t = 0; t < n; ++t) {
-    const float* row = kva.data() + t * (kvl + rope);
-    kernels::RmsNorm(row, w.kv_a_norm.data(), kvl, c.rms_norm_eps,
-                     cache->c_kv.data() + (start + t) * kvl);
-    std::memcpy(cache->k_rope.data() + (start + t) * rope, row + kvl,
-                rope * sizeof(float));
-  }
-  cache->positions = start + n;
-
   // Output gate.
   std::vector<float> gate(n * hm * vd);
   if (c.mla_use_output_gate) {
@@ -48,43 +36,68 @@ void MlaForward(const MlaWeights& w, const model::K3Config& c, const float* x,
 
   const double scale = 1.0 / std::sqrt(static_cast<double>(qh));
   std::vector<float> attn(n * hm * vd);
-  // Heads are independent; each writes only its own slice of `attn`.
-  kernels::ParallelFor(pool, hm, 1, [&](size_t h_begin, size_t h_end) {
-    std::vector<float> q_lat(kvl), scores, ctx(kvl);
-    std::vector<double> ctx_acc(kvl);
-    for (size_t h = h_begin; h < h_end; ++h) {
-      const kernels::DenseMatrix uk_t = w.uk_t.rows_view(h * kvl, kvl);
-      const kernels::DenseMatrix uv =
-          w.kv_b.rows_view(h * (nope + vd) + nope, vd);
-      for (size_t t = 0; t < n; ++t) {
-        const float* qt = q.data() + (t * hm + h) * qh;
-        kernels::MatMul(uk_t, qt, 1, q_lat.data(), nullptr);
-        const size_t len = start + t + 1;
-        scores.resize(len);
-        for (size_t s = 0; s < len; ++s) {
-          const double dot =
-              kernels::DotF32(q_lat.data(), cache->c_kv.data() + s * kvl, kvl) +
-              kernels::DotF32(qt + nope, cache->k_rope.data() + s * rope, rope);
-          scores[s] = static_cast<float>(dot * scale);
-        }
-        kernels::Softmax(scores.data(), len);
-        std::fill(ctx_acc.begin(), ctx_acc.end(), 0.0);
-        for (size_t s = 0; s < len; ++s) {
-          const float* ckv = cache->c_kv.data() + s * kvl;
-          const double p = scores[s];
-          for (size_t j = 0; j < kvl; ++j) ctx_acc[j] += p * ckv[j];
-        }
-        for (size_t j = 0; j < kvl; ++j) {
-          ctx[j] = static_cast<float>(ctx_acc[j]);
-        }
-        float* o = attn.data() + (t * hm + h) * vd;
-        kernels::MatMul(uv, ctx.data(), 1, o, nullptr);
-        const float* gt = gate.data() + (t * hm + h) * vd;
-        for (size_t j = 0; j < vd; ++j) o[j] *= gt[j];
-      }
+  for (const MlaRows& seq : seqs) {
+    MlaCache* cache = seq.cache;
+    // The sequence's new cache entries.
+    const size_t start = cache->positions;
+    cache->c_kv.resize((start + seq.count) * kvl);
+    cache->k_rope.resize((start + seq.count) * rope);
+    for (size_t i = 0; i < seq.count; ++i) {
+      const float* row = kva.data() + (seq.first + i) * (kvl + rope);
+      kernels::RmsNorm(row, w.kv_a_norm.data(), kvl, c.rms_norm_eps,
+                       cache->c_kv.data() + (start + i) * kvl);
+      std::memcpy(cache->k_rope.data() + (start + i) * rope, row + kvl,
+                  rope * sizeof(float));
     }
-  });
+    cache->positions = start + seq.count;
+    // Heads are independent; each writes only its own slice of `attn`.
+    kernels::ParallelFor(pool, hm, 1, [&](size_t h_begin, size_t h_end) {
+      std::vector<float> q_lat(kvl), scores, ctx(kvl);
+      std::vector<double> ctx_acc(kvl);
+      for (size_t h = h_begin; h < h_end; ++h) {
+        const kernels::DenseMatrix uk_t = w.uk_t.rows_view(h * kvl, kvl);
+        const kernels::DenseMatrix uv =
+            w.kv_b.rows_view(h * (nope + vd) + nope, vd);
+        for (size_t i = 0; i < seq.count; ++i) {
+          const size_t t = seq.first + i;
+          const float* qt = q.data() + (t * hm + h) * qh;
+          kernels::MatMul(uk_t, qt, 1, q_lat.data(), nullptr);
+          const size_t len = start + i + 1;
+          scores.resize(len);
+          for (size_t s = 0; s < len; ++s) {
+            const double dot =
+                kernels::DotF32(q_lat.data(), cache->c_kv.data() + s * kvl,
+                                kvl) +
+                kernels::DotF32(qt + nope, cache->k_rope.data() + s * rope,
+                                rope);
+            scores[s] = static_cast<float>(dot * scale);
+          }
+          kernels::Softmax(scores.data(), len);
+          std::fill(ctx_acc.begin(), ctx_acc.end(), 0.0);
+          for (size_t s = 0; s < len; ++s) {
+            const float* ckv = cache->c_kv.data() + s * kvl;
+            const double p = scores[s];
+            for (size_t j = 0; j < kvl; ++j) ctx_acc[j] += p * ckv[j];
+          }
+          for (size_t j = 0; j < kvl; ++j) {
+            ctx[j] = static_cast<float>(ctx_acc[j]);
+          }
+          float* o = attn.data() + (t * hm + h) * vd;
+          kernels::MatMul(uv, ctx.data(), 1, o, nullptr);
+          const float* gt = gate.data() + (t * hm + h) * vd;
+          for (size_t j = 0; j < vd; ++j) o[j] *= gt[j];
+        }
+      }
+    });
+  }
   kernels::MatMul(w.o_proj.view(), attn.data(), n, out, pool);
+}
+
+void MlaForward(const MlaWeights& w, const model::K3Config& c, const float* x,
+                int steps, MlaCache* cache, float* out,
+                kernels::ThreadPool* pool) {
+  const size_t n = static_cast<size_t>(steps);
+  MlaForwardRows(w, c, x, n, {MlaRows{0, n, cache}}, out, pool);
 }
 
 }  // namespace flotilla::coordinator
