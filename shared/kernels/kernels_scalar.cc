@@ -15,24 +15,15 @@ const float kE2m1Lut[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,
                             4.0f,  6.0f,  -0.0f, -0.5f, -1.0f, -1.5f,
                             -2.0f, -3.0f, -4.0f, -6.0f};
 
-namespace {
-
-constexpr E2m1PairTable MakeE2m1Pairs() {
-  constexpr double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+// From kE2m1Lut above (constant-initialised, so ready before this runs).
+const E2m1PairTable kE2m1Pairs = [] {
   E2m1PairTable t{};
   for (int b = 0; b < 256; ++b) {
-    for (int h = 0; h < 2; ++h) {
-      const int nibble = h == 0 ? (b & 15) : (b >> 4);
-      const double m = kMagnitude[nibble & 7];
-      t.v[2 * b + h] = (nibble & 8) != 0 ? -m : m;  // nibble 8 is -0.0
-    }
+    t.v[2 * b] = kE2m1Lut[b & 15];
+    t.v[2 * b + 1] = kE2m1Lut[b >> 4];
   }
   return t;
-}
-
-}  // namespace
-
-const E2m1PairTable kE2m1Pairs = MakeE2m1Pairs();
+}();
 
 namespace {
 
