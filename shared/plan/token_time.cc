@@ -27,11 +27,11 @@ std::string TokenTime::ToString() const {
   return absl::StrFormat(
       "%.3g s/token (compute %.3f s: trunk %.3f + experts %.3f + attention "
       "%.3f + expert checksums %.3f; trunk checksums %.3f s of CPU on the "
-      "verifier thread, %.3f s of %d threads, beside the forward pass; disk "
+      "verifier thread, %.3f s of all threads, beside the forward pass; disk "
       "%.3f s: trunk %.3f + experts %.3f, of which %.3f after a wrong guess)",
       seconds, compute_s(), bf16_s, mxfp4_s, attention_s, verify_s,
-      trunk_verify_cpu_s, trunk_verify_s(), threads, disk_s(), trunk_read_s,
-      expert_read_s, miss_read_s);
+      trunk_verify_cpu_s, trunk_verify_s, disk_s(), trunk_read_s, expert_read_s,
+      miss_read_s);
 }
 
 double ExpertUnion(int experts, int top_k, int rows) {
@@ -66,7 +66,7 @@ TokenTime PredictTokenTime(const model::ModelShape& shape,
         static_cast<double>(plan.trunk_read_bytes + plan.lm_head_read_bytes),
         r.checksum_bytes_per_s);
   }
-  t.threads = std::max(1, r.threads);
+  t.trunk_verify_s = t.trunk_verify_cpu_s / std::max(1, r.threads);
   double guessed_read_s = 0;
   if (o.local_experts) {
     const double routed =
@@ -92,7 +92,7 @@ TokenTime PredictTokenTime(const model::ModelShape& shape,
       std::max(0.0, guessed_read_s - overlap) + t.miss_read_s;
   t.seconds =
       std::max({t.disk_s(), t.compute_s() + exposed,
-                t.compute_s() + t.trunk_verify_s(), t.trunk_verify_cpu_s});
+                t.compute_s() + t.trunk_verify_s, t.trunk_verify_cpu_s});
   return t;
 }
 

@@ -100,15 +100,12 @@ struct TokenTime {
   // Trunk checksums on the ring's verifier thread: its CPU seconds, which
   // overlap the disk and the forward pass (see the top of this file).
   double trunk_verify_cpu_s = 0;
-  int threads = 1;
+  // Those CPU seconds spread over the compute threads, as wall seconds.
+  double trunk_verify_s = 0;
   double seconds = 0;  // the prediction
 
   double disk_s() const { return trunk_read_s + expert_read_s; }
   double compute_s() const { return bf16_s + mxfp4_s + attention_s + verify_s; }
-  // The verifier thread's share of the machine, as wall seconds.
-  double trunk_verify_s() const {
-    return trunk_verify_cpu_s / (threads > 0 ? threads : 1);
-  }
   // "0.31 s/token (compute 0.22 s: ..., disk 0.12 s: ...)".
   std::string ToString() const;
 };

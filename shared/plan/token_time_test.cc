@@ -77,7 +77,7 @@ TEST(TokenTimeTest, TrunkChecksumsTakeSpareCyclesExpertChecksumsAreSerial) {
   // Trunk and lm_head: 1.6 GB = 0.4 CPU seconds on the verifier thread,
   // 0.2 s of the two threads; not on the compute path.
   EXPECT_DOUBLE_EQ(t.trunk_verify_cpu_s, 0.4);
-  EXPECT_DOUBLE_EQ(t.trunk_verify_s(), 0.2);
+  EXPECT_DOUBLE_EQ(t.trunk_verify_s, 0.2);
   // Expert runs (routed + 10% wrong guesses, 0.44 GB) on the compute path.
   EXPECT_DOUBLE_EQ(t.verify_s, 0.44e9 / 4e9);
   EXPECT_DOUBLE_EQ(t.compute_s(),
@@ -92,13 +92,13 @@ TEST(TokenTimeTest, TrunkChecksumsTakeSpareCyclesExpertChecksumsAreSerial) {
   const TokenTime fast = PredictTokenTime(CkptA(), p, o);
   EXPECT_DOUBLE_EQ(fast.trunk_verify_cpu_s, 3.2);
   // The verifier alone needs 3.2 s: more than compute + 1.6 s.
-  ASSERT_LT(fast.compute_s() + fast.trunk_verify_s(), 3.2);
+  ASSERT_LT(fast.compute_s() + fast.trunk_verify_s, 3.2);
   EXPECT_DOUBLE_EQ(fast.seconds, 3.2);
   // Checksums slower still relative to compute: compute + their share.
   o.rates.checksum_bytes_per_s = 4e9;
   o.rates.bf16_bytes_per_s = 1e9;  // 2 s of trunk matvecs
   const TokenTime slow = PredictTokenTime(CkptA(), p, o);
-  EXPECT_DOUBLE_EQ(slow.seconds, slow.compute_s() + slow.trunk_verify_s());
+  EXPECT_DOUBLE_EQ(slow.seconds, slow.compute_s() + slow.trunk_verify_s);
 }
 
 TEST(TokenTimeTest, RemoteExpertsAreNotCharged) {
