@@ -92,7 +92,8 @@ absl::StatusOr<GenerateResult> Generate(LanguageModel& model,
   if (!options.speculate.empty() || options.drafter != nullptr) {
     std::shared_ptr<Drafter> drafter = options.drafter;
     if (drafter == nullptr) {
-      FLOTILLA_ASSIGN_OR_RETURN(drafter, MakeDrafter(options.speculate));
+      FLOTILLA_ASSIGN_OR_RETURN(
+          drafter, MakeDrafter(options.speculate, options.speculate_pay_check));
     }
     FLOTILLA_RETURN_IF_ERROR(DecodeSpeculatively(model, prompt, options,
                                                  *drafter, logits, &sampler,

@@ -49,6 +49,10 @@ struct GenerateOptions {
   // output is the same either way.
   std::string speculate;
   int draft_tokens = 4;
+  // False: draft on every pass, even while guessing costs more than plain
+  // passes (`--speculate-always`; benches, and tests whose outcome must not
+  // hang on timings). The tokens are the same either way.
+  bool speculate_pay_check = true;
   // Set: this drafter, whatever `speculate` says (tests and benches: one
   // that replays a known run, or always guesses wrong).
   std::shared_ptr<Drafter> drafter;

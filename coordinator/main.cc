@@ -52,6 +52,9 @@ ABSL_FLAG(int32_t, max_tokens, 16, "new tokens to generate at most");
 ABSL_FLAG(std::string, speculate, "",
           "speculative decoding: ngram (guesses from the text so far, checked "
           "in one forward pass; the output is unchanged); empty = off");
+ABSL_FLAG(bool, speculate_always, false,
+          "with --speculate or --draft-model: guess on every pass, even while "
+          "guessing is measured to cost more than plain passes (benchmarks)");
 ABSL_FLAG(int32_t, draft_tokens, 4,
           "with --speculate: guesses checked per forward pass, 1..64");
 ABSL_FLAG(std::string, draft_model, "",
@@ -318,6 +321,7 @@ int RunGenerate() {
   options.keep_logits = !absl::GetFlag(FLAGS_dump_logits).empty();
   options.speculate = absl::GetFlag(FLAGS_speculate);
   options.draft_tokens = absl::GetFlag(FLAGS_draft_tokens);
+  options.speculate_pay_check = !absl::GetFlag(FLAGS_speculate_always);
   if (!options.speculate.empty()) {
     if (auto d = flotilla::coordinator::MakeDrafter(options.speculate);
         !d.ok()) {
@@ -406,8 +410,12 @@ int RunGenerate() {
     auto drafter = flotilla::coordinator::ModelDrafter::Create(
         std::move(*draft), (*model)->vocab_size());
     if (!drafter.ok()) return Fail(kExitUsage, drafter.status().ToString());
-    options.drafter = std::make_shared<flotilla::coordinator::PayingDrafter>(
-        std::shared_ptr<flotilla::coordinator::Drafter>(std::move(*drafter)));
+    std::shared_ptr<flotilla::coordinator::Drafter> guesser(
+        std::move(*drafter));
+    options.drafter =
+        options.speculate_pay_check
+            ? std::make_shared<flotilla::coordinator::PayingDrafter>(guesser)
+            : guesser;
     if (options.draft_tokens < 1 || options.draft_tokens > 64) {
       return Fail(kExitUsage, "--draft-tokens must be in 1..64");
     }

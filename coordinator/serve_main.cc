@@ -58,6 +58,7 @@ ABSL_FLAG(int32_t, max_queue, 64, "serve: requests that may wait at most");
 ABSL_DECLARE_FLAG(std::string, speculate);
 ABSL_DECLARE_FLAG(int32_t, draft_tokens);
 ABSL_DECLARE_FLAG(std::string, draft_model);
+ABSL_DECLARE_FLAG(bool, speculate_always);
 ABSL_FLAG(int32_t, max_batch, 8,
           "serve: sequences stepped together in one forward pass at most");
 ABSL_FLAG(int32_t, max_prompt_tokens, 4096, "serve: longest prompt accepted");
@@ -268,7 +269,7 @@ int RunServe(const EngineOptions& eo) {
       return Fail(2, absl::StrCat("serve --speculate: '", name,
                                   "' (serve takes ngram)"));
     }
-    auto drafter = MakeDrafter(name);
+    auto drafter = MakeDrafter(name, !absl::GetFlag(FLAGS_speculate_always));
     if (!drafter.ok()) return Fail(2, std::string(drafter.status().message()));
     qo.drafter = std::move(*drafter);
     qo.draft_tokens = absl::GetFlag(FLAGS_draft_tokens);

@@ -96,7 +96,10 @@ class ReplayDrafter : public Drafter {
 // (benches) "replay:FILE:K"
 // with FILE a `generate --json` output whose run is replayed keeping K
 // guesses per pass. InvalidArgument naming the problem otherwise.
-absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& name);
+// `pay_check` false: "ngram" without the PayingDrafter (it drafts on
+// every pass whatever the timings say; `--speculate-always`).
+absl::StatusOr<std::unique_ptr<Drafter>> MakeDrafter(const std::string& name,
+                                                     bool pay_check = true);
 
 }  // namespace flotilla::coordinator
 
