@@ -376,6 +376,13 @@ void Bf16Args(benchmark::internal::Benchmark* b) {
   }
   for (int tokens : {2, 4, 8, 16}) b->Args({12288, 7168, 2, 2, tokens});
   b->Args({12288, 7168, 1, 2, 8});
+  // k3-bench's trunk (hidden 2048): one-row decode runs many small matrices.
+  for (auto [rows, cols] :
+       {std::pair{2048, 2048}, std::pair{512, 2048}, std::pair{288, 2048},
+        std::pair{1536, 512}, std::pair{2048, 1024}, std::pair{32768, 2048}}) {
+    b->Args({rows, cols, 1, 2, 1});
+    b->Args({rows, cols, 2, 2, 1});
+  }
 }
 
 // Other jobs share these 2 vCPUs: with --benchmark_repetitions the best

@@ -50,8 +50,13 @@ inline void Step32(const uint16_t* w, size_t cols, const double* const* xd,
     // the hardware prefetcher alone left a 12288x7168 matvec at about half
     // of the memory bandwidth. (Prefetches never fault past the end.)
     if (kPrefetchRow) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + r * cols + c + 1024),
-                   _MM_HINT_T0);
+      // Past the row's end, the same row of the next block of R rows (what
+      // runs next): with 2048-wide rows the plain offset landed in rows this
+      // block had already read for half of every row.
+      const size_t ahead = c + 1024;
+      const uint16_t* next = ahead < cols ? w + r * cols + ahead
+                                          : w + (r + R) * cols + (ahead - cols);
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T0);
     }
     const __m512i bits = _mm512_maskz_loadu_epi16(mask, w + r * cols + c);
     const __m512 lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, bits));
