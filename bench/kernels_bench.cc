@@ -365,6 +365,12 @@ void Mxfp4Args(benchmark::internal::Benchmark* b) {
   // The batch: 1, 2, 4, 8 and 16 rows (tokens) through one matrix.
   for (int tokens : {2, 4, 8, 16}) b->Args({3072, 3584, 2, 2, tokens});
   b->Args({3072, 3584, 1, 2, 8});
+  // k3-bench's experts (768 x 1024 gate/up, 1024 x 768 down): small enough
+  // that the pool's hand-off shows.
+  for (int threads : {1, 2}) {
+    b->Args({768, 1024, threads, 2, 1});
+    b->Args({1024, 768, threads, 2, 1});
+  }
 }
 
 // Attention projections: q/k/v/g are [12288, 7168], o_proj [7168, 12288].

@@ -4,9 +4,12 @@
 // (the engine's forward pass); it blocks until every chunk has run. Work is
 // split into contiguous index ranges; callers make each output element depend
 // only on its own index so results are identical for any thread count.
+// Between jobs, threads poll for up to 100 us before sleeping, so the
+// back-to-back small jobs of one-row decoding skip a futex wake each.
 #ifndef FLOTILLA_SHARED_KERNELS_THREAD_POOL_H_
 #define FLOTILLA_SHARED_KERNELS_THREAD_POOL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -47,8 +50,14 @@ class ThreadPool {
   size_t next_chunk_ = 0;
   size_t num_chunks_ = 0;
   size_t chunks_done_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  // Written under mu_; also read without it by threads polling for a
+  // hand-off (thread_pool.cc).
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> published_done_{0};  // chunks_done_, for the caller
+  // Guarded by mu_: who sleeps on a condition variable and needs a notify.
+  int sleeping_workers_ = 0;
+  bool caller_sleeping_ = false;
 };
 
 // Runs fn over [0, n) on `pool`, or inline when pool is null.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <thread>
 #include <vector>
 
 namespace flotilla::kernels {
@@ -51,6 +52,31 @@ TEST(ThreadPoolTest, ManyJobsInARow) {
     });
   }
   EXPECT_EQ(sum.load(), 2000u * (63u * 64u / 2u));
+}
+
+TEST(ThreadPoolTest, JobsAfterIdleGapsOfEveryLength) {
+  // Gaps shorter and longer than the poll: some hand-offs find the workers
+  // polling, others asleep on the condition variable, and the caller may
+  // poll or sleep waiting for the last chunk. Every job must run whole.
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    size_t expected = 0;
+    std::atomic<size_t> sum{0};
+    for (int job = 0; job < 120; ++job) {
+      const auto gap = std::chrono::microseconds((job % 6) * 60);
+      std::this_thread::sleep_for(gap);
+      const size_t n = 16 + job % 5;
+      pool.ParallelFor(n, 1, [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) sum.fetch_add(i + 1);
+        // A slow last chunk now and then makes the caller wait for it.
+        if (end == n && job % 4 == 0) {
+          std::this_thread::sleep_for(std::chrono::microseconds(300));
+        }
+      });
+      expected += n * (n + 1) / 2;
+      ASSERT_EQ(sum.load(), expected) << "job " << job;
+    }
+  }
 }
 
 TEST(ThreadPoolTest, UsesMoreThanOneThread) {
