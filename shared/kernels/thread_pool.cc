@@ -97,9 +97,8 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
     // A worker is finishing the last chunks.
     const size_t all = num_chunks_;
     lock.unlock();
-    PollBriefly([&] {
-      return published_done_.load(std::memory_order_acquire) == all;
-    });
+    PollBriefly(
+        [&] { return published_done_.load(std::memory_order_acquire) == all; });
     lock.lock();
     caller_sleeping_ = true;
     done_cv_.wait(lock, [this] { return chunks_done_ == num_chunks_; });
