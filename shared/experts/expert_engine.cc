@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<ExpertEngine>> ExpertEngine::Create(
         engine->executor_, ExpertExecutor::Create(*engine->index_, act, pool));
   }
   FetcherOptions fo = options.fetcher;
+  if (fo.pool == nullptr) fo.pool = pool;
   if (options.cache_bytes > 0) {
     // The fetcher's slot size (ExpertFetcher::slot_bytes()).
     const uint64_t slot = std::max<uint64_t>(

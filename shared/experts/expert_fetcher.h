@@ -52,6 +52,7 @@
 #include "shared/io/batch_reader.h"
 #include "shared/io/file.h"
 #include "shared/io/memory_budget.h"
+#include "shared/kernels/thread_pool.h"
 
 namespace flotilla::experts {
 
@@ -70,6 +71,12 @@ struct FetcherOptions {
   bool direct_io = true;
   // Verify the index's checksums (where present) before a run is used.
   bool verify_checksums = true;
+  // When set, the runs a Fetch finds already landed (prefetched or cached
+  // unverified) are hashed on this pool's threads together, one run per
+  // task, before any is used; null: one after another on the Fetch thread.
+  // Must outlive the fetcher; on_ready may use the same pool (the hashing
+  // is done before on_ready runs, never inside it).
+  kernels::ThreadPool* pool = nullptr;
   // Fault every slot page in at creation, so no page fault lands inside a
   // timed read.
   bool prefault = true;
@@ -93,6 +100,8 @@ struct FetchStats {
   uint64_t prefetch_wasted = 0;     // prefetched runs nobody asked for
   uint64_t prefetch_dropped = 0;    // hints with no free slot
   uint64_t checksums_verified = 0;
+  // Of those, runs hashed with others on FetcherOptions::pool.
+  uint64_t checksums_verified_together = 0;
   double fetch_seconds = 0;    // inside Fetch
   double io_wait_seconds = 0;  // blocked in BatchReader::WaitOne
   // Each read, from being queued to its completion being reaped.
@@ -186,14 +195,30 @@ class ExpertFetcher {
   absl::Status SubmitQueued();
   // Verifies and hands a landed wanted slot to on_ready, then releases it.
   absl::Status Consume(int s, const ReadyFn& on_ready);
-  // Waits for one read and routes it (consume, keep, or drop).
+  // Waits for one read, gathers the others that have landed, routes them
+  // (Land) and consumes the wanted ones (ConsumeReady).
   absl::Status WaitAndDispatch(const ReadyFn& on_ready);
+  // Routes a finished read: a wanted run joins ready_, a dropped guess is
+  // freed, a prefetch for another layer is kept (verified now).
+  void Land(io::ReadCompletion c);
+  // Lands every read that has finished, without blocking.
+  absl::Status PollLanded();
+  // Verifies ready_'s runs a pool's worth at a time, consuming each group.
+  absl::Status ConsumeReady(const ReadyFn& on_ready);
+  // Marks the fetcher broken by a reader failure; returns the error.
+  absl::Status ReaderBroke(const absl::Status& status);
   absl::Status FetchLoop(const std::vector<ExpertKey>& keys,
                          const ReadyFn& on_ready,
                          const std::vector<ExpertKey>* lookahead);
   // Error path: drains every read in flight and forgets non-cached runs.
   absl::Status Abort(absl::Status status);
   absl::Status VerifyRun(const Slot& slot);
+  // The error for a run whose checksum came out as `got` (OK when it
+  // matches).
+  absl::Status CheckRunSum(const Slot& slot, uint64_t got) const;
+  // Verifies the unverified runs among the n landed slots `ready` at once,
+  // on options_.pool when set.
+  absl::Status VerifyLanded(const int* ready, size_t n);
   // Cache insertion after use (or freeing, with the cache off).
   void Release(int s);
 
@@ -223,6 +248,9 @@ class ExpertFetcher {
   const std::vector<ExpertKey>* lookahead_ = nullptr;
   size_t next_lookahead_ = 0;
   std::vector<int> hits_;
+  std::vector<int> ready_;      // landed wanted slots not yet consumed
+  std::vector<int> to_verify_;  // VerifyLanded's scratch
+  std::vector<uint64_t> sums_;  // its checksums, parallel to to_verify_
   std::vector<io::ReadRequest> requests_;
   FetchStats stats_;
   // Declared last: destroyed first, draining reads into slots_ and files_.

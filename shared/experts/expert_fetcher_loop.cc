@@ -113,16 +113,23 @@ absl::Status ExpertFetcher::FetchLoop(const std::vector<ExpertKey>& keys,
   }
   lookahead_ = lookahead;
   FLOTILLA_RETURN_IF_ERROR(IssueMisses());
-  // Resident runs compute while the reads just issued are on their way.
-  for (int s : hits_) {
-    FLOTILLA_RETURN_IF_ERROR(Consume(s, on_ready));
-    FLOTILLA_RETURN_IF_ERROR(IssueMisses());
-  }
+  // Resident runs compute while the reads just issued are on their way,
+  // with the wanted reads that have landed meanwhile (prefetches, mostly).
+  ready_ = hits_;
+  FLOTILLA_RETURN_IF_ERROR(PollLanded());
+  FLOTILLA_RETURN_IF_ERROR(ConsumeReady(on_ready));
   while (next_miss_ < misses_.size() || wanted_in_flight_ > 0 ||
          orphans_in_flight_ > 0) {
     FLOTILLA_RETURN_IF_ERROR(WaitAndDispatch(on_ready));
   }
   return absl::OkStatus();
+}
+
+absl::Status ExpertFetcher::ReaderBroke(const absl::Status& status) {
+  broken_ = absl::Status(status.code(),
+                         absl::StrCat("expert reader (", reader_->name(),
+                                      ") failed: ", status.message()));
+  return broken_;
 }
 
 absl::Status ExpertFetcher::WaitAndDispatch(const ReadyFn& on_ready) {
@@ -134,26 +141,59 @@ absl::Status ExpertFetcher::WaitAndDispatch(const ReadyFn& on_ready) {
   const Clock::time_point t0 = Clock::now();
   absl::StatusOr<io::ReadCompletion> c = reader_->WaitOne();
   stats_.io_wait_seconds += SecondsSince(t0);
-  if (!c.ok()) {
-    broken_ = absl::Status(c.status().code(),
-                           absl::StrCat("expert reader (", reader_->name(),
-                                        ") failed: ", c.status().message()));
-    return broken_;
+  if (!c.ok()) return ReaderBroke(c.status());
+  ready_.clear();
+  Land(*std::move(c));
+  // Whatever else landed meanwhile is handled with it.
+  FLOTILLA_RETURN_IF_ERROR(PollLanded());
+  return ConsumeReady(on_ready);
+}
+
+absl::Status ExpertFetcher::PollLanded() {
+  while (reader_->in_flight() > 0) {
+    absl::StatusOr<std::optional<io::ReadCompletion>> c = reader_->PollOne();
+    if (!c.ok()) return ReaderBroke(c.status());
+    if (!c->has_value()) break;
+    Land(**std::move(c));
   }
-  const int s = static_cast<int>(c->tag);
+  return absl::OkStatus();
+}
+
+absl::Status ExpertFetcher::ConsumeReady(const ReadyFn& on_ready) {
+  // As many checksums together as the pool has threads, then those runs
+  // compute. Hashing all of ready_ first would hold every slot longer, and
+  // where slots are few the disk would idle meanwhile; a group releases its
+  // first slot no later than hashing one run at a time would.
+  const size_t group =
+      options_.pool != nullptr ? options_.pool->num_threads() : 1;
+  for (size_t g = 0; g < ready_.size(); g += group) {
+    const size_t end = std::min(ready_.size(), g + group);
+    FLOTILLA_RETURN_IF_ERROR(VerifyLanded(ready_.data() + g, end - g));
+    for (size_t i = g; i < end; ++i) {
+      FLOTILLA_RETURN_IF_ERROR(Consume(ready_[i], on_ready));
+      FLOTILLA_RETURN_IF_ERROR(IssueMisses());
+    }
+  }
+  ready_.clear();
+  // Slots that Land freed (dropped guesses) take the next misses.
+  return IssueMisses();
+}
+
+void ExpertFetcher::Land(io::ReadCompletion c) {
+  const int s = static_cast<int>(c.tag);
   Slot& slot = slots_[s];
   slot.state = SlotState::kLanded;
-  slot.read_status = std::move(c->status);
+  slot.read_status = std::move(c.status);
   stats_.read_latency.Add(SecondsSince(slot.queued));
   if (slot.wanted) {
     --wanted_in_flight_;
-    FLOTILLA_RETURN_IF_ERROR(Consume(s, on_ready));
-    return IssueMisses();
+    ready_.push_back(s);
+    return;
   }
   if (slot.orphan) {  // a dropped guess for this step's layer
     --orphans_in_flight_;
     FreeSlot(s);
-    return IssueMisses();
+    return;
   }
   // A prefetch for another layer: keep it unless it failed. Its checksum is
   // checked now, while this step waits on the disk for its own runs, so the
@@ -166,12 +206,11 @@ absl::Status ExpertFetcher::WaitAndDispatch(const ReadyFn& on_ready) {
     stats_.early_verify_seconds += SecondsSince(t0);
     if (!good) {
       FreeSlot(s);
-      return absl::OkStatus();
+      return;
     }
     slot.verified = true;
   }
   if (!slot.read_status.ok()) FreeSlot(s);
-  return absl::OkStatus();
 }
 
 absl::Status ExpertFetcher::VerifyRun(const Slot& slot) {
@@ -181,6 +220,47 @@ absl::Status ExpertFetcher::VerifyRun(const Slot& slot) {
   const uint64_t got = io::Checksum64(slot.data + slot.skip, loc.length);
   stats_.verify_seconds += SecondsSince(t0);
   ++stats_.checksums_verified;
+  return CheckRunSum(slot, got);
+}
+
+absl::Status ExpertFetcher::VerifyLanded(const int* ready, size_t n) {
+  to_verify_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const int s = ready[i];
+    const Slot& slot = slots_[s];
+    if (!slot.verified && slot.read_status.ok() && options_.verify_checksums &&
+        slot.loc->has_checksum) {
+      to_verify_.push_back(s);
+    }
+  }
+  // One run is hashed in Consume as before; a pool pays from two on.
+  if (to_verify_.size() < 2 || options_.pool == nullptr) {
+    return absl::OkStatus();
+  }
+  sums_.resize(to_verify_.size());
+  const Clock::time_point t0 = Clock::now();
+  // XXH3 of one run is sequential and memory-bound (~14 GB/s on one core
+  // here), so the pool's threads hash different runs.
+  kernels::ParallelFor(
+      options_.pool, to_verify_.size(), 1, [this](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) {
+          const Slot& slot = slots_[to_verify_[i]];
+          sums_[i] = io::Checksum64(slot.data + slot.skip, slot.loc->length);
+        }
+      });
+  stats_.verify_seconds += SecondsSince(t0);
+  for (size_t i = 0; i < to_verify_.size(); ++i) {
+    Slot& slot = slots_[to_verify_[i]];
+    ++stats_.checksums_verified;
+    ++stats_.checksums_verified_together;
+    FLOTILLA_RETURN_IF_ERROR(CheckRunSum(slot, sums_[i]));
+    slot.verified = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExpertFetcher::CheckRunSum(const Slot& slot, uint64_t got) const {
+  const ExpertLocation& loc = *slot.loc;
   if (got != loc.checksum) {
     return absl::DataLossError(absl::StrCat(
         "checksum mismatch for layer ", slot.key.layer, " expert ",
@@ -261,6 +341,7 @@ absl::Status ExpertFetcher::Abort(absl::Status status) {
     }
   }
   requests_.clear();
+  ready_.clear();
   misses_.clear();
   next_miss_ = 0;
   wanted_in_flight_ = 0;

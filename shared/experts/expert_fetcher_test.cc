@@ -10,8 +10,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shared/io/checksum.h"
+#include "shared/kernels/thread_pool.h"
 #include "shared/model/safetensors.h"
 #include "shared/testing/experts_test_util.h"
+#include "shared/testing/faulty_reader.h"
 
 namespace flotilla::experts {
 namespace {
@@ -297,6 +299,52 @@ TEST(ExpertFetcherTest, FlippedByteOnDiskIsCaught) {
   EXPECT_THAT(s.message(),
               HasSubstr("layer 0 expert 17 in " + copy + " at offset " +
                         std::to_string(loc->offset)));
+}
+
+TEST(ExpertFetcherTest, LandedRunsAreHashedTogetherOnThePool) {
+  ExpertIndex index = CacheIndex();
+  for (int e = 0; e < 24; ++e) {
+    const std::vector<uint8_t> run = CacheFixtureRun(e);
+    ASSERT_TRUE(index
+                    .SetChecksum(ExpertKey{0, e},
+                                 io::Checksum64(run.data(), run.size()))
+                    .ok());
+  }
+  ASSERT_TRUE(index.SetChecksum(ExpertKey{0, 9}, 0x1234).ok());  // corrupt
+  kernels::ThreadPool pool(2);
+  FetcherOptions o;
+  o.slots = 8;
+  o.pool = &pool;
+  // Reads land inside Submit: a Fetch finds its prefetched runs landed.
+  o.reader_factory = testutil::SyncReaderFactory();
+  auto f = ExpertFetcher::Create(&index, o);
+  ASSERT_TRUE(f.ok()) << f.status();
+  // Five landed runs: two groups of two hashed on the pool, the fifth alone
+  // as it is consumed; every run checked against the fixture.
+  ASSERT_TRUE((*f)->Prefetch(Layer0({1, 2, 3, 4, 5})).ok());
+  ASSERT_TRUE(FetchAndCheck(f->get(), Layer0({1, 2, 3, 4, 5})).ok());
+  EXPECT_EQ((*f)->stats().checksums_verified, 5u);
+  EXPECT_EQ((*f)->stats().checksums_verified_together, 4u);
+  // A mismatch in a group fails the Fetch by name before the group's runs
+  // are used.
+  ASSERT_TRUE((*f)->Prefetch(Layer0({8, 9, 10, 11})).ok());
+  std::map<int, int> calls;
+  absl::Status s = (*f)->Fetch(Layer0({8, 9, 10, 11}),
+                               [&](const ExpertKey& key, const uint8_t*) {
+                                 ++calls[key.expert];
+                                 return absl::OkStatus();
+                               });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("layer 0 expert 9"));
+  EXPECT_EQ(calls.count(9), 0u);
+  EXPECT_EQ(calls.count(8), 0u);
+  // The fetcher stays usable and still refuses the bad run.
+  ASSERT_TRUE(FetchAndCheck(f->get(), Layer0({8, 10, 11})).ok());
+  EXPECT_EQ(
+      (*f)->Fetch(Layer0({9}), [](const ExpertKey&,
+                                  const uint8_t*) { return absl::OkStatus(); })
+          .code(),
+      absl::StatusCode::kDataLoss);
 }
 
 TEST(ExpertFetcherTest, BadRequestsAndCallbackErrors) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,7 +58,13 @@ class BatchReader {
   // ReadCompletion::status; a non-OK StatusOr means the reader itself broke.
   virtual absl::StatusOr<ReadCompletion> WaitOne() = 0;
 
-  // Requests submitted and not yet returned by WaitOne().
+  // Like WaitOne, without blocking: a request that has already completed
+  // fully, or nullopt when none has (also when nothing is in flight). Lets
+  // a caller gather every read that landed while it was busy, to handle
+  // them together.
+  virtual absl::StatusOr<std::optional<ReadCompletion>> PollOne() = 0;
+
+  // Requests submitted and not yet returned by WaitOne() or PollOne().
   virtual size_t in_flight() const = 0;
 
   // "io_uring" or "pread-pool", for logs and `flotilla-tool doctor`.

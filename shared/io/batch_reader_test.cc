@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -116,6 +118,50 @@ TEST_P(BatchReaderTest, ManyRandomAlignedReadsOfMixedSizes) {
         << "tag " << r.tag << " offset " << r.offset << " len " << r.length;
   }
   EXPECT_EQ(reader->in_flight(), 0u);
+}
+
+TEST_P(BatchReaderTest, PollOneGathersWhatLandedWithoutBlocking) {
+  MAKE_READER_OR_SKIP(reader, 4, 64 << 10);
+  // Nothing in flight: nullopt, not an error (WaitOne's case is an error).
+  auto none = reader->PollOne();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  // 12 reads of 256 KiB (4 pieces each, 4 pieces in flight): PollOne and
+  // WaitOne together return each exactly once, PollOne never blocks, and
+  // PollOne alone keeps the queue moving (it submits pieces as slots free).
+  constexpr int kReads = 12;
+  constexpr uint64_t kLen = 256 << 10;
+  auto b = AlignedBuffer::Allocate(kReads * kLen, false);
+  ASSERT_TRUE(b.ok());
+  std::vector<ReadRequest> reqs;
+  for (int i = 0; i < kReads; ++i) {
+    reqs.push_back({&file_, i * kLen, kLen, b->data() + i * kLen,
+                    static_cast<uint64_t>(i)});
+  }
+  ASSERT_TRUE(reader->Submit(reqs).ok());
+  std::map<uint64_t, int> seen;
+  auto first = reader->WaitOne();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ++seen[first->tag];
+  int polled = 0;
+  while (reader->in_flight() > 0) {
+    auto c = reader->PollOne();
+    ASSERT_TRUE(c.ok()) << c.status();
+    if (c->has_value()) {
+      ASSERT_TRUE((*c)->status.ok()) << (*c)->status;
+      ++seen[(*c)->tag];
+      ++polled;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kReads));
+  for (const auto& [tag, n] : seen) EXPECT_EQ(n, 1) << "tag " << tag;
+  EXPECT_EQ(polled, kReads - 1);
+  EXPECT_EQ(FirstPatternMismatch(b->data(), kReads * kLen, 0), -1);
+  none = reader->PollOne();
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
 }
 
 TEST_P(BatchReaderTest, LargeRequestSplitIntoManyPieces) {

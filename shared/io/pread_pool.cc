@@ -60,6 +60,12 @@ class PreadPool final : public BatchReader {
     return tracker_.PopCompletion();
   }
 
+  absl::StatusOr<std::optional<ReadCompletion>> PollOne() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!tracker_.has_completion()) return std::nullopt;
+    return std::optional<ReadCompletion>(tracker_.PopCompletion());
+  }
+
   size_t in_flight() const override {
     std::lock_guard<std::mutex> lock(mu_);
     return tracker_.in_flight();

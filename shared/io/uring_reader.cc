@@ -94,25 +94,38 @@ class UringReader final : public BatchReader {
       const int ret = io_uring_wait_cqe(&ring_, &cqe);
       if (ret == -EINTR) continue;
       if (ret < 0) return UringError(ret, "io_uring_wait_cqe");
-      // Reap everything that is ready in one go, then refill the queue.
-      unsigned head;
-      unsigned seen = 0;
-      io_uring_for_each_cqe(&ring_, head, cqe) {
-        HandleCompletion(static_cast<size_t>(io_uring_cqe_get_data64(cqe)),
-                         cqe->res);
-        ++seen;
-      }
-      io_uring_cq_advance(&ring_, seen);
-      in_kernel_ -= seen;
-      FLOTILLA_RETURN_IF_ERROR(FillAndSubmit());
+      FLOTILLA_RETURN_IF_ERROR(ReapReady());
     }
     return tracker_.PopCompletion();
+  }
+
+  absl::StatusOr<std::optional<ReadCompletion>> PollOne() override {
+    if (!tracker_.has_completion() && in_kernel_ > 0) {
+      FLOTILLA_RETURN_IF_ERROR(ReapReady());
+    }
+    if (!tracker_.has_completion()) return std::nullopt;
+    return std::optional<ReadCompletion>(tracker_.PopCompletion());
   }
 
   size_t in_flight() const override { return tracker_.in_flight(); }
   const char* name() const override { return "io_uring"; }
 
  private:
+  // Reaps every CQE that is ready (none is fine), then refills the queue.
+  absl::Status ReapReady() {
+    io_uring_cqe* cqe = nullptr;
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      HandleCompletion(static_cast<size_t>(io_uring_cqe_get_data64(cqe)),
+                       cqe->res);
+      ++seen;
+    }
+    io_uring_cq_advance(&ring_, seen);
+    in_kernel_ -= seen;
+    return FillAndSubmit();
+  }
+
   // `res` is the read's return: bytes read or -errno.
   void HandleCompletion(size_t slot, int res) {
     Piece piece = slots_[slot];

@@ -60,7 +60,7 @@ TokenTime PredictTokenTime(const model::ModelShape& shape,
       Over(mla_positions, r.mla_head_positions_per_s * std::max(1, r.threads));
   const double rows = std::max(1, o.rows);
   t.attention_s *= rows;
-  double verified = 0;
+  double hashed_together = 0, hashed_alone = 0;
   if (o.verify_checksums) {
     t.trunk_verify_cpu_s = Over(
         static_cast<double>(plan.trunk_read_bytes + plan.lm_head_read_bytes),
@@ -81,9 +81,18 @@ TokenTime PredictTokenTime(const model::ModelShape& shape,
     // Each row computes its own experts, however many rows share a read.
     t.mxfp4_s = Over(static_cast<double>(plan.expert_read_bytes) * rows,
                      r.mxfp4_bytes_per_s);
-    if (o.verify_checksums) verified += routed * (1 + miss);
+    if (o.verify_checksums) {
+      // Runs guessed right land while other work runs and are hashed
+      // together, one per thread (ExpertFetcher::VerifyLanded); the demand
+      // read after a miss lands alone, and so is a wrong guess hashed as it
+      // lands.
+      hashed_together += routed * (1 - miss);
+      hashed_alone += routed * miss * 2;
+    }
   }
-  t.verify_s = Over(verified, r.checksum_bytes_per_s);
+  t.verify_s =
+      Over(hashed_together, r.checksum_bytes_per_s * std::max(1, r.threads)) +
+      Over(hashed_alone, r.checksum_bytes_per_s);
   // See the header: guessed reads overlap the layer's dense compute before
   // its routed experts are needed, reads after a wrong guess nothing.
   const double overlap =

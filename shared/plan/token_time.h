@@ -96,7 +96,9 @@ struct TokenTime {
   double bf16_s = 0;         // trunk layers + lm_head matvecs
   double mxfp4_s = 0;        // routed experts
   double attention_s = 0;    // KDA steps + MLA positions
-  double verify_s = 0;       // checksums of expert runs (serial)
+  // Checksums of expert runs, on the compute path: those guessed right
+  // hashed together over the threads, misses and wrong guesses one by one.
+  double verify_s = 0;
   // Trunk checksums on the ring's verifier thread: its CPU seconds, which
   // overlap the disk and the forward pass (see the top of this file).
   double trunk_verify_cpu_s = 0;

@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -37,17 +39,32 @@ class FaultyReader final : public io::BatchReader {
   absl::StatusOr<io::ReadCompletion> WaitOne() override {
     absl::StatusOr<io::ReadCompletion> c = inner_->WaitOne();
     if (!c.ok()) return c;
-    auto it = pending_.lower_bound(c->tag);  // the first with this tag
-    if (it == pending_.end() || it->first != c->tag) return c;
+    return Apply(*std::move(c));
+  }
+
+  absl::StatusOr<std::optional<io::ReadCompletion>> PollOne() override {
+    absl::StatusOr<std::optional<io::ReadCompletion>> c = inner_->PollOne();
+    if (!c.ok() || !c->has_value()) return c;
+    return std::optional<io::ReadCompletion>(Apply(**std::move(c)));
+  }
+
+  size_t in_flight() const override { return inner_->in_flight(); }
+  const char* name() const override { return inner_->name(); }
+
+ private:
+  // The planned fault of the request `c` completes, applied to it.
+  io::ReadCompletion Apply(io::ReadCompletion c) {
+    auto it = pending_.lower_bound(c.tag);  // the first with this tag
+    if (it == pending_.end() || it->first != c.tag) return c;
     const Pending p = std::move(it->second);
     pending_.erase(it);
-    if (!c->status.ok()) return c;
+    if (!c.status.ok()) return c;
     const io::ReadRequest& r = p.request;
     switch (p.fault.kind) {
       case FaultKind::kNone:
         break;
       case FaultKind::kEio:
-        c->status = absl::DataLossError(
+        c.status = absl::DataLossError(
             absl::StrCat("pread ", p.path, " at offset ", r.offset, " length ",
                          r.length, ": Input/output error (injected)"));
         break;
@@ -64,10 +81,6 @@ class FaultyReader final : public io::BatchReader {
     return c;
   }
 
-  size_t in_flight() const override { return inner_->in_flight(); }
-  const char* name() const override { return inner_->name(); }
-
- private:
   struct Pending {
     io::ReadRequest request;
     std::string path;
@@ -110,6 +123,45 @@ Fault FaultPlan::Take(const std::string& path) {
   if (fault_.count >= 0 && hits_ >= fault_.count) return Fault();
   ++hits_;
   return fault_;
+}
+
+namespace {
+
+class SyncReader final : public io::BatchReader {
+ public:
+  absl::Status Submit(const std::vector<io::ReadRequest>& requests) override {
+    for (const io::ReadRequest& r : requests) {
+      done_.push_back({r.tag, r.file->ReadAt(r.offset, r.length, r.dst)});
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<io::ReadCompletion> WaitOne() override {
+    if (done_.empty()) {
+      return absl::FailedPreconditionError(
+          "BatchReader::WaitOne with no reads in flight");
+    }
+    io::ReadCompletion c = std::move(done_.front());
+    done_.pop_front();
+    return c;
+  }
+  absl::StatusOr<std::optional<io::ReadCompletion>> PollOne() override {
+    if (done_.empty()) return std::nullopt;
+    return std::optional<io::ReadCompletion>(*WaitOne());
+  }
+  size_t in_flight() const override { return done_.size(); }
+  const char* name() const override { return "sync-test"; }
+
+ private:
+  std::deque<io::ReadCompletion> done_;
+};
+
+}  // namespace
+
+io::ReaderFactory SyncReaderFactory() {
+  return [](io::ReaderKind, const io::BatchReaderOptions&)
+             -> absl::StatusOr<std::unique_ptr<io::BatchReader>> {
+    return std::unique_ptr<io::BatchReader>(new SyncReader());
+  };
 }
 
 io::ReaderFactory FaultyReaderFactory(std::shared_ptr<FaultPlan> plan) {

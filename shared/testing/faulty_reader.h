@@ -61,6 +61,10 @@ class FaultPlan {
 // Readers that wrap io::CreateBatchReader's and apply `plan`.
 io::ReaderFactory FaultyReaderFactory(std::shared_ptr<FaultPlan> plan);
 
+// Readers that do every read inside Submit (pread), so all of a batch has
+// landed when Submit returns: makes "these reads are done" deterministic.
+io::ReaderFactory SyncReaderFactory();
+
 }  // namespace flotilla::testutil
 
 #endif  // FLOTILLA_SHARED_TESTING_FAULTY_READER_H_
