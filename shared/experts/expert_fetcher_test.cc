@@ -30,6 +30,17 @@ ExpertIndex CacheIndex(const std::string& path = CacheFixturePath()) {
   return std::move(index).value();
 }
 
+// Records the true checksum of each of the cache fixture's 24 runs.
+absl::Status SetFixtureChecksums(ExpertIndex* index) {
+  for (int e = 0; e < 24; ++e) {
+    const std::vector<uint8_t> run = CacheFixtureRun(e);
+    absl::Status s = index->SetChecksum(ExpertKey{0, e},
+                                        io::Checksum64(run.data(), run.size()));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 std::vector<ExpertKey> Layer0(std::vector<int> experts) {
   std::vector<ExpertKey> keys;
   for (int e : experts) keys.push_back(ExpertKey{0, e});
@@ -245,13 +256,7 @@ TEST(ExpertFetcherTest, PrefetchesAreVerifiedAsTheyLandWhileAFetchWaits) {
 
 TEST(ExpertFetcherTest, ChecksumMismatchNamesLayerExpertFileOffset) {
   ExpertIndex index = CacheIndex();
-  for (int e = 0; e < 24; ++e) {
-    const std::vector<uint8_t> run = CacheFixtureRun(e);
-    ASSERT_TRUE(index
-                    .SetChecksum(ExpertKey{0, e},
-                                 io::Checksum64(run.data(), run.size()))
-                    .ok());
-  }
+  ASSERT_TRUE(SetFixtureChecksums(&index).ok());
   ASSERT_TRUE(index.SetChecksum(ExpertKey{0, 9}, 0x1234).ok());
   FetcherOptions o;
   o.slots = 3;
@@ -281,13 +286,7 @@ TEST(ExpertFetcherTest, FlippedByteOnDiskIsCaught) {
   const std::string copy =
       dir.CopyIn(CacheFixturePath(), "experts.safetensors");
   ExpertIndex index = CacheIndex(copy);
-  for (int e = 0; e < 24; ++e) {
-    const std::vector<uint8_t> run = CacheFixtureRun(e);
-    ASSERT_TRUE(index
-                    .SetChecksum(ExpertKey{0, e},
-                                 io::Checksum64(run.data(), run.size()))
-                    .ok());
-  }
+  ASSERT_TRUE(SetFixtureChecksums(&index).ok());
   const ExpertLocation* loc = index.Find(ExpertKey{0, 17});
   testing::FlipByte(copy, loc->offset + 1000);
   auto f = ExpertFetcher::Create(&index, FetcherOptions());
@@ -303,13 +302,7 @@ TEST(ExpertFetcherTest, FlippedByteOnDiskIsCaught) {
 
 TEST(ExpertFetcherTest, LandedRunsAreHashedTogetherOnThePool) {
   ExpertIndex index = CacheIndex();
-  for (int e = 0; e < 24; ++e) {
-    const std::vector<uint8_t> run = CacheFixtureRun(e);
-    ASSERT_TRUE(index
-                    .SetChecksum(ExpertKey{0, e},
-                                 io::Checksum64(run.data(), run.size()))
-                    .ok());
-  }
+  ASSERT_TRUE(SetFixtureChecksums(&index).ok());
   ASSERT_TRUE(index.SetChecksum(ExpertKey{0, 9}, 0x1234).ok());  // corrupt
   kernels::ThreadPool pool(2);
   FetcherOptions o;
