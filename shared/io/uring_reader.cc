@@ -100,7 +100,12 @@ class UringReader final : public BatchReader {
   }
 
   absl::StatusOr<std::optional<ReadCompletion>> PollOne() override {
-    if (!tracker_.has_completion() && in_kernel_ > 0) {
+    if (!tracker_.has_completion() && tracker_.in_flight() > 0) {
+      // As in WaitOne: pending work the kernel holds none of never lands.
+      if (in_kernel_ == 0) {
+        return absl::InternalError(
+            "io_uring reader has reads pending but none submitted");
+      }
       FLOTILLA_RETURN_IF_ERROR(ReapReady());
     }
     if (!tracker_.has_completion()) return std::nullopt;
