@@ -71,9 +71,9 @@ struct FetcherOptions {
   bool direct_io = true;
   // Verify the index's checksums (where present) before a run is used.
   bool verify_checksums = true;
-  // When set, the runs a Fetch finds already landed (prefetched or cached
-  // unverified) are hashed on this pool's threads together, one run per
-  // task, before any is used; null: one after another on the Fetch thread.
+  // When set, runs that have landed together (a layer's prefetches,
+  // mostly) are hashed on this pool's threads, one run per task, before
+  // any of them is used; null: one after another on the Fetch thread.
   // Must outlive the fetcher; on_ready may use the same pool (the hashing
   // is done before on_ready runs, never inside it).
   kernels::ThreadPool* pool = nullptr;
@@ -247,7 +247,6 @@ class ExpertFetcher {
   std::vector<int32_t> fetch_layers_;  // distinct layers of the Fetch
   const std::vector<ExpertKey>* lookahead_ = nullptr;
   size_t next_lookahead_ = 0;
-  std::vector<int> hits_;
   std::vector<int> ready_;      // landed wanted slots not yet consumed
   std::vector<int> to_verify_;  // VerifyLanded's scratch
   std::vector<uint64_t> sums_;  // its checksums, parallel to to_verify_

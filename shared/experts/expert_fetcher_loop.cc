@@ -61,7 +61,7 @@ absl::Status ExpertFetcher::FetchLoop(const std::vector<ExpertKey>& keys,
   ++stats_.fetches;
   stats_.experts_requested += keys.size();
   misses_.clear();
-  hits_.clear();
+  ready_.clear();
   next_miss_ = 0;
   wanted_in_flight_ = 0;
   orphans_in_flight_ = 0;
@@ -90,7 +90,7 @@ absl::Status ExpertFetcher::FetchLoop(const std::vector<ExpertKey>& keys,
       ++stats_.cache_hits;
     }
     if (slot.state == SlotState::kLanded) {
-      hits_.push_back(it->second);
+      ready_.push_back(it->second);
     } else {
       ++wanted_in_flight_;
     }
@@ -115,7 +115,6 @@ absl::Status ExpertFetcher::FetchLoop(const std::vector<ExpertKey>& keys,
   FLOTILLA_RETURN_IF_ERROR(IssueMisses());
   // Resident runs compute while the reads just issued are on their way,
   // with the wanted reads that have landed meanwhile (prefetches, mostly).
-  ready_ = hits_;
   FLOTILLA_RETURN_IF_ERROR(PollLanded());
   FLOTILLA_RETURN_IF_ERROR(ConsumeReady(on_ready));
   while (next_miss_ < misses_.size() || wanted_in_flight_ > 0 ||
@@ -142,8 +141,7 @@ absl::Status ExpertFetcher::WaitAndDispatch(const ReadyFn& on_ready) {
   absl::StatusOr<io::ReadCompletion> c = reader_->WaitOne();
   stats_.io_wait_seconds += SecondsSince(t0);
   if (!c.ok()) return ReaderBroke(c.status());
-  ready_.clear();
-  Land(*std::move(c));
+  Land(*std::move(c));  // ready_ is empty between ConsumeReady calls
   // Whatever else landed meanwhile is handled with it.
   FLOTILLA_RETURN_IF_ERROR(PollLanded());
   return ConsumeReady(on_ready);
