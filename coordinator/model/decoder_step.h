@@ -45,12 +45,15 @@ absl::Status CheckFinite(const std::vector<float>& x, size_t width,
 // The pre-norm residual stack: for each layer, its bound region (a `Layer`
 // with input_norm and post_norm) acquired and released however the layer
 // ends (so a streamed ring stays in step),
-//   h += attention(w, layer, i, RMSNorm_in(h) rows of sequence i) for each
-//        sequence i (attention keeps per-sequence state),
+//   h += attention(w, layer, step, RMSNorm_in(h) over every row): one call
+//        for the whole step, so that a family projects every sequence's
+//        rows in one matmul (a weight read once per step, not once per
+//        sequence) and attends per sequence, whose state it keeps,
 //   h += ffn(w, layer, RMSNorm_post(h) over every row),
 // then the first non-finite value refused. attention(const Layer&, int,
-// size_t seq, const float* x, size_t rows, float* out); ffn(const Layer&,
-// int, const float* x, size_t rows, float* out) -> absl::Status.
+// const StepRows&, const float* x, float* out) with x and out
+// [step.size()][hidden]; ffn(const Layer&, int, const float* x, size_t
+// rows, float* out) -> absl::Status.
 template <class Layer, class Attention, class Ffn>
 absl::Status RunPreNormLayers(RegionTrunk& trunk, int num_layers, size_t hidden,
                               float eps, const StepRows& step,
@@ -67,11 +70,7 @@ absl::Status RunPreNormLayers(RegionTrunk& trunk, int num_layers, size_t hidden,
       kernels::RmsNorm(h->data() + t * e, w.input_norm, e, eps,
                        normed.data() + t * e);
     }
-    for (size_t i = 0; i + 1 < step.offset.size(); ++i) {
-      const size_t rows = step.offset[i + 1] - step.offset[i];
-      attention(w, layer, i, normed.data() + step.offset[i] * e, rows,
-                delta.data() + step.offset[i] * e);
-    }
+    attention(w, layer, step, normed.data(), delta.data());
     for (size_t k = 0; k < n * e; ++k) (*h)[k] += delta[k];
     for (size_t t = 0; t < n; ++t) {
       kernels::RmsNorm(h->data() + t * e, w.post_norm, e, eps,

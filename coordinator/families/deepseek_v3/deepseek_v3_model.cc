@@ -113,10 +113,15 @@ absl::Status DeepSeekV3Model::Step(
   return RunDecoderStep<DeepSeekV3Layer>(
       *trunk_, c.num_hidden_layers, c.hidden_size, c.rms_norm_eps, seqs, ids,
       out_rows, logits, pool_.get(),
-      [&](const DeepSeekV3Layer& w, int layer, size_t i, const float* x,
-          size_t rows, float* out) {
-        LatentAttention(attention_, w.attention, x, rows,
-                        &seqs[i]->layers[layer], out, pool_.get());
+      [&](const DeepSeekV3Layer& w, int layer, const StepRows& step,
+          const float* x, float* out) {
+        // One sequence at a time: LatentAttention projects its own rows.
+        const size_t e = c.hidden_size;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          const size_t r0 = step.offset[i], rows = step.offset[i + 1] - r0;
+          LatentAttention(attention_, w.attention, x + r0 * e, rows,
+                          &seqs[i]->layers[layer], out + r0 * e, pool_.get());
+        }
       },
       [&](const DeepSeekV3Layer& w, int layer, const float* x, size_t rows,
           float* out) -> absl::Status {

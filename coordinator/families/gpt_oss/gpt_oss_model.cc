@@ -86,25 +86,32 @@ void GptOssModel::SetWindows(GptOssSequence* s) const {
 }
 
 void GptOssModel::Attention(const GptOssLayer& w, int layer,
-                            const float* normed, size_t n, GptOssSequence* seq,
+                            const StepRows& step, const float* normed,
+                            const std::vector<GptOssSequence*>& seqs,
                             float* out) {
   const model::GptOssConfig& c = config_;
-  const size_t d = c.head_dim;
-  const size_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
-  std::vector<float> q(n * heads * d), k(n * kv * d), v(n * kv * d);
+  const size_t n = step.size(), d = c.head_dim;
+  const size_t qw = c.num_attention_heads * d, kw = c.num_key_value_heads * d;
+  // Every sequence's rows through each projection at once; the attention
+  // itself per sequence, against its own cache and window.
+  std::vector<float> q(n * qw), k(n * kw), v(n * kw);
   kernels::MatMul(w.q, normed, n, q.data(), pool_.get());
   kernels::MatMul(w.k, normed, n, k.data(), pool_.get());
   kernels::MatMul(w.v, normed, n, v.data(), pool_.get());
-  AddBias(w.q_bias, n, heads * d, q.data());
-  AddBias(w.k_bias, n, kv * d, k.data());
-  AddBias(w.v_bias, n, kv * d, v.data());
-  std::vector<float> attn(n * heads * d);
+  AddBias(w.q_bias, n, qw, q.data());
+  AddBias(w.k_bias, n, kw, k.data());
+  AddBias(w.v_bias, n, kw, v.data());
+  std::vector<float> attn(n * qw);
   const GqaAttention& a = c.sliding_layers[layer] ? *sliding_ : *full_;
-  a.Attend(q.data(), k.data(), v.data(), n, seq->positions, &seq->keys[layer],
-           &seq->values[layer], attn.data(), QkNorm{}, w.sinks,
-           seq->first[layer]);
-  a.TrimToWindow(seq->positions + n, &seq->keys[layer], &seq->values[layer],
-                 &seq->first[layer]);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const size_t r0 = step.offset[i], rows = step.offset[i + 1] - r0;
+    GptOssSequence* seq = seqs[i];
+    a.Attend(q.data() + r0 * qw, k.data() + r0 * kw, v.data() + r0 * kw, rows,
+             seq->positions, &seq->keys[layer], &seq->values[layer],
+             attn.data() + r0 * qw, QkNorm{}, w.sinks, seq->first[layer]);
+    a.TrimToWindow(seq->positions + rows, &seq->keys[layer],
+                   &seq->values[layer], &seq->first[layer]);
+  }
   kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
   AddBias(w.o_bias, n, c.hidden_size, out);
 }
@@ -127,9 +134,8 @@ absl::Status GptOssModel::Step(
   return RunDecoderStep<GptOssLayer>(
       *trunk_, c.num_hidden_layers, c.hidden_size, c.rms_norm_eps, seqs, ids,
       out_rows, logits, pool_.get(),
-      [&](const GptOssLayer& w, int layer, size_t i, const float* x,
-          size_t rows,
-          float* out) { Attention(w, layer, x, rows, seqs[i], out); },
+      [&](const GptOssLayer& w, int layer, const StepRows& step, const float* x,
+          float* out) { Attention(w, layer, step, x, seqs, out); },
       [&](const GptOssLayer& w, int layer, const float* x, size_t rows,
           float* out) {
         return base::WithContext(Experts(layer, w, x, rows, out),

@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/model/decoder_model.h"
+#include "coordinator/model/decoder_step.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/gqa_attention.h"
 #include "coordinator/model/kv_cache_sequence.h"
@@ -89,8 +90,10 @@ class GptOssModel : public DecoderModel<GptOssSequence> {
                     std::vector<float>* logits) override;
   // Each layer's window into a new sequence (KvCacheSequence::window).
   void SetWindows(GptOssSequence* s) const;
-  void Attention(const GptOssLayer& w, int layer, const float* normed, size_t n,
-                 GptOssSequence* seq, float* out);
+  // The step's rows [step.size()][hidden] -> out, for sequences `seqs`.
+  void Attention(const GptOssLayer& w, int layer, const StepRows& step,
+                 const float* normed, const std::vector<GptOssSequence*>& seqs,
+                 float* out);
   absl::Status Experts(int layer, const GptOssLayer& w, const float* normed,
                        size_t n, float* out);
 

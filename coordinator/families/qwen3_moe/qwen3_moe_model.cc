@@ -47,19 +47,27 @@ absl::StatusOr<std::unique_ptr<ModelSequence>> Qwen3MoeModel::LoadSequence(
 }
 
 void Qwen3MoeModel::Attention(const Qwen3MoeLayer& w, int layer,
-                              const float* normed, size_t n,
-                              Qwen3MoeSequence* seq, float* out) {
+                              const StepRows& step, const float* normed,
+                              const std::vector<Qwen3MoeSequence*>& seqs,
+                              float* out) {
   const model::Qwen3MoeConfig& c = config_;
-  const size_t d = c.head_dim;
-  const size_t heads = c.num_attention_heads, kv = c.num_key_value_heads;
-  std::vector<float> q(n * heads * d), k(n * kv * d), v(n * kv * d);
+  const size_t n = step.size(), d = c.head_dim;
+  const size_t qw = c.num_attention_heads * d, kw = c.num_key_value_heads * d;
+  // Every sequence's rows through each projection at once; the attention
+  // itself per sequence, against its own cache.
+  std::vector<float> q(n * qw), k(n * kw), v(n * kw);
   kernels::MatMul(w.q, normed, n, q.data(), pool_.get());
   kernels::MatMul(w.k, normed, n, k.data(), pool_.get());
   kernels::MatMul(w.v, normed, n, v.data(), pool_.get());
-  std::vector<float> attn(n * heads * d);
-  attention_->Attend(q.data(), k.data(), v.data(), n, seq->positions,
-                     &seq->keys[layer], &seq->values[layer], attn.data(),
-                     QkNorm{w.q_norm, w.k_norm, c.rms_norm_eps});
+  std::vector<float> attn(n * qw);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const size_t r0 = step.offset[i], rows = step.offset[i + 1] - r0;
+    Qwen3MoeSequence* seq = seqs[i];
+    attention_->Attend(
+        q.data() + r0 * qw, k.data() + r0 * kw, v.data() + r0 * kw, rows,
+        seq->positions, &seq->keys[layer], &seq->values[layer],
+        attn.data() + r0 * qw, QkNorm{w.q_norm, w.k_norm, c.rms_norm_eps});
+  }
   kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
 }
 
@@ -89,9 +97,9 @@ absl::Status Qwen3MoeModel::Step(
   return RunDecoderStep<Qwen3MoeLayer>(
       *trunk_, c.num_hidden_layers, c.hidden_size, c.rms_norm_eps, seqs, ids,
       out_rows, logits, pool_.get(),
-      [&](const Qwen3MoeLayer& w, int layer, size_t i, const float* x,
-          size_t rows,
-          float* out) { Attention(w, layer, x, rows, seqs[i], out); },
+      [&](const Qwen3MoeLayer& w, int layer, const StepRows& step,
+          const float* x,
+          float* out) { Attention(w, layer, step, x, seqs, out); },
       [&](const Qwen3MoeLayer& w, int layer, const float* x, size_t rows,
           float* out) {
         return base::WithContext(

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/model/decoder_model.h"
+#include "coordinator/model/decoder_step.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/gqa_attention.h"
 #include "coordinator/model/kv_cache_sequence.h"
@@ -83,8 +84,10 @@ class Qwen3MoeModel : public DecoderModel<Qwen3MoeSequence> {
                     const std::vector<const std::vector<int32_t>*>& ids,
                     const std::vector<size_t>& out_rows,
                     std::vector<float>* logits) override;
-  void Attention(const Qwen3MoeLayer& w, int layer, const float* normed,
-                 size_t n, Qwen3MoeSequence* seq, float* out);
+  // The step's rows [step.size()][hidden] -> out, for sequences `seqs`.
+  void Attention(const Qwen3MoeLayer& w, int layer, const StepRows& step,
+                 const float* normed,
+                 const std::vector<Qwen3MoeSequence*>& seqs, float* out);
   absl::Status Ffn(int layer, const Qwen3MoeLayer& w, const float* normed,
                    size_t n, float* out);
 
