@@ -234,10 +234,15 @@ TEST_P(FamilyReferenceTest, ResplitIntoTwoShardsGivesTheSameLogits) {
 // A sequence saved after the prompt and loaded back (the prefix store's
 // path) continues to bitwise the same logits; bytes of another shape are
 // refused by the header check, never read.
-TEST_P(FamilyReferenceTest, SavedSequenceLoadsAndContinuesBitwise) {
+// The fixture's engine with default options (all in memory).
+absl::StatusOr<std::unique_ptr<coordinator::Engine>> OpenFixture() {
   coordinator::EngineOptions o;
   o.model_dir = CkptDir();
-  auto engine = coordinator::OpenEngine(o);
+  return coordinator::OpenEngine(o);
+}
+
+TEST_P(FamilyReferenceTest, SavedSequenceLoadsAndContinuesBitwise) {
+  auto engine = OpenFixture();
   ASSERT_TRUE(engine.ok()) << engine.status();
   coordinator::LanguageModel& m = *(*engine)->model;
   const Reference& ref = Ref();
@@ -267,9 +272,7 @@ TEST_P(FamilyReferenceTest, BatchedStepsEqualSoloRuns) {
   // One step projects every sequence's rows together and attends per
   // sequence: each sequence's logits must be bitwise its solo run's, for
   // prompts of different lengths and a sequence joining mid-way.
-  coordinator::EngineOptions o;
-  o.model_dir = CkptDir();
-  auto engine = coordinator::OpenEngine(o);
+  auto engine = OpenFixture();
   ASSERT_TRUE(engine.ok()) << engine.status();
   coordinator::LanguageModel& m = *(*engine)->model;
   const Reference& ref = Ref();
