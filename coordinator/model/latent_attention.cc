@@ -31,9 +31,19 @@ void LatentAttention(const LatentAttentionSpec& s,
                      const LatentAttentionWeights& w, const float* x, size_t n,
                      LatentCache* cache, float* out,
                      kernels::ThreadPool* pool) {
+  LatentAttentionRows(s, w, x, {0, n}, {cache}, out, pool);
+}
+
+void LatentAttentionRows(const LatentAttentionSpec& s,
+                         const LatentAttentionWeights& w, const float* x,
+                         const std::vector<size_t>& offsets,
+                         const std::vector<LatentCache*>& caches, float* out,
+                         kernels::ThreadPool* pool) {
   const size_t heads = s.heads, kvl = s.kv_lora_rank, nope = s.qk_nope_dim,
                rope = s.qk_rope_dim, vd = s.v_dim, qh = nope + rope;
-  // Queries [n][heads][nope | rope].
+  const size_t n = offsets.back();
+  // Every sequence's rows through each projection at once (a weight read
+  // once per step, not once per sequence). Queries [n][heads][nope | rope].
   std::vector<float> q(n * heads * qh);
   if (s.q_lora_rank > 0) {
     const size_t ql = s.q_lora_rank;
@@ -47,68 +57,84 @@ void LatentAttention(const LatentAttentionSpec& s,
   } else {
     kernels::MatMul(w.q_proj, x, n, q.data(), pool);
   }
-  // The new positions' latent and shared rope key.
+  // The new positions' latent and shared rope key, into each cache.
   std::vector<float> kva(n * (kvl + rope));
   kernels::MatMul(w.kv_a, x, n, kva.data(), pool);
-  const size_t start = cache->positions;
-  cache->c_kv.resize((start + n) * kvl);
-  cache->k_rope.resize((start + n) * rope);
-  for (size_t t = 0; t < n; ++t) {
-    const float* row = kva.data() + t * (kvl + rope);
-    kernels::RmsNorm(row, w.kv_a_norm, kvl, s.kv_norm_eps,
-                     cache->c_kv.data() + (start + t) * kvl);
-    float* k = cache->k_rope.data() + (start + t) * rope;
-    std::memcpy(k, row + kvl, rope * sizeof(float));
-    Rotate(s, start + t, k);
-    for (size_t h = 0; h < heads; ++h) {
-      Rotate(s, start + t, q.data() + (t * heads + h) * qh + nope);
+  std::vector<size_t> start(caches.size());
+  for (size_t i = 0; i < caches.size(); ++i) {
+    LatentCache* cache = caches[i];
+    const size_t r0 = offsets[i], rows = offsets[i + 1] - r0;
+    start[i] = cache->positions;
+    cache->c_kv.resize((start[i] + rows) * kvl);
+    cache->k_rope.resize((start[i] + rows) * rope);
+    for (size_t t = 0; t < rows; ++t) {
+      const size_t pos = start[i] + t;
+      const float* row = kva.data() + (r0 + t) * (kvl + rope);
+      kernels::RmsNorm(row, w.kv_a_norm, kvl, s.kv_norm_eps,
+                       cache->c_kv.data() + pos * kvl);
+      float* k = cache->k_rope.data() + pos * rope;
+      std::memcpy(k, row + kvl, rope * sizeof(float));
+      Rotate(s, pos, k);
+      for (size_t h = 0; h < heads; ++h) {
+        Rotate(s, pos, q.data() + ((r0 + t) * heads + h) * qh + nope);
+      }
     }
+    cache->positions = start[i] + rows;
   }
-  cache->positions = start + n;
 
   std::vector<float> attn(n * heads * vd);
-  // Heads are independent; each writes only its own slice of `attn`.
+  // Heads are independent; each writes only its own slice of `attn`, for
+  // every sequence against that sequence's cache.
   kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
-    std::vector<double> acc(n * kvl);
-    std::vector<float> row(kvl), q_lat(n * kvl), scores, ctx(kvl);
+    std::vector<double> acc;
+    std::vector<float> row(kvl), q_lat, scores, ctx(kvl);
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t k_row = h * (nope + vd);  // this head's key rows in kv_b
-      // q_lat = W_UK^T q_nope for every new token: the key half of kv_b,
-      // absorbed, each of its rows read once for all of them.
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (size_t i = 0; i < nope; ++i) {
-        kernels::RowValues(w.kv_b, k_row + i, row.data());
-        for (size_t t = 0; t < n; ++t) {
-          const double qi = q[(t * heads + h) * qh + i];
-          double* a = acc.data() + t * kvl;
-          for (size_t j = 0; j < kvl; ++j) a[j] += qi * row[j];
+      for (size_t i = 0; i < caches.size(); ++i) {
+        const LatentCache& cache = *caches[i];
+        const size_t r0 = offsets[i], rows = offsets[i + 1] - r0;
+        acc.assign(rows * kvl, 0.0);
+        q_lat.resize(rows * kvl);
+        // q_lat = W_UK^T q_nope for the sequence's new tokens: the key
+        // half of kv_b, absorbed, each of its rows read once for all.
+        for (size_t c = 0; c < nope; ++c) {
+          kernels::RowValues(w.kv_b, k_row + c, row.data());
+          for (size_t t = 0; t < rows; ++t) {
+            const double qc = q[((r0 + t) * heads + h) * qh + c];
+            double* a = acc.data() + t * kvl;
+            for (size_t j = 0; j < kvl; ++j) a[j] += qc * row[j];
+          }
         }
-      }
-      for (size_t k = 0; k < n * kvl; ++k)
-        q_lat[k] = static_cast<float>(acc[k]);
-      for (size_t t = 0; t < n; ++t) {
-        const float* qt = q.data() + (t * heads + h) * qh;
-        const float* lat = q_lat.data() + t * kvl;
-        const size_t len = start + t + 1;
-        scores.resize(len);
-        for (size_t p = 0; p < len; ++p) {
-          const double dot =
-              kernels::DotF32(lat, cache->c_kv.data() + p * kvl, kvl) +
-              kernels::DotF32(qt + nope, cache->k_rope.data() + p * rope, rope);
-          scores[p] = static_cast<float>(dot * s.softmax_scale);
+        for (size_t k = 0; k < rows * kvl; ++k) {
+          q_lat[k] = static_cast<float>(acc[k]);
         }
-        kernels::Softmax(scores.data(), len);
-        double* sum = acc.data();  // reused: q_lat has its own copy
-        std::fill(sum, sum + kvl, 0.0);
-        for (size_t p = 0; p < len; ++p) {
-          const float* c = cache->c_kv.data() + p * kvl;
-          const double weight = scores[p];
-          for (size_t j = 0; j < kvl; ++j) sum[j] += weight * c[j];
+        for (size_t t = 0; t < rows; ++t) {
+          const float* qt = q.data() + ((r0 + t) * heads + h) * qh;
+          const float* lat = q_lat.data() + t * kvl;
+          const size_t len = start[i] + t + 1;
+          scores.resize(len);
+          for (size_t p = 0; p < len; ++p) {
+            const double dot =
+                kernels::DotF32(lat, cache.c_kv.data() + p * kvl, kvl) +
+                kernels::DotF32(qt + nope, cache.k_rope.data() + p * rope,
+                                rope);
+            scores[p] = static_cast<float>(dot * s.softmax_scale);
+          }
+          kernels::Softmax(scores.data(), len);
+          double* sum = acc.data();  // reused: q_lat has its own copy
+          std::fill(sum, sum + kvl, 0.0);
+          for (size_t p = 0; p < len; ++p) {
+            const float* c = cache.c_kv.data() + p * kvl;
+            const double weight = scores[p];
+            for (size_t j = 0; j < kvl; ++j) sum[j] += weight * c[j];
+          }
+          for (size_t j = 0; j < kvl; ++j) {
+            ctx[j] = static_cast<float>(sum[j]);
+          }
+          // The value half of kv_b on the weighted latent.
+          kernels::MatVecRows(w.kv_b, k_row + nope, vd, ctx.data(),
+                              attn.data() + ((r0 + t) * heads + h) * vd);
         }
-        for (size_t j = 0; j < kvl; ++j) ctx[j] = static_cast<float>(sum[j]);
-        // The value half of kv_b on the weighted latent.
-        kernels::MatVecRows(w.kv_b, k_row + nope, vd, ctx.data(),
-                            attn.data() + (t * heads + h) * vd);
       }
     }
   });

@@ -67,6 +67,16 @@ void LatentAttention(const LatentAttentionSpec& spec,
                      const LatentAttentionWeights& w, const float* x, size_t n,
                      LatentCache* cache, float* out, kernels::ThreadPool* pool);
 
+// Several sequences in one step: sequence i's rows are x rows
+// [offsets[i], offsets[i + 1]) (offsets.size() == caches.size() + 1), each
+// attending to caches[i]. The projections run over every row at once; each
+// row's output is bitwise what LatentAttention gives it alone.
+void LatentAttentionRows(const LatentAttentionSpec& spec,
+                         const LatentAttentionWeights& w, const float* x,
+                         const std::vector<size_t>& offsets,
+                         const std::vector<LatentCache*>& caches, float* out,
+                         kernels::ThreadPool* pool);
+
 }  // namespace flotilla::coordinator
 
 #endif  // FLOTILLA_COORDINATOR_MODEL_LATENT_ATTENTION_H_

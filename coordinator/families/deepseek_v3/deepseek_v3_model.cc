@@ -115,13 +115,12 @@ absl::Status DeepSeekV3Model::Step(
       out_rows, logits, pool_.get(),
       [&](const DeepSeekV3Layer& w, int layer, const StepRows& step,
           const float* x, float* out) {
-        // One sequence at a time: LatentAttention projects its own rows.
-        const size_t e = c.hidden_size;
-        for (size_t i = 0; i < seqs.size(); ++i) {
-          const size_t r0 = step.offset[i], rows = step.offset[i + 1] - r0;
-          LatentAttention(attention_, w.attention, x + r0 * e, rows,
-                          &seqs[i]->layers[layer], out + r0 * e, pool_.get());
+        std::vector<LatentCache*> caches;
+        for (DeepSeekV3Sequence* seq : seqs) {
+          caches.push_back(&seq->layers[layer]);
         }
+        LatentAttentionRows(attention_, w.attention, x, step.offset, caches,
+                            out, pool_.get());
       },
       [&](const DeepSeekV3Layer& w, int layer, const float* x, size_t rows,
           float* out) -> absl::Status {

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+# Synthetic MoE checkpoints in the Hugging Face layout (config.json + one
+# model.safetensors; random bf16 weights, norms at 1.0) for batch and kernel
+# benchmarks of families `flotilla-tool synth` does not make (it makes
+# Kimi K3 only). Standard library only; the weights repeat one 64 KB block
+# of N(0, 0.02) values, so a 1.5 GB model is written in seconds. Not
+# trained models: their text is noise, their routing arbitrary.
+#
+#   bench/synth_moe.py qwen3_moe|deepseek_v3 OUT_DIR
+#   build/bin/flotilla-tool pack --model OUT_DIR
+#   build/bin/flotilla-bench-batch --model OUT_DIR --mem 4G --batches 1,8
+#
+# Both: hidden 2048, 8 layers, 16 heads, 16 routed experts (top 4) of 768,
+# vocab 8192. Qwen3-MoE: 4 KV heads of 128 (1.44 GB). DeepSeek-V3 (bf16, no
+# quantization_config): MLA with q_lora 512, kv_lora 256, 64 + 32 / 64
+# head dims, layer 0 dense (6144), one shared expert, grouped routing.
+import json
+import os
+import random
+import struct
+import sys
+
+H, L, NH, E, I_MOE, V, I_DENSE = 2048, 8, 16, 16, 768, 8192, 6144
+
+
+def qwen3_moe():
+    d, kv = 128, 4
+    cfg = dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe",
+               attention_bias=False, bos_token_id=0, eos_token_id=1,
+               head_dim=d, hidden_act="silu", hidden_size=H,
+               intermediate_size=I_DENSE, max_position_embeddings=4096,
+               moe_intermediate_size=I_MOE, norm_topk_prob=True,
+               num_attention_heads=NH, num_experts=E, num_experts_per_tok=4,
+               num_hidden_layers=L, num_key_value_heads=kv, rms_norm_eps=1e-6,
+               rope_scaling=None, rope_theta=1000000.0, sliding_window=None,
+               tie_word_embeddings=False, torch_dtype="bfloat16",
+               use_sliding_window=False, vocab_size=V, decoder_sparse_step=1,
+               mlp_only_layers=[])
+    t = []
+    for l in range(L):
+        p = f"model.layers.{l}."
+        t += [(p + "input_layernorm.weight", [H], "one"),
+              (p + "post_attention_layernorm.weight", [H], "one"),
+              (p + "self_attn.q_proj.weight", [NH * d, H], "w"),
+              (p + "self_attn.k_proj.weight", [kv * d, H], "w"),
+              (p + "self_attn.v_proj.weight", [kv * d, H], "w"),
+              (p + "self_attn.o_proj.weight", [H, NH * d], "w"),
+              (p + "self_attn.q_norm.weight", [d], "one"),
+              (p + "self_attn.k_norm.weight", [d], "one"),
+              (p + "mlp.gate.weight", [E, H], "w")]
+        for e in range(E):
+            t += Glu(p + f"mlp.experts.{e}.", I_MOE)
+    return cfg, t
+
+
+def deepseek_v3():
+    ql, kvl, nope, rope, vd = 512, 256, 64, 32, 64
+    cfg = dict(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3",
+               attention_bias=False, bos_token_id=0, eos_token_id=1, ep_size=1,
+               first_k_dense_replace=1, hidden_act="silu", hidden_size=H,
+               intermediate_size=I_DENSE, kv_lora_rank=kvl,
+               max_position_embeddings=4096, moe_intermediate_size=I_MOE,
+               moe_layer_freq=1, n_group=4, n_routed_experts=E,
+               n_shared_experts=1, norm_topk_prob=True,
+               num_attention_heads=NH, num_experts_per_tok=4,
+               num_hidden_layers=L, num_key_value_heads=NH,
+               num_nextn_predict_layers=0, q_lora_rank=ql,
+               qk_nope_head_dim=nope, qk_rope_head_dim=rope,
+               rms_norm_eps=1e-6, rope_scaling=None, rope_theta=10000,
+               routed_scaling_factor=2.5, scoring_func="sigmoid", seq_aux=True,
+               tie_word_embeddings=False, topk_group=2, topk_method="noaux_tc",
+               torch_dtype="bfloat16", v_head_dim=vd, vocab_size=V)
+    t = []
+    for l in range(L):
+        p = f"model.layers.{l}."
+        a = p + "self_attn."
+        t += [(p + "input_layernorm.weight", [H], "one"),
+              (p + "post_attention_layernorm.weight", [H], "one"),
+              (a + "q_a_proj.weight", [ql, H], "w"),
+              (a + "q_a_layernorm.weight", [ql], "one"),
+              (a + "q_b_proj.weight", [NH * (nope + rope), ql], "w"),
+              (a + "kv_a_proj_with_mqa.weight", [kvl + rope, H], "w"),
+              (a + "kv_a_layernorm.weight", [kvl], "one"),
+              (a + "kv_b_proj.weight", [NH * (nope + vd), kvl], "w"),
+              (a + "o_proj.weight", [H, NH * vd], "w")]
+        if l == 0:
+            t += Glu(p + "mlp.", I_DENSE)
+            continue
+        t += [(p + "mlp.gate.weight", [E, H], "w"),
+              (p + "mlp.gate.e_score_correction_bias", [E], "f32zero")]
+        for e in range(E):
+            t += Glu(p + f"mlp.experts.{e}.", I_MOE)
+        t += Glu(p + "mlp.shared_experts.", I_MOE)
+    return cfg, t
+
+
+def Glu(prefix, inter):
+    return [(prefix + "gate_proj.weight", [inter, H], "w"),
+            (prefix + "up_proj.weight", [inter, H], "w"),
+            (prefix + "down_proj.weight", [H, inter], "w")]
+
+
+def main():
+    families = {"qwen3_moe": qwen3_moe, "deepseek_v3": deepseek_v3}
+    if len(sys.argv) != 3 or sys.argv[1] not in families:
+        sys.exit("usage: bench/synth_moe.py qwen3_moe|deepseek_v3 OUT_DIR")
+    out = sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    cfg, layers = families[sys.argv[1]]()
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
+    tensors = ([("model.embed_tokens.weight", [V, H], "w")] + layers +
+               [("model.norm.weight", [H], "one"),
+                ("lm_head.weight", [V, H], "w")])
+    random.seed(0)
+    block = b"".join(struct.pack("<f", random.gauss(0, 0.02))[2:4]
+                     for _ in range(1 << 15))  # 64 KB of bf16
+    header, off = {"__metadata__": {"format": "pt"}}, 0
+    sizes = []
+    for name, shape, kind in tensors:
+        n = 4 if kind == "f32zero" else 2
+        for s in shape:
+            n *= s
+        header[name] = {"dtype": "F32" if kind == "f32zero" else "BF16",
+                        "shape": shape, "data_offsets": [off, off + n]}
+        sizes.append(n)
+        off += n
+    hb = json.dumps(header).encode()
+    hb += b" " * ((8 - len(hb) % 8) % 8)
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+        k = 0
+        for (name, shape, kind), n in zip(tensors, sizes):
+            if kind == "one":
+                f.write(struct.pack("<f", 1.0)[2:4] * (n // 2))
+            elif kind == "f32zero":
+                f.write(bytes(n))
+            else:
+                while n > 0:
+                    chunk = block[k:k + n]
+                    f.write(chunk)
+                    n -= len(chunk)
+                    k = (k + len(chunk)) % len(block)
+    print(f"{sys.argv[1]}: {off} bytes of tensors in {out}")
+
+
+main()
