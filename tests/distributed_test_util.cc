@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -258,6 +259,39 @@ absl::Status Synth(const std::string& dir, uint64_t seed) {
         absl::StrCat("synth failed (", code, "): ", out));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<int32_t>>> BatchedStepsAgainstSolo(
+    coordinator::LanguageModel& m, std::vector<std::vector<int32_t>> next,
+    int steps) {
+  std::vector<std::unique_ptr<coordinator::ModelSequence>> batch, solo;
+  for (size_t i = 0; i < next.size(); ++i) {
+    batch.push_back(m.StartSequence());
+    solo.push_back(m.StartSequence());
+  }
+  std::vector<std::vector<int32_t>> ids(next.size());
+  for (int step = 0; step < steps; ++step) {
+    std::vector<coordinator::ModelSequence*> seqs;
+    for (auto& s : batch) seqs.push_back(s.get());
+    std::vector<std::vector<float>> together;
+    FLOTILLA_RETURN_IF_ERROR(m.ForwardBatch(seqs, next, &together));
+    for (size_t i = 0; i < next.size(); ++i) {
+      std::vector<float> alone;
+      FLOTILLA_RETURN_IF_ERROR(
+          m.Forward(solo[i].get(), next[i], false, &alone));
+      if (together[i].size() != alone.size() ||
+          std::memcmp(together[i].data(), alone.data(),
+                      alone.size() * sizeof(float)) != 0) {
+        return absl::InternalError(
+            absl::StrCat("sequence ", i, " step ", step,
+                         ": batched logits differ from its solo run's"));
+      }
+      const int32_t id = testutil::ArgMax(alone.data(), alone.size());
+      ids[i].push_back(id);
+      next[i] = {id};
+    }
+  }
+  return ids;
 }
 
 }  // namespace flotilla::dtest

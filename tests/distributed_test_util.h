@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "coordinator/generate.h"
 #include "coordinator/families/kimi_k3/model.h"
+#include "coordinator/generate.h"
 #include "coordinator/remote/remote_experts.h"
 #include "shared/testing/fixture.h"
 
@@ -116,6 +116,15 @@ absl::Status XorByte(const std::string& path, uint64_t offset, uint8_t mask);
 
 // Writes a k3-tiny synthetic checkpoint (flotilla-tool synth) into `dir`.
 absl::Status Synth(const std::string& dir, uint64_t seed);
+
+// Steps sequences started from `next` (each one's first ids) through `m`
+// for `steps` steps twice: all together (ForwardBatch) and each alone
+// (Forward), feeding each its greedy id. Returns every sequence's greedy
+// ids [sequence][step], or an error naming the first sequence and step
+// whose batched logits differ in any bit from its solo run's.
+absl::StatusOr<std::vector<std::vector<int32_t>>> BatchedStepsAgainstSolo(
+    coordinator::LanguageModel& m, std::vector<std::vector<int32_t>> next,
+    int steps);
 
 using testutil::MaxAbsDiff;
 

@@ -325,33 +325,18 @@ TEST(StoriesReferenceTest, BatchedStepsEqualSoloRuns) {
   o.max_context = 64;  // 82 KB of K/V state for a short run
   auto engine = coordinator::OpenEngine(o);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  coordinator::LanguageModel& m = *(*engine)->model;
   const nlohmann::json ref = Reference();
-  std::vector<std::unique_ptr<coordinator::ModelSequence>> batch, solo;
-  std::vector<std::vector<int32_t>> next;
+  std::vector<std::vector<int32_t>> prompts;
   for (const nlohmann::json& c : ref["cases"]) {
-    batch.push_back(m.StartSequence());
-    solo.push_back(m.StartSequence());
-    next.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
+    prompts.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
   }
-  for (int step = 0; step < 30; ++step) {
-    std::vector<coordinator::ModelSequence*> seqs;
-    for (auto& s : batch) seqs.push_back(s.get());
-    std::vector<std::vector<float>> together;
-    ASSERT_TRUE(m.ForwardBatch(seqs, next, &together).ok());
-    for (size_t i = 0; i < solo.size(); ++i) {
-      std::vector<float> alone;
-      ASSERT_TRUE(m.Forward(solo[i].get(), next[i], false, &alone).ok());
-      ASSERT_EQ(together[i].size(), alone.size());
-      ASSERT_EQ(std::memcmp(together[i].data(), alone.data(),
-                            alone.size() * sizeof(float)),
-                0)
-          << "case " << i << " step " << step;
-      const int32_t id = static_cast<int32_t>(
-          std::max_element(alone.begin(), alone.end()) - alone.begin());
-      EXPECT_EQ(id, ref["cases"][i]["generated_ids"][step].get<int32_t>());
-      next[i] = {id};
-    }
+  auto ids = dtest::BatchedStepsAgainstSolo(*(*engine)->model, prompts, 30);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int32_t> want =
+        ref["cases"][i]["generated_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ((*ids)[i], std::vector<int32_t>(want.begin(), want.begin() + 30))
+        << "case " << i;
   }
 }
 
