@@ -44,16 +44,14 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
                                  ResidualStreams* s, KdaState* kda,
                                  MlaCache* mla, ExpertBackend* experts,
                                  kernels::ThreadPool* pool) {
-  return DecoderLayerForward(
-      w, c, layer, s,
-      {SequenceRows{0, static_cast<size_t>(s->steps), kda, mla}}, experts,
-      pool);
+  const StepSequences one = {{0, static_cast<size_t>(s->steps)}, {kda}, {mla}};
+  return DecoderLayerForward(w, c, layer, s, one, experts, pool);
 }
 
 absl::Status DecoderLayerForward(const LayerWeights& w,
                                  const model::K3Config& c, int layer,
                                  ResidualStreams* s,
-                                 const std::vector<SequenceRows>& sequences,
+                                 const StepSequences& sequences,
                                  ExpertBackend* experts,
                                  kernels::ThreadPool* pool) {
   const size_t e = c.hidden_size, n = s->steps;
@@ -74,20 +72,17 @@ absl::Status DecoderLayerForward(const LayerWeights& w,
   }
   // Attention: projections batched over every sequence's rows, the rest
   // per sequence (its cache or recurrent state).
-  size_t covered = 0;
-  std::vector<MlaRows> mla_rows;
-  std::vector<KdaRows> kda_rows;
-  for (const SequenceRows& q : sequences) {
-    FLOTILLA_CHECK(q.first == covered);  // the rows in order, no gaps
-    covered += q.count;
-    mla_rows.push_back({q.first, q.count, q.mla});
-    kda_rows.push_back({q.first, q.count, q.kda});
-  }
-  FLOTILLA_CHECK(covered == n);
+  const std::vector<size_t>& offsets = sequences.offsets;
+  FLOTILLA_CHECK(!offsets.empty() && offsets.front() == 0 &&
+                 offsets.back() == n);
   if (w.is_mla) {
-    MlaForwardRows(w.mla, c, normed.data(), n, mla_rows, o.data(), pool);
+    FLOTILLA_CHECK(sequences.mla.size() + 1 == offsets.size());
+    MlaForwardRows(w.mla, c, normed.data(), offsets, sequences.mla, o.data(),
+                   pool);
   } else {
-    KdaForwardRows(w.kda, c, normed.data(), n, kda_rows, o.data(), pool);
+    FLOTILLA_CHECK(sequences.kda.size() + 1 == offsets.size());
+    KdaForwardRows(w.kda, c, normed.data(), offsets, sequences.kda, o.data(),
+                   pool);
   }
   if (boundary) {
     s->partial = o;

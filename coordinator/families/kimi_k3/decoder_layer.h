@@ -30,14 +30,13 @@ struct ResidualStreams {
   std::vector<float> partial;
 };
 
-// The rows of a step that belong to one sequence, and that sequence's
-// state for the layer being run (exactly one of kda/mla is used, by the
-// layer type).
-struct SequenceRows {
-  size_t first = 0;  // first row in the step
-  size_t count = 0;
-  KdaState* kda = nullptr;
-  MlaCache* mla = nullptr;
+// The sequences sharing a step: sequence i owns rows [offsets[i],
+// offsets[i + 1]) (as StepRows::offset) and, for the layer being run, the
+// states kda[i] and mla[i] (a layer uses one of the two, by its type).
+struct StepSequences {
+  std::vector<size_t> offsets;
+  std::vector<KdaState*> kda;
+  std::vector<MlaCache*> mla;
 };
 
 // Runs layer `layer` for every row in `streams`, which hold the new tokens
@@ -50,7 +49,7 @@ struct SequenceRows {
 absl::Status DecoderLayerForward(const LayerWeights& w,
                                  const model::K3Config& config, int layer,
                                  ResidualStreams* streams,
-                                 const std::vector<SequenceRows>& sequences,
+                                 const StepSequences& sequences,
                                  ExpertBackend* experts,
                                  kernels::ThreadPool* pool);
 

@@ -72,15 +72,16 @@ std::vector<float> Rows(const std::vector<float>& all, size_t first,
 }  // namespace
 
 void KdaForwardRows(const KdaWeights& w, const model::K3Config& c,
-                    const float* x, size_t n, const std::vector<KdaRows>& seqs,
-                    float* out, kernels::ThreadPool* pool) {
+                    const float* x, const std::vector<size_t>& offsets,
+                    const std::vector<KdaState*>& states, float* out,
+                    kernels::ThreadPool* pool) {
+  const size_t n = offsets.back();
   const int h = c.kda_num_heads, d = c.kda_head_dim, p = h * d,
             k = c.short_conv_kernel_size;
   // The projections of every row at once (a batch matmul reads each weight
   // once for all rows); each row's result is the same whatever the batch.
   std::vector<float> pre_q(n * p), pre_k(n * p), pre_v(n * p), q(n * p),
-      kk(n * p), v(n * p), g(n * p), fa(n * d), z(n * p), beta(n * h),
-      y(n * p);
+      kk(n * p), v(n * p), g(n * p), fa(n * d), z(n * p), beta(n * h), y(n * p);
   kernels::MatMul(w.q_proj.view(), x, n, pre_q.data(), pool);
   kernels::MatMul(w.k_proj.view(), x, n, pre_k.data(), pool);
   kernels::MatMul(w.v_proj.view(), x, n, pre_v.data(), pool);
@@ -92,9 +93,9 @@ void KdaForwardRows(const KdaWeights& w, const model::K3Config& c,
   const float q_scale = static_cast<float>(1.0 / std::sqrt(double(d)));
   std::vector<float> decay(p), alpha(p), o(p);
   // Each sequence's rows through its own conv windows and recurrent state.
-  for (const KdaRows& seq : seqs) {
-    KdaState* state = seq.state;
-    const size_t first = seq.first, steps = seq.count;
+  for (size_t seq = 0; seq < states.size(); ++seq) {
+    KdaState* state = states[seq];
+    const size_t first = offsets[seq], steps = offsets[seq + 1] - first;
     const size_t at = first * p;
     KdaState::Undo* undo = state->keep_undo ? &state->undo : nullptr;
     if (undo != nullptr) {
@@ -154,7 +155,7 @@ void KdaForward(const KdaWeights& w, const model::K3Config& c, const float* x,
                 int steps, KdaState* state, float* out,
                 kernels::ThreadPool* pool) {
   const size_t n = static_cast<size_t>(steps);
-  KdaForwardRows(w, c, x, n, {KdaRows{0, n, state}}, out, pool);
+  KdaForwardRows(w, c, x, {0, n}, {state}, out, pool);
 }
 
 void KdaUndo(const model::K3Config& c, int keep, KdaState* state) {

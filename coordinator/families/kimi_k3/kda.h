@@ -66,20 +66,15 @@ void KdaForward(const KdaWeights& w, const model::K3Config& config,
                 const float* x, int steps, KdaState* state, float* out,
                 kernels::ThreadPool* pool);
 
-// Rows [first, first + count) of a step belong to one sequence's state.
-struct KdaRows {
-  size_t first = 0;
-  size_t count = 0;
-  KdaState* state = nullptr;
-};
-
-// The KDA block over the n rows of a step shared by several sequences
-// (`seqs` cover the rows in order): the projections run once over all rows
-// (batch matmuls), the convolutions and the recurrence per sequence. Every
-// row's output equals KdaForward's for its sequence alone.
+// The KDA block over the rows of a step shared by several sequences:
+// sequence i's rows are x rows [offsets[i], offsets[i + 1]) (as
+// StepRows::offset), carrying states[i]. The projections run once over all
+// rows (batch matmuls), the convolutions and the recurrence per sequence.
+// Every row's output equals KdaForward's for its sequence alone.
 void KdaForwardRows(const KdaWeights& w, const model::K3Config& config,
-                    const float* x, size_t n, const std::vector<KdaRows>& seqs,
-                    float* out, kernels::ThreadPool* pool);
+                    const float* x, const std::vector<size_t>& offsets,
+                    const std::vector<KdaState*>& states, float* out,
+                    kernels::ThreadPool* pool);
 
 }  // namespace flotilla::coordinator
 

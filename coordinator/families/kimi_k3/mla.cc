@@ -9,8 +9,10 @@
 namespace flotilla::coordinator {
 
 void MlaForwardRows(const MlaWeights& w, const model::K3Config& c,
-                    const float* x, size_t n, const std::vector<MlaRows>& seqs,
-                    float* out, kernels::ThreadPool* pool) {
+                    const float* x, const std::vector<size_t>& offsets,
+                    const std::vector<MlaCache*>& caches, float* out,
+                    kernels::ThreadPool* pool) {
+  const size_t n = offsets.back();
   const size_t hm = c.num_attention_heads, ql = c.q_lora_rank,
                kvl = c.kv_lora_rank, nope = c.qk_nope_head_dim,
                rope = c.qk_rope_head_dim, vd = c.v_head_dim, qh = nope + rope;
@@ -36,20 +38,21 @@ void MlaForwardRows(const MlaWeights& w, const model::K3Config& c,
 
   const double scale = 1.0 / std::sqrt(static_cast<double>(qh));
   std::vector<float> attn(n * hm * vd);
-  for (const MlaRows& seq : seqs) {
-    MlaCache* cache = seq.cache;
+  for (size_t seq = 0; seq < caches.size(); ++seq) {
+    MlaCache* cache = caches[seq];
+    const size_t first = offsets[seq], count = offsets[seq + 1] - first;
     // The sequence's new cache entries.
     const size_t start = cache->positions;
-    cache->c_kv.resize((start + seq.count) * kvl);
-    cache->k_rope.resize((start + seq.count) * rope);
-    for (size_t i = 0; i < seq.count; ++i) {
-      const float* row = kva.data() + (seq.first + i) * (kvl + rope);
+    cache->c_kv.resize((start + count) * kvl);
+    cache->k_rope.resize((start + count) * rope);
+    for (size_t i = 0; i < count; ++i) {
+      const float* row = kva.data() + (first + i) * (kvl + rope);
       kernels::RmsNorm(row, w.kv_a_norm.data(), kvl, c.rms_norm_eps,
                        cache->c_kv.data() + (start + i) * kvl);
       std::memcpy(cache->k_rope.data() + (start + i) * rope, row + kvl,
                   rope * sizeof(float));
     }
-    cache->positions = start + seq.count;
+    cache->positions = start + count;
     // Heads are independent; each writes only its own slice of `attn`.
     kernels::ParallelFor(pool, hm, 1, [&](size_t h_begin, size_t h_end) {
       std::vector<float> q_lat(kvl), scores, ctx(kvl);
@@ -58,8 +61,8 @@ void MlaForwardRows(const MlaWeights& w, const model::K3Config& c,
         const kernels::DenseMatrix uk_t = w.uk_t.rows_view(h * kvl, kvl);
         const kernels::DenseMatrix uv =
             w.kv_b.rows_view(h * (nope + vd) + nope, vd);
-        for (size_t i = 0; i < seq.count; ++i) {
-          const size_t t = seq.first + i;
+        for (size_t i = 0; i < count; ++i) {
+          const size_t t = first + i;
           const float* qt = q.data() + (t * hm + h) * qh;
           kernels::MatMul(uk_t, qt, 1, q_lat.data(), nullptr);
           const size_t len = start + i + 1;
@@ -97,7 +100,7 @@ void MlaForward(const MlaWeights& w, const model::K3Config& c, const float* x,
                 int steps, MlaCache* cache, float* out,
                 kernels::ThreadPool* pool) {
   const size_t n = static_cast<size_t>(steps);
-  MlaForwardRows(w, c, x, n, {MlaRows{0, n, cache}}, out, pool);
+  MlaForwardRows(w, c, x, {0, n}, {cache}, out, pool);
 }
 
 }  // namespace flotilla::coordinator

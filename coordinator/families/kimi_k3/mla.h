@@ -33,20 +33,16 @@ void MlaForward(const MlaWeights& w, const model::K3Config& config,
                 const float* x, int steps, MlaCache* cache, float* out,
                 kernels::ThreadPool* pool);
 
-// Rows [first, first + count) of a step belong to one sequence's cache.
-struct MlaRows {
-  size_t first = 0;
-  size_t count = 0;
-  MlaCache* cache = nullptr;
-};
-
-// MLA over the n rows of a step shared by several sequences (`seqs` cover
-// the rows in order): the projections run once over all rows (batch
-// matmuls), attention per sequence against its own cache. Every row's
-// output equals MlaForward's for its sequence alone.
+// MLA over the rows of a step shared by several sequences: sequence i's
+// rows are x rows [offsets[i], offsets[i + 1]) (offsets.size() ==
+// caches.size() + 1, as StepRows::offset), attending to caches[i]. The
+// projections run once over all rows (batch matmuls), attention per
+// sequence against its own cache. Every row's output equals MlaForward's
+// for its sequence alone.
 void MlaForwardRows(const MlaWeights& w, const model::K3Config& config,
-                    const float* x, size_t n, const std::vector<MlaRows>& seqs,
-                    float* out, kernels::ThreadPool* pool);
+                    const float* x, const std::vector<size_t>& offsets,
+                    const std::vector<MlaCache*>& caches, float* out,
+                    kernels::ThreadPool* pool);
 
 }  // namespace flotilla::coordinator
 

@@ -1,7 +1,5 @@
 #include "coordinator/families/kimi_k3/model.h"
 
-#include "coordinator/model/state_codec.h"
-
 #include <cmath>
 #include <functional>
 #include <string>
@@ -10,6 +8,7 @@
 #include "coordinator/families/kimi_k3/decoder_layer.h"
 #include "coordinator/model/batched_step.h"
 #include "coordinator/model/local_experts.h"
+#include "coordinator/model/state_codec.h"
 #include "shared/base/status_macros.h"
 #include "shared/family/kimi_k3/kimi_k3_checkpoint_check.h"
 #include "shared/kernels/kernels.h"
@@ -275,12 +274,15 @@ absl::Status K3Model::Step(const std::vector<SequenceState*>& states,
   streams.partial.resize(n * e);
   FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
   FLOTILLA_RETURN_IF_ERROR(trunk_->EmbedRows(all_ids, streams.partial.data()));
-  std::vector<SequenceRows> sequences(states.size());
+  StepSequences sequences;
+  sequences.offsets = first_row;
+  sequences.offsets.push_back(n);
+  sequences.kda.resize(states.size());
+  sequences.mla.resize(states.size());
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     for (size_t i = 0; i < states.size(); ++i) {
-      sequences[i] =
-          SequenceRows{first_row[i], ids[i]->size(), &states[i]->kda[layer],
-                       &states[i]->mla[layer]};
+      sequences.kda[i] = &states[i]->kda[layer];
+      sequences.mla[i] = &states[i]->mla[layer];
     }
     FLOTILLA_ASSIGN_OR_RETURN(const LayerWeights* w,
                               trunk_->AcquireLayer(layer));
