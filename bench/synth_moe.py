@@ -6,7 +6,7 @@
 # of N(0, 0.02) values, so a 1.5 GB model is written in seconds. Not
 # trained models: their text is noise, their routing arbitrary.
 #
-#   bench/synth_moe.py qwen3_moe|deepseek_v3 OUT_DIR
+#   bench/synth_moe.py qwen3_moe|deepseek_v3|gpt_oss OUT_DIR
 #   build/bin/flotilla-tool pack --model OUT_DIR
 #   build/bin/flotilla-bench-batch --model OUT_DIR --mem 4G --batches 1,8
 #
@@ -14,6 +14,10 @@
 # vocab 8192. Qwen3-MoE: 4 KV heads of 128 (1.44 GB). DeepSeek-V3 (bf16, no
 # quantization_config): MLA with q_lora 512, kv_lora 256, 64 + 32 / 64
 # head dims, layer 0 dense (6144), one shared expert, grouped routing.
+# gpt-oss: the release layout (fused MXFP4 experts as *_blocks / *_scales
+# U8 with bf16 biases, attention biases and sinks, alternating sliding (128)
+# and full layers, yarn rope); 32 heads / 8 KV of 64 as gpt-oss-20b, expert
+# scale bytes 119 (2^-8) so the decoded weights are of the bf16 ones' size.
 import json
 import os
 import random
@@ -94,6 +98,60 @@ def deepseek_v3():
     return cfg, t
 
 
+def gpt_oss():
+    d, kv = 64, 8
+    nh = H // d
+    cfg = dict(architectures=["GptOssForCausalLM"], attention_bias=True,
+               attention_dropout=0.0, eos_token_id=1, experts_per_token=4,
+               head_dim=d, hidden_act="silu", hidden_size=H,
+               initial_context_length=4096, initializer_range=0.02,
+               intermediate_size=I_MOE,
+               layer_types=["sliding_attention", "full_attention"] * (L // 2),
+               max_position_embeddings=131072, model_type="gpt_oss",
+               num_attention_heads=nh, num_experts_per_tok=4,
+               num_hidden_layers=L, num_key_value_heads=kv,
+               num_local_experts=E, output_router_logits=False,
+               pad_token_id=0,
+               quantization_config=dict(
+                   modules_to_not_convert=["model.layers.*.self_attn",
+                                           "model.layers.*.mlp.router",
+                                           "model.embed_tokens", "lm_head"],
+                   quant_method="mxfp4"),
+               rms_norm_eps=1e-5,
+               rope_scaling=dict(beta_fast=32.0, beta_slow=1.0, factor=32.0,
+                                 original_max_position_embeddings=4096,
+                                 rope_type="yarn", truncate=False),
+               rope_theta=150000, router_aux_loss_coef=0.9,
+               sliding_window=128, swiglu_limit=7.0,
+               tie_word_embeddings=False, use_cache=True, vocab_size=V)
+    t = []
+    for l in range(L):
+        p = f"model.layers.{l}."
+        a, m = p + "self_attn.", p + "mlp."
+        t += [(p + "input_layernorm.weight", [H], "one"),
+              (p + "post_attention_layernorm.weight", [H], "one"),
+              (a + "q_proj.weight", [nh * d, H], "w"),
+              (a + "q_proj.bias", [nh * d], "w"),
+              (a + "k_proj.weight", [kv * d, H], "w"),
+              (a + "k_proj.bias", [kv * d], "w"),
+              (a + "v_proj.weight", [kv * d, H], "w"),
+              (a + "v_proj.bias", [kv * d], "w"),
+              (a + "o_proj.weight", [H, nh * d], "w"),
+              (a + "o_proj.bias", [H], "w"),
+              (a + "sinks", [nh], "w"),
+              (m + "router.weight", [E, H], "w"),
+              (m + "router.bias", [E], "w"),
+              (m + "experts.gate_up_proj_blocks", [E, 2 * I_MOE, H // 32, 16],
+               "u8"),
+              (m + "experts.gate_up_proj_scales", [E, 2 * I_MOE, H // 32],
+               "scale"),
+              (m + "experts.gate_up_proj_bias", [E, 2 * I_MOE], "w"),
+              (m + "experts.down_proj_blocks", [E, H, I_MOE // 32, 16], "u8"),
+              (m + "experts.down_proj_scales", [E, H, I_MOE // 32], "scale"),
+              (m + "experts.down_proj_bias", [E, H], "w")]
+    return cfg, t
+
+
 def Glu(prefix, inter):
     return [(prefix + "gate_proj.weight", [inter, H], "w"),
             (prefix + "up_proj.weight", [inter, H], "w"),
@@ -101,9 +159,11 @@ def Glu(prefix, inter):
 
 
 def main():
-    families = {"qwen3_moe": qwen3_moe, "deepseek_v3": deepseek_v3}
+    families = {"qwen3_moe": qwen3_moe, "deepseek_v3": deepseek_v3,
+                "gpt_oss": gpt_oss}
     if len(sys.argv) != 3 or sys.argv[1] not in families:
-        sys.exit("usage: bench/synth_moe.py qwen3_moe|deepseek_v3 OUT_DIR")
+        sys.exit("usage: bench/synth_moe.py " + "|".join(families) +
+                 " OUT_DIR")
     out = sys.argv[2]
     os.makedirs(out, exist_ok=True)
     cfg, layers = families[sys.argv[1]]()
@@ -116,12 +176,13 @@ def main():
                      for _ in range(1 << 15))  # 64 KB of bf16
     header, off = {"__metadata__": {"format": "pt"}}, 0
     sizes = []
+    dtypes = {"f32zero": ("F32", 4), "u8": ("U8", 1), "scale": ("U8", 1)}
     for name, shape, kind in tensors:
-        n = 4 if kind == "f32zero" else 2
+        dtype, n = dtypes.get(kind, ("BF16", 2))
         for s in shape:
             n *= s
-        header[name] = {"dtype": "F32" if kind == "f32zero" else "BF16",
-                        "shape": shape, "data_offsets": [off, off + n]}
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [off, off + n]}
         sizes.append(n)
         off += n
     hb = json.dumps(header).encode()
@@ -135,6 +196,8 @@ def main():
                 f.write(struct.pack("<f", 1.0)[2:4] * (n // 2))
             elif kind == "f32zero":
                 f.write(bytes(n))
+            elif kind == "scale":
+                f.write(bytes([119]) * n)
             else:
                 while n > 0:
                     chunk = block[k:k + n]
