@@ -42,10 +42,10 @@ absl::Status CheckFinite(const std::vector<float>& x, size_t width,
   for (size_t k = 0; k < x.size(); ++k) {
     if (!std::isfinite(x[k])) {
       const size_t r = k / width;
-      return absl::DataLossError(
-          absl::StrCat("non-finite ", what, " (", x[k], ") at position ",
-                       step.position[rows != nullptr ? (*rows)[r] : r],
-                       ": the weights or the computation are broken"));
+      return absl::DataLossError(absl::StrCat(
+          "non-finite ", what, " (", x[k], ") at position ",
+          step.position[rows != nullptr ? (*rows)[r] : r], ", element ",
+          k % width, ": the weights or the computation are broken"));
     }
   }
   return absl::OkStatus();

@@ -36,8 +36,9 @@ StepRows LayOutStep(const std::vector<size_t>& first,
 void EmbedRows(const kernels::DenseMatrix& embed,
                const std::vector<const std::vector<int32_t>*>& ids, float* h);
 
-// DataLoss naming `what` and the position of the first non-finite value of
-// x ([rows][width]); row r is step row (*rows)[r], or r when null.
+// DataLoss naming `what`, the position and the element of the first
+// non-finite value of x ([rows][width]); row r is step row (*rows)[r], or r
+// when null.
 absl::Status CheckFinite(const std::vector<float>& x, size_t width,
                          const char* what, const StepRows& step,
                          const std::vector<size_t>* rows);

@@ -1,12 +1,11 @@
 #include "coordinator/families/kimi_k3/model.h"
 
-#include <cmath>
-#include <functional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/families/kimi_k3/decoder_layer.h"
 #include "coordinator/model/batched_step.h"
+#include "coordinator/model/decoder_step.h"
 #include "coordinator/model/local_experts.h"
 #include "coordinator/model/state_codec.h"
 #include "shared/base/status_macros.h"
@@ -15,28 +14,6 @@
 #include "shared/model/safetensors.h"
 
 namespace flotilla::coordinator {
-namespace {
-
-// An error naming where the first non-finite value of rows [n][width] is,
-// or OK. NaN weights otherwise flow into the logits, where the greedy
-// argmax of all-NaN logits is id 0 forever: wrong output, no error. One
-// pass over the residual per layer is noise next to the layer's matmuls.
-// `position_of(row)` is the row's position in its own sequence.
-absl::Status CheckFinite(const float* rows, size_t n, size_t width,
-                         const std::string& what,
-                         const std::function<int64_t(size_t)>& position_of) {
-  for (size_t i = 0; i < n * width; ++i) {
-    if (!std::isfinite(rows[i])) {
-      return absl::DataLossError(
-          absl::StrCat("non-finite ", what, " (", rows[i], ") at position ",
-                       position_of(i / width), ", element ", i % width,
-                       ": the weights or the computation are broken"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 std::unique_ptr<ModelSequence> SequenceState::Clone() const {
   auto copy = std::make_unique<SequenceState>(*this);
@@ -255,28 +232,20 @@ absl::Status K3Model::Step(const std::vector<SequenceState*>& states,
   const size_t e = c.hidden_size, v = c.vocab_size;
   // The step's rows: each sequence's new tokens, one sequence after another.
   std::vector<int32_t> all_ids;
-  std::vector<size_t> first_row;
-  for (const std::vector<int32_t>* list : ids) {
-    first_row.push_back(all_ids.size());
-    all_ids.insert(all_ids.end(), list->begin(), list->end());
+  std::vector<size_t> first;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    all_ids.insert(all_ids.end(), ids[i]->begin(), ids[i]->end());
+    first.push_back(states[i]->positions);
   }
-  const size_t n = all_ids.size();
-  // The position a step row has in its own sequence, for error messages.
-  std::vector<int64_t> start;
-  for (const SequenceState* state : states) start.push_back(state->positions);
-  auto position_of = [&](size_t row) {
-    size_t i = states.size() - 1;
-    while (first_row[i] > row) --i;
-    return start[i] + static_cast<int64_t>(row - first_row[i]);
-  };
+  const StepRows step = LayOutStep(first, ids);
+  const size_t n = step.size();
   ResidualStreams streams;
   streams.steps = static_cast<int>(n);
   streams.partial.resize(n * e);
   FLOTILLA_RETURN_IF_ERROR(trunk_->BeginStep());
   FLOTILLA_RETURN_IF_ERROR(trunk_->EmbedRows(all_ids, streams.partial.data()));
   StepSequences sequences;
-  sequences.offsets = first_row;
-  sequences.offsets.push_back(n);
+  sequences.offsets = step.offset;
   sequences.kda.resize(states.size());
   sequences.mla.resize(states.size());
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
@@ -300,9 +269,9 @@ absl::Status K3Model::Step(const std::vector<SequenceState*>& states,
                               pool_.get());
     }
     if (s.ok()) {
-      s = CheckFinite(streams.partial.data(), n, e,
-                      absl::StrCat("activation after layer ", layer),
-                      position_of);
+      s = CheckFinite(streams.partial, e,
+                      absl::StrCat("activation after layer ", layer).c_str(),
+                      step, nullptr);
     }
     trunk_->ReleaseLayer(layer);
     FLOTILLA_RETURN_IF_ERROR(s);
@@ -323,8 +292,7 @@ absl::Status K3Model::Step(const std::vector<SequenceState*>& states,
   logits->resize(rows * v);
   FLOTILLA_RETURN_IF_ERROR(
       trunk_->LmHead(normed.data(), rows, logits->data(), pool_.get()));
-  return CheckFinite(logits->data(), rows, v, "logit",
-                     [&](size_t r) { return position_of(out_rows[r]); });
+  return CheckFinite(*logits, v, "logit", step, &out_rows);
 }
 
 }  // namespace flotilla::coordinator
