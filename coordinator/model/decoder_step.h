@@ -13,6 +13,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "coordinator/model/expert_backend.h"
 #include "coordinator/model/region_trunk.h"
 #include "coordinator/model/router.h"
@@ -79,7 +80,9 @@ absl::Status RunPreNormLayers(RegionTrunk& trunk, int num_layers, size_t hidden,
     }
     FLOTILLA_RETURN_IF_ERROR(ffn(w, layer, normed.data(), n, delta.data()));
     for (size_t k = 0; k < n * e; ++k) (*h)[k] += delta[k];
-    FLOTILLA_RETURN_IF_ERROR(CheckFinite(*h, e, "activation", step, nullptr));
+    FLOTILLA_RETURN_IF_ERROR(CheckFinite(
+        *h, e, absl::StrCat("activation after layer ", layer).c_str(), step,
+        nullptr));
   }
   return absl::OkStatus();
 }
