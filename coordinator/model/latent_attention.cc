@@ -86,31 +86,30 @@ void LatentAttentionRows(const LatentAttentionSpec& s,
   // Heads are independent; each writes only its own slice of `attn`, for
   // every sequence against that sequence's cache.
   kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
-    std::vector<double> acc;
-    std::vector<float> row(kvl), q_lat, scores, ctx(kvl);
+    std::vector<double> acc(n * kvl);
+    std::vector<float> row(kvl), q_lat(n * kvl), scores, ctx(kvl);
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t k_row = h * (nope + vd);  // this head's key rows in kv_b
+      // q_lat = W_UK^T q_nope for every row of the step (no cache needed):
+      // the key half of kv_b, absorbed, each of its rows read once for all.
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (size_t c = 0; c < nope; ++c) {
+        kernels::RowValues(w.kv_b, k_row + c, row.data());
+        for (size_t t = 0; t < n; ++t) {
+          const double qc = q[(t * heads + h) * qh + c];
+          double* a = acc.data() + t * kvl;
+          for (size_t j = 0; j < kvl; ++j) a[j] += qc * row[j];
+        }
+      }
+      for (size_t k = 0; k < n * kvl; ++k) {
+        q_lat[k] = static_cast<float>(acc[k]);
+      }
       for (size_t i = 0; i < caches.size(); ++i) {
         const LatentCache& cache = *caches[i];
         const size_t r0 = offsets[i], rows = offsets[i + 1] - r0;
-        acc.assign(rows * kvl, 0.0);
-        q_lat.resize(rows * kvl);
-        // q_lat = W_UK^T q_nope for the sequence's new tokens: the key
-        // half of kv_b, absorbed, each of its rows read once for all.
-        for (size_t c = 0; c < nope; ++c) {
-          kernels::RowValues(w.kv_b, k_row + c, row.data());
-          for (size_t t = 0; t < rows; ++t) {
-            const double qc = q[((r0 + t) * heads + h) * qh + c];
-            double* a = acc.data() + t * kvl;
-            for (size_t j = 0; j < kvl; ++j) a[j] += qc * row[j];
-          }
-        }
-        for (size_t k = 0; k < rows * kvl; ++k) {
-          q_lat[k] = static_cast<float>(acc[k]);
-        }
         for (size_t t = 0; t < rows; ++t) {
           const float* qt = q.data() + ((r0 + t) * heads + h) * qh;
-          const float* lat = q_lat.data() + t * kvl;
+          const float* lat = q_lat.data() + (r0 + t) * kvl;
           const size_t len = start[i] + t + 1;
           scores.resize(len);
           for (size_t p = 0; p < len; ++p) {
