@@ -2,10 +2,62 @@
 
 #include <algorithm>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "shared/tokenizer/tokenizer.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator {
+namespace {
+
+// The tokenizer of a model folder, or null when it has none.
+absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> TokenizerOf(
+    const std::string& dir) {
+  absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> t =
+      tokenizer::Tokenizer::LoadDir(dir);
+  if (absl::IsNotFound(t.status())) {
+    return std::unique_ptr<tokenizer::Tokenizer>();
+  }
+  return t;
+}
+
+}  // namespace
+
+absl::Status CheckDraftTokenizer(const std::string& model_dir,
+                                 const std::string& draft_dir) {
+  FLOTILLA_ASSIGN_OR_RETURN(auto model, TokenizerOf(model_dir));
+  FLOTILLA_ASSIGN_OR_RETURN(auto draft, TokenizerOf(draft_dir));
+  auto differ = [](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--draft-model: ", why,
+        "; a draft model must share the model's tokenizer"));
+  };
+  if ((model == nullptr) != (draft == nullptr)) {
+    return differ(model == nullptr ? "it has a tokenizer and the model none"
+                                   : "it has no tokenizer and the model one");
+  }
+  if (model == nullptr) return absl::OkStatus();
+  if (model->vocab_size() != draft->vocab_size()) {
+    return differ(absl::StrCat("its tokenizer has ", draft->vocab_size(),
+                               " tokens and the model's ",
+                               model->vocab_size()));
+  }
+  for (int32_t id = 0; id < model->vocab_size(); ++id) {
+    const absl::StatusOr<std::string> a = model->Decode({id});
+    const absl::StatusOr<std::string> b = draft->Decode({id});
+    if (a.ok() != b.ok() || (a.ok() && *a != *b)) {
+      return differ(absl::StrCat("token ", id, " is ",
+                                 a.ok() ? absl::CHexEscape(*a) : "unknown",
+                                 " in the model and ",
+                                 b.ok() ? absl::CHexEscape(*b) : "unknown",
+                                 " in the draft"));
+    }
+  }
+  if (model->StopIds() != draft->StopIds()) {
+    return differ("its stop tokens differ from the model's");
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<ModelDrafter>> ModelDrafter::Create(
     std::unique_ptr<Engine> draft, int vocab_size) {

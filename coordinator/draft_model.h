@@ -17,6 +17,14 @@
 
 namespace flotilla::coordinator {
 
+// Whether a draft model at `draft_dir` reads and writes text as the model
+// at `model_dir` does: both without a tokenizer, or the same bytes for
+// every token id and the same stop ids. InvalidArgument naming the first
+// id that differs (a vocabulary of the same size is not the same
+// tokenizer: its drafts would be other words).
+absl::Status CheckDraftTokenizer(const std::string& model_dir,
+                                 const std::string& draft_dir);
+
 class ModelDrafter : public Drafter {
  public:
   // The draft engine's model must have `vocab_size` tokens (the target's):

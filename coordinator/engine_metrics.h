@@ -38,10 +38,12 @@ class EngineMetrics {
  public:
   explicit EngineMetrics(prometheus::Registry& registry);
 
-  // After one forward step: the engine's counters now, the tokens the step
-  // produced, whether it fed no prompt token (a decode step) and its wall
-  // time.
-  void Step(const RunCounters& now, size_t tokens, bool decode, double seconds);
+  // After one forward step: the engine's counters now, the prompt tokens
+  // it fed (0: a decode step), the tokens it generated and its wall time.
+  // tokens_total counts a prefill step's prompt tokens and a decode step's
+  // generated ones; steps, seconds and bytes go under the step's phase.
+  void Step(const RunCounters& now, size_t prompt_tokens,
+            size_t generated_tokens, double seconds);
   // The counters before the first step: what opening the model read (the
   // resident experts, pinned layers) is not a step's.
   void Baseline(const RunCounters& now) { last_ = now; }

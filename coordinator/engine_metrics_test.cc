@@ -27,19 +27,19 @@ TEST(EngineMetricsTest, StepsAddTheIncreaseByPhaseAndSource) {
   c.experts.read_latency.Add(0.004);
   c.experts.read_latency.Add(0.004);
   c.routed_by_layer = {0, 8, 8};  // layer 0 is dense
-  metrics.Step(c, 1, /*decode=*/false, 0.5);
+  metrics.Step(c, /*prompt_tokens=*/9, /*generated_tokens=*/1, 0.5);
   // Two decode steps of one token each.
   c.trunk.bytes_read += 700;
   c.trunk.lm_head_bytes_read += 300;
   c.trunk.region_read_latency.Add(2.0);
   c.experts.bytes_read += 2000;
   c.routed_by_layer = {0, 10, 10};
-  metrics.Step(c, 1, /*decode=*/true, 0.25);
+  metrics.Step(c, 0, 1, 0.25);
   c.trunk.bytes_read += 700;
   c.trunk.lm_head_bytes_read += 300;
   c.experts.bytes_read += 2000;
   c.routed_by_layer = {0, 12, 12};
-  metrics.Step(c, 1, /*decode=*/true, 0.25);
+  metrics.Step(c, 0, 1, 0.25);
 
   const std::string s = metrics::Scrape(registry);
   auto bytes = [&](const char* phase, const char* source) {
@@ -55,6 +55,11 @@ TEST(EngineMetricsTest, StepsAddTheIncreaseByPhaseAndSource) {
   EXPECT_EQ(bytes("decode", "embedding"), 0);
   EXPECT_EQ(bytes("decode", "lm_head"), 600);
   EXPECT_EQ(bytes("decode", "experts"), 4000);
+  // Issue 44 item 12: prefill counts the prompt tokens fed (9), not the
+  // one token the prefill step produced; decode the decode steps' tokens.
+  EXPECT_EQ(
+      SampleValue(s, R"(flotilla_coordinator_tokens_total{phase="prefill"})"),
+      9);
   EXPECT_EQ(
       SampleValue(s, R"(flotilla_coordinator_tokens_total{phase="decode"})"),
       2);
@@ -102,7 +107,7 @@ TEST(EngineMetricsTest, WorkersRpcsByWorkerAndMethod) {
   c.remote_stats.workers[1].address = "w1:7001";
   c.remote_stats.workers[0].compute.Add(0.002);
   c.remote_stats.workers[1].compute.Add(0.004);
-  metrics.Step(c, 1, false, 0.1);
+  metrics.Step(c, 4, 1, 0.1);
   // Worker 1 fails a call, is marked down; its call is retried on worker 0.
   c.remote_stats.workers[1].compute.Add(10);
   c.remote_stats.workers[1].compute_failed = 1;
@@ -110,7 +115,7 @@ TEST(EngineMetricsTest, WorkersRpcsByWorkerAndMethod) {
   c.remote_stats.workers[1].up = false;
   c.remote_stats.workers[0].compute.Add(0.003);
   c.remote_stats.retried_calls = 1;
-  metrics.Step(c, 1, true, 0.1);
+  metrics.Step(c, 0, 1, 0.1);
 
   const std::string s = metrics::Scrape(registry);
   EXPECT_EQ(

@@ -393,6 +393,11 @@ int RunGenerate() {
                                ") must be a size below --mem (", eo.mem, ")"));
     }
     eo.mem = absl::StrCat(*total - *share);
+    if (absl::Status same = flotilla::coordinator::CheckDraftTokenizer(
+            dir, absl::GetFlag(FLAGS_draft_model));
+        !same.ok()) {
+      return Fail(kExitUsage, std::string(same.message()));
+    }
     flotilla::coordinator::EngineOptions d;
     d.model_dir = absl::GetFlag(FLAGS_draft_model);
     d.mem = absl::GetFlag(FLAGS_draft_mem);
@@ -492,7 +497,9 @@ int RunGenerate() {
   auto on_token = [&](int32_t id) {
     at_last_token = flotilla::coordinator::SnapshotCounters(eng);
     if (metrics_server != nullptr) {
-      engine_metrics.Step(at_last_token, 1, /*decode=*/!first_token,
+      // The first token's step fed the prompt (chunked prefill steps are
+      // one step here: the pass up to the first token).
+      engine_metrics.Step(at_last_token, first_token ? prompt.size() : 0, 1,
                           flotilla::base::SecondsSince(step_start));
       step_start = std::chrono::steady_clock::now();
     }

@@ -37,6 +37,7 @@
 #include "shared/model/safetensors.h"
 #include "shared/pack/pack_manifest.h"
 #include "shared/tokenizer/tokenizer.h"
+#include "shared/tokenizer/utf8.h"
 #include "shared/transport/transport.h"
 
 ABSL_FLAG(int32_t, worker_health_interval_ms, 1000,
@@ -179,6 +180,18 @@ int RunServe(const EngineOptions& eo) {
   so.model_name = name.substr(name.find_last_of('/') + 1);
   if (std::string served = absl::GetFlag(FLAGS_served_model_name);
       !served.empty()) {
+    // The id goes into every response and log line: printable text only.
+    for (unsigned char ch : served) {
+      if (ch < 0x20 || ch == 0x7f) {
+        return Fail(2, absl::StrCat("--served-model-name: control character "
+                                    "0x", absl::Hex(ch, absl::kZeroPad2),
+                                    " (the id must be printable)"));
+      }
+    }
+    if (served.size() > 256 || !tokenizer::IsValidUtf8(served)) {
+      return Fail(2, "--served-model-name: must be valid UTF-8 of at most "
+                     "256 bytes");
+    }
     so.model_name = std::move(served);
   }
   so.cors_origin = absl::GetFlag(FLAGS_cors_origin);
@@ -187,6 +200,13 @@ int RunServe(const EngineOptions& eo) {
     return Fail(2, "--max-connections must be in 1..65536");
   }
 
+  // Checked whether or not --prefix-cache-dir is given: a bad value is a
+  // mistake either way.
+  auto disk_bytes = io::ParseByteSize(absl::GetFlag(FLAGS_prefix_cache_disk));
+  if (!disk_bytes.ok()) {
+    return Fail(2, absl::StrCat("--prefix-cache-disk: ",
+                                disk_bytes.status().message()));
+  }
   auto prefix_bytes = io::ParseByteSize(absl::GetFlag(FLAGS_prefix_cache));
   if (!prefix_bytes.ok()) {
     return Fail(
@@ -279,11 +299,7 @@ int RunServe(const EngineOptions& eo) {
   }
   if (const std::string dir = absl::GetFlag(FLAGS_prefix_cache_dir);
       !dir.empty()) {
-    auto disk = io::ParseByteSize(absl::GetFlag(FLAGS_prefix_cache_disk));
-    if (!disk.ok()) {
-      return Fail(
-          2, absl::StrCat("--prefix-cache-disk: ", disk.status().message()));
-    }
+    const absl::StatusOr<uint64_t>& disk = disk_bytes;
     // States are only valid for this checkpoint, family and build.
     absl::StatusOr<std::string> checkpoint =
         !(*engine)->pack_dir.empty() ? [&]() -> absl::StatusOr<std::string> {
@@ -333,8 +349,8 @@ int RunServe(const EngineOptions& eo) {
         serve_metrics.PrefixHit(r.reused_tokens);
       }
       if (r.drafted > 0) serve_metrics.Speculated(r.drafted, r.accepted);
-      engine_metrics.Step(SnapshotCounters(*engine_ptr), r.tokens,
-                          r.prompt_tokens == 0, r.seconds);
+      engine_metrics.Step(SnapshotCounters(*engine_ptr), r.prompt_tokens,
+                          r.tokens, r.seconds);
     };
     qo.on_idle = [&serve_metrics](size_t waiting) {
       serve_metrics.Idle(waiting);

@@ -44,7 +44,9 @@ ABSL_FLAG(std::string, split, "",
 ABSL_FLAG(int32_t, port, -1,
           "gRPC port to serve on; 0 picks a free port (printed at start); "
           "-1 (default) prints the shard plan and exits without serving");
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to bind when serving");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address to bind when serving (default: this machine only; a "
+          "fleet names its address or 0.0.0.0, with --tls-cert)");
 ABSL_FLAG(std::string, mem, "8G",
           "memory budget, bytes with optional K/M/G/T suffix (powers of 1024)");
 ABSL_FLAG(int32_t, threads, 0,

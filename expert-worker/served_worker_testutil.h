@@ -118,10 +118,12 @@ inline Result RunWorker(const std::vector<std::string>& args) {
 class ServedWorker {
  protected:
   // Call under ASSERT_NO_FATAL_FAILURE.
-  void Start(const std::vector<std::string>& extra = {}) {
+  // `default_host`: leave --host out (the worker's default address).
+  void Start(const std::vector<std::string>& extra = {},
+             bool default_host = false) {
     std::vector<std::string> args = {"--model=" + kCkptA, "--shard=1/2",
-                                     "--port=0",          "--host=127.0.0.1",
-                                     "--mem=1G",          "--threads=2"};
+                                     "--port=0", "--mem=1G", "--threads=2"};
+    if (!default_host) args.push_back("--host=127.0.0.1");
     args.insert(args.end(), extra.begin(), extra.end());
     child_ = Spawn(args);
     const auto deadline =
@@ -130,9 +132,11 @@ class ServedWorker {
     const std::string marker = "listening on 127.0.0.1:";
     while (ReadLine(child_.out_fd, deadline, &line)) {
       const size_t at = line.find(marker);
-      if (at != std::string::npos &&
-          absl::SimpleAtoi(line.substr(at + marker.size()), &port_)) {
-        break;
+      if (at != std::string::npos) {
+        listen_line_ = line;
+        std::string digits = line.substr(at + marker.size());
+        digits = digits.substr(0, digits.find_first_not_of("0123456789"));
+        if (absl::SimpleAtoi(digits, &port_)) break;
       }
     }
     ASSERT_GT(port_, 0) << "worker did not report a port; last line: " << line;
@@ -203,6 +207,7 @@ class ServedWorker {
 
   Child child_;
   int port_ = 0;
+  std::string listen_line_;  // "...: listening on HOST:PORT (TLS ...)"
   bool stopped_ = false;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<flotilla::v1::ExpertService::Stub> stub_;

@@ -72,12 +72,20 @@ absl::Status ServeUntilSignal(ExpertCompute* compute,
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
       transport::StartServer(server_options, &bound_port);
   if (!server.ok()) return server.status();
-  std::printf("flotilla-expert-worker: listening on %s:%d%s\n",
+  std::printf("flotilla-expert-worker: listening on %s:%d (%s)\n",
               options.host.c_str(), bound_port,
               options.tls.enabled()
-                  ? (options.tls.ca.empty() ? " (TLS)" : " (mutual TLS)")
-                  : "");
+                  ? (options.tls.ca.empty() ? "TLS" : "mutual TLS")
+                  : "no TLS: plaintext");
   std::fflush(stdout);
+  if (!options.tls.enabled() && options.host != "127.0.0.1" &&
+      options.host != "localhost" && options.host != "::1") {
+    std::fprintf(stderr,
+                 "flotilla-expert-worker: warning: serving %s without TLS: "
+                 "anyone who reaches this address can send expert calls "
+                 "(--tls-cert/--tls-key/--tls-ca)\n",
+                 options.host.c_str());
+  }
 
   int signal_number = 0;
   while (sigwait(&signals, &signal_number) != 0) {

@@ -179,4 +179,23 @@ TEST_F(ServedWorkerTest, RefusesTheDeprecatedComputeStream) {
   EXPECT_EQ(response.row_sums_size(), 64);
 }
 
+// Issue 44 item 6: without --host the worker listens on this machine only,
+// and says where and whether TLS is on.
+class DefaultHostWorkerTest : public ::testing::Test, protected ServedWorker {
+ protected:
+  void TearDown() override { Kill(); }
+};
+
+TEST_F(DefaultHostWorkerTest, BindsLoopbackAndSaysTlsIsOff) {
+  ASSERT_NO_FATAL_FAILURE(Start({}, /*default_host=*/true));
+  EXPECT_THAT(listen_line_,
+              ::testing::MatchesRegex("flotilla-expert-worker: listening on "
+                                      "127\\.0\\.0\\.1:[0-9]+ \\(no TLS: "
+                                      "plaintext\\)"));
+  const absl::StatusOr<bool> serving =
+      flotilla::transport::CheckHealthServing(channel_, 10000);
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  EXPECT_TRUE(*serving);
+}
+
 }  // namespace

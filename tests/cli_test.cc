@@ -13,6 +13,7 @@
 #include <functional>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "shared/testing/fixture.h"
@@ -280,6 +281,17 @@ TEST_F(CliTest, BadFlagsAndIds) {
   ExpectCleanFailure(Run("generate" + model +
                          " --ids 1 --metrics-port 0 --metrics-linger-s -1"),
                      {"--metrics-linger-s"});
+  // Issue 44 item 11: serve's flags are checked whatever else is given.
+  const std::string stories =
+      " --model " + testutil::ModelPath("stories260k-moe") + " --http-port 0";
+  for (const char* disk : {"-1", "x", "1e30"}) {
+    ExpectCleanFailure(
+        Run(absl::StrCat("serve", stories, " --prefix-cache-disk ", disk)),
+        {"--prefix-cache-disk"});
+  }
+  ExpectCleanFailure(
+      Run("serve" + stories + " --served-model-name \"$(printf 'a\\tb')\""),
+      {"--served-model-name: control character 0x09"});
   const RunResult help = Run("--help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("--dump-logits"), std::string::npos);

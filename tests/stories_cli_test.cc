@@ -256,6 +256,39 @@ TEST_F(StoriesCliTest, SpeculateNgramGivesThePlainOutput) {
   }
 }
 
+// Issue 44 item 11: a draft model whose tokenizer has as many tokens but
+// other ones (here ids 100 and 101 swapped), or none at all, is refused
+// before it is opened.
+TEST_F(StoriesCliTest, ADraftModelMustShareTheTokenizerNotOnlyItsSize) {
+  const std::string draft = (tmp_ / "draft").string();
+  fs::create_directories(draft);
+  for (const char* f : {"config.json", "model.safetensors",
+                        "tokenizer_config.json"}) {
+    fs::copy_file(ModelDir() + "/" + f, draft + "/" + f);
+  }
+  nlohmann::json tok =
+      nlohmann::json::parse(std::ifstream(ModelDir() + "/tokenizer.json"));
+  tok["model"]["vocab"]["<0x61>"] = 101;
+  tok["model"]["vocab"]["<0x62>"] = 100;
+  const std::string base = "generate --model " + ModelDir() +
+                           " --prompt 'Once' --max-tokens 4 --mem 2G "
+                           "--draft-mem 512M --draft-model " + draft;
+  testutil::CommandResult r = Run(base);
+  EXPECT_TRUE(r.exited && r.code == 2) << r.err;
+  EXPECT_NE(r.err.find("--draft-model: it has no tokenizer and the model "
+                       "one; a draft model must share the model's tokenizer"),
+            std::string::npos)
+      << r.err;
+  std::ofstream(draft + "/tokenizer.json") << tok.dump();
+  r = Run(base);
+  EXPECT_TRUE(r.exited && r.code == 2) << r.err;
+  EXPECT_NE(r.err.find("--draft-model: token 100 is a in the model and b in "
+                       "the draft; a draft model must share the model's "
+                       "tokenizer"),
+            std::string::npos)
+      << r.err;
+}
+
 // Every SIMD path the CPU has gives the same logits, bit for bit, through
 // the whole model (workers on other paths: distributed_equivalence_test).
 TEST_F(StoriesCliTest, EverySimdLevelGivesTheSameLogits) {

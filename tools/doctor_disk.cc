@@ -121,20 +121,31 @@ absl::StatusOr<DiskMeasurements> MeasureDisk(
                                               std::strerror(errno)));
     }
     const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
-    uint64_t bytes = io::AlignUp(scratch_bytes);
-    if (avail < bytes + kFreeMargin) {
-      bytes =
-          avail > kFreeMargin ? io::AlignDown((avail - kFreeMargin) / 2) : 0;
-    }
     uint64_t largest = 0;
     for (const DiskProbeSpec& spec : specs) {
       largest = std::max(largest, io::AlignUp(spec.read_size));
     }
-    if (bytes < std::max(kMinScratch, 2 * largest)) {
+    // The file must hold two of the largest probe reads; said as such when
+    // it is the asked size that is short, not the disk.
+    const uint64_t minimum = std::max(kMinScratch, 2 * largest);
+    uint64_t bytes = io::AlignUp(scratch_bytes);
+    if (bytes < minimum) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--scratch-size ", io::FormatBytes(scratch_bytes),
+          " is below the minimum scratch file of ", io::FormatBytes(minimum),
+          " (twice the largest probe read, ", io::FormatBytes(largest), ")"));
+    }
+    if (avail < bytes + kFreeMargin) {
+      bytes =
+          avail > kFreeMargin ? io::AlignDown((avail - kFreeMargin) / 2) : 0;
+    }
+    if (bytes < minimum) {
       return absl::ResourceExhaustedError(absl::StrCat(
           scratch_dir, " has ", io::FormatBytes(avail),
-          " free: too little for a scratch file to measure the disk (pass "
-          "--path on the disk that will hold the model)"));
+          " free: too little for a scratch file of at least ",
+          io::FormatBytes(minimum),
+          " to measure the disk (pass --path on the disk that will hold the "
+          "model)"));
     }
     FLOTILLA_RETURN_IF_ERROR(scratch.Create(scratch_dir, bytes, log));
     m.files = {scratch.path()};

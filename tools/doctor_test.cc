@@ -204,6 +204,16 @@ TEST(DoctorCli, ReportsAndCleansUp) {
   EXPECT_EQ(run({"doctor", "--scratch-size", "lots"}), kExitUsage);
   EXPECT_EQ(run({"doctor", "--model", tmp / "missing", "--path", tmp.path()}),
             kExitFailure);
+  // Issue 44 item 13: a scratch size below the minimum is named as such,
+  // not blamed on the disk's free space.
+  ::testing::internal::CaptureStderr();
+  EXPECT_NE(run({"doctor", "--path", tmp.path(), "--disk-seconds", "0.05",
+                 "--scratch-size", "64M"}),
+            kExitOk);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("--scratch-size 64.00 MiB is below the minimum "
+                             "scratch file of"));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("free: too little")));
   ::testing::internal::CaptureStdout();
   const int rc = run({"doctor", "--model", kCkptA, "--path", tmp.path(),
                       "--disk-seconds", "0.05", "--scratch-size", "512M"});

@@ -154,6 +154,69 @@ TEST(JsonMatcherTest, RefusesWhatItCannotEnforceNamingThePath) {
   EXPECT_FALSE(s.ok());
 }
 
+TEST(JsonMatcherTest, SchemasNoValueSatisfiesAreRefusedNamingThePath) {
+  // Issue 44 item 3: each was accepted and answered with invalid JSON.
+  const std::pair<const char*, const char*> unsatisfiable[] = {
+      {R"({"type":[]})", "#: no value satisfies this schema ('type' lists no "
+                         "type)"},
+      {R"({"type":"string","minLength":5,"maxLength":2})",
+       "#: no value satisfies this schema (minLength 5 is above maxLength 2)"},
+      {R"({"type":"array","minItems":1,"maxItems":0})",
+       "#: no value satisfies this schema (minItems 1 is above maxItems 0)"},
+      {R"({"type":"string","const":5})",
+       "#: no value satisfies this schema (no enum/const value has an "
+       "allowed type and fits the length and item bounds)"},
+      {R"({"type":"integer","enum":["a"]})",
+       "#: no value satisfies this schema (no enum/const value has an "
+       "allowed type and fits the length and item bounds)"},
+      {R"({"const":"ab","minLength":3})",
+       "#: no value satisfies this schema (no enum/const value has an "
+       "allowed type and fits the length and item bounds)"},
+      {R"({"type":"object","properties":{"a":{"type":[]}}})",
+       "#/properties/a: no value satisfies this schema ('type' lists no "
+       "type)"},
+      {R"({"type":"array","items":{"type":"string","maxLength":0,"minLength":1}})",
+       "#/items: no value satisfies this schema (minLength 1 is above "
+       "maxLength 0)"},
+  };
+  for (const auto& [schema, message] : unsatisfiable) {
+    SCOPED_TRACE(schema);
+    absl::StatusOr<CompiledSchema> s = CompiledSchema::Compile(Json::parse(schema));
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().message(), message);
+  }
+  // A forced tool call (tool_choice "required") with such parameters.
+  absl::StatusOr<CompiledSchema> call = CompiledSchema::ToolCall(
+      {{"ok", Json::parse(R"({"type":"object"})")},
+       {"bad", Json::parse(R"({"type":"integer","enum":["a"]})")}});
+  ASSERT_FALSE(call.ok());
+  EXPECT_EQ(call.status().message(),
+            "tools[1].function.parameters: no value satisfies this schema (no "
+            "enum/const value has an allowed type and fits the length and "
+            "item bounds)");
+}
+
+TEST(JsonMatcherTest, KeywordsOfOneTypeLeaveTheOtherTypesAllowed) {
+  // JSON Schema applies minItems/maxItems to arrays only: without a type,
+  // {"minItems": 1, "maxItems": 0} allows every value but an array.
+  const CompiledSchema s = Compile(R"({"minItems":1,"maxItems":0})");
+  EXPECT_FALSE(Accepts(s, "[]"));
+  EXPECT_FALSE(Accepts(s, "[1]"));
+  EXPECT_TRUE(Accepts(s, "1"));
+  EXPECT_TRUE(Accepts(s, R"("a")"));
+  // A string-or-null whose string bounds contradict: null only.
+  const CompiledSchema n =
+      Compile(R"({"type":["string","null"],"minLength":3,"maxLength":1})");
+  EXPECT_FALSE(Accepts(n, R"("abc")"));
+  EXPECT_FALSE(Accepts(n, R"("a")"));
+  EXPECT_TRUE(Accepts(n, "null"));
+  // enum values of another type are never produced.
+  const CompiledSchema e = Compile(R"({"type":"integer","enum":[1,"a",2.0]})");
+  EXPECT_TRUE(Accepts(e, "1"));
+  EXPECT_TRUE(Accepts(e, "2.0"));
+  EXPECT_FALSE(Accepts(e, R"("a")"));
+}
+
 // Random walks: pick any byte the matcher takes while the value can still
 // close in the bytes left; every walk must end complete, parse, and validate.
 void RandomWalks(const std::string& schema_text, int64_t shortest, int walks) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator::constrained {
@@ -45,6 +46,84 @@ std::string FirstBytes(const CompiledSchema& s, int node) {
   if (n.types & kBoolean) out += "tf";
   if (n.types & kNull) out += 'n';
   return out;
+}
+
+// Unicode code points in UTF-8 text (what minLength/maxLength count).
+int64_t CodePoints(const std::string& s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+  return n;
+}
+
+// Whether the enum/const value `text` (compact JSON) is of one of n's types
+// and within its length and item bounds (JSON Schema applies every keyword
+// beside enum/const too).
+bool LiteralFits(const SchemaNode& n, const std::string& text) {
+  const Json v = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) return false;
+  uint32_t bit = 0;
+  if (v.is_object()) bit = kObject;
+  if (v.is_array()) bit = kArray;
+  if (v.is_string()) bit = kString;
+  if (v.is_boolean()) bit = kBoolean;
+  if (v.is_null()) bit = kNull;
+  if (v.is_number_integer()) bit = kInteger;
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    bit = d == static_cast<double>(static_cast<int64_t>(d)) ? kInteger : kNumber;
+  }
+  if ((n.types & bit) == 0) return false;
+  if (v.is_string()) {
+    const int64_t len = CodePoints(v.get<std::string>());
+    if (len < n.min_length || (n.max_length >= 0 && len > n.max_length)) {
+      return false;
+    }
+  }
+  if (v.is_array()) {
+    const int64_t size = static_cast<int64_t>(v.size());
+    if (size < n.min_items || (n.max_items >= 0 && size > n.max_items)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Narrows `n` to the values it really allows: a type whose own bounds
+// contradict each other (minLength above maxLength, minItems above
+// maxItems) holds no value, nor does an enum/const value of another type
+// or outside the bounds. InvalidArgument, saying why, when nothing is left:
+// the matcher would start a value it cannot finish.
+absl::Status Narrow(SchemaNode* n) {
+  std::vector<std::string> why;
+  if ((n->types & kString) && n->max_length >= 0 &&
+      n->min_length > n->max_length) {
+    n->types &= ~kString;
+    why.push_back(absl::StrCat("minLength ", n->min_length,
+                               " is above maxLength ", n->max_length));
+  }
+  if ((n->types & kArray) && n->max_items >= 0 && n->min_items > n->max_items) {
+    n->types &= ~kArray;
+    why.push_back(absl::StrCat("minItems ", n->min_items, " is above maxItems ",
+                               n->max_items));
+  }
+  if (n->has_literals) {
+    std::vector<std::string> kept;
+    for (const std::string& l : n->literals) {
+      if (LiteralFits(*n, l)) kept.push_back(l);
+    }
+    if (kept.empty()) {
+      why.push_back("no enum/const value has an allowed type and fits the "
+                    "length and item bounds");
+      return absl::InvalidArgumentError(absl::StrJoin(why, "; "));
+    }
+    n->literals = std::move(kept);
+    return absl::OkStatus();
+  }
+  if (n->any_of.empty() && n->types == 0) {
+    if (why.empty()) why.push_back("'type' lists no type");
+    return absl::InvalidArgumentError(absl::StrJoin(why, "; "));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -217,6 +296,13 @@ absl::StatusOr<int> CompiledSchema::Add(const Json& schema,
   }
   if (n.min_items > 1024 || n.min_length > 4096) {
     return bad(path, "minItems/minLength above 1024/4096");
+  }
+  // A schema no value satisfies is refused here, naming its path. Every
+  // node kept allows some value, so a parent whose required property,
+  // items or alternatives were refused never gets this far.
+  if (absl::Status st = Narrow(&n); !st.ok()) {
+    return bad(path, absl::StrCat("no value satisfies this schema (",
+                                  st.message(), ")"));
   }
   nodes_.push_back(std::move(n));
   const int index = static_cast<int>(nodes_.size()) - 1;

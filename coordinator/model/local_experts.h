@@ -7,6 +7,9 @@
 #ifndef FLOTILLA_COORDINATOR_MODEL_LOCAL_EXPERTS_H_
 #define FLOTILLA_COORDINATOR_MODEL_LOCAL_EXPERTS_H_
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -36,16 +39,31 @@ class LocalExperts : public ExpertBackend {
     return std::unique_ptr<LocalExperts>(new LocalExperts(*std::move(experts)));
   }
 
+  // Counts the layer's distinct experts and its compute time, as the
+  // streaming and remote backends do (/metrics' expert activations and
+  // compute seconds are not 0 because the experts are resident).
   absl::Status ComputeLayer(int layer, const float* z, int rows,
                             const std::vector<ExpertTask>& tasks,
                             float* out) override {
-    return experts_->ComputeLayer(layer, z, rows, tasks.data(), tasks.size(),
-                                  out);
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status status = experts_->ComputeLayer(layer, z, rows, tasks.data(),
+                                                 tasks.size(), out);
+    compute_seconds_ += std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+    distinct_.clear();
+    for (const ExpertTask& t : tasks) distinct_.push_back(t.expert);
+    std::sort(distinct_.begin(), distinct_.end());
+    experts_used_ += static_cast<uint64_t>(
+        std::unique(distinct_.begin(), distinct_.end()) - distinct_.begin());
+    return status;
   }
 
   ExpertBackendStats backend_stats() const override {
     ExpertBackendStats s;
     s.bytes_read = experts_->bytes_read();
+    s.experts_used = experts_used_;
+    s.compute_seconds = compute_seconds_;
     return s;
   }
 
@@ -54,6 +72,9 @@ class LocalExperts : public ExpertBackend {
       : experts_(std::move(experts)) {}
 
   std::unique_ptr<experts::InMemoryExperts> experts_;
+  uint64_t experts_used_ = 0;
+  double compute_seconds_ = 0;
+  std::vector<int32_t> distinct_;  // scratch of ComputeLayer
 };
 
 }  // namespace flotilla::coordinator

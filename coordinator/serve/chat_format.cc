@@ -157,7 +157,18 @@ absl::StatusOr<ChatFormat> ChatFormat::Load(const std::string& dir,
 }
 
 absl::StatusOr<std::string> ChatFormat::Render(
-    const CompletionRequest& request) const {
+    const CompletionRequest& request, size_t max_bytes) const {
+  absl::StatusOr<std::string> text = RenderUncapped(request, max_bytes);
+  if (text.ok() && text->size() > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the conversation's prompt is ", text->size(),
+                     " bytes; the limit is ", max_bytes));
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> ChatFormat::RenderUncapped(
+    const CompletionRequest& request, size_t max_bytes) const {
   if (jinja_ == nullptr) {
     const bool tools = request.tools.is_array() && !request.tools.empty();
     bool tool_turns = false;
@@ -179,8 +190,10 @@ absl::StatusOr<std::string> ChatFormat::Render(
        it != request.template_kwargs.end(); ++it) {
     context[it.key()] = it.value();
   }
+  jinja::RenderOptions options;
+  options.max_output_bytes = max_bytes;
   absl::StatusOr<std::string> text =
-      jinja_->Render(jinja::Value::FromJson(context));
+      jinja_->Render(jinja::Value::FromJson(context), options);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(jinja::IsRaisedError(text.status())

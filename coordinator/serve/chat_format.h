@@ -48,8 +48,11 @@ class ChatFormat {
 
   // The prompt for `request`'s messages and tools, ending where the
   // assistant's reply begins. InvalidArgument with the template's own
-  // message when it refuses the conversation.
-  absl::StatusOr<std::string> Render(const CompletionRequest& request) const;
+  // message when it refuses the conversation, or when the prompt would pass
+  // `max_bytes` (the template stops there: a template that multiplies its
+  // input never builds more).
+  absl::StatusOr<std::string> Render(const CompletionRequest& request,
+                                     size_t max_bytes = 64u << 20) const;
 
   ToolSyntax tool_syntax() const { return tool_syntax_; }
   void set_tool_syntax(ToolSyntax s) { tool_syntax_ = s; }
@@ -59,6 +62,10 @@ class ChatFormat {
   const std::string& description() const { return description_; }
 
  private:
+  // Render() before its final size check (the Jinja render stops at
+  // max_bytes on its own; the built-in formats are bounded by their input).
+  absl::StatusOr<std::string> RenderUncapped(const CompletionRequest& request,
+                                             size_t max_bytes) const;
   std::shared_ptr<const jinja::Template> jinja_;  // null: built-in
   ChatTemplate built_in_ = ChatTemplate::kPlain;
   std::string bos_token_, eos_token_;

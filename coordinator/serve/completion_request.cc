@@ -78,15 +78,14 @@ absl::Status ParseStop(const json& s, const RequestLimits& limits,
   if (list.size() > 16) return Bad("stop: at most 16 entries");
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string at = absl::StrCat("stop[", i, "]");
-    if (list[i].is_number()) {
-      FLOTILLA_ASSIGN_OR_RETURN(const int64_t id,
-                                Integer(list[i], at, 0, INT32_MAX));
-      r->stop_ids.push_back(static_cast<int32_t>(id));
-    } else {
-      FLOTILLA_ASSIGN_OR_RETURN(std::string text, Text(list[i], at, limits));
-      if (text.empty()) return Bad(at + " is empty");
-      r->stop.push_back(std::move(text));
+    if (!list[i].is_string()) {
+      // Token ids stop a request through the gRPC API's stop ids.
+      return Bad(s.is_array() ? at + " must be a string"
+                              : "stop must be a string or a list of strings");
     }
+    FLOTILLA_ASSIGN_OR_RETURN(std::string text, Text(list[i], at, limits));
+    if (text.empty()) return Bad(at + " is empty");
+    r->stop.push_back(std::move(text));
   }
   return absl::OkStatus();
 }
@@ -214,7 +213,10 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
                                 Integer(v, key, 0, kMaxTopLogprobs));
       chat_top = static_cast<int>(n);
     } else if (key == "logprobs" && !chat) {
-      if (v.is_boolean() && !v.get<bool>()) continue;
+      if (v.is_boolean()) {
+        return Bad("logprobs on /v1/completions is a number of alternatives "
+                   "0..20 (true/false is the chat form)");
+      }
       FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
                                 Integer(v, key, 0, kMaxTopLogprobs));
       r.top_logprobs = static_cast<int>(n);

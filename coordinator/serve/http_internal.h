@@ -33,6 +33,8 @@ void Error(http::HttpResponse* res, int status, const std::string& message);
 // server cannot run it now (an expert without a live worker, shutting
 // down: worth a retry), else 500.
 void Failed(http::HttpResponse* res, const absl::Status& status);
+// The HTTP status of that failure (504, 503 or 500).
+int FailedStatus(const absl::Status& status);
 
 }  // namespace flotilla::coordinator::serve::internal
 

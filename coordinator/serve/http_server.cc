@@ -36,15 +36,17 @@ void Error(http::HttpResponse* res, int status, const std::string& message) {
   res->Set(status, "application/json", http::JsonErrorBody(status, message));
 }
 
+int FailedStatus(const absl::Status& status) {
+  if (absl::IsDeadlineExceeded(status)) return 504;
+  if (absl::IsUnavailable(status)) return 503;
+  return 500;
+}
+
 void Failed(http::HttpResponse* res, const absl::Status& status) {
-  if (absl::IsDeadlineExceeded(status)) {
-    return Error(res, 504, std::string(status.message()));
-  }
-  if (absl::IsUnavailable(status)) {
-    res->SetHeader("Retry-After", "1");
-    return Error(res, 503, status.ToString());
-  }
-  Error(res, 500, status.ToString());
+  const int code = FailedStatus(status);
+  if (code == 504) return Error(res, 504, std::string(status.message()));
+  if (code == 503) res->SetHeader("Retry-After", "1");
+  Error(res, code, status.ToString());
 }
 
 }  // namespace internal
@@ -121,8 +123,14 @@ void HttpServer::Routes() {
     internal::RequestContext ctx = std::move(CurrentRequest());
     CurrentRequest() = internal::RequestContext();
     if (ctx.api.empty()) return;
-    // nginx's 499: the client closed the connection before the answer's end.
-    const int status = res.completed ? res.status : 499;
+    // nginx's 499: the client closed the connection before the answer's
+    // end. A stream that had sent its 200 and then failed (an expert worker
+    // lost, the time out) is counted and logged as the failure it was.
+    int status = res.completed ? res.status : 499;
+    if (status == 200 && ctx.completion != nullptr &&
+        !ctx.completion->status().ok()) {
+      status = internal::FailedStatus(ctx.completion->status());
+    }
     const double total = absl::ToDoubleSeconds(absl::Now() - ctx.start);
     const Completion* c = ctx.completion.get();
     const size_t prompt = c ? c->prompt_tokens() : 0;
@@ -147,9 +155,12 @@ void HttpServer::Routes() {
     if (absl::StartsWith(req.path, "/v1/") && !Admit(req, res)) return;
     Error(res, 404, absl::StrCat("no route ", req.method, " ", req.path));
   });
-  s.Route("GET", "/", [](const http::HttpRequest&, http::HttpResponse* res) {
-    res->Set(200, "text/html; charset=utf-8", ChatPageHtml());
-  });
+  s.Route(
+      "GET", "/",
+      [](const http::HttpRequest&, http::HttpResponse* res) {
+        res->Set(200, "text/html; charset=utf-8", ChatPageHtml());
+      },
+      /*any_origin=*/true);
   s.Route("GET", "/healthz",
           [](const http::HttpRequest&, http::HttpResponse* res) {
             res->Set(200, "text/plain", "ok\n");

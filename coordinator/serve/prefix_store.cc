@@ -106,7 +106,7 @@ absl::StatusOr<std::unique_ptr<PrefixStore>> PrefixStore::Open(
     const std::string& dir, std::string fingerprint, uint64_t budget_bytes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
+  if (ec || !fs::is_directory(dir, ec)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--prefix-cache-dir: cannot create or open ", dir,
         ec ? ": " + ec.message() : ""));
@@ -121,9 +121,22 @@ absl::StatusOr<std::unique_ptr<PrefixStore>> PrefixStore::Open(
 void PrefixStore::Index() {
   std::error_code ec;
   std::vector<std::pair<fs::file_time_type, Entry>> found;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+  // Every std::filesystem call here takes an error_code: the throwing
+  // forms end the process on an entry it cannot stat (a symlink loop:
+  // ELOOP), which is reported and skipped instead.
+  fs::directory_iterator it(dir_, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const fs::directory_entry& e = *it;
     const std::string path = e.path().string();
-    if (!e.is_regular_file() || !absl::EndsWith(path, kSuffix)) continue;
+    if (!absl::EndsWith(path, kSuffix)) continue;
+    std::error_code stat_error;
+    const bool regular = e.is_regular_file(stat_error);
+    if (stat_error) {
+      std::fprintf(stderr, "prefix cache: %s is not used: %s\n", path.c_str(),
+                   stat_error.message().c_str());
+      continue;
+    }
+    if (!regular) continue;
     absl::StatusOr<std::string> head = ReadHeader(path);
     absl::StatusOr<Parsed> p =
         head.ok() ? Parse(*head, /*check=*/false) : head.status();
@@ -139,9 +152,15 @@ void PrefixStore::Index() {
                    path.c_str(), p->fingerprint.c_str(), fingerprint_.c_str());
       continue;
     }
-    const uint64_t size = e.file_size(ec);
-    found.push_back({e.last_write_time(ec),
-                     Entry{path, std::move(p->ids), size, 0}});
+    std::error_code size_error;
+    const uint64_t size = e.file_size(size_error);
+    const fs::file_time_type time = e.last_write_time(size_error);
+    if (size_error) continue;  // gone since it was read
+    found.push_back({time, Entry{path, std::move(p->ids), size, 0}});
+  }
+  if (ec) {
+    std::fprintf(stderr, "prefix cache: listing %s stopped: %s\n",
+                 dir_.c_str(), ec.message().c_str());
   }
   // Oldest first: the clock gives later files later use stamps.
   std::sort(found.begin(), found.end(),

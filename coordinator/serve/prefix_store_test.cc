@@ -122,6 +122,37 @@ TEST_F(PrefixStoreTest, OtherModelsCorruptAndShortFilesAreNeverUsed) {
   EXPECT_FALSE(engine_->model->LoadSequence("short").ok());
 }
 
+// Issue 44 item 10: a symlink loop among the entries (or as the folder
+// itself) is reported and skipped, or refused by name; never an abort.
+TEST_F(PrefixStoreTest, SymlinkLoopsAreSkippedOrRefusedNotFatal) {
+  const std::string dir = FreshDir("prefix_store_loops");
+  {
+    auto store = PrefixStore::Open(dir, "model-a", 1 << 20);
+    ASSERT_TRUE(store.ok());
+    (*store)->Put(ids_, *state_);
+  }
+  std::string saved;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) saved = e.path();
+  ASSERT_FALSE(saved.empty());
+  const std::string suffix = saved.substr(saved.rfind('.'));
+  std::filesystem::create_symlink(dir + "/b" + suffix, dir + "/a" + suffix);
+  std::filesystem::create_symlink(dir + "/a" + suffix, dir + "/b" + suffix);
+  auto store = PrefixStore::Open(dir, "model-a", 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->files(), 1u);
+  size_t length = 0;
+  EXPECT_NE((*store)->Find({1, 100, 200, 300, 42}, 0, *engine_->model, &length),
+            nullptr);
+  const std::string loop = FreshDir("prefix_store_loop_dir") + "/loop";
+  std::filesystem::create_symlink(loop, loop);
+  auto refused = PrefixStore::Open(loop, "model-a", 1 << 20);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--prefix-cache-dir: cannot create "
+                                            "or open " + loop),
+            std::string::npos)
+      << refused.status();
+}
+
 TEST_F(PrefixStoreTest, TheBudgetEvictsTheLeastRecentlyUsed) {
   std::string saved;
   ASSERT_TRUE(state_->Save(&saved).ok());

@@ -32,7 +32,8 @@ using metrics::SampleValue;
 // them (the engine's baseline, a report per step and when the batch
 // empties). `mem` "" = no budget: every expert resident.
 struct MeteredServer {
-  explicit MeteredServer(const std::string& mem) {
+  explicit MeteredServer(const std::string& mem,
+                         absl::Duration timeout = absl::InfiniteDuration()) {
     EngineOptions eo;
     eo.model_dir = testutil::ModelPath("stories260k-moe");
     if (!mem.empty()) eo.mem = mem;
@@ -50,7 +51,7 @@ struct MeteredServer {
     qo.prefill_chunk = 0;  // the whole prompt in the first step
     qo.on_step = [this, e](const StepReport& r) {
       metrics.Step(r.sequences, r.tokens, r.waiting, r.running);
-      engine_metrics.Step(SnapshotCounters(*e), r.tokens, r.prompt_tokens == 0,
+      engine_metrics.Step(SnapshotCounters(*e), r.prompt_tokens, r.tokens,
                           r.seconds);
     };
     qo.on_idle = [this](size_t waiting) { metrics.Idle(waiting); };
@@ -59,6 +60,7 @@ struct MeteredServer {
     so.port = 0;
     so.model_name = "stories260k-moe";
     so.limits.max_context = 128;
+    so.limits.request_timeout = timeout;
     so.metrics = &metrics;
     so.access_log = false;
     server = std::make_unique<HttpServer>(engine->model.get(), tokenizer.get(),
@@ -135,6 +137,13 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
   EXPECT_EQ(SampleValue(scrape,
                         R"(flotilla_coordinator_tokens_total{phase="decode"})"),
             tokens - 1);
+  // Issue 44 item 12: the prefill counts the prompt's tokens, as
+  // flotilla_serve_prompt_tokens_total does (no prefix cache here).
+  EXPECT_EQ(SampleValue(scrape,
+                        R"(flotilla_coordinator_tokens_total{phase="prefill"})"),
+            body["usage"]["prompt_tokens"].get<double>());
+  EXPECT_EQ(SampleValue(scrape, "flotilla_serve_prompt_tokens_total"),
+            body["usage"]["prompt_tokens"].get<double>());
   EXPECT_EQ(
       SampleValue(
           scrape,
@@ -167,6 +176,12 @@ TEST(ServeMetricsTest, ResidentExpertsReadNothingAndAHangUpIs499) {
   ASSERT_TRUE(ok);
   ASSERT_EQ(ok->status, 200) << ok->body;
   std::string scrape = metrics::Scrape(registry);
+  // Issue 44 item 12: resident experts are still computed, and counted.
+  EXPECT_GT(SampleValue(scrape, "flotilla_coordinator_expert_activations_total"),
+            0);
+  EXPECT_GT(
+      SampleValue(scrape, "flotilla_coordinator_expert_compute_seconds_total"),
+      0);
   for (const char* phase : {"prefill", "decode"}) {
     EXPECT_EQ(SampleValue(scrape, absl::StrCat(
                                       R"(flotilla_coordinator_read_bytes_total)"
@@ -218,6 +233,37 @@ TEST(ServeMetricsTest, ResidentExpertsReadNothingAndAHangUpIs499) {
           R"(flotilla_serve_requests_total{api="completions",status="200"})"),
       1);
   server.Stop();
+}
+
+// Issue 44 item 12: a stream that sent its 200 and then failed (here its
+// time ran out) is counted under the failure's status, not 200.
+TEST(ServeMetricsTest, AStreamThatFailsAfterItsHeadersCountsAsTheFailure) {
+  MeteredServer m("", absl::Milliseconds(5));
+  ASSERT_NE(m.server, nullptr);
+  httplib::Client client("127.0.0.1", m.server->port());
+  auto r = client.Post("/v1/completions",
+                       R"({"prompt": "Once", "max_tokens": 500, "stream": true})",
+                       "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("timeout_error"), std::string::npos) << r->body;
+  const std::string timed_out =
+      R"(flotilla_serve_requests_total{api="completions",status="504"})";
+  // The count is made once the response is written: a bounded wait.
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (SampleValue(metrics::Scrape(m.registry), timed_out) < 1 &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string scrape = metrics::Scrape(m.registry);
+  EXPECT_EQ(SampleValue(scrape, timed_out), 1);
+  EXPECT_EQ(
+      SampleValue(
+          scrape,
+          R"(flotilla_serve_requests_total{api="completions",status="200"})"),
+      -1);
+  m.server->Stop();
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ inline constexpr int kListenBacklog = 512;
 
 const char* ErrorType(int status) {
   if (status == 401) return "authentication_error";
+  if (status == 403) return "permission_error";
   if (status == 404) return "not_found_error";
   if (status == 408 || status == 504) return "timeout_error";
   if (status == 429) return "rate_limit_error";
@@ -89,8 +90,9 @@ HttpService::HttpService(HttpServiceOptions options)
 HttpService::~HttpService() { Stop(); }
 
 void HttpService::Route(const std::string& method, const std::string& path,
-                        Handler handler) {
+                        Handler handler, bool any_origin) {
   RouteEntry e;
+  e.any_origin = any_origin;
   e.method = method;
   e.prefix = absl::EndsWith(path, "*");
   e.path = e.prefix ? path.substr(0, path.size() - 1) : path;
@@ -103,7 +105,38 @@ std::string HttpService::ErrorBody(int status,
   return options_.error_body(status, message);
 }
 
+bool HttpService::OriginAllowed(const HttpRequest& req,
+                                const std::string& origin) const {
+  if (options_.cors_origin == "*" || origin == options_.cors_origin) {
+    return true;
+  }
+  // The server's own pages: the origin the browser loaded them from is the
+  // Host it sends.
+  const std::string host = absl::AsciiStrToLower(req.Header("Host"));
+  const std::string lower = absl::AsciiStrToLower(origin);
+  return !host.empty() &&
+         (lower == "http://" + host || lower == "https://" + host);
+}
+
 void HttpService::Dispatch(const HttpRequest& req, HttpResponse* res) const {
+  const std::string origin = req.Header("Origin");
+  if (!origin.empty() && !OriginAllowed(req, origin)) {
+    bool page = false;
+    for (const RouteEntry& r : routes_) {
+      page |= r.any_origin && r.method == req.method &&
+              (r.prefix ? absl::StartsWith(req.path, r.path)
+                        : req.path == r.path);
+    }
+    if (!page) {
+      res->Set(403, "application/json",
+               ErrorBody(403, absl::StrCat(
+                                  "requests from the web page at origin '",
+                                  origin.substr(0, 200),
+                                  "' are refused (allow one with "
+                                  "--cors-origin)")));
+      return;
+    }
+  }
   if (req.method == "OPTIONS" && !options_.cors_origin.empty()) {
     res->status = 204;
     res->SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");

@@ -97,7 +97,8 @@ struct HttpServiceOptions {
   // closed. Each holds a thread.
   int max_connections = 512;
   // Set: CORS for this origin ("*" for any): the header on every response
-  // and an answer to OPTIONS preflights.
+  // and an answer to OPTIONS preflights; requests from other origins than
+  // this one and the server's own are refused (Route).
   std::string cors_origin;
   // The body of an error this layer answers (400, 404, 405, 408, 413, 415,
   // 431, 503): JSON by default ({"error": {"message", "type", ...}}).
@@ -111,9 +112,15 @@ class HttpService {
   HttpService(const HttpService&) = delete;
   HttpService& operator=(const HttpService&) = delete;
 
-  // Before Start. `path` exact, or a prefix when it ends in '*'.
+  // Before Start. `path` exact, or a prefix when it ends in '*'. A request
+  // that carries an Origin header other than the server's own (its Host) or
+  // the allowed cors_origin is answered 403 before any handler runs: a web
+  // page the user visits could otherwise drive a local server with a
+  // "simple" cross-origin POST, which needs no preflight. Requests without
+  // Origin (curl, SDKs) are not affected. `any_origin` exempts a route
+  // that only serves a page.
   void Route(const std::string& method, const std::string& path,
-             Handler handler);
+             Handler handler, bool any_origin = false);
   // Answers what no route matched (default: JSON 404, or 405 naming the
   // methods when only the method is wrong).
   void SetNotFound(Handler handler) { not_found_ = std::move(handler); }
@@ -143,8 +150,11 @@ class HttpService {
     std::string method;
     std::string path;
     bool prefix = false;
+    bool any_origin = false;
     Handler handler;
   };
+  // Whether a request with this Origin header may reach the API.
+  bool OriginAllowed(const HttpRequest& req, const std::string& origin) const;
   void AcceptLoop();
   void Serve(int fd);
 

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "shared/jinja/budget.h"
 #include "shared/jinja/builtins.h"
 
 namespace flotilla::jinja::internal {
@@ -45,6 +46,19 @@ std::string EncodeUtf8(const std::vector<uint32_t>& cps, size_t begin,
   std::string out;
   for (size_t i = begin; i < end; ++i) AppendUtf8(&out, cps[i]);
   return out;
+}
+
+absl::Status TooLarge() {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "a string or list built by the template is too large (over ",
+      kMaxBuiltBytes, " bytes or ", kMaxBuiltItems, " items)"));
+}
+
+size_t JoinedSize(const std::vector<std::string>& parts,
+                  size_t separator_size) {
+  size_t total = parts.empty() ? 0 : (parts.size() - 1) * separator_size;
+  for (const std::string& p : parts) total += p.size();
+  return total;
 }
 
 absl::Status UndefinedError(const Value& v) {
@@ -91,18 +105,27 @@ absl::Status ArgReader::Check() const {
 }
 
 absl::StatusOr<std::vector<Value>> Iterate(const Value& v) {
+  // Every item visited is a step of the render's budget, taken before the
+  // items are made (a 60 MB string is 60 M one-character values).
+  Budget* budget = Budget::Current();
+  auto charge = [budget](size_t items) {
+    return budget == nullptr || budget->Spend(static_cast<int64_t>(items));
+  };
   switch (v.kind()) {
     case Value::Kind::kUndefined:
       return std::vector<Value>{};
     case Value::Kind::kList:
+      if (!charge(v.list().size())) return budget->status();
       return v.list();
     case Value::Kind::kDict: {
       if (v.is_namespace()) break;
+      if (!charge(v.dict().size())) return budget->status();
       std::vector<Value> keys;
       for (const auto& [k, e] : v.dict()) keys.push_back(Value::String(k));
       return keys;
     }
     case Value::Kind::kString: {
+      if (!charge(v.as_string().size())) return budget->status();
       std::vector<uint32_t> cps = DecodeUtf8(v.as_string());
       std::vector<Value> chars;
       for (size_t i = 0; i < cps.size(); ++i) {

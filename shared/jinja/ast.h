@@ -43,6 +43,10 @@ struct Expr {
   std::vector<ExprPtr> children;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;
+  // Levels from here to the deepest leaf (1 for a leaf): the parser
+  // refuses expressions past a height, so evaluating or freeing one never
+  // recurses without bound.
+  int height = 1;
 };
 
 struct Node;

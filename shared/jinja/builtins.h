@@ -38,6 +38,17 @@ absl::StatusOr<std::vector<Value>> Iterate(const Value& v);
 // Python's len(); error for kinds without one.
 absl::StatusOr<int64_t> Length(const Value& v);
 
+// Strings and lists an expression, filter or method may build: bounded,
+// so that doubling a string in a loop or a replace() that multiplies it
+// ends with an error instead of exhausting memory.
+inline constexpr size_t kMaxBuiltBytes = 64u << 20;
+inline constexpr size_t kMaxBuiltItems = 1u << 20;
+// ResourceExhausted naming those caps.
+absl::Status TooLarge();
+// The size of `parts` joined with a separator of `separator_size` bytes.
+size_t JoinedSize(const std::vector<std::string>& parts,
+                  size_t separator_size);
+
 // An error saying `v` is undefined, naming what it was looked up by.
 absl::Status UndefinedError(const Value& v);
 

@@ -22,16 +22,6 @@ absl::Status TypeError(const std::string& op, const Value& a, const Value& b) {
 
 bool Numeric(const Value& v) { return v.is_number() || v.is_bool(); }
 
-// Strings and lists an expression may build: bounded, so that doubling a
-// string in a loop ends with an error instead of exhausting memory.
-constexpr size_t kMaxBuiltBytes = 64u << 20;
-constexpr size_t kMaxBuiltItems = 1u << 20;
-
-absl::Status TooLarge() {
-  return absl::ResourceExhaustedError(
-      "a string or list built by the template is too large");
-}
-
 absl::Status Overflow(const std::string& op) {
   return absl::InvalidArgumentError("integer overflow in " + op);
 }
@@ -202,7 +192,20 @@ absl::StatusOr<Value> Renderer::EvalCall(const Expr& e, Scope* scope) {
         absl::StrCat("'", callee.TypeName(), "' object is not callable"));
   }
   FLOTILLA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1, scope));
-  return callee.function()(args);
+  FLOTILLA_ASSIGN_OR_RETURN(Value result, callee.function()(args));
+  return Charged(std::move(result));
+}
+
+absl::StatusOr<Value> Renderer::Charged(Value v) {
+  // What building the value copied: a string's bytes (in 64-byte steps),
+  // a list's or dict's items. Bounds the work of a loop that rebuilds a
+  // growing value on every turn.
+  int64_t work = 1;
+  if (v.is_string()) work += static_cast<int64_t>(v.as_string().size() / 64);
+  if (v.is_list()) work += static_cast<int64_t>(v.list().size());
+  if (v.is_dict()) work += static_cast<int64_t>(v.dict().size());
+  if (!budget_.Spend(work)) return budget_.status();
+  return v;
 }
 
 absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e, Scope* scope) {
@@ -213,9 +216,10 @@ absl::StatusOr<Value> Renderer::EvalBinary(const Expr& e, Scope* scope) {
   if (e.name == "~") {
     std::string left = a.Str(), right = b.Str();
     if (left.size() + right.size() > kMaxBuiltBytes) return TooLarge();
-    return Value::String(left + right);
+    return Charged(Value::String(left + right));
   }
-  return Arithmetic(e.name, a, b);
+  FLOTILLA_ASSIGN_OR_RETURN(Value result, Arithmetic(e.name, a, b));
+  return Charged(std::move(result));
 }
 
 absl::StatusOr<Value> Renderer::EvalCompare(const Expr& e, Scope* scope) {
@@ -241,6 +245,21 @@ absl::StatusOr<Value> Renderer::EvalCompare(const Expr& e, Scope* scope) {
 }
 
 absl::StatusOr<Value> Renderer::Eval(const Expr& e, Scope* scope) {
+  // Bounded so that no template, however its expressions and macro calls
+  // nest, exhausts the stack.
+  if (eval_depth_ >= options_.max_eval_depth) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "expressions evaluated deeper than ", options_.max_eval_depth,
+        " levels (macro calls included)"));
+  }
+  ++eval_depth_;
+  absl::StatusOr<Value> v = EvalNode(e, scope);
+  --eval_depth_;
+  if (v.ok() && budget_.spent()) return budget_.status();
+  return v;
+}
+
+absl::StatusOr<Value> Renderer::EvalNode(const Expr& e, Scope* scope) {
   switch (e.kind) {
     case Expr::Kind::kLiteral:
       return e.literal;
@@ -293,7 +312,8 @@ absl::StatusOr<Value> Renderer::Eval(const Expr& e, Scope* scope) {
     case Expr::Kind::kFilter: {
       FLOTILLA_ASSIGN_OR_RETURN(Value input, Eval(*e.children[0], scope));
       FLOTILLA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1, scope));
-      return CallFilter(e.name, input, args);
+      FLOTILLA_ASSIGN_OR_RETURN(Value result, CallFilter(e.name, input, args));
+      return Charged(std::move(result));
     }
     case Expr::Kind::kTest: {
       FLOTILLA_ASSIGN_OR_RETURN(Value subject, Eval(*e.children[0], scope));

@@ -248,8 +248,11 @@ absl::StatusOr<Value> CallFilter(const std::string& name, const Value& input,
         FLOTILLA_ASSIGN_OR_RETURN(part, AttributePath(v, args.Get(1).as_string()));
       }
       parts.push_back(part.Str());
+      if (JoinedSize(parts, 0) > kMaxBuiltBytes) return TooLarge();
     }
-    return Value::String(absl::StrJoin(parts, args.Get(0).Str()));
+    const std::string separator = args.Get(0).Str();
+    if (JoinedSize(parts, separator.size()) > kMaxBuiltBytes) return TooLarge();
+    return Value::String(absl::StrJoin(parts, separator));
   }
   if (name == "first" || name == "last") {
     FLOTILLA_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(input));
@@ -353,7 +356,18 @@ absl::StatusOr<Value> CallFilter(const std::string& name, const Value& input,
   if (name == "indent") {
     ArgReader args(call, name, {"width", "first", "blank"});
     FLOTILLA_RETURN_IF_ERROR(args.Check());
-    return Value::String(Indent(input.Str(), args.Get(0), args.Get(1).Truthy(),
+    const std::string text = input.Str();
+    const Value width = args.Get(0);
+    const size_t pad =
+        width.is_string() ? width.as_string().size()
+        : width.is_int()  ? std::clamp<int64_t>(width.as_int(), 0, 1024)
+                          : 4;  // Indent()'s widths
+    const size_t lines = std::count(text.begin(), text.end(), '\n') + 1;
+    if (pad > 0 && lines > (kMaxBuiltBytes - std::min(text.size(),
+                                                      kMaxBuiltBytes)) / pad) {
+      return TooLarge();
+    }
+    return Value::String(Indent(text, width, args.Get(1).Truthy(),
                                 args.Get(2).Truthy()));
   }
   if (name == "wordcount") {

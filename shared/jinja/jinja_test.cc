@@ -123,7 +123,8 @@ TEST(JinjaTest, HostileTemplatesEndWithAnError) {
   // Nesting, overflow, growth and loops are bounded: each is an error.
   EXPECT_EQ(Render("{{ " + std::string(500, '(') + "1" + std::string(500, ')') +
                    " }}"),
-            "PARSE: template line 1: expressions nest too deep (at '(')");
+            "PARSE: template line 1: expressions nest deeper than 100 levels "
+            "(at '(')");
   EXPECT_EQ(Render("{{ 9223372036854775807 + 1 }}"),
             "ERROR: template line 1: integer overflow in +");
   EXPECT_EQ(Render("{{ 99999999999999999999 }}"),
@@ -132,15 +133,16 @@ TEST(JinjaTest, HostileTemplatesEndWithAnError) {
   EXPECT_EQ(Render("{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
                    "{% set ns.s = ns.s + ns.s %}{% endfor %}"),
             "ERROR: template line 1: a string or list built by the template is "
-            "too large");
+            "too large (over 67108864 bytes or 1048576 items)");
   EXPECT_EQ(Render("{% for i in range(1000) %}{% for j in range(1000) %}"
                    "{% endfor %}{% endfor %}",
                    "{}", /*max_steps=*/50000),
-            "ERROR: template line 1: the template ran more than 50000 loop "
-            "iterations and macro calls");
+            "ERROR: template line 1: the template took more than 50000 steps "
+            "(loop iterations, macro calls and items printed, compared or "
+            "serialized)");
   EXPECT_EQ(Render("{{ 'x' * 100000000 }}"),
             "ERROR: template line 1: a string or list built by the template is "
-            "too large");
+            "too large (over 67108864 bytes or 1048576 items)");
 }
 
 TEST(JinjaTest, RaisedErrorsAreMarked) {

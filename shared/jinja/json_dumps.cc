@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "shared/jinja/budget.h"
 #include "shared/jinja/value.h"
 
 namespace flotilla::jinja {
@@ -80,6 +81,8 @@ void AppendJsonString(std::string* out, const std::string& s,
 
 absl::Status Dump(const Value& v, bool ensure_ascii, int indent,
                   bool sort_keys, int depth, std::string* out) {
+  WalkLevel walk;  // charged to the render's budget, when there is one
+  if (!walk.ok()) return Budget::Current()->status();
   const std::string item_sep = indent < 0 ? ", " : ",";
   auto newline = [&](int level) {
     if (indent >= 0) absl::StrAppend(out, "\n", std::string(indent * level, ' '));
@@ -120,6 +123,7 @@ absl::Status Dump(const Value& v, bool ensure_ascii, int indent,
         absl::Status s = Dump(v.list()[i], ensure_ascii, indent, sort_keys,
                               depth + 1, out);
         if (!s.ok()) return s;
+        if (!walk.Fits(out->size())) return Budget::Current()->status();
       }
       newline(depth);
       *out += ']';
@@ -149,6 +153,7 @@ absl::Status Dump(const Value& v, bool ensure_ascii, int indent,
         absl::Status s = Dump(items[i]->second, ensure_ascii, indent,
                               sort_keys, depth + 1, out);
         if (!s.ok()) return s;
+        if (!walk.Fits(out->size())) return Budget::Current()->status();
       }
       newline(depth);
       *out += '}';

@@ -2,7 +2,9 @@
 // str and dict methods chat templates call (strip, split, startswith,
 // items, get, ...). List methods that change a list (append, pop) are
 // absent, as in transformers' immutable sandbox.
+#include <algorithm>
 #include <cctype>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -112,7 +114,7 @@ absl::StatusOr<bool> AffixMatches(const std::string& s, const Value& affix,
 }
 
 // str methods; undefined when `name` is not one.
-Value StringMethod(const std::string& s, const std::string& name) {
+Value StringMethod(const Value& str, const std::string& name) {
   struct Method {
     const char* name;
     std::vector<std::string> params;
@@ -135,7 +137,10 @@ Value StringMethod(const std::string& s, const std::string& name) {
   if (method == nullptr) return Value::Undefined("str has no attribute " + name);
   const std::vector<std::string> params = method->params;
   return Value::MakeFunction(
-      "str." + name, [s, name, params](CallArgs& call) -> absl::StatusOr<Value> {
+      "str." + name,
+      [str, name, params](CallArgs& call) -> absl::StatusOr<Value> {
+        // The bound string is shared with `str`, not copied.
+        const std::string& s = str.as_string();
         ArgReader args(call, name, params);
         if (absl::Status st = args.Check(); !st.ok()) return st;
         const Value a0 = args.Get(0), a1 = args.Get(1), a2 = args.Get(2);
@@ -167,6 +172,27 @@ Value StringMethod(const std::string& s, const std::string& name) {
         if (name == "replace") {
           if (!a1.is_string()) {
             return absl::InvalidArgumentError("str.replace() takes strings");
+          }
+          // What the result would weigh, before building it.
+          const std::string& from = a0.as_string();
+          const std::string& to = a1.as_string();
+          const int64_t limit = a2.is_int() && a2.as_int() >= 0
+                                    ? a2.as_int()
+                                    : std::numeric_limits<int64_t>::max();
+          uint64_t hits = 0;
+          if (from.empty()) {
+            hits = std::min<uint64_t>(DecodeUtf8(s).size() + 1, limit);
+          } else {
+            for (size_t at = s.find(from); at != std::string::npos &&
+                                           hits < static_cast<uint64_t>(limit);
+                 at = s.find(from, at + from.size())) {
+              ++hits;
+            }
+          }
+          if (to.size() > from.size() &&
+              (to.size() - from.size()) * hits > kMaxBuiltBytes - std::min(
+                  s.size(), kMaxBuiltBytes)) {
+            return TooLarge();
           }
           if (a2.is_int() && a2.as_int() >= 0) {
             std::string out = s;
@@ -210,6 +236,7 @@ Value StringMethod(const std::string& s, const std::string& name) {
             }
             parts.push_back(v.as_string());
           }
+          if (JoinedSize(parts, s.size()) > kMaxBuiltBytes) return TooLarge();
           return Value::String(absl::StrJoin(parts, s));
         }
         if (name == "splitlines") {
@@ -284,7 +311,7 @@ absl::StatusOr<Value> GetAttribute(const Value& obj, const std::string& name) {
           absl::StrCat("dict object has no attribute '", name, "'"));
     }
     case Value::Kind::kString:
-      return StringMethod(obj.as_string(), name);
+      return StringMethod(obj, name);
     default:
       return Value::Undefined(absl::StrCat(obj.TypeName(),
                                            " object has no attribute '", name,

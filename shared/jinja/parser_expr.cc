@@ -1,4 +1,6 @@
 // Expressions, one function per precedence level as in Jinja's parser.
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -20,7 +22,36 @@ ExprPtr Binary(const std::string& op, ExprPtr left, ExprPtr right) {
   return e;
 }
 
+// Leaves one level of recursive parsing.
+struct Leave {
+  int* depth;
+  ~Leave() { --*depth; }
+};
+
 }  // namespace
+
+absl::Status Parser::Seal(Expr* e) const {
+  int below = 0;
+  for (const ExprPtr& c : e->children) {
+    if (c != nullptr) below = std::max(below, c->height);
+  }
+  for (const auto& [k, c] : e->kwargs) below = std::max(below, c->height);
+  e->height = below + 1;
+  if (e->height > kMaxHeight) {
+    return Error(absl::StrCat("expression deeper than ", kMaxHeight,
+                              " levels (a chain of operators, filters, "
+                              "calls or subscripts counts each link)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Parser::Enter(absl::string_view what) {
+  if (++depth_ > kMaxNesting) {
+    return Error(absl::StrCat(what, " nest deeper than ", kMaxNesting,
+                              " levels"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ExprPtr> Parser::ParseTupleOrExpression(bool with_condexpr) {
   FLOTILLA_ASSIGN_OR_RETURN(ExprPtr first, ParseExpression(with_condexpr));
@@ -37,10 +68,14 @@ absl::StatusOr<ExprPtr> Parser::ParseTupleOrExpression(bool with_condexpr) {
     FLOTILLA_ASSIGN_OR_RETURN(ExprPtr item, ParseExpression(with_condexpr));
     tuple->children.push_back(std::move(item));
   }
+  FLOTILLA_RETURN_IF_ERROR(Seal(tuple.get()));
   return tuple;
 }
 
 absl::StatusOr<ExprPtr> Parser::ParseExpression(bool with_condexpr) {
+  // `a if b else c if d else ...` recurses here once per `else`.
+  Leave leave{&depth_};
+  FLOTILLA_RETURN_IF_ERROR(Enter("expressions"));
   FLOTILLA_ASSIGN_OR_RETURN(ExprPtr node, ParseOr());
   if (!with_condexpr) return node;
   while (IsName("if")) {
@@ -54,6 +89,7 @@ absl::StatusOr<ExprPtr> Parser::ParseExpression(bool with_condexpr) {
     cond->children.push_back(std::move(node));
     cond->children.push_back(std::move(test));
     cond->children.push_back(std::move(otherwise));
+    FLOTILLA_RETURN_IF_ERROR(Seal(cond.get()));
     node = std::move(cond);
   }
   return node;
@@ -71,6 +107,7 @@ absl::StatusOr<ExprPtr> Parser::ParseLeftAssociative(
     Next();
     FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, (this->*next)());
     left = Binary(std::string(op), std::move(left), std::move(right));
+    FLOTILLA_RETURN_IF_ERROR(Seal(left.get()));
   }
 }
 
@@ -84,11 +121,14 @@ absl::StatusOr<ExprPtr> Parser::ParseAnd() {
 
 absl::StatusOr<ExprPtr> Parser::ParseNot() {
   if (IsName("not")) {
+    Leave leave{&depth_};
+    FLOTILLA_RETURN_IF_ERROR(Enter("'not' operators"));
     ExprPtr node = MakeExpr(Expr::Kind::kUnary);
     Next();
     node->name = "not";
     FLOTILLA_ASSIGN_OR_RETURN(ExprPtr operand, ParseNot());
     node->children.push_back(std::move(operand));
+    FLOTILLA_RETURN_IF_ERROR(Seal(node.get()));
     return node;
   }
   return ParseCompare();
@@ -122,6 +162,7 @@ absl::StatusOr<ExprPtr> Parser::ParseCompare() {
     FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, ParseMath1());
     cmp->ops.push_back(op);
     cmp->children.push_back(std::move(right));
+    FLOTILLA_RETURN_IF_ERROR(Seal(cmp.get()));
   }
   return cmp != nullptr ? std::move(cmp) : std::move(first);
 }
@@ -146,17 +187,15 @@ absl::StatusOr<ExprPtr> Parser::ParseFiltered() { return ParseUnary(true); }
 
 absl::StatusOr<ExprPtr> Parser::ParseUnary(bool with_filter) {
   // Nesting is bounded so that a hostile template cannot exhaust the stack.
-  if (++depth_ > kMaxNesting) return Error("expressions nest too deep");
-  struct Leave {
-    int* depth;
-    ~Leave() { --*depth; }
-  } leave{&depth_};
+  Leave leave{&depth_};
+  FLOTILLA_RETURN_IF_ERROR(Enter("expressions"));
   ExprPtr node;
   if (IsOp("-") || IsOp("+")) {
     node = MakeExpr(Expr::Kind::kUnary);
     node->name = Next().text;
     FLOTILLA_ASSIGN_OR_RETURN(ExprPtr operand, ParseUnary(false));
     node->children.push_back(std::move(operand));
+    FLOTILLA_RETURN_IF_ERROR(Seal(node.get()));
   } else {
     FLOTILLA_ASSIGN_OR_RETURN(node, ParsePrimary());
   }
@@ -218,6 +257,7 @@ absl::StatusOr<ExprPtr> Parser::ParsePrimary() {
       FLOTILLA_ASSIGN_OR_RETURN(ExprPtr item, ParseExpression());
       node->children.push_back(std::move(item));
     }
+    FLOTILLA_RETURN_IF_ERROR(Seal(node.get()));
     return node;
   }
   if (AcceptOp("{")) {
@@ -231,6 +271,7 @@ absl::StatusOr<ExprPtr> Parser::ParsePrimary() {
       node->children.push_back(std::move(key));
       node->children.push_back(std::move(value));
     }
+    FLOTILLA_RETURN_IF_ERROR(Seal(node.get()));
     return node;
   }
   return Error("expected an expression");
@@ -250,12 +291,14 @@ absl::StatusOr<ExprPtr> Parser::ParsePostfix(ExprPtr node) {
         index->literal = Value::Int(v);
         item->children.push_back(std::move(node));
         item->children.push_back(std::move(index));
+        FLOTILLA_RETURN_IF_ERROR(Seal(item.get()));
         node = std::move(item);
         continue;
       }
       ExprPtr attr = MakeExpr(Expr::Kind::kAttr);
       FLOTILLA_ASSIGN_OR_RETURN(attr->name, ExpectName());
       attr->children.push_back(std::move(node));
+      FLOTILLA_RETURN_IF_ERROR(Seal(attr.get()));
       node = std::move(attr);
     } else if (IsOp("[")) {
       Next();
@@ -289,6 +332,7 @@ absl::StatusOr<ExprPtr> Parser::ParseSubscript(ExprPtr node) {
     out->children.push_back(std::move(parts[1]));
     out->children.push_back(std::move(parts[2]));
   }
+  FLOTILLA_RETURN_IF_ERROR(Seal(out.get()));
   return out;
 }
 
@@ -296,6 +340,7 @@ absl::StatusOr<ExprPtr> Parser::ParseCall(ExprPtr callee) {
   ExprPtr call = MakeExpr(Expr::Kind::kCall);
   call->children.push_back(std::move(callee));
   FLOTILLA_RETURN_IF_ERROR(ParseCallArgs(call.get()));
+  FLOTILLA_RETURN_IF_ERROR(Seal(call.get()));
   return call;
 }
 
@@ -353,6 +398,7 @@ absl::StatusOr<ExprPtr> Parser::ParseFilter(ExprPtr input) {
   FLOTILLA_ASSIGN_OR_RETURN(filter->name, ParseDottedName());
   filter->children.push_back(std::move(input));
   if (AcceptOp("(")) FLOTILLA_RETURN_IF_ERROR(ParseCallArgs(filter.get()));
+  FLOTILLA_RETURN_IF_ERROR(Seal(filter.get()));
   return filter;
 }
 
@@ -373,6 +419,7 @@ absl::StatusOr<ExprPtr> Parser::ParseTest(ExprPtr subject) {
     FLOTILLA_ASSIGN_OR_RETURN(arg, ParsePostfix(std::move(arg)));
     test->children.push_back(std::move(arg));
   }
+  FLOTILLA_RETURN_IF_ERROR(Seal(test.get()));
   return test;
 }
 

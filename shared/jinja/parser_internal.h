@@ -76,7 +76,15 @@ class Parser {
   absl::Status Error(absl::string_view what) const;
   ExprPtr MakeExpr(Expr::Kind kind) const;
 
+  // Sets e->height from its children's; InvalidArgument past kMaxHeight
+  // (an operator chain such as 1 + 1 + ... builds a tree as deep as it is
+  // long without nesting anything).
+  absl::Status Seal(Expr* e) const;
+  // Enters one level of recursive parsing; an error past kMaxNesting.
+  absl::Status Enter(absl::string_view what);
+
   static constexpr int kMaxNesting = 100;
+  static constexpr int kMaxHeight = 200;
   const std::vector<Token>& tokens_;
   size_t pos_ = 0;
   int depth_ = 0;  // expressions and statements open now

@@ -39,11 +39,7 @@ absl::Status AtLine(int line, const absl::Status& status) {
 }
 
 absl::Status Renderer::Step() {
-  if (++steps_ > options_.max_steps) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the template ran more than ", options_.max_steps,
-        " loop iterations and macro calls"));
-  }
+  if (!budget_.Spend()) return budget_.status();
   return absl::OkStatus();
 }
 
@@ -51,6 +47,8 @@ absl::StatusOr<Flow> Renderer::RenderBody(const Body& body, Scope* scope,
                                           std::string* out) {
   for (const NodePtr& n : body) {
     absl::StatusOr<Flow> flow = RenderNode(*n, scope, out);
+    // A walk that ran out of budget stopped early with a partial result.
+    if (flow.ok() && budget_.spent()) flow = budget_.status();
     if (!flow.ok()) return AtLine(n->line, flow.status());
     if (out->size() > options_.max_output_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(

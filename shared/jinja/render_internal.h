@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "shared/jinja/ast.h"
+#include "shared/jinja/budget.h"
 #include "shared/jinja/template.h"
 #include "shared/jinja/value.h"
 
@@ -31,13 +32,19 @@ enum class Flow { kNormal, kBreak, kContinue };
 class Renderer {
  public:
   Renderer(const RenderOptions& options, Scope* root)
-      : options_(options), root_(root) {}
+      : options_(options),
+        root_(root),
+        budget_(options.max_steps, options.max_output_bytes,
+                options.max_value_nesting),
+        install_(&budget_) {}
 
   absl::StatusOr<Flow> RenderBody(const Body& body, Scope* scope,
                                   std::string* out);
+  // Evaluates `e`, bounded in depth; the budget's error once it is spent.
   absl::StatusOr<Value> Eval(const Expr& e, Scope* scope);
 
  private:
+  absl::StatusOr<Value> EvalNode(const Expr& e, Scope* scope);
   absl::StatusOr<Flow> RenderNode(const Node& n, Scope* scope,
                                   std::string* out);
   absl::StatusOr<Flow> RenderFor(const Node& n, Scope* scope, std::string* out);
@@ -49,12 +56,17 @@ class Renderer {
   absl::StatusOr<CallArgs> EvalArgs(const Expr& e, size_t first,
                                     Scope* scope);
   absl::StatusOr<Value> EvalCall(const Expr& e, Scope* scope);
+  // `v`, after charging the budget for what building it copied.
+  absl::StatusOr<Value> Charged(Value v);
 
   const RenderOptions& options_;
   Scope* root_;
-  int depth_ = 0;
-  int64_t steps_ = 0;  // loop iterations and macro calls so far
-  // ResourceExhausted once the render has taken max_steps steps.
+  int depth_ = 0;       // macro calls open now
+  int eval_depth_ = 0;  // Eval calls open now, across macro calls
+  Budget budget_;
+  ScopedBudget install_;  // budget_ is this thread's while rendering
+  // One loop iteration or macro call: ResourceExhausted once the render
+  // has spent its budget.
   absl::Status Step();
 };
 

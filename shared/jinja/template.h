@@ -26,11 +26,17 @@ struct RenderOptions {
   absl::Time now = absl::InfinitePast();
   absl::TimeZone zone = absl::LocalTimeZone();
   // Refuses output past this many bytes, macro calls nested deeper than
-  // max_depth and more than max_steps loop iterations and macro calls, so
-  // a runaway template ends with an error.
+  // max_depth, expressions evaluated deeper than max_eval_depth (counted
+  // across macro calls, so that no render exhausts the stack), values
+  // nested deeper than max_value_nesting, and more than max_steps steps, so
+  // a runaway template ends with a ResourceExhausted error naming the limit.
   size_t max_output_bytes = 64u << 20;
   int max_depth = 200;
-  // Loop iterations and macro calls in one render at most.
+  int max_eval_depth = 500;
+  int max_value_nesting = 512;
+  // Steps in one render at most: loop iterations, macro calls, and every
+  // item that printing, comparing or serializing a value visits (a value
+  // that holds another twice is visited twice: budget.h).
   int64_t max_steps = 10'000'000;
 };
 

@@ -6,8 +6,14 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "shared/jinja/budget.h"
 
 namespace flotilla::jinja {
+
+const std::string& Value::text() const {
+  static const std::string* const kEmpty = new std::string();
+  return string_ != nullptr ? *string_ : *kEmpty;
+}
 
 Value Value::None() {
   Value v;
@@ -39,7 +45,7 @@ Value Value::Float(double d) {
 Value Value::String(std::string s) {
   Value v;
   v.kind_ = Kind::kString;
-  v.string_ = std::move(s);
+  v.string_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
 
@@ -62,14 +68,14 @@ Value Value::MakeDict(Dict items, bool is_namespace) {
 Value Value::MakeFunction(std::string name, Function f) {
   Value v;
   v.kind_ = Kind::kFunction;
-  v.string_ = std::move(name);
+  v.string_ = std::make_shared<const std::string>(std::move(name));
   v.function_ = std::make_shared<Function>(std::move(f));
   return v;
 }
 
 Value Value::Undefined(std::string hint) {
   Value v;
-  v.string_ = std::move(hint);
+  v.string_ = std::make_shared<const std::string>(std::move(hint));
   return v;
 }
 
@@ -105,6 +111,8 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
 }
 
 absl::StatusOr<nlohmann::ordered_json> Value::ToJson() const {
+  WalkLevel level;
+  if (!level.ok()) return Budget::Current()->status();
   switch (kind_) {
     case Kind::kNone:
       return nlohmann::ordered_json(nullptr);
@@ -115,7 +123,7 @@ absl::StatusOr<nlohmann::ordered_json> Value::ToJson() const {
     case Kind::kFloat:
       return nlohmann::ordered_json(float_);
     case Kind::kString:
-      return nlohmann::ordered_json(string_);
+      return nlohmann::ordered_json(text());
     case Kind::kList: {
       nlohmann::ordered_json out = nlohmann::ordered_json::array();
       for (const Value& e : *list_) {
@@ -169,7 +177,7 @@ bool Value::Truthy() const {
     case Kind::kFloat:
       return float_ != 0;
     case Kind::kString:
-      return !string_.empty();
+      return !text().empty();
     case Kind::kList:
       return !list_->empty();
     case Kind::kDict:
@@ -255,13 +263,17 @@ std::string Value::Str() const {
     case Kind::kUndefined:
       return "";
     case Kind::kString:
-      return string_;
+      return text();
     default:
       return Repr();
   }
 }
 
 std::string Value::Repr() const {
+  // Stops early (the render then fails naming the limit) once this render's
+  // budget is spent.
+  WalkLevel level;
+  if (!level.ok()) return "";
   switch (kind_) {
     case Kind::kUndefined:
       return "Undefined";
@@ -274,12 +286,13 @@ std::string Value::Repr() const {
     case Kind::kFloat:
       return PythonFloatRepr(float_);
     case Kind::kString:
-      return PythonStringRepr(string_);
+      return PythonStringRepr(text());
     case Kind::kList: {
       std::string out = is_tuple() ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i > 0) out += ", ";
         out += (*list_)[i].Repr();
+        if (!level.Fits(out.size())) return out;
       }
       if (is_tuple() && list_->size() == 1) out += ",";
       return out + (is_tuple() ? ")" : "]");
@@ -291,16 +304,19 @@ std::string Value::Repr() const {
         if (i > 0) out += ", ";
         absl::StrAppend(&out, PythonStringRepr((*dict_)[i].first), ": ",
                         (*dict_)[i].second.Repr());
+        if (!level.Fits(out.size())) return out;
       }
       return out + "}";
     }
     case Kind::kFunction:
-      return absl::StrCat("<function ", string_, ">");
+      return absl::StrCat("<function ", text(), ">");
   }
   return "";
 }
 
 bool Value::Equals(const Value& o) const {
+  WalkLevel level;
+  if (!level.ok()) return false;  // the render fails naming the limit
   if (is_number() && o.is_number()) {
     if (is_float() || o.is_float()) return as_number() == o.as_number();
     return int_ == o.int_;
@@ -316,7 +332,7 @@ bool Value::Equals(const Value& o) const {
     case Kind::kBool:
       return int_ == o.int_;
     case Kind::kString:
-      return string_ == o.string_;
+      return string_ == o.string_ || text() == o.text();
     case Kind::kList:
       if (list_->size() != o.list_->size()) return false;
       for (size_t i = 0; i < list_->size(); ++i) {

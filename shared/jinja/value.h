@@ -79,12 +79,12 @@ class Value {
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }
   double as_number() const { return is_float() ? float_ : double(int_); }
-  const std::string& as_string() const { return string_; }
+  const std::string& as_string() const { return text(); }
   List& list() const { return *list_; }
   Dict& dict() const { return *dict_; }
   const Function& function() const { return *function_; }
   // Name of the function, or the name an undefined was looked up by.
-  const std::string& name() const { return string_; }
+  const std::string& name() const { return text(); }
 
   // Dict entry by key; null when absent.
   const Value* Find(const std::string& key) const;
@@ -107,7 +107,11 @@ class Value {
   bool flag_ = false;  // tuple / namespace
   int64_t int_ = 0;    // bool and int
   double float_ = 0;
-  std::string string_;  // string; function or undefined name
+  // The string, or a function's or an undefined's name; shared, so that
+  // copying a value (a lookup, a list of one string a million times) never
+  // copies its text. Null means "".
+  std::shared_ptr<const std::string> string_;
+  const std::string& text() const;
   std::shared_ptr<List> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<Function> function_;

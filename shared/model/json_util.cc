@@ -94,6 +94,13 @@ absl::StatusOr<Json> ParseGuarded(absl::string_view text,
                                   absl::string_view source) {
   const char* begin = text.data();
   const char* end = text.data() + text.size();
+  // nlohmann's lexer takes a NUL byte for the end of its input and would
+  // ignore whatever follows it; JSON text never holds one (a NUL inside a
+  // string is written \u0000).
+  if (const size_t nul = text.find('\0'); nul != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": invalid JSON: a NUL byte at offset ", nul));
+  }
   {
     JsonGuard guard;
     json::sax_parse(begin, end, &guard, json::input_format_t::json,

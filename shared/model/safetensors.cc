@@ -80,6 +80,19 @@ absl::Status SafetensorsCheckpoint::LoadIndex(const std::string& dir,
                 : absl::StrCat(" (it is in ", elsewhere->file, ")")));
       }
     }
+    // And the other way: a tensor the index leaves out is a checkpoint the
+    // index and its shards disagree on (the upstream loaders would not
+    // read it), not a tensor to pick up in silence.
+    std::vector<absl::string_view> mapped(expected.begin(), expected.end());
+    std::sort(mapped.begin(), mapped.end());
+    for (const std::string& name : names) {
+      if (!std::binary_search(mapped.begin(), mapped.end(),
+                              absl::string_view(name))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, " holds tensor '", name, "', which ", index,
+            " does not name (weight_map leaves it out)"));
+      }
+    }
     // Checked: the names live on as the tensors' keys.
     std::vector<std::string>().swap(expected);
   }

@@ -1,5 +1,6 @@
 #include "shared/pack/region_builder.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,20 @@ namespace {
 using model::DType;
 using model::TensorInfo;
 using model::TensorSource;
+
+// Norm weights, biases and router corrections are small and steer every
+// token (a NaN in a router bias silently changes which experts run): each
+// value must be finite.
+absl::Status CheckFinite(const std::string& tensor, const float* v, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", tensor, ": element ", i, " is ", v[i],
+          " (norms, biases and router corrections must be finite)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Fill(const TensorSource& source, const FieldSpec& spec,
                   const RegionField& field, const RegionLayout& layout,
@@ -34,6 +49,7 @@ absl::Status Fill(const TensorSource& source, const FieldSpec& spec,
       const TensorInfo* t = source.Find(spec.src);
       FLOTILLA_ASSIGN_OR_RETURN(std::vector<float> v,
                                 source.ReadF32(spec.src, t->numel()));
+      FLOTILLA_RETURN_IF_ERROR(CheckFinite(spec.src, v.data(), spec.rows));
       std::memcpy(dst, v.data(), spec.rows * sizeof(float));
       return absl::OkStatus();
     }
@@ -42,6 +58,8 @@ absl::Status Fill(const TensorSource& source, const FieldSpec& spec,
                                 source.ReadF32(spec.src, spec.rows));
       FLOTILLA_ASSIGN_OR_RETURN(std::vector<float> b,
                                 source.ReadF32(spec.src2, spec.rows));
+      FLOTILLA_RETURN_IF_ERROR(CheckFinite(spec.src, a.data(), spec.rows));
+      FLOTILLA_RETURN_IF_ERROR(CheckFinite(spec.src2, b.data(), spec.rows));
       float* out = reinterpret_cast<float*>(dst);
       for (size_t i = 0; i < spec.rows; ++i) out[i] = a[i] * b[i];
       return absl::OkStatus();

@@ -289,6 +289,28 @@ def main():
                      + b"\r\n")
         check(b"Access-Control-Allow-Origin: https://app.example" in r,
               "6: --cors-origin marks every answer")
+        # Issue 44 item 5: a "simple" cross-origin POST (no preflight) from
+        # any other page is refused; the allowed origin, the server's own
+        # and clients without Origin are served.
+        good = b'{"prompt": "Once", "max_tokens": 1}'
+        n = str(len(good)).encode()
+        for ctype in (b"text/plain", b"application/x-www-form-urlencoded",
+                      b"multipart/form-data; boundary=x"):
+            def post(origin):
+                return exchange(port, b"POST /v1/completions HTTP/1.1\r\n"
+                                b"Host: 127.0.0.1:1\r\n" + origin
+                                + b"Content-Type: " + ctype
+                                + b"\r\nContent-Length: " + n + b"\r\n"
+                                + close + b"\r\n" + good)
+            r = post(b"Origin: http://evil.example\r\n")
+            check(status_of(r) == 403 and is_json_error(r)
+                  and b"http://evil.example" in r,
+                  "44.5: a foreign page's simple POST is a JSON 403")
+            for origin in (b"", b"Origin: https://app.example\r\n",
+                           b"Origin: http://127.0.0.1:1\r\n"):
+                check(status_of(post(origin)) == 200,
+                      "44.5: no Origin, the allowed one or the server's own "
+                      "is served")
     finally:
         proc.terminate()
         proc.wait(timeout=60)

@@ -25,8 +25,9 @@ std::optional<double> ScalingNumber(const Json& s, const char* key,
                                     double fallback, ConfigFieldReader* r) {
   const auto it = s.find(key);
   if (it == s.end() || it->is_null()) return fallback;
-  if (!it->is_number()) {
-    r->AddError(absl::StrCat("rope_scaling.", key, ": must be a number"));
+  if (!it->is_number() || !std::isfinite(it->get<double>())) {
+    r->AddError(
+        absl::StrCat("rope_scaling.", key, ": must be a finite number"));
     return std::nullopt;
   }
   return it->get<double>();
@@ -56,9 +57,23 @@ void ParseRopeScaling(const Json& root, ConfigFieldReader* r,
   const auto mscale = ScalingNumber(s, "mscale", 1, r);
   const auto all_dim = ScalingNumber(s, "mscale_all_dim", 0, r);
   if (!factor || !original || !fast || !slow || !mscale || !all_dim) return;
-  if (!(*factor >= 1)) {
-    r->AddError(
-        absl::StrCat("rope_scaling.factor: ", *factor, " must be >= 1"));
+  // Bounded far above the releases (DeepSeek-V3 40, Kimi K2 32 and 64).
+  if (!(*factor >= 1) || *factor > 1024) {
+    r->AddError(absl::StrCat("rope_scaling.factor: ", *factor,
+                             " must be in 1..1024"));
+  }
+  if (!(*mscale > 0) || *mscale > 100) {
+    r->AddError(absl::StrCat("rope_scaling.mscale: ", *mscale,
+                             " must be in (0, 100]"));
+  }
+  if (!(*all_dim >= 0) || *all_dim > 100) {
+    r->AddError(absl::StrCat("rope_scaling.mscale_all_dim: ", *all_dim,
+                             " must be in [0, 100]"));
+  }
+  if (*original > (1 << 28)) {
+    r->AddError(absl::StrCat(
+        "rope_scaling.original_max_position_embeddings: ", *original,
+        " is above 268435456"));
   }
   if (!(*original >= 1) || *original != std::floor(*original)) {
     r->AddError(
@@ -73,7 +88,8 @@ void ParseRopeScaling(const Json& root, ConfigFieldReader* r,
         "both positive");
   }
   c->yarn_factor = *factor;
-  c->yarn_original_max_position = static_cast<int>(*original);
+  c->yarn_original_max_position =
+      *original >= 1 && *original <= (1 << 28) ? static_cast<int>(*original) : 0;
   c->yarn_beta_fast = *fast;
   c->yarn_beta_slow = *slow;
   c->yarn_mscale = *mscale;
@@ -167,17 +183,23 @@ absl::StatusOr<DeepSeekV3Config> ParseDeepSeekV3Config(
   }
   if (const auto eps =
           r.RequiredFloat(General("rms_norm_eps", {"rms_norm_eps"}))) {
-    if (!(*eps > 0)) r.AddError("rms_norm_eps: must be > 0");
+    if (!(*eps > 0) || !(*eps < 1)) {
+      r.AddError(absl::StrCat("rms_norm_eps: ", *eps, " must be in (0, 1)"));
+    }
     c.rms_norm_eps = static_cast<float>(*eps);
   }
   if (const auto s = r.RequiredFloat(
           General("routed_scaling_factor", {"routed_scaling_factor"}))) {
-    if (!(*s > 0)) r.AddError("routed_scaling_factor: must be > 0");
+    if (!(*s > 0) || !std::isfinite(*s)) {
+      r.AddError("routed_scaling_factor: must be finite and > 0");
+    }
     c.routed_scaling_factor = static_cast<float>(*s);
   }
   if (const auto theta =
           r.RequiredFloat(General("rope_theta", {"rope_theta"}))) {
-    if (!(*theta > 0)) r.AddError("rope_theta: must be > 0");
+    if (!(*theta > 0) || !std::isfinite(*theta)) {
+      r.AddError("rope_theta: must be finite and > 0");
+    }
     c.rope_theta = *theta;
   }
   if (const auto v = r.OptionalBool(

@@ -1,6 +1,8 @@
 #include "shared/family/gpt_oss/gpt_oss_config.h"
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
@@ -59,15 +61,18 @@ void ParseRope(const Json& root, ConfigFieldReader* r, GptOssConfig* c) {
   auto number = [&](const char* key, double fallback) {
     const auto v = s.find(key);
     if (v == s.end() || v->is_null()) return fallback;
-    if (!v->is_number()) {
-      r->AddError(absl::StrCat("rope_scaling.", key, ": must be a number"));
+    if (!v->is_number() || !std::isfinite(v->get<double>())) {
+      r->AddError(
+          absl::StrCat("rope_scaling.", key, ": must be a finite number"));
       return fallback;
     }
     return v->get<double>();
   };
   c->yarn_factor = number("factor", 1);
+  // Checked in range before the cast (a double past int is undefined).
+  const double original = number("original_max_position_embeddings", 0);
   c->yarn_original_max_position =
-      static_cast<int>(number("original_max_position_embeddings", 0));
+      original >= 1 && original <= (1 << 28) ? static_cast<int>(original) : 0;
   c->yarn_beta_fast = number("beta_fast", 32);
   c->yarn_beta_slow = number("beta_slow", 1);
   if (const auto t = s.find("truncate"); t != s.end()) {
@@ -77,10 +82,41 @@ void ParseRope(const Json& root, ConfigFieldReader* r, GptOssConfig* c) {
       c->yarn_truncate = t->get<bool>();
     }
   }
-  if (!(c->yarn_factor >= 1) || c->yarn_original_max_position < 1) {
+  if (!(c->yarn_factor >= 1) || c->yarn_factor > 1024 ||
+      c->yarn_original_max_position < 1) {
     r->AddError(
-        "rope_scaling: factor must be >= 1 and "
+        "rope_scaling: factor must be in 1..1024 and "
         "original_max_position_embeddings a positive integer");
+  }
+}
+
+// MXFP4 covers the routed experts and nothing else in the release: its
+// modules_to_not_convert lists attention, the router, the embedding and
+// the head. Another list means other tensors are (or are not) quantized
+// than the ones this engine reads as MXFP4.
+void CheckModulesNotConverted(const Json& q, ConfigFieldReader* r) {
+  const auto it = q.find("modules_to_not_convert");
+  if (it == q.end() || it->is_null()) return;
+  static const std::set<std::string> kRelease = {
+      "model.layers.*.self_attn", "model.layers.*.mlp.router",
+      "model.embed_tokens", "lm_head"};
+  std::set<std::string> given;
+  bool strings = it->is_array();
+  if (strings) {
+    for (const Json& m : *it) {
+      if (!m.is_string()) {
+        strings = false;
+        break;
+      }
+      given.insert(m.get<std::string>());
+    }
+  }
+  if (!strings || given != kRelease) {
+    r->AddError(absl::StrCat(
+        "quantization_config.modules_to_not_convert: ", it->dump(),
+        " is not supported (MXFP4 experts only: [\"model.layers.*.self_attn\", "
+        "\"model.layers.*.mlp.router\", \"model.embed_tokens\", "
+        "\"lm_head\"])"));
   }
 }
 
@@ -105,7 +141,9 @@ absl::StatusOr<GptOssConfig> ParseGptOssConfig(const Json& root,
   r.BoundedInt("num_experts_per_tok", &c.num_experts_per_tok, 1, 64);
   if (const auto eps =
           r.RequiredFloat(General("rms_norm_eps", {"rms_norm_eps"}))) {
-    if (!(*eps > 0)) r.AddError("rms_norm_eps: must be > 0");
+    if (!(*eps > 0) || !(*eps < 1)) {
+      r.AddError(absl::StrCat("rms_norm_eps: ", *eps, " must be in (0, 1)"));
+    }
     c.rms_norm_eps = static_cast<float>(*eps);
   }
   if (const auto theta =
@@ -151,7 +189,17 @@ absl::StatusOr<GptOssConfig> ParseGptOssConfig(const Json& root,
                               " is not supported (mxfp4 experts)"));
     } else {
       c.mxfp4_experts = true;
+      CheckModulesNotConverted(*it, &r);
     }
+  }
+  // The release names top-k twice; the two must agree.
+  if (const auto it = root.find("experts_per_token");
+      it != root.end() && !it->is_null() &&
+      (!it->is_number_integer() ||
+       it->get<int64_t>() != c.num_experts_per_tok)) {
+    r.AddError(absl::StrCat("experts_per_token: ", it->dump(),
+                            " disagrees with num_experts_per_tok ",
+                            c.num_experts_per_tok));
   }
   r.CheckGqaMoe(c.num_attention_heads, c.num_key_value_heads, c.head_dim,
                 c.num_experts_per_tok, c.num_local_experts,

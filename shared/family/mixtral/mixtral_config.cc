@@ -47,8 +47,15 @@ absl::StatusOr<MixtralConfig> ParseMixtralConfig(const nlohmann::json& root,
   if (has_head_dim && head_dim.has_value() && *head_dim < 2) {
     r.AddError(absl::StrCat("head_dim: ", *head_dim, " must be >= 2"));
   }
-  if (eps.has_value() && !(*eps > 0)) {
-    r.AddError(absl::StrCat("rms_norm_eps: ", *eps, " must be > 0"));
+  if (eps.has_value() && (!(*eps > 0) || !(*eps < 1))) {
+    r.AddError(absl::StrCat("rms_norm_eps: ", *eps, " must be in (0, 1)"));
+  }
+  // Quantized releases store other tensors than this engine reads.
+  if (const auto q = root.find("quantization_config");
+      q != root.end() && !q->is_null()) {
+    r.AddError(absl::StrCat("quantization_config: ", q->dump(),
+                            " is not supported (Mixtral runs the float "
+                            "release)"));
   }
   c.num_key_value_heads = has_kv && kv.has_value() ? *kv : heads.value_or(0);
   if (heads.has_value() && *heads > 0) {

@@ -61,7 +61,9 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
   }
   if (const auto eps =
           r.RequiredFloat(General("rms_norm_eps", {"rms_norm_eps"}))) {
-    if (!(*eps > 0)) r.AddError("rms_norm_eps: must be > 0");
+    if (!(*eps > 0) || !(*eps < 1)) {
+      r.AddError(absl::StrCat("rms_norm_eps: ", *eps, " must be in (0, 1)"));
+    }
     c.rms_norm_eps = static_cast<float>(*eps);
   }
   if (const auto theta =
@@ -104,6 +106,24 @@ absl::StatusOr<Qwen3MoeConfig> ParseQwen3MoeConfig(const Json& root,
   RefuseUnlessOff(root, "attention_bias", &r);
   RefuseUnlessOff(root, "use_sliding_window", &r);
   RefuseUnlessOff(root, "rope_scaling", &r);
+  // Quantized releases (Qwen3-*-FP8) store other tensors than this engine
+  // reads: refused by name rather than read as something else.
+  if (const auto it = root.find("quantization_config");
+      it != root.end() && !it->is_null()) {
+    r.AddError(absl::StrCat("quantization_config: ", it->dump(),
+                            " is not supported (Qwen3-MoE runs the BF16 "
+                            "release)"));
+  }
+  // Read only when use_sliding_window is on (refused above), but a value
+  // of the wrong kind is a broken config all the same.
+  for (const char* key : {"sliding_window", "max_window_layers"}) {
+    const auto it = root.find(key);
+    if (it != root.end() && !it->is_null() &&
+        !(it->is_number_integer() && it->get<int64_t>() >= 0)) {
+      r.AddError(absl::StrCat(key, ": ", it->dump(),
+                              " must be null or a whole number"));
+    }
+  }
   c.eos_token_ids = internal::EosTokenIds(root);
   FLOTILLA_RETURN_IF_ERROR(r.Finish(source, "Qwen3-MoE"));
   return c;
