@@ -131,9 +131,9 @@ absl::StatusOr<DiskMeasurements> MeasureDisk(
     uint64_t bytes = io::AlignUp(scratch_bytes);
     if (bytes < minimum) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--scratch-size ", io::FormatBytes(scratch_bytes),
-          " is below the minimum scratch file of ", io::FormatBytes(minimum),
-          " (twice the largest probe read, ", io::FormatBytes(largest), ")"));
+          "--scratch-size ", io::FormatBytesBinary(scratch_bytes),
+          " is below the minimum scratch file of ", io::FormatBytesBinary(minimum),
+          " (twice the largest probe read, ", io::FormatBytesBinary(largest), ")"));
     }
     if (avail < bytes + kFreeMargin) {
       bytes =

@@ -143,7 +143,9 @@ TEST_F(PrefixStoreTest, SymlinkLoopsAreSkippedOrRefusedNotFatal) {
   size_t length = 0;
   EXPECT_NE((*store)->Find({1, 100, 200, 300, 42}, 0, *engine_->model, &length),
             nullptr);
-  const std::string loop = FreshDir("prefix_store_loop_dir") + "/loop";
+  const std::string loop_dir = FreshDir("prefix_store_loop_dir");
+  std::filesystem::create_directories(loop_dir);
+  const std::string loop = loop_dir + "/loop";
   std::filesystem::create_symlink(loop, loop);
   auto refused = PrefixStore::Open(loop, "model-a", 1 << 20);
   ASSERT_FALSE(refused.ok());

@@ -242,7 +242,8 @@ TEST(ServeMetricsTest, AStreamThatFailsAfterItsHeadersCountsAsTheFailure) {
   ASSERT_NE(m.server, nullptr);
   httplib::Client client("127.0.0.1", m.server->port());
   auto r = client.Post("/v1/completions",
-                       R"({"prompt": "Once", "max_tokens": 500, "stream": true})",
+                       R"({"prompt": "Once", "max_tokens": 120, "ignore_eos": true,
+                           "stream": true})",
                        "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
