@@ -183,27 +183,34 @@ INSTANTIATE_TEST_SUITE_P(All, CheckpointTest,
                            return name;
                          });
 
+// Fills tensor `name` of the checkpoint in `dir` with NaN (F32 or BF16).
+void PoisonWithNaN(const std::string& dir, const std::string& name) {
+  auto source = model::SafetensorsCheckpoint::OpenDir(dir);
+  ASSERT_TRUE(source.ok()) << source.status();
+  const model::TensorInfo* t = (*source)->Find(name);
+  ASSERT_NE(t, nullptr);
+  std::vector<char> bytes(t->nbytes);
+  if (t->dtype == model::DType::kF32) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (size_t i = 0; i < t->nbytes; i += 4) std::memcpy(&bytes[i], &nan, 4);
+  } else {
+    ASSERT_EQ(t->dtype, model::DType::kBF16);
+    const uint16_t nan = 0x7fc0;
+    for (size_t i = 0; i < t->nbytes; i += 2) std::memcpy(&bytes[i], &nan, 2);
+  }
+  std::fstream f(t->file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(t->offset));
+  f.write(bytes.data(), static_cast<std::streamsize>(t->nbytes));
+  ASSERT_TRUE(f.good());
+}
+
 // NaN weights must end the generation with an error naming the layer and
 // the step, not print id 0 forever (the argmax of all-NaN logits).
 TEST(NonFiniteTest, NaNWeightsFailTheGenerationNamingLayerAndStep) {
   experts::testing::TempDir dir;
   testutil::CopyFixtureCheckpoint("ckpt_A", dir.path());
-  const std::string tensor =
-      "language_model.model.layers.3.input_layernorm.weight";
-  {
-    auto source = model::SafetensorsCheckpoint::OpenDir(dir.path());
-    ASSERT_TRUE(source.ok()) << source.status();
-    const model::TensorInfo* t = (*source)->Find(tensor);
-    ASSERT_NE(t, nullptr);
-    ASSERT_EQ(t->dtype, model::DType::kF32);
-    const std::vector<float> nan(t->nbytes / sizeof(float),
-                                 std::numeric_limits<float>::quiet_NaN());
-    std::fstream f(t->file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(t->offset));
-    f.write(reinterpret_cast<const char*>(nan.data()),
-            static_cast<std::streamsize>(t->nbytes));
-    ASSERT_TRUE(f.good());
-  }
+  ASSERT_NO_FATAL_FAILURE(PoisonWithNaN(
+      dir.path(), "language_model.model.layers.3.self_attn.o_proj.weight"));
   auto m = K3Model::OpenDir(dir.path(), "", ModelOptions());
   ASSERT_TRUE(m.ok()) << m.status();
   GenerateOptions options;
@@ -216,6 +223,25 @@ TEST(NonFiniteTest, NaNWeightsFailTheGenerationNamingLayerAndStep) {
               ::testing::AllOf(::testing::HasSubstr("after layer 3"),
                                ::testing::HasSubstr("prefill"),
                                ::testing::HasSubstr("non-finite")));
+}
+
+// Norm weights, biases and router corrections are small and read whole at
+// open: a NaN there is refused then, naming the tensor (issue 44 item 7:
+// a NaN router bias ran and changed which experts were picked).
+TEST(NonFiniteTest, NaNNormsAndRouterBiasesAreRefusedAtOpen) {
+  for (const std::string tensor :
+       {"language_model.model.layers.3.input_layernorm.weight",
+        "language_model.model.layers.3.block_sparse_moe.gate."
+        "e_score_correction_bias"}) {
+    SCOPED_TRACE(tensor);
+    experts::testing::TempDir dir;
+    testutil::CopyFixtureCheckpoint("ckpt_A", dir.path());
+    ASSERT_NO_FATAL_FAILURE(PoisonWithNaN(dir.path(), tensor));
+    auto m = K3Model::OpenDir(dir.path(), "", ModelOptions());
+    ASSERT_FALSE(m.ok());
+    EXPECT_THAT(std::string(m.status().message()),
+                ::testing::HasSubstr("tensor " + tensor + ": element 0 is nan"));
+  }
 }
 
 }  // namespace

@@ -3,7 +3,12 @@
 // that disagrees with the tensors) are refused when the engine opens them
 // and by `flotilla-tool pack`, naming the tensor or the config field; never
 // run. Each case rewrites tests/fixtures/deepseek-v3/ckpt_A with one fault.
+#include <cmath>
+#include <cstring>
+#include <fstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "coordinator/engine.h"
 #include "gtest/gtest.h"
@@ -49,6 +54,18 @@ testutil::RewriteOptions Poke(const std::string& name, uint8_t code) {
   testutil::RewriteOptions o;
   o.edit = [name, code](const model::TensorInfo& t, testutil::TensorFate* f) {
     if (t.name == name) f->bytes[5] = code;
+  };
+  return o;
+}
+
+// Sets every float of F32 tensor `name` to `value`.
+testutil::RewriteOptions SetFloat(const std::string& name, float value) {
+  testutil::RewriteOptions o;
+  o.edit = [name, value](const model::TensorInfo& t, testutil::TensorFate* f) {
+    if (t.name != name) return;
+    for (size_t i = 0; i + 4 <= f->bytes.size(); i += 4) {
+      std::memcpy(&f->bytes[i], &value, 4);
+    }
   };
   return o;
 }
@@ -99,6 +116,58 @@ std::vector<Fault> Faults() {
   topk.config_json = config.dump();
   faults.push_back({"topk_group above n_group", topk,
                     "topk_group: 5 is above n_group 4", ""});
+  // Issue 44 item 7. A NaN in a router's correction bias ran and changed
+  // which experts were picked.
+  const std::string bias = "model.layers.1.mlp.gate.e_score_correction_bias";
+  faults.push_back({"router bias NaN", SetFloat(bias, NAN),
+                    "tensor " + bias + ": element 0 is nan", ""});
+  faults.push_back({"router bias Inf", SetFloat(bias, INFINITY),
+                    "tensor " + bias + ": element 0 is inf", ""});
+  // The MTP layer (layer 4 here) is never run, but is checked as released.
+  const std::string mtp = "model.layers.4.";
+  testutil::RewriteOptions mtp_dtype;
+  mtp_dtype.edit = [mtp](const model::TensorInfo& t, testutil::TensorFate* f) {
+    if (t.name == mtp + "self_attn.q_a_proj.weight") f->dtype = model::DType::kU8;
+  };
+  faults.push_back({"MTP projection of the wrong dtype", mtp_dtype,
+                    "MTP layer 4 (num_nextn_predict_layers; never run, "
+                    "checked as released): tensor " + mtp +
+                        "self_attn.q_a_proj.weight in",
+                    ""});
+  faults.push_back({"MTP norm of the wrong shape",
+                    Reshape(mtp + "enorm.weight", {16, 16}),
+                    "MTP layer 4 (num_nextn_predict_layers; never run, "
+                    "checked as released): tensor " + mtp +
+                        "enorm.weight in",
+                    ""});
+  const std::string mtp_scale = mtp + "mlp.experts.3.up_proj.weight_scale_inv";
+  faults.push_back({"MTP expert scale NaN", SetFloat(mtp_scale, NAN),
+                    "tensor " + mtp_scale +
+                        ": element 0 is nan (block scales are finite and "
+                        "positive)",
+                    ""});
+  faults.push_back({"MTP expert missing", Drop(mtp + "mlp.experts.3.up_proj.weight"),
+                    "missing tensor " + mtp + "mlp.experts.3.up_proj.weight",
+                    ""});
+  // Config values out of any sense.
+  for (const auto& [key, value, message] :
+       std::vector<std::tuple<std::string, double, std::string>>{
+           {"factor", 1e308, "rope_scaling.factor: 1e+308 must be in 1..1024"},
+           {"mscale", -1, "rope_scaling.mscale: -1 must be in (0, 100]"},
+           {"mscale_all_dim", -2,
+            "rope_scaling.mscale_all_dim: -2 must be in [0, 100]"}}) {
+    config = testutil::LoadJson(CkptDir() + "/config.json");
+    config["rope_scaling"][key] = value;
+    testutil::RewriteOptions o;
+    o.config_json = config.dump();
+    faults.push_back({"rope_scaling." + key, o, message, ""});
+  }
+  config = testutil::LoadJson(CkptDir() + "/config.json");
+  config["rms_norm_eps"] = 1e308;
+  testutil::RewriteOptions eps;
+  eps.config_json = config.dump();
+  faults.push_back({"rms_norm_eps 1e308", eps,
+                    "rms_norm_eps: 1e+308 must be in (0, 1)", ""});
   return faults;
 }
 
@@ -126,6 +195,29 @@ TEST(DeepSeekV3BadCheckpointTest, EachFaultIsRefusedNamingIt) {
         f.pack_error.empty() ? f.engine_error : f.pack_error;
     EXPECT_NE((r.out + r.err).find(want), std::string::npos) << r.err;
   }
+}
+
+// Issue 44 item 7: a tensor a shard holds but the index's weight_map leaves
+// out is a disagreement, refused naming both files and the tensor.
+TEST(DeepSeekV3BadCheckpointTest, ATensorTheIndexLeavesOutIsRefused) {
+  dtest::TempDir tmp;
+  const std::string dir = tmp.path() + "/ckpt";
+  ASSERT_TRUE(testutil::RewriteCheckpoint(CkptDir(), dir, {}).ok());
+  const std::string index = dir + "/model.safetensors.index.json";
+  nlohmann::json j = testutil::LoadJson(index);
+  const std::string dropped = "model.layers.2.mlp.experts.3.up_proj.weight";
+  ASSERT_EQ(j["weight_map"].erase(dropped), 1u);
+  std::ofstream(index, std::ios::trunc) << j.dump();
+  coordinator::EngineOptions o;
+  o.model_dir = dir;
+  o.mem = "1G";
+  auto engine = coordinator::OpenEngine(o);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find(
+                "holds tensor '" + dropped + "', which " + index +
+                " does not name (weight_map leaves it out)"),
+            std::string::npos)
+      << engine.status();
 }
 
 // Row slices (pack --workers N --split) would cut FP8 experts' 128-row

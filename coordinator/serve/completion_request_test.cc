@@ -88,6 +88,24 @@ TEST(CompletionRequestTest, NoMaxTokensIsCutToTheContextLeft) {
 // What OpenAI-SDK frameworks send: content as text parts, null content on
 // an assistant turn that called tools; the sampling fields llama-server and
 // vLLM take; and refusals, naming the field, for what is not implemented.
+// Issue 44 item 5: a NUL ends nlohmann's input, so what followed it was
+// ignored; a byte-order mark after the JSON is junk too.
+TEST(CompletionRequestTest, BytesAfterTheJsonAreRefused) {
+  RequestLimits limits;
+  const std::string nul("{\"prompt\": \"hi\"}\0junk", 21);
+  auto r = ParseCompletionRequest(nul, /*chat=*/false, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("a NUL byte at offset 16"),
+            absl::string_view::npos)
+      << r.status();
+  r = ParseCompletionRequest("{\"prompt\": \"hi\"}\xEF\xBB\xBF",
+                             /*chat=*/false, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not valid JSON"),
+            absl::string_view::npos)
+      << r.status();
+}
+
 TEST(CompletionRequestTest, ClientFieldsAreUsedOrRefused) {
   const RequestLimits limits;
   auto parts = ParseCompletionRequest(
@@ -170,6 +188,26 @@ TEST(CompletionRequestTest, ClientFieldsAreUsedOrRefused) {
           {false, R"({"prompt": "hi", "logit_bias": {"3": 200}})",
            "logit_bias"},
           {false, R"({"prompt": "hi", "ignore_eos": 1})", "ignore_eos"},
+          // Issue 44 item 5.
+          {false, R"({"prompt": "hi", "stop": 0})",
+           "stop must be a string or a list of strings"},
+          {false, R"({"prompt": "hi", "stop": ["a", 7]})",
+           "stop[1] must be a string"},
+          {false, R"({"prompt": "hi", "logprobs": false})",
+           "logprobs on /v1/completions is a number of alternatives 0..20"},
+          {true,
+           R"({"messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "function", "function": {"name": "f",
+                  "parameters": {"type": "integer", "enum": ["a"]}}}],
+                "tool_choice": "required"})",
+           "tools: tools[0].function.parameters: no value satisfies this "
+           "schema"},
+          {true,
+           R"({"messages": [{"role": "user", "content": "x"}],
+                "response_format": {"type": "json_schema", "json_schema":
+                  {"name": "n", "schema": {"type": []}}}})",
+           "response_format.json_schema.schema: #: no value satisfies this "
+           "schema ('type' lists no type)"},
           {false, R"({"prompt": "hi", "mirostat": 2})",
            "unknown field 'mirostat'"},
           {true,

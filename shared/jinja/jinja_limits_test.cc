@@ -40,7 +40,6 @@ TEST(JinjaLimitsTest, OperatorChainsAreRefusedAtParseTime) {
       {"{{ 1", " + 1"},     {"{{ 1", " ~ 1"},      {"{{ 1", " and 1"},
       {"{{ 1", " * 1"},     {"{{ 'a'", "|string"}, {"{{ x", "[0]"},
       {"{{ x", ".y"},       {"{{ f", "()"},        {"{{ 1", " == 1"},
-      {"{{ x", " is defined"},
   };
   for (const auto& [head, link] : chains) {
     SCOPED_TRACE(head + link);
@@ -90,7 +89,7 @@ TEST(JinjaLimitsTest, ValuesThatShareThemselvesRunOutOfSteps) {
   for (const std::string use :
        {"{{ ns.a }}", "{{ ns.a|tojson }}", "{{ ns.a|string }}",
         "{{ ns.a == ns.a + [] }}", "{{ [ns.a] == [ns.a + []] }}",
-        "{{ 1 in [ns.a, ns.a] }}", "{{ [ns.a, ns.a + []]|unique|list }}",
+        "{{ ns.a in [ns.a + []] }}", "{{ [ns.a, ns.a + []]|unique|list }}",
         "{{ ns.a ~ 'x' }}", "{{ {'k': ns.a}|tojson }}"}) {
     SCOPED_TRACE(use);
     const std::string out = Render(kDoubling + use, /*max_steps=*/200'000);

@@ -194,6 +194,22 @@ Value StringMethod(const Value& str, const std::string& name) {
                   s.size(), kMaxBuiltBytes)) {
             return TooLarge();
           }
+          if (from.empty()) {
+            // Python: `to` before each character (up to count) and, when
+            // the count allows, at the end.
+            const std::vector<uint32_t> cps = DecodeUtf8(s);
+            std::string out;
+            uint64_t done = 0;
+            for (size_t i = 0; i < cps.size(); ++i) {
+              if (done < hits) {
+                out += to;
+                ++done;
+              }
+              AppendUtf8(&out, cps[i]);
+            }
+            if (done < hits) out += to;
+            return Value::String(std::move(out));
+          }
           if (a2.is_int() && a2.as_int() >= 0) {
             std::string out = s;
             size_t at = 0;

@@ -67,5 +67,52 @@ TEST(GptOssConfigTest, BadConfigsAreRefusedNamingTheField) {
             absl::string_view::npos);
 }
 
+// Issue 44 item 8: the release's second top-k field and its list of
+// unquantized modules are read, not ignored.
+TEST(GptOssConfigTest, FieldsThatDisagreeOrChangeTheFormatAreRefused) {
+  for (const nlohmann::json& k : {nlohmann::json(0), nlohmann::json(-1),
+                                  nlohmann::json(17), nlohmann::json("4")}) {
+    nlohmann::json bad = FixtureConfig();
+    bad["experts_per_token"] = k;
+    auto c = ParseGptOssConfig(bad, "config.json");
+    ASSERT_FALSE(c.ok()) << k;
+    EXPECT_NE(c.status().message().find(
+                  "experts_per_token: " + k.dump() +
+                  " disagrees with num_experts_per_tok 4"),
+              absl::string_view::npos)
+        << c.status();
+  }
+  for (const nlohmann::json& modules :
+       {nlohmann::json::array({"lm_head"}),
+        nlohmann::json::array({"model.layers.*.self_attn",
+                               "model.layers.*.mlp.router",
+                               "model.embed_tokens", "lm_head",
+                               "model.layers.*.mlp.experts"}),
+        nlohmann::json("lm_head")}) {
+    nlohmann::json bad = FixtureConfig();
+    bad["quantization_config"]["modules_to_not_convert"] = modules;
+    auto c = ParseGptOssConfig(bad, "config.json");
+    ASSERT_FALSE(c.ok()) << modules;
+    EXPECT_NE(c.status().message().find(
+                  "quantization_config.modules_to_not_convert: " +
+                  modules.dump() + " is not supported"),
+              absl::string_view::npos)
+        << c.status();
+  }
+  // The release's own values (either order of the list) are read.
+  nlohmann::json ok = FixtureConfig();
+  ok["quantization_config"]["modules_to_not_convert"] = {
+      "lm_head", "model.embed_tokens", "model.layers.*.mlp.router",
+      "model.layers.*.self_attn"};
+  EXPECT_TRUE(ParseGptOssConfig(ok, "config.json").ok());
+  nlohmann::json eps = FixtureConfig();
+  eps["rms_norm_eps"] = 1e308;
+  auto c = ParseGptOssConfig(eps, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("rms_norm_eps: 1e+308 must be in (0, 1)"),
+            absl::string_view::npos)
+      << c.status();
+}
+
 }  // namespace
 }  // namespace flotilla::model

@@ -82,5 +82,35 @@ TEST(Qwen3MoeConfigTest, BadConfigsAreRefusedNamingTheField) {
             absl::string_view::npos);
 }
 
+// Issue 44 item 9: a quantized release, a norm epsilon out of any sense and
+// a sliding window of the wrong kind were accepted.
+TEST(Qwen3MoeConfigTest, QuantizationEpsilonAndWindowAreChecked) {
+  const std::pair<const char*, nlohmann::json> cases[] = {
+      {"quantization_config",
+       {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}}},
+      {"quantization_config", {{"quant_method", "mxfp4"}}},
+      {"quantization_config", "x"},
+      {"rms_norm_eps", 1e308},
+      {"rms_norm_eps", 1.5},
+      {"sliding_window", "x"},
+      {"sliding_window", -4},
+      {"max_window_layers", 2.5},
+  };
+  for (const auto& [key, value] : cases) {
+    nlohmann::json bad = FixtureConfig();
+    bad[key] = value;
+    auto c = ParseQwen3MoeConfig(bad, "config.json");
+    ASSERT_FALSE(c.ok()) << key << " " << value;
+    EXPECT_NE(c.status().message().find(std::string(key) + ": "),
+              absl::string_view::npos)
+        << c.status();
+  }
+  nlohmann::json ok = FixtureConfig();
+  ok["sliding_window"] = nullptr;
+  ok["max_window_layers"] = 28;
+  ok["quantization_config"] = nullptr;
+  EXPECT_TRUE(ParseQwen3MoeConfig(ok, "config.json").ok());
+}
+
 }  // namespace
 }  // namespace flotilla::model
