@@ -4,8 +4,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "shared/tokenizer/tokenizer.h"
 #include "shared/base/status_macros.h"
+#include "shared/tokenizer/tokenizer.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -28,9 +28,9 @@ absl::Status CheckDraftTokenizer(const std::string& model_dir,
   FLOTILLA_ASSIGN_OR_RETURN(auto model, TokenizerOf(model_dir));
   FLOTILLA_ASSIGN_OR_RETURN(auto draft, TokenizerOf(draft_dir));
   auto differ = [](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--draft-model: ", why,
-        "; a draft model must share the model's tokenizer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--draft-model: ", why,
+                     "; a draft model must share the model's tokenizer"));
   };
   if ((model == nullptr) != (draft == nullptr)) {
     return differ(model == nullptr ? "it has a tokenizer and the model none"
@@ -46,11 +46,10 @@ absl::Status CheckDraftTokenizer(const std::string& model_dir,
     const absl::StatusOr<std::string> a = model->Decode({id});
     const absl::StatusOr<std::string> b = draft->Decode({id});
     if (a.ok() != b.ok() || (a.ok() && *a != *b)) {
-      return differ(absl::StrCat("token ", id, " is ",
-                                 a.ok() ? absl::CHexEscape(*a) : "unknown",
-                                 " in the model and ",
-                                 b.ok() ? absl::CHexEscape(*b) : "unknown",
-                                 " in the draft"));
+      return differ(absl::StrCat(
+          "token ", id, " is ", a.ok() ? absl::CHexEscape(*a) : "unknown",
+          " in the model and ", b.ok() ? absl::CHexEscape(*b) : "unknown",
+          " in the draft"));
     }
   }
   if (model->StopIds() != draft->StopIds()) {

@@ -166,8 +166,8 @@ void EngineMetrics::Step(const RunCounters& now, size_t prompt_tokens,
   // Prefill: the prompt tokens fed (what the step's work is made of);
   // decode: the tokens decode steps generated.
   tokens_.Add({{"phase", phase}})
-      .Increment(static_cast<double>(decode ? generated_tokens
-                                            : prompt_tokens));
+      .Increment(
+          static_cast<double>(decode ? generated_tokens : prompt_tokens));
   steps_.Add({{"phase", phase}}).Increment();
   forward_seconds_.Add({{"phase", phase}}).Increment(seconds);
   io_wait_.Add({{"source", "trunk"}})

@@ -184,13 +184,15 @@ int RunServe(const EngineOptions& eo) {
     for (unsigned char ch : served) {
       if (ch < 0x20 || ch == 0x7f) {
         return Fail(2, absl::StrCat("--served-model-name: control character "
-                                    "0x", absl::Hex(ch, absl::kZeroPad2),
+                                    "0x",
+                                    absl::Hex(ch, absl::kZeroPad2),
                                     " (the id must be printable)"));
       }
     }
     if (served.size() > 256 || !tokenizer::IsValidUtf8(served)) {
-      return Fail(2, "--served-model-name: must be valid UTF-8 of at most "
-                     "256 bytes");
+      return Fail(2,
+                  "--served-model-name: must be valid UTF-8 of at most "
+                  "256 bytes");
     }
     so.model_name = std::move(served);
   }

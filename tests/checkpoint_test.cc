@@ -239,8 +239,9 @@ TEST(NonFiniteTest, NaNNormsAndRouterBiasesAreRefusedAtOpen) {
     ASSERT_NO_FATAL_FAILURE(PoisonWithNaN(dir.path(), tensor));
     auto m = K3Model::OpenDir(dir.path(), "", ModelOptions());
     ASSERT_FALSE(m.ok());
-    EXPECT_THAT(std::string(m.status().message()),
-                ::testing::HasSubstr("tensor " + tensor + ": element 0 is nan"));
+    EXPECT_THAT(
+        std::string(m.status().message()),
+        ::testing::HasSubstr("tensor " + tensor + ": element 0 is nan"));
   }
 }
 

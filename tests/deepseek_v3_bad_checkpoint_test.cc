@@ -127,18 +127,19 @@ std::vector<Fault> Faults() {
   const std::string mtp = "model.layers.4.";
   testutil::RewriteOptions mtp_dtype;
   mtp_dtype.edit = [mtp](const model::TensorInfo& t, testutil::TensorFate* f) {
-    if (t.name == mtp + "self_attn.q_a_proj.weight") f->dtype = model::DType::kU8;
+    if (t.name == mtp + "self_attn.q_a_proj.weight")
+      f->dtype = model::DType::kU8;
   };
   faults.push_back({"MTP projection of the wrong dtype", mtp_dtype,
                     "MTP layer 4 (num_nextn_predict_layers; never run, "
-                    "checked as released): tensor " + mtp +
-                        "self_attn.q_a_proj.weight in",
+                    "checked as released): tensor " +
+                        mtp + "self_attn.q_a_proj.weight in",
                     ""});
   faults.push_back({"MTP norm of the wrong shape",
                     Reshape(mtp + "enorm.weight", {16, 16}),
                     "MTP layer 4 (num_nextn_predict_layers; never run, "
-                    "checked as released): tensor " + mtp +
-                        "enorm.weight in",
+                    "checked as released): tensor " +
+                        mtp + "enorm.weight in",
                     ""});
   const std::string mtp_scale = mtp + "mlp.experts.3.up_proj.weight_scale_inv";
   faults.push_back({"MTP expert scale NaN", SetFloat(mtp_scale, NAN),
@@ -146,9 +147,9 @@ std::vector<Fault> Faults() {
                         ": element 0 is nan (block scales are finite and "
                         "positive)",
                     ""});
-  faults.push_back({"MTP expert missing", Drop(mtp + "mlp.experts.3.up_proj.weight"),
-                    "missing tensor " + mtp + "mlp.experts.3.up_proj.weight",
-                    ""});
+  faults.push_back(
+      {"MTP expert missing", Drop(mtp + "mlp.experts.3.up_proj.weight"),
+       "missing tensor " + mtp + "mlp.experts.3.up_proj.weight", ""});
   // Config values out of any sense.
   for (const auto& [key, value, message] :
        std::vector<std::tuple<std::string, double, std::string>>{

@@ -262,8 +262,8 @@ TEST_F(StoriesCliTest, SpeculateNgramGivesThePlainOutput) {
 TEST_F(StoriesCliTest, ADraftModelMustShareTheTokenizerNotOnlyItsSize) {
   const std::string draft = (tmp_ / "draft").string();
   fs::create_directories(draft);
-  for (const char* f : {"config.json", "model.safetensors",
-                        "tokenizer_config.json"}) {
+  for (const char* f :
+       {"config.json", "model.safetensors", "tokenizer_config.json"}) {
     fs::copy_file(ModelDir() + "/" + f, draft + "/" + f);
   }
   nlohmann::json tok =
@@ -272,7 +272,8 @@ TEST_F(StoriesCliTest, ADraftModelMustShareTheTokenizerNotOnlyItsSize) {
   tok["model"]["vocab"]["<0x62>"] = 100;
   const std::string base = "generate --model " + ModelDir() +
                            " --prompt 'Once' --max-tokens 4 --mem 2G "
-                           "--draft-mem 512M --draft-model " + draft;
+                           "--draft-mem 512M --draft-model " +
+                           draft;
   testutil::CommandResult r = Run(base);
   EXPECT_TRUE(r.exited && r.code == 2) << r.err;
   EXPECT_NE(r.err.find("--draft-model: it has no tokenizer and the model "

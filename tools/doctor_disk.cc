@@ -132,8 +132,9 @@ absl::StatusOr<DiskMeasurements> MeasureDisk(
     if (bytes < minimum) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--scratch-size ", io::FormatBytesBinary(scratch_bytes),
-          " is below the minimum scratch file of ", io::FormatBytesBinary(minimum),
-          " (twice the largest probe read, ", io::FormatBytesBinary(largest), ")"));
+          " is below the minimum scratch file of ",
+          io::FormatBytesBinary(minimum), " (twice the largest probe read, ",
+          io::FormatBytesBinary(largest), ")"));
     }
     if (avail < bytes + kFreeMargin) {
       bytes =

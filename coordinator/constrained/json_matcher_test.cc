@@ -157,8 +157,9 @@ TEST(JsonMatcherTest, RefusesWhatItCannotEnforceNamingThePath) {
 TEST(JsonMatcherTest, SchemasNoValueSatisfiesAreRefusedNamingThePath) {
   // Issue 44 item 3: each was accepted and answered with invalid JSON.
   const std::pair<const char*, const char*> unsatisfiable[] = {
-      {R"({"type":[]})", "#: no value satisfies this schema ('type' lists no "
-                         "type)"},
+      {R"({"type":[]})",
+       "#: no value satisfies this schema ('type' lists no "
+       "type)"},
       {R"({"type":"string","minLength":5,"maxLength":2})",
        "#: no value satisfies this schema (minLength 5 is above maxLength 2)"},
       {R"({"type":"array","minItems":1,"maxItems":0})",
@@ -181,7 +182,8 @@ TEST(JsonMatcherTest, SchemasNoValueSatisfiesAreRefusedNamingThePath) {
   };
   for (const auto& [schema, message] : unsatisfiable) {
     SCOPED_TRACE(schema);
-    absl::StatusOr<CompiledSchema> s = CompiledSchema::Compile(Json::parse(schema));
+    absl::StatusOr<CompiledSchema> s =
+        CompiledSchema::Compile(Json::parse(schema));
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.status().message(), message);
   }

@@ -70,7 +70,8 @@ bool LiteralFits(const SchemaNode& n, const std::string& text) {
   if (v.is_number_integer()) bit = kInteger;
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    bit = d == static_cast<double>(static_cast<int64_t>(d)) ? kInteger : kNumber;
+    bit =
+        d == static_cast<double>(static_cast<int64_t>(d)) ? kInteger : kNumber;
   }
   if ((n.types & bit) == 0) return false;
   if (v.is_string()) {
@@ -112,8 +113,9 @@ absl::Status Narrow(SchemaNode* n) {
       if (LiteralFits(*n, l)) kept.push_back(l);
     }
     if (kept.empty()) {
-      why.push_back("no enum/const value has an allowed type and fits the "
-                    "length and item bounds");
+      why.push_back(
+          "no enum/const value has an allowed type and fits the "
+          "length and item bounds");
       return absl::InvalidArgumentError(absl::StrJoin(why, "; "));
     }
     n->literals = std::move(kept);

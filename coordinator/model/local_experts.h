@@ -46,11 +46,11 @@ class LocalExperts : public ExpertBackend {
                             const std::vector<ExpertTask>& tasks,
                             float* out) override {
     const auto start = std::chrono::steady_clock::now();
-    absl::Status status = experts_->ComputeLayer(layer, z, rows, tasks.data(),
-                                                 tasks.size(), out);
-    compute_seconds_ += std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
+    absl::Status status =
+        experts_->ComputeLayer(layer, z, rows, tasks.data(), tasks.size(), out);
+    compute_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     distinct_.clear();
     for (const ExpertTask& t : tasks) distinct_.push_back(t.expert);
     std::sort(distinct_.begin(), distinct_.end());

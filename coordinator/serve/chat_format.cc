@@ -156,8 +156,8 @@ absl::StatusOr<ChatFormat> ChatFormat::Load(const std::string& dir,
   return f;
 }
 
-absl::StatusOr<std::string> ChatFormat::Render(
-    const CompletionRequest& request, size_t max_bytes) const {
+absl::StatusOr<std::string> ChatFormat::Render(const CompletionRequest& request,
+                                               size_t max_bytes) const {
   absl::StatusOr<std::string> text = RenderUncapped(request, max_bytes);
   if (text.ok() && text->size() > max_bytes) {
     return absl::InvalidArgumentError(

@@ -214,8 +214,9 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
       chat_top = static_cast<int>(n);
     } else if (key == "logprobs" && !chat) {
       if (v.is_boolean()) {
-        return Bad("logprobs on /v1/completions is a number of alternatives "
-                   "0..20 (true/false is the chat form)");
+        return Bad(
+            "logprobs on /v1/completions is a number of alternatives "
+            "0..20 (true/false is the chat form)");
       }
       FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
                                 Integer(v, key, 0, kMaxTopLogprobs));

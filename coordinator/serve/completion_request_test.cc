@@ -144,8 +144,7 @@ TEST(CompletionRequestTest, ClientFieldsAreUsedOrRefused) {
   };
   for (
       const Refused& r : std::vector<Refused>{
-          {false,
-           R"({"prompt": "hi", "response_format": {"type": "xml"}})",
+          {false, R"({"prompt": "hi", "response_format": {"type": "xml"}})",
            "response_format type 'xml'"},
           {false, R"({"prompt": "hi", "tools": []})",
            "tools belongs to /v1/chat/completions"},
@@ -175,8 +174,7 @@ TEST(CompletionRequestTest, ClientFieldsAreUsedOrRefused) {
            R"({"messages": [{"role": "user", "content": "x"}],
                 "chat_template_kwargs": {"messages": []}})",
            "chat_template_kwargs.messages is set by the server"},
-          {true,
-           R"({"messages": [{"role": "tool", "content": "x"}]})",
+          {true, R"({"messages": [{"role": "tool", "content": "x"}]})",
            "messages[0].tool_call_id is required"},
           {false, R"({"prompt": "hi", "presence_penalty": 3})",
            "presence_penalty"},

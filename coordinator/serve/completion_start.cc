@@ -39,7 +39,8 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
     }
     std::string text = chat ? std::string() : *req.prompt;
     if (chat) {
-      absl::StatusOr<std::string> rendered = chat_format().Render(req, options_.limits.max_prompt_bytes);
+      absl::StatusOr<std::string> rendered =
+          chat_format().Render(req, options_.limits.max_prompt_bytes);
       if (!rendered.ok()) {
         return refuse(400, std::string(rendered.status().message()));
       }

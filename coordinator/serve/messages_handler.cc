@@ -247,7 +247,8 @@ void HttpServer::CountTokens(const http::HttpRequest& http,
   if (tokenizer_ == nullptr) {
     return AnthropicError(res, 400, "this model has no tokenizer");
   }
-  absl::StatusOr<std::string> text = chat_format().Render(*req, options_.limits.max_prompt_bytes);
+  absl::StatusOr<std::string> text =
+      chat_format().Render(*req, options_.limits.max_prompt_bytes);
   if (!text.ok()) return AnthropicError(res, 400, std::string(text.status().message()));
   res->Set(200, "application/json",
            Dump({{"input_tokens", tokenizer_->Encode(*text).size()}}));

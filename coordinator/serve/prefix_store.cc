@@ -159,8 +159,8 @@ void PrefixStore::Index() {
     found.push_back({time, Entry{path, std::move(p->ids), size, 0}});
   }
   if (ec) {
-    std::fprintf(stderr, "prefix cache: listing %s stopped: %s\n",
-                 dir_.c_str(), ec.message().c_str());
+    std::fprintf(stderr, "prefix cache: listing %s stopped: %s\n", dir_.c_str(),
+                 ec.message().c_str());
   }
   // Oldest first: the clock gives later files later use stamps.
   std::sort(found.begin(), found.end(),

@@ -132,7 +132,8 @@ TEST_F(PrefixStoreTest, SymlinkLoopsAreSkippedOrRefusedNotFatal) {
     (*store)->Put(ids_, *state_);
   }
   std::string saved;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) saved = e.path();
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    saved = e.path();
   ASSERT_FALSE(saved.empty());
   const std::string suffix = saved.substr(saved.rfind('.'));
   std::filesystem::create_symlink(dir + "/b" + suffix, dir + "/a" + suffix);
@@ -150,7 +151,8 @@ TEST_F(PrefixStoreTest, SymlinkLoopsAreSkippedOrRefusedNotFatal) {
   auto refused = PrefixStore::Open(loop, "model-a", 1 << 20);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--prefix-cache-dir: cannot create "
-                                            "or open " + loop),
+                                            "or open " +
+                                            loop),
             std::string::npos)
       << refused.status();
 }

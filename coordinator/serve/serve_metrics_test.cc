@@ -139,9 +139,10 @@ TEST(ServeMetricsTest, CountsRequestsTokensAndTheEnginesReads) {
             tokens - 1);
   // Issue 44 item 12: the prefill counts the prompt's tokens, as
   // flotilla_serve_prompt_tokens_total does (no prefix cache here).
-  EXPECT_EQ(SampleValue(scrape,
-                        R"(flotilla_coordinator_tokens_total{phase="prefill"})"),
-            body["usage"]["prompt_tokens"].get<double>());
+  EXPECT_EQ(
+      SampleValue(scrape,
+                  R"(flotilla_coordinator_tokens_total{phase="prefill"})"),
+      body["usage"]["prompt_tokens"].get<double>());
   EXPECT_EQ(SampleValue(scrape, "flotilla_serve_prompt_tokens_total"),
             body["usage"]["prompt_tokens"].get<double>());
   EXPECT_EQ(
@@ -177,8 +178,8 @@ TEST(ServeMetricsTest, ResidentExpertsReadNothingAndAHangUpIs499) {
   ASSERT_EQ(ok->status, 200) << ok->body;
   std::string scrape = metrics::Scrape(registry);
   // Issue 44 item 12: resident experts are still computed, and counted.
-  EXPECT_GT(SampleValue(scrape, "flotilla_coordinator_expert_activations_total"),
-            0);
+  EXPECT_GT(
+      SampleValue(scrape, "flotilla_coordinator_expert_activations_total"), 0);
   EXPECT_GT(
       SampleValue(scrape, "flotilla_coordinator_expert_compute_seconds_total"),
       0);
@@ -241,10 +242,11 @@ TEST(ServeMetricsTest, AStreamThatFailsAfterItsHeadersCountsAsTheFailure) {
   MeteredServer m("", absl::Milliseconds(5));
   ASSERT_NE(m.server, nullptr);
   httplib::Client client("127.0.0.1", m.server->port());
-  auto r = client.Post("/v1/completions",
-                       R"({"prompt": "Once", "max_tokens": 120, "ignore_eos": true,
+  auto r =
+      client.Post("/v1/completions",
+                  R"({"prompt": "Once", "max_tokens": 120, "ignore_eos": true,
                            "stream": true})",
-                       "application/json");
+                  "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_NE(r->body.find("timeout_error"), std::string::npos) << r->body;

@@ -76,7 +76,8 @@ void HttpServer::Tokenize(const http::HttpRequest& req,
     if (!parsed.ok()) {
       return Error(res, 400, std::string(parsed.status().message()));
     }
-    absl::StatusOr<std::string> rendered = chat_format().Render(*parsed, options_.limits.max_prompt_bytes);
+    absl::StatusOr<std::string> rendered =
+        chat_format().Render(*parsed, options_.limits.max_prompt_bytes);
     if (!rendered.ok()) {
       return Error(res, 400, std::string(rendered.status().message()));
     }

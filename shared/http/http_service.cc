@@ -123,17 +123,17 @@ void HttpService::Dispatch(const HttpRequest& req, HttpResponse* res) const {
   if (!origin.empty() && !OriginAllowed(req, origin)) {
     bool page = false;
     for (const RouteEntry& r : routes_) {
-      page |= r.any_origin && r.method == req.method &&
-              (r.prefix ? absl::StartsWith(req.path, r.path)
-                        : req.path == r.path);
+      page |=
+          r.any_origin && r.method == req.method &&
+          (r.prefix ? absl::StartsWith(req.path, r.path) : req.path == r.path);
     }
     if (!page) {
-      res->Set(403, "application/json",
-               ErrorBody(403, absl::StrCat(
-                                  "requests from the web page at origin '",
-                                  origin.substr(0, 200),
-                                  "' are refused (allow one with "
-                                  "--cors-origin)")));
+      res->Set(
+          403, "application/json",
+          ErrorBody(403, absl::StrCat("requests from the web page at origin '",
+                                      origin.substr(0, 200),
+                                      "' are refused (allow one with "
+                                      "--cors-origin)")));
       return;
     }
   }

@@ -248,16 +248,16 @@ TEST_F(HttpServiceTest, RequestsFromForeignOriginsAreRefused) {
   auto post = [&](const std::string& origin, const std::string& type) {
     return Exchange(absl::StrCat(
         "POST /echo HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n",
-        origin.empty() ? "" : "Origin: " + origin + "\r\n",
-        "Content-Type: ", type, "\r\nContent-Length: 2\r\n",
-        "Connection: close\r\n\r\nhi"));
+        origin.empty() ? "" : "Origin: " + origin + "\r\n", "Content-Type: ",
+        type, "\r\nContent-Length: 2\r\n", "Connection: close\r\n\r\nhi"));
   };
-  for (const char* type : {"text/plain", "application/x-www-form-urlencoded",
-                           "multipart/form-data; boundary=x",
-                           "application/json"}) {
+  for (const char* type :
+       {"text/plain", "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x", "application/json"}) {
     SCOPED_TRACE(type);
-    for (const char* foreign : {"http://evil.example", "null",
-                                "http://127.0.0.1:9999", "https://app.example.evil"}) {
+    for (const char* foreign :
+         {"http://evil.example", "null", "http://127.0.0.1:9999",
+          "https://app.example.evil"}) {
       const std::string r = post(foreign, type);
       EXPECT_THAT(r, StartsWith("HTTP/1.1 403 Forbidden"));
       EXPECT_EQ(BodyOf(r)["error"]["message"],
@@ -266,14 +266,16 @@ TEST_F(HttpServiceTest, RequestsFromForeignOriginsAreRefused) {
     }
     // No Origin (curl -d, SDKs), the server's own origin, the allowed one.
     EXPECT_THAT(post("", type), StartsWith("HTTP/1.1 200 "));
-    EXPECT_THAT(post("http://127.0.0.1:8080", type), StartsWith("HTTP/1.1 200 "));
+    EXPECT_THAT(post("http://127.0.0.1:8080", type),
+                StartsWith("HTTP/1.1 200 "));
     EXPECT_THAT(post("https://app.example", type), StartsWith("HTTP/1.1 200 "));
   }
   EXPECT_EQ(handled_.load(), 12);
   // The page itself is served to any origin (it holds no API).
-  EXPECT_THAT(Exchange("GET / HTTP/1.1\r\nHost: h\r\nOrigin: http://evil.example"
-                       "\r\nConnection: close\r\n\r\n"),
-              StartsWith("HTTP/1.1 200 "));
+  EXPECT_THAT(
+      Exchange("GET / HTTP/1.1\r\nHost: h\r\nOrigin: http://evil.example"
+               "\r\nConnection: close\r\n\r\n"),
+      StartsWith("HTTP/1.1 200 "));
 }
 
 // A client that trickles its headers, or its body, or never sends the next

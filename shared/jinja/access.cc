@@ -49,9 +49,9 @@ std::string EncodeUtf8(const std::vector<uint32_t>& cps, size_t begin,
 }
 
 absl::Status TooLarge() {
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "a string or list built by the template is too large (over ",
-      kMaxBuiltBytes, " bytes or ", kMaxBuiltItems, " items)"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("a string or list built by the template is too large (over ",
+                   kMaxBuiltBytes, " bytes or ", kMaxBuiltItems, " items)"));
 }
 
 size_t JoinedSize(const std::vector<std::string>& parts,

@@ -25,9 +25,9 @@ bool Budget::Spend(int64_t n) {
 bool Budget::FitsBytes(size_t bytes) {
   if (spent()) return false;
   if (bytes > max_bytes_) {
-    error_ = absl::ResourceExhaustedError(absl::StrCat(
-        "a value printed or serialized by the template passed ", max_bytes_,
-        " bytes"));
+    error_ = absl::ResourceExhaustedError(
+        absl::StrCat("a value printed or serialized by the template passed ",
+                     max_bytes_, " bytes"));
     return false;
   }
   return true;

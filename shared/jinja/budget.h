@@ -24,7 +24,9 @@ namespace flotilla::jinja {
 class Budget {
  public:
   Budget(int64_t max_steps, size_t max_bytes, int max_nesting)
-      : max_steps_(max_steps), max_bytes_(max_bytes), max_nesting_(max_nesting) {}
+      : max_steps_(max_steps),
+        max_bytes_(max_bytes),
+        max_nesting_(max_nesting) {}
 
   // Takes `n` steps; false (and spent from now on) when that passes the cap.
   bool Spend(int64_t n = 1);

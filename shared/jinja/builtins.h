@@ -46,8 +46,7 @@ inline constexpr size_t kMaxBuiltItems = 1u << 20;
 // ResourceExhausted naming those caps.
 absl::Status TooLarge();
 // The size of `parts` joined with a separator of `separator_size` bytes.
-size_t JoinedSize(const std::vector<std::string>& parts,
-                  size_t separator_size);
+size_t JoinedSize(const std::vector<std::string>& parts, size_t separator_size);
 
 // An error saying `v` is undefined, naming what it was looked up by.
 absl::Status UndefinedError(const Value& v);

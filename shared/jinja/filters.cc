@@ -358,17 +358,18 @@ absl::StatusOr<Value> CallFilter(const std::string& name, const Value& input,
     FLOTILLA_RETURN_IF_ERROR(args.Check());
     const std::string text = input.Str();
     const Value width = args.Get(0);
-    const size_t pad =
-        width.is_string() ? width.as_string().size()
-        : width.is_int()  ? std::clamp<int64_t>(width.as_int(), 0, 1024)
-                          : 4;  // Indent()'s widths
+    const size_t pad = width.is_string() ? width.as_string().size()
+                       : width.is_int()
+                           ? std::clamp<int64_t>(width.as_int(), 0, 1024)
+                           : 4;  // Indent()'s widths
     const size_t lines = std::count(text.begin(), text.end(), '\n') + 1;
-    if (pad > 0 && lines > (kMaxBuiltBytes - std::min(text.size(),
-                                                      kMaxBuiltBytes)) / pad) {
+    if (pad > 0 &&
+        lines >
+            (kMaxBuiltBytes - std::min(text.size(), kMaxBuiltBytes)) / pad) {
       return TooLarge();
     }
-    return Value::String(Indent(text, width, args.Get(1).Truthy(),
-                                args.Get(2).Truthy()));
+    return Value::String(
+        Indent(text, width, args.Get(1).Truthy(), args.Get(2).Truthy()));
   }
   if (name == "wordcount") {
     CallArgs none;

@@ -32,14 +32,15 @@ bool StartsWith(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-constexpr char kTooDeep[] = "PARSE: template line 1: expression deeper than 200";
+constexpr char kTooDeep[] =
+    "PARSE: template line 1: expression deeper than 200";
 
 TEST(JinjaLimitsTest, OperatorChainsAreRefusedAtParseTime) {
   // Each of these crashed with SIGSEGV at the first render (or at parse).
   const std::pair<std::string, std::string> chains[] = {
-      {"{{ 1", " + 1"},     {"{{ 1", " ~ 1"},      {"{{ 1", " and 1"},
-      {"{{ 1", " * 1"},     {"{{ 'a'", "|string"}, {"{{ x", "[0]"},
-      {"{{ x", ".y"},       {"{{ f", "()"},        {"{{ 1", " == 1"},
+      {"{{ 1", " + 1"}, {"{{ 1", " ~ 1"},      {"{{ 1", " and 1"},
+      {"{{ 1", " * 1"}, {"{{ 'a'", "|string"}, {"{{ x", "[0]"},
+      {"{{ x", ".y"},   {"{{ f", "()"},        {"{{ 1", " == 1"},
   };
   for (const auto& [head, link] : chains) {
     SCOPED_TRACE(head + link);
@@ -70,9 +71,9 @@ TEST(JinjaLimitsTest, EvaluationDepthIsBoundedAcrossMacroCalls) {
   // Each call nests an expression 150 deep inside the next call: 200 macro
   // levels would be 30,000 evaluation frames.
   const std::string deep = "n" + Repeat(" + 0", 150);
-  const std::string out = Render(
-      "{% macro f(n) %}{{ f(" + deep + " - 1) if n > 0 }}{% endmacro %}" +
-      "{{ f(199) }}");
+  const std::string out =
+      Render("{% macro f(n) %}{{ f(" + deep +
+             " - 1) if n > 0 }}{% endmacro %}" + "{{ f(199) }}");
   EXPECT_TRUE(StartsWith(out, "ERROR: ")) << out;
   EXPECT_NE(out.find("expressions evaluated deeper than 500 levels"),
             std::string::npos)
@@ -93,14 +94,16 @@ TEST(JinjaLimitsTest, ValuesThatShareThemselvesRunOutOfSteps) {
         "{{ ns.a ~ 'x' }}", "{{ {'k': ns.a}|tojson }}"}) {
     SCOPED_TRACE(use);
     const std::string out = Render(kDoubling + use, /*max_steps=*/200'000);
-    EXPECT_TRUE(StartsWith(out, "ERROR: template line 1: the template took "
-                                "more than 200000 steps"))
+    EXPECT_TRUE(StartsWith(out,
+                           "ERROR: template line 1: the template took "
+                           "more than 200000 steps"))
         << out.substr(0, 200);
   }
   // With the default budget too (10 M steps): it ends, with the error.
   const std::string out = Render(std::string(kDoubling) + "{{ ns.a }}");
-  EXPECT_TRUE(StartsWith(out, "ERROR: template line 1: the template took "
-                              "more than 10000000 steps"))
+  EXPECT_TRUE(StartsWith(out,
+                         "ERROR: template line 1: the template took "
+                         "more than 10000000 steps"))
       << out.substr(0, 200);
 }
 
@@ -108,8 +111,8 @@ TEST(JinjaLimitsTest, ValuesThatContainThemselvesAreRefused) {
   const std::string cycle =
       "{% set a = namespace(x=1) %}{% set b = namespace(x=a) %}"
       "{% set a.x = b %}";
-  for (const std::string use : {"{{ a == b }}", "{{ [a] == [b] }}",
-                                "{{ a in [b] }}"}) {
+  for (const std::string use :
+       {"{{ a == b }}", "{{ [a] == [b] }}", "{{ a in [b] }}"}) {
     SCOPED_TRACE(use);
     const std::string out = Render(cycle + use);
     EXPECT_TRUE(StartsWith(out, "ERROR: ")) << out.substr(0, 200);
@@ -127,22 +130,24 @@ TEST(JinjaLimitsTest, StringsThatWouldPassTheCapAreRefusedBeforeBuilding) {
       Render("{{ ('a' * 1000000)|replace('a', 'a' * 1000000) }}"), too_large));
   EXPECT_TRUE(StartsWith(
       Render("{{ ('a' * 1000000).replace('a', 'a' * 1000) }}"), too_large));
-  EXPECT_TRUE(StartsWith(
-      Render("{{ ('\\n' * 1000000)|indent('x' * 1000) }}"), too_large));
+  EXPECT_TRUE(StartsWith(Render("{{ ('\\n' * 1000000)|indent('x' * 1000) }}"),
+                         too_large));
   EXPECT_TRUE(StartsWith(
       Render("{{ (['a' * 1000000] * 100)|join('b' * 1000000) }}"), too_large));
   // Within the cap: the usual results.
-  EXPECT_EQ(Render("{{ 'abc'|replace('b', 'xx') }}|{{ 'aaa'.replace('a', 'b', 2) "
-                   "}}|{{ ''.replace('', 'z') }}|{{ 'ab'.replace('', '-') }}"),
-            "axxc|bba|z|-a-b-");
+  EXPECT_EQ(
+      Render("{{ 'abc'|replace('b', 'xx') }}|{{ 'aaa'.replace('a', 'b', 2) "
+             "}}|{{ ''.replace('', 'z') }}|{{ 'ab'.replace('', '-') }}"),
+      "axxc|bba|z|-a-b-");
 }
 
 TEST(JinjaLimitsTest, WalkingAHugeStringCharacterByCharacterIsCharged) {
   // 60 M one-character values would be gigabytes: the steps run out first.
   const std::string out =
       Render("{% for c in 'a' * 60000000 %}{% endfor %}done");
-  EXPECT_TRUE(StartsWith(out, "ERROR: template line 1: the template took "
-                              "more than 10000000 steps"))
+  EXPECT_TRUE(StartsWith(out,
+                         "ERROR: template line 1: the template took "
+                         "more than 10000000 steps"))
       << out.substr(0, 200);
   // Rebuilding a growing string every turn is charged by its bytes.
   const std::string grow = Render(

@@ -155,7 +155,8 @@ Value StringMethod(const Value& str, const std::string& name) {
         }
         if (name == "upper" || name == "lower") {
           std::string out = s;
-          for (char& c : out) c = name == "upper" ? std::toupper(c) : std::tolower(c);
+          for (char& c : out)
+            c = name == "upper" ? std::toupper(c) : std::tolower(c);
           return Value::String(out);
         }
         if (name == "title") return Value::String(Title(s));
@@ -183,15 +184,15 @@ Value StringMethod(const Value& str, const std::string& name) {
           if (from.empty()) {
             hits = std::min<uint64_t>(DecodeUtf8(s).size() + 1, limit);
           } else {
-            for (size_t at = s.find(from); at != std::string::npos &&
-                                           hits < static_cast<uint64_t>(limit);
+            for (size_t at = s.find(from);
+                 at != std::string::npos && hits < static_cast<uint64_t>(limit);
                  at = s.find(from, at + from.size())) {
               ++hits;
             }
           }
           if (to.size() > from.size() &&
-              (to.size() - from.size()) * hits > kMaxBuiltBytes - std::min(
-                  s.size(), kMaxBuiltBytes)) {
+              (to.size() - from.size()) * hits >
+                  kMaxBuiltBytes - std::min(s.size(), kMaxBuiltBytes)) {
             return TooLarge();
           }
           if (from.empty()) {

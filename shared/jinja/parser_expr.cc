@@ -47,8 +47,8 @@ absl::Status Parser::Seal(Expr* e) const {
 
 absl::Status Parser::Enter(absl::string_view what) {
   if (++depth_ > kMaxNesting) {
-    return Error(absl::StrCat(what, " nest deeper than ", kMaxNesting,
-                              " levels"));
+    return Error(
+        absl::StrCat(what, " nest deeper than ", kMaxNesting, " levels"));
   }
   return absl::OkStatus();
 }

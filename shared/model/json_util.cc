@@ -98,8 +98,8 @@ absl::StatusOr<Json> ParseGuarded(absl::string_view text,
   // ignore whatever follows it; JSON text never holds one (a NUL inside a
   // string is written \u0000).
   if (const size_t nul = text.find('\0'); nul != absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": invalid JSON: a NUL byte at offset ", nul));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": invalid JSON: a NUL byte at offset ", nul));
   }
   {
     JsonGuard guard;

@@ -88,9 +88,9 @@ absl::Status SafetensorsCheckpoint::LoadIndex(const std::string& dir,
     for (const std::string& name : names) {
       if (!std::binary_search(mapped.begin(), mapped.end(),
                               absl::string_view(name))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, " holds tensor '", name, "', which ", index,
-            " does not name (weight_map leaves it out)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, " holds tensor '", name, "', which ", index,
+                         " does not name (weight_map leaves it out)"));
       }
     }
     // Checked: the names live on as the tensors' keys.

@@ -29,9 +29,13 @@ void AddProjection(const model::TensorSource& source, const std::string& name,
     const int64_t sc = (static_cast<int64_t>(cols) + 127) / 128;
     out->push_back(FieldSpec{name, FieldKind::kFp8Matrix, name,
                              name + "_scale_inv", rows, cols});
-    out->push_back(FieldSpec{name + "_scale_inv", FieldKind::kVector,
-                             name + "_scale_inv", "",
-                             static_cast<size_t>(sr * sc), 0, {sr, sc}});
+    out->push_back(FieldSpec{name + "_scale_inv",
+                             FieldKind::kVector,
+                             name + "_scale_inv",
+                             "",
+                             static_cast<size_t>(sr * sc),
+                             0,
+                             {sr, sc}});
     return;
   }
   out->push_back(FieldSpec{name, FieldKind::kMatrix, name, "", rows, cols});
@@ -41,8 +45,7 @@ void AddProjection(const model::TensorSource& source, const std::string& name,
 // experts, and the MTP head (enorm, hnorm, eh_proj, shared_head, and the
 // embedding some releases repeat there).
 std::vector<FieldSpec> MtpSchema(const model::DeepSeekV3Config& c,
-                                 const model::TensorSource& source,
-                                 int layer) {
+                                 const model::TensorSource& source, int layer) {
   std::vector<FieldSpec> s = deepseek_v3::LayerSchema(c, layer);
   const std::string p = absl::StrCat("model.layers.", layer, ".");
   const size_t e = c.hidden_size, v = c.vocab_size, i = c.moe_intermediate_size;
@@ -52,8 +55,8 @@ std::vector<FieldSpec> MtpSchema(const model::DeepSeekV3Config& c,
     AddProjection(source, ex + "up_proj.weight", i, e, &s);
     AddProjection(source, ex + "down_proj.weight", e, i, &s);
   }
-  for (const char* norm : {"enorm.weight", "hnorm.weight",
-                           "shared_head.norm.weight"}) {
+  for (const char* norm :
+       {"enorm.weight", "hnorm.weight", "shared_head.norm.weight"}) {
     s.push_back(FieldSpec{p + norm, FieldKind::kVector, p + norm, "", e, 0});
   }
   AddProjection(source, p + "eh_proj.weight", e, 2 * e, &s);
@@ -73,9 +76,9 @@ absl::Status CheckMtpLayers(const model::DeepSeekV3Config& c,
                             const std::string& source_name) {
   for (int layer = c.num_hidden_layers;
        layer < c.num_hidden_layers + c.num_nextn_predict_layers; ++layer) {
-    const std::string where = absl::StrCat(
-        source_name, ": MTP layer ", layer, " (num_nextn_predict_layers; "
-        "never run, checked as released)");
+    const std::string where = absl::StrCat(source_name, ": MTP layer ", layer,
+                                           " (num_nextn_predict_layers; "
+                                           "never run, checked as released)");
     const std::vector<FieldSpec> schema = MtpSchema(c, source, layer);
     if (absl::StatusOr<pack::RegionLayout> layout =
             pack::ResolveLayout(source, schema);

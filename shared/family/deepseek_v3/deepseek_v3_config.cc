@@ -59,21 +59,20 @@ void ParseRopeScaling(const Json& root, ConfigFieldReader* r,
   if (!factor || !original || !fast || !slow || !mscale || !all_dim) return;
   // Bounded far above the releases (DeepSeek-V3 40, Kimi K2 32 and 64).
   if (!(*factor >= 1) || *factor > 1024) {
-    r->AddError(absl::StrCat("rope_scaling.factor: ", *factor,
-                             " must be in 1..1024"));
+    r->AddError(
+        absl::StrCat("rope_scaling.factor: ", *factor, " must be in 1..1024"));
   }
   if (!(*mscale > 0) || *mscale > 100) {
-    r->AddError(absl::StrCat("rope_scaling.mscale: ", *mscale,
-                             " must be in (0, 100]"));
+    r->AddError(
+        absl::StrCat("rope_scaling.mscale: ", *mscale, " must be in (0, 100]"));
   }
   if (!(*all_dim >= 0) || *all_dim > 100) {
     r->AddError(absl::StrCat("rope_scaling.mscale_all_dim: ", *all_dim,
                              " must be in [0, 100]"));
   }
   if (*original > (1 << 28)) {
-    r->AddError(absl::StrCat(
-        "rope_scaling.original_max_position_embeddings: ", *original,
-        " is above 268435456"));
+    r->AddError(absl::StrCat("rope_scaling.original_max_position_embeddings: ",
+                             *original, " is above 268435456"));
   }
   if (!(*original >= 1) || *original != std::floor(*original)) {
     r->AddError(
@@ -88,8 +87,9 @@ void ParseRopeScaling(const Json& root, ConfigFieldReader* r,
         "both positive");
   }
   c->yarn_factor = *factor;
-  c->yarn_original_max_position =
-      *original >= 1 && *original <= (1 << 28) ? static_cast<int>(*original) : 0;
+  c->yarn_original_max_position = *original >= 1 && *original <= (1 << 28)
+                                      ? static_cast<int>(*original)
+                                      : 0;
   c->yarn_beta_fast = *fast;
   c->yarn_beta_slow = *slow;
   c->yarn_mscale = *mscale;

@@ -76,18 +76,17 @@ TEST(GptOssConfigTest, FieldsThatDisagreeOrChangeTheFormatAreRefused) {
     bad["experts_per_token"] = k;
     auto c = ParseGptOssConfig(bad, "config.json");
     ASSERT_FALSE(c.ok()) << k;
-    EXPECT_NE(c.status().message().find(
-                  "experts_per_token: " + k.dump() +
-                  " disagrees with num_experts_per_tok 4"),
-              absl::string_view::npos)
+    EXPECT_NE(
+        c.status().message().find("experts_per_token: " + k.dump() +
+                                  " disagrees with num_experts_per_tok 4"),
+        absl::string_view::npos)
         << c.status();
   }
   for (const nlohmann::json& modules :
        {nlohmann::json::array({"lm_head"}),
-        nlohmann::json::array({"model.layers.*.self_attn",
-                               "model.layers.*.mlp.router",
-                               "model.embed_tokens", "lm_head",
-                               "model.layers.*.mlp.experts"}),
+        nlohmann::json::array(
+            {"model.layers.*.self_attn", "model.layers.*.mlp.router",
+             "model.embed_tokens", "lm_head", "model.layers.*.mlp.experts"}),
         nlohmann::json("lm_head")}) {
     nlohmann::json bad = FixtureConfig();
     bad["quantization_config"]["modules_to_not_convert"] = modules;
