@@ -88,8 +88,16 @@ for kv in ${FLOTILLA_FRESH_ENV:-}; do ENVS+=(-e "${kv}"); done
 echo "fresh_container: ${*} at ${COMMIT:0:12} in a fresh ${BASE}"
 START=$(date +%s.%N)
 set +e
-podman run --rm "${MOUNTS[@]}" "${ENVS[@]}" -w /work/main "${BASE}" "$@"
-RC=$?
+# Each line is stamped with the seconds since the start, so the phases
+# (packages, configure, compile, link, run) can be read off the log.
+podman run --rm "${MOUNTS[@]}" "${ENVS[@]}" -w /work/main "${BASE}" "$@" 2>&1 |
+  python3 -u -c '
+import sys, time
+t0 = time.time()
+for line in sys.stdin:
+    print(f"[{time.time() - t0:6.1f}] {line}", end="", flush=True)
+'
+RC=${PIPESTATUS[0]}
 set -e
 END=$(date +%s.%N)
 rm -rf "${CLONE}"
