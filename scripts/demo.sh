@@ -10,9 +10,20 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
-# Only what the demo runs: the tests and benchmarks are scripts/test.sh's.
-FLOTILLA_TARGETS="flotilla-coordinator flotilla-expert-worker" \
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+T_START=$(now)
+TIMES="$(mktemp)"
+# Only the packages and targets the demo runs: the test stack, the tests
+# and the benchmarks are scripts/test.sh's.
+"${ROOT}/scripts/setup.sh"
+T_SETUP=$(now)
+FLOTILLA_SKIP_SETUP=1 FLOTILLA_WITH_TESTS=0 FLOTILLA_TIMES_FILE="${TIMES}" \
+  FLOTILLA_TARGETS="flotilla-coordinator flotilla-expert-worker" \
   "${ROOT}/scripts/build.sh"
+CONFIGURE_S=$(awk '$1 == "configure" { print $2 }' "${TIMES}")
+BUILD_S=$(awk '$1 == "build" { print $2 }' "${TIMES}")
+rm -f "${TIMES}"
 
 BIN="${FLOTILLA_BUILD_DIR:-build}/bin"
 MODEL="models/stories260k-moe"
@@ -57,4 +68,12 @@ WORKERS="$(IFS=,; echo "${ADDRS[*]}")"
 ARGS=(generate --model "${MODEL}" --workers "${WORKERS}"
       --prompt "Once upon a time" --max-tokens 512 "$@")
 echo "+ ${BIN}/flotilla-coordinator ${ARGS[*]}"
+T_WORKERS=$(now)
 "${BIN}/flotilla-coordinator" "${ARGS[@]}"
+T_END=$(now)
+echo "demo: packages $(elapsed "${T_START}" "${T_SETUP}") s, configure" \
+  "${CONFIGURE_S} s, build ${BUILD_S} s, workers up" \
+  "$(elapsed "${T_SETUP}" "${T_WORKERS}" | awk -v c="${CONFIGURE_S}" \
+      -v b="${BUILD_S}" '{ printf "%.1f", $1 - c - b }') s, story" \
+  "$(elapsed "${T_WORKERS}" "${T_END}") s; total" \
+  "$(elapsed "${T_START}" "${T_END}") s"

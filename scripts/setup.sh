@@ -1,34 +1,55 @@
 #!/usr/bin/env bash
-# Installs everything Flotilla needs to build and test on Debian 12
-# (bookworm). Idempotent: when every package is already installed it only
-# checks (no apt-get update, no root needed), so build and test scripts can
-# call it every time. Runs as root, or through sudo when available.
+# Installs what Flotilla needs on Debian 12 (bookworm). Idempotent: when
+# every package is already installed it only checks (no apt-get update, no
+# root needed), so build and test scripts can call it every time. Runs as
+# root, or through sudo when available.
 #
-#   scripts/setup.sh            what building and the demo need
-#   scripts/setup.sh --tests    also Node.js, npm and Chromium for the web
-#                               tests (tests/web), each only when its command
-#                               is missing (a newer Node from elsewhere stays),
-#                               Prometheus (tests/observe) and podman,
+#   scripts/setup.sh            what building the binaries and the demo
+#                               need, and nothing else
+#   scripts/setup.sh --build-tests
+#                               also what the test and benchmark targets
+#                               build with: GoogleTest, Google Benchmark,
+#                               cpp-httplib (the tests' HTTP client),
+#                               python3, openssl, clang-format
+#   scripts/setup.sh --tests    all of that, and Node.js, npm and Chromium
+#                               for the web tests
+#                               (tests/web), each only when its command is
+#                               missing (a newer Node from elsewhere stays),
+#                               Prometheus (tests/observe), podman,
 #                               podman-compose and debootstrap (tests/deploy)
+#                               and clang for the fuzz and sanitizer runs
 set -euo pipefail
 
 # Keep in sync with the find_package/pkg_check_modules calls in
 # CMakeLists.txt. Some are not obvious: protobuf-compiler-grpc must be present
 # for find_package(gRPC CONFIG) to succeed (its config names the plugin), and
-# grpc-proto ships the health/reflection .proto files. python3, python3-regex
-# and openssl serve tools and tests; clang-format keeps the style.
-# libboost-dev: Boost.Beast's HTTP parser (header-only) under shared/http;
-# libcpp-httplib-dev: the tests' HTTP client.
+# grpc-proto ships the health/reflection .proto files.
+# libboost-dev: Boost.Beast's HTTP parser (header-only) under shared/http.
+# The demo installs only these (issue 45: every package here is seconds of
+# a newcomer's first run).
 PACKAGES=(
   build-essential cmake ninja-build ccache pkgconf
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   grpc-proto libabsl-dev prometheus-cpp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
   liburing-dev libhwy-dev libpcre2-dev nlohmann-json3-dev libxxhash-dev
-  libboost-dev libcpp-httplib-dev libutf8proc-dev zlib1g-dev
-  python3 python3-regex openssl clang-format
+  libboost-dev libutf8proc-dev zlib1g-dev
 )
 
+case "${1:-}" in
+  "" | --build-tests | --tests) ;;
+  *)
+    echo "setup: unknown option '$1' (--build-tests or --tests)" >&2
+    exit 2
+    ;;
+esac
+if [[ "${1:-}" == "--build-tests" || "${1:-}" == "--tests" ]]; then
+  # What the test and benchmark targets link (CMake looks for them only
+  # with FLOTILLA_BUILD_TESTS / FLOTILLA_BUILD_BENCHMARKS); python3,
+  # python3-regex and openssl serve tools and tests; clang-format keeps the
+  # style.
+  PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
+             python3 python3-regex openssl clang-format)
+fi
 if [[ "${1:-}" == "--tests" ]]; then
   command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
   command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)

@@ -80,7 +80,7 @@ if [[ "${FLOTILLA_SKIP_WEB_TESTS:-0}" != "1" ]]; then
   fi
 fi
 
-"${ROOT}/scripts/build.sh" "${CMAKE_ARGS[@]}"
+FLOTILLA_WITH_TESTS=1 "${ROOT}/scripts/build.sh" "${CMAKE_ARGS[@]}"
 
 ctest --test-dir "${FLOTILLA_BUILD_DIR}" --output-on-failure --no-tests=error \
   -j"${FLOTILLA_CTEST_JOBS:-2}"

@@ -3,15 +3,14 @@
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/json_util.h"
+#include "coordinator/serve/request_errors.h"
 
 namespace flotilla::coordinator::serve {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::Status Bad(const std::string& message) {
-  return absl::InvalidArgumentError(message);
-}
+using internal::Bad;
 
 // obj[key] when it is a string, else "" (never throws on odd types).
 std::string StringField(const Json& obj, const char* key) {

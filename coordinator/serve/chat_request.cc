@@ -2,15 +2,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "coordinator/serve/request_errors.h"
 
 namespace flotilla::coordinator::serve::internal {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::Status Bad(const std::string& message) {
-  return absl::InvalidArgumentError(message);
-}
+using internal::Bad;
 
 bool ValidToolName(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;

@@ -13,18 +13,17 @@
 #include "shared/base/status_macros.h"
 #include "shared/model/json_util.h"
 #include "shared/tokenizer/utf8.h"
+#include "coordinator/serve/request_errors.h"
 
 namespace flotilla::coordinator::serve {
 namespace {
 
-using json = nlohmann::ordered_json;
+using Json = nlohmann::ordered_json;
 using internal::Text;
 
-absl::Status Bad(const std::string& message) {
-  return absl::InvalidArgumentError(message);
-}
+using internal::Bad;
 
-absl::StatusOr<int64_t> Integer(const json& v, const std::string& field,
+absl::StatusOr<int64_t> Integer(const Json& v, const std::string& field,
                                 int64_t lo, int64_t hi) {
   if (!v.is_number_integer() ||
       (v.is_number_unsigned() &&
@@ -35,14 +34,14 @@ absl::StatusOr<int64_t> Integer(const json& v, const std::string& field,
   return v.get<int64_t>();
 }
 
-absl::StatusOr<double> Number(const json& v, const std::string& field) {
+absl::StatusOr<double> Number(const Json& v, const std::string& field) {
   if (!v.is_number() || !std::isfinite(v.get<double>())) {
     return Bad(absl::StrCat(field, " must be a finite number"));
   }
   return v.get<double>();
 }
 
-absl::Status ParsePrompt(const json& p, const RequestLimits& limits,
+absl::Status ParsePrompt(const Json& p, const RequestLimits& limits,
                          CompletionRequest* r) {
   if (p.is_string()) {
     FLOTILLA_ASSIGN_OR_RETURN(r->prompt, Text(p, "prompt", limits));
@@ -71,10 +70,10 @@ absl::Status ParsePrompt(const json& p, const RequestLimits& limits,
       "of token ids");
 }
 
-absl::Status ParseStop(const json& s, const RequestLimits& limits,
+absl::Status ParseStop(const Json& s, const RequestLimits& limits,
                        CompletionRequest* r) {
   if (s.is_null()) return absl::OkStatus();
-  const json list = s.is_array() ? s : json::array({s});
+  const Json list = s.is_array() ? s : Json::array({s});
   if (list.size() > 16) return Bad("stop: at most 16 entries");
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string at = absl::StrCat("stop[", i, "]");
@@ -91,7 +90,7 @@ absl::Status ParseStop(const json& s, const RequestLimits& limits,
 }
 
 // {"<token id>": bias, ...}, as OpenAI sends it (ids are JSON keys).
-absl::Status ParseLogitBias(const json& v, SamplerOptions* sampler) {
+absl::Status ParseLogitBias(const Json& v, SamplerOptions* sampler) {
   if (!v.is_object()) return Bad("logit_bias must be an object");
   if (v.size() > 1024) return Bad("logit_bias: at most 1024 entries");
   for (const auto& [key, bias] : v.items()) {
@@ -135,7 +134,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequest(
   }
   // Through the guarded parser: a body nested thousands deep or naming a
   // field twice is refused before a DOM is built.
-  absl::StatusOr<json> parsed =
+  absl::StatusOr<Json> parsed =
       model::internal::ParseOrderedJson(body, "the request body");
   if (!parsed.ok()) {
     const std::string why(parsed.status().message());
@@ -248,7 +247,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
       if (!v.is_array() || v.size() > 256) {
         return Bad("documents must be an array of at most 256 objects");
       }
-      for (const json& d : v) {
+      for (const Json& d : v) {
         if (!d.is_object()) return Bad("documents must hold objects");
       }
       r.documents = v;

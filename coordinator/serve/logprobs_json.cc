@@ -5,7 +5,7 @@
 namespace flotilla::coordinator::serve {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::json;
 
 json Bytes(const std::string& text) {
   json bytes = json::array();

@@ -13,8 +13,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kFormat[] = "flotilla-split";
-constexpr int kVersion = 1;
+constexpr char kSplitFormat[] = "flotilla-split";
+constexpr int kSplitVersion = 1;
 
 // Reads a required non-negative integer field no larger than `max`;
 // InvalidArgument naming `source` and the field otherwise.
@@ -79,8 +79,8 @@ absl::Status ExpertSplit::Validate() const {
 
 std::string ExpertSplit::ToJson() const {
   nlohmann::ordered_json j;
-  j["format"] = kFormat;
-  j["version"] = kVersion;
+  j["format"] = kSplitFormat;
+  j["version"] = kSplitVersion;
   j["workers"] = workers;
   j["worker"] = worker;
   j["intermediate"] = intermediate;
@@ -94,16 +94,16 @@ absl::StatusOr<ExpertSplit> ExpertSplit::FromJson(absl::string_view text,
   FLOTILLA_ASSIGN_OR_RETURN(json j, model::internal::ParseJson(text, source));
   const auto format = j.is_object() ? j.find("format") : j.end();
   if (!j.is_object() || format == j.end() || !format->is_string() ||
-      format->get<std::string>() != kFormat) {
+      format->get<std::string>() != kSplitFormat) {
     return absl::InvalidArgumentError(absl::StrCat(
-        source, ": not a split file (expected \"format\": \"", kFormat, "\")"));
+        source, ": not a split file (expected \"format\": \"", kSplitFormat, "\")"));
   }
   FLOTILLA_ASSIGN_OR_RETURN(const uint64_t version,
                             UintField(j, "version", 1 << 30, source));
-  if (version != kVersion) {
+  if (version != kSplitVersion) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": split version ", version, " (this build reads ",
-                     kVersion, ")"));
+                     kSplitVersion, ")"));
   }
   constexpr uint64_t kMaxRows = uint64_t{1} << 40;
   ExpertSplit s;

@@ -20,7 +20,7 @@ using internal::OptionalString;
 
 // Ids above this are refused: a vocabulary is dense, so a huge id would
 // only make the id table huge.
-constexpr int64_t kMaxTokenId = (int64_t{1} << 21) - 1;
+constexpr int64_t kMaxHfTokenId = (int64_t{1} << 21) - 1;
 
 absl::Status Bad(const std::string& source, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
@@ -136,7 +136,7 @@ absl::Status HfTokenizer::ParseModel(const json& m) {
   vocab.reserve(m["vocab"].size());
   for (const auto& [token, id] : m["vocab"].items()) {
     auto checked =
-        IntIn(id, 0, kMaxTokenId, absl::StrCat("model.vocab['", token, "']"));
+        IntIn(id, 0, kMaxHfTokenId, absl::StrCat("model.vocab['", token, "']"));
     if (!checked.ok())
       return Bad(source_, std::string(checked.status().message()));
     if (byte_level && !ByteLevelToBytes(token).has_value()) {
@@ -228,7 +228,7 @@ absl::Status HfTokenizer::ParseAddedTokens(const json& doc) {
                                          " is not supported"));
       }
     }
-    auto checked = IntIn(t["id"], 0, kMaxTokenId, where + ".id");
+    auto checked = IntIn(t["id"], 0, kMaxHfTokenId, where + ".id");
     if (!checked.ok())
       return Bad(source_, std::string(checked.status().message()));
     const int32_t id = static_cast<int32_t>(*checked);
@@ -313,7 +313,7 @@ absl::Status HfTokenizer::ParsePostProcessor(const json& doc) {
       }
       for (const json& id : specials[name]["ids"]) {
         auto checked =
-            IntIn(id, 0, kMaxTokenId, "post_processor.special_tokens ids");
+            IntIn(id, 0, kMaxHfTokenId, "post_processor.special_tokens ids");
         if (!checked.ok()) {
           return Bad(source_, std::string(checked.status().message()));
         }

@@ -9,7 +9,7 @@
 namespace flotilla::family {
 namespace {
 
-absl::StatusOr<std::unique_ptr<FamilyConfig>> Parse(const nlohmann::json& root,
+absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseMixtralFamily(const nlohmann::json& root,
                                                     const std::string& /*text*/,
                                                     const std::string& source) {
   FLOTILLA_ASSIGN_OR_RETURN(model::MixtralConfig c,
@@ -27,7 +27,7 @@ const Family& MixtralFamily() {
       .architectures = {"MixtralForCausalLM"},
       .default_chat_template = "plain",
       .default_without_model_type = false,
-      .parse = &Parse,
+      .parse = &ParseMixtralFamily,
   };
   return *family;
 }
