@@ -14,7 +14,7 @@
 namespace flotilla::tools {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kDoctorUsage[] =
     "usage: flotilla-tool doctor [--model DIR] [--path DIR]\n"
     "           [--disk-seconds S] [--scratch-size SIZE] [--max-context N]\n"
     "           [--mem SIZE,...] [--threads N] [--positions N]\n"
@@ -33,7 +33,7 @@ constexpr char kUsage[] =
     "dir, else the current dir), removed afterwards, or read-only on the\n"
     "model's shards when they total 2 GiB or more.\n";
 
-int Fail(int code, const std::string& message) {
+int DoctorFail(int code, const std::string& message) {
   std::fprintf(stderr, "flotilla-tool doctor: %s\n", message.c_str());
   return code;
 }
@@ -48,7 +48,7 @@ int RunDoctor(int argc, char** argv) {
   int64_t workers = options.fleet_workers;
   int64_t guesses = 0;
   std::string budgets, per_pass = "0";
-  FlagParser flags(kUsage);
+  FlagParser flags(kDoctorUsage);
   flags.String("model", &options.model_dir,
                "model dir to plan for (config.json, shards or a pack)");
   flags.String("path", &options.path, "dir on the disk to measure");
@@ -78,44 +78,45 @@ int RunDoctor(int argc, char** argv) {
   }
   if (!absl::SimpleAtod(seconds, &options.disk_seconds) ||
       !(options.disk_seconds > 0 && options.disk_seconds <= 600)) {
-    return Fail(kExitUsage, absl::StrCat("--disk-seconds: expected a number "
-                                         "in (0, 600], got '",
-                                         seconds, "'"));
+    return DoctorFail(kExitUsage,
+                      absl::StrCat("--disk-seconds: expected a number "
+                                   "in (0, 600], got '",
+                                   seconds, "'"));
   }
   absl::StatusOr<uint64_t> bytes = io::ParseByteSize(scratch);
   if (!bytes.ok()) {
-    return Fail(kExitUsage,
-                absl::StrCat("--scratch-size: ", bytes.status().message()));
+    return DoctorFail(
+        kExitUsage, absl::StrCat("--scratch-size: ", bytes.status().message()));
   }
   options.scratch_bytes = *bytes;
   if (max_context < 1 || max_context > (1 << 24)) {
-    return Fail(kExitUsage, "--max-context must be in 1..16777216");
+    return DoctorFail(kExitUsage, "--max-context must be in 1..16777216");
   }
   options.max_context = static_cast<int>(max_context);
   if (threads < 0 || threads > 1024) {
-    return Fail(kExitUsage, "--threads must be in 0..1024");
+    return DoctorFail(kExitUsage, "--threads must be in 0..1024");
   }
   options.threads = static_cast<int>(threads);
   if (positions < 1 || positions > max_context) {
-    return Fail(kExitUsage, "--positions must be in 1..--max-context");
+    return DoctorFail(kExitUsage, "--positions must be in 1..--max-context");
   }
   options.positions = static_cast<int>(positions);
   if (workers < 1 || workers > 4096) {
-    return Fail(kExitUsage, "--workers must be in 1..4096");
+    return DoctorFail(kExitUsage, "--workers must be in 1..4096");
   }
   options.fleet_workers = static_cast<int>(workers);
   double tokens_per_pass = 0;
   if (!absl::SimpleAtod(per_pass, &tokens_per_pass)) {
-    return Fail(kExitUsage, absl::StrCat("--tokens-per-pass: expected a "
-                                         "number, got '",
-                                         per_pass, "'"));
+    return DoctorFail(kExitUsage, absl::StrCat("--tokens-per-pass: expected a "
+                                               "number, got '",
+                                               per_pass, "'"));
   }
   if (tokens_per_pass != 0) {
     if (guesses < 1 || guesses > 64 || !(tokens_per_pass >= 1) ||
         tokens_per_pass > guesses + 1) {
-      return Fail(kExitUsage,
-                  "--tokens-per-pass must be in 1 .. --draft-tokens + 1, "
-                  "with --draft-tokens in 1..64");
+      return DoctorFail(kExitUsage,
+                        "--tokens-per-pass must be in 1 .. --draft-tokens + 1, "
+                        "with --draft-tokens in 1..64");
     }
     options.guesses = static_cast<int>(guesses);
     options.tokens_per_pass = tokens_per_pass;
@@ -123,13 +124,13 @@ int RunDoctor(int argc, char** argv) {
   for (absl::string_view b : absl::StrSplit(budgets, ',', absl::SkipEmpty())) {
     absl::StatusOr<uint64_t> v = io::ResolveBudget(std::string(b));
     if (!v.ok()) {
-      return Fail(kExitUsage,
-                  absl::StrCat("--mem ", b, ": ", v.status().message()));
+      return DoctorFail(kExitUsage,
+                        absl::StrCat("--mem ", b, ": ", v.status().message()));
     }
     options.budgets.push_back(std::string(b));
   }
   if (absl::Status s = RunDoctorChecks(options, stdout); !s.ok()) {
-    return Fail(kExitFailure, std::string(s.message()));
+    return DoctorFail(kExitFailure, std::string(s.message()));
   }
   return kExitOk;
 }

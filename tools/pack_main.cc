@@ -15,7 +15,7 @@
 namespace flotilla::tools {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kPackUsage[] =
     "usage: flotilla-tool pack --model DIR [--out DIR] [--verify]\n"
     "           [--threads N] [--force] [--workers N [--replicas R | "
     "--split]]\n\n"
@@ -33,13 +33,14 @@ constexpr char kUsage[] =
     "--model DIR --placement DIR/placement.json.\n"
     "--split (with --workers N) instead cuts every expert into N row slices:\n"
     "worker K holds slice K of every expert (split.json, no placement.json);\n"
-    "serve one with flotilla-expert-worker --model DIR --split DIR/split.json.\n";
+    "serve one with flotilla-expert-worker --model DIR --split "
+    "DIR/split.json.\n";
 
 // Test hook: FLOTILLA_PACK_STOP_AFTER=K stops a pack after K regions /
 // expert batches, as if it had been killed (kept out of --help).
 constexpr char kStopEnv[] = "FLOTILLA_PACK_STOP_AFTER";
 
-int Fail(int code, const std::string& message) {
+int PackFail(int code, const std::string& message) {
   std::fprintf(stderr, "flotilla-tool pack: %s\n", message.c_str());
   return code;
 }
@@ -49,7 +50,7 @@ int Fail(int code, const std::string& message) {
 int RunPack(int argc, char** argv) {
   PackOptions options;
   int64_t threads = options.threads;
-  FlagParser flags(kUsage);
+  FlagParser flags(kPackUsage);
   flags.String("model", &options.model_dir,
                "checkpoint dir (config.json, *.safetensors)");
   flags.String("out", &options.out_dir,
@@ -72,35 +73,38 @@ int RunPack(int argc, char** argv) {
   if (std::optional<int> code = flags.ParseOrExitCode(argc, argv, "pack")) {
     return *code;
   }
-  if (options.model_dir.empty()) return Fail(kExitUsage, "--model is required");
+  if (options.model_dir.empty())
+    return PackFail(kExitUsage, "--model is required");
   if (threads < 1 || threads > 64) {
-    return Fail(kExitUsage, "--threads must be in 1..64");
+    return PackFail(kExitUsage, "--threads must be in 1..64");
   }
   options.threads = static_cast<int>(threads);
   if (split && workers < 1) {
-    return Fail(kExitUsage, "--split requires --workers N (N >= 1)");
+    return PackFail(kExitUsage, "--split requires --workers N (N >= 1)");
   }
   if (split && replicas != 1) {
-    return Fail(kExitUsage,
-                "--split takes no --replicas: every worker holds one slice of "
-                "every expert");
+    return PackFail(
+        kExitUsage,
+        "--split takes no --replicas: every worker holds one slice of "
+        "every expert");
   }
   if (workers < 0 || workers > 4096 || replicas < 1 ||
       (workers > 0 && replicas > workers)) {
-    return Fail(kExitUsage,
-                "--workers must be in 0..4096 and --replicas in 1..workers");
+    return PackFail(
+        kExitUsage,
+        "--workers must be in 0..4096 and --replicas in 1..workers");
   }
   if (const char* stop = std::getenv(kStopEnv); stop != nullptr) {
     if (!absl::SimpleAtoi(stop, &options.stop_after_units) ||
         options.stop_after_units == 0) {
-      return Fail(kExitUsage, absl::StrCat(kStopEnv,
-                                           ": expected a count "
-                                           ">= 1, got '",
-                                           stop, "'"));
+      return PackFail(kExitUsage, absl::StrCat(kStopEnv,
+                                               ": expected a count "
+                                               ">= 1, got '",
+                                               stop, "'"));
     }
   }
   absl::StatusOr<PackResult> r = PackCheckpoint(options);
-  if (!r.ok()) return Fail(kExitFailure, std::string(r.status().message()));
+  if (!r.ok()) return PackFail(kExitFailure, std::string(r.status().message()));
   if (r->already_complete) {
     std::printf("pack: %s is up to date%s\n", r->pack_dir.c_str(),
                 options.verify ? " and verified" : "");
@@ -125,7 +129,8 @@ int RunPack(int argc, char** argv) {
     wo.threads = options.threads;
     wo.progress = options.progress;
     absl::StatusOr<PackWorkersResult> w = PackWorkers(wo);
-    if (!w.ok()) return Fail(kExitFailure, std::string(w.status().message()));
+    if (!w.ok())
+      return PackFail(kExitFailure, std::string(w.status().message()));
     std::printf("pack: %d worker folders in %s (%d up to date, %s written)\n",
                 static_cast<int>(workers), wo.out_dir.c_str(), w->skipped,
                 io::FormatBytes(w->bytes).c_str());

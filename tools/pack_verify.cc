@@ -21,7 +21,7 @@ namespace flotilla::tools {
 namespace {
 
 constexpr uint64_t kBatchBytes = uint64_t{64} << 20;
-constexpr uint64_t kMaxGapBytes = uint64_t{1} << 20;
+constexpr uint64_t kVerifyMaxGapBytes = uint64_t{1} << 20;
 
 std::string RegionName(const pack::PackRegion& r) {
   return r.kind == "layer" ? absl::StrCat("region layer ", r.layer)
@@ -129,7 +129,7 @@ absl::Status VerifyPack(const std::string& model_dir,
     total += e.length;
   }
   const std::vector<RunBatch> batches =
-      MakeRunBatches(runs, kBatchBytes, kMaxGapBytes);
+      MakeRunBatches(runs, kBatchBytes, kVerifyMaxGapBytes);
 
   // Units: regions first, then expert batches; a failure is kept per unit
   // so the one reported is the first in manifest order, whatever the

@@ -17,7 +17,7 @@
 namespace flotilla::tools {
 namespace {
 
-constexpr char kUsage[] =
+constexpr char kSynthUsage[] =
     "usage: flotilla-tool synth (--preset NAME | --config FILE) --out DIR\n"
     "           [--seed S] [--shards auto|N] [--threads N] [--force]\n"
     "           [--config-only] [--dry-run] [--buffered]\n\n"
@@ -27,7 +27,7 @@ constexpr char kUsage[] =
     "The same seed gives byte-identical files. Refuses a non-empty --out\n"
     "without --force, and a checkpoint the disk cannot hold.\n";
 
-int Fail(int code, const std::string& message) {
+int SynthFail(int code, const std::string& message) {
   std::fprintf(stderr, "flotilla-tool synth: %s\n", message.c_str());
   return code;
 }
@@ -65,7 +65,7 @@ int RunSynth(int argc, char** argv) {
   uint64_t seed = 0;
   int64_t threads = 0;
   bool force = false, config_only = false, dry_run = false, buffered = false;
-  FlagParser flags(kUsage);
+  FlagParser flags(kSynthUsage);
   flags.String("preset", &preset, "k3-tiny, k3-bench or k3-full");
   flags.String("config", &config_path, "any K3 config.json (flat or nested)");
   flags.String("out", &out, "output directory");
@@ -80,18 +80,20 @@ int RunSynth(int argc, char** argv) {
     return *code;
   }
   if (preset.empty() == config_path.empty()) {
-    return Fail(kExitUsage, "give exactly one of --preset or --config");
+    return SynthFail(kExitUsage, "give exactly one of --preset or --config");
   }
-  if (out.empty() && !dry_run) return Fail(kExitUsage, "--out is required");
+  if (out.empty() && !dry_run)
+    return SynthFail(kExitUsage, "--out is required");
   int shards = 0;
   if (shards_text != "auto" &&
       (!absl::SimpleAtoi(shards_text, &shards) || shards < 1)) {
-    return Fail(kExitUsage, absl::StrCat("--shards: expected auto or a count "
-                                         ">= 1, got '",
-                                         shards_text, "'"));
+    return SynthFail(kExitUsage,
+                     absl::StrCat("--shards: expected auto or a count "
+                                  ">= 1, got '",
+                                  shards_text, "'"));
   }
   if (threads < 0 || threads > 256) {
-    return Fail(kExitUsage, "--threads must be in 0..256");
+    return SynthFail(kExitUsage, "--threads must be in 0..256");
   }
 
   bool needs_force = false;
@@ -99,26 +101,26 @@ int RunSynth(int argc, char** argv) {
   if (!preset.empty()) {
     config = SynthPresetConfig(preset);
     if (!config.ok())
-      return Fail(kExitUsage, std::string(config.status().message()));
+      return SynthFail(kExitUsage, std::string(config.status().message()));
     for (const SynthPreset& p : SynthPresets()) {
       if (preset == p.name) needs_force = p.needs_force;
     }
   } else {
     auto text = base::ReadWholeFile(config_path);
     if (!text.ok())
-      return Fail(kExitFailure, std::string(text.status().message()));
+      return SynthFail(kExitFailure, std::string(text.status().message()));
     config = model::ParseK3Config(*text, config_path);
     if (!config.ok())
-      return Fail(kExitFailure, std::string(config.status().message()));
+      return SynthFail(kExitFailure, std::string(config.status().message()));
   }
 
   if (config_only) {
     if (dry_run) return kExitOk;
     if (absl::Status s = PrepareOutDir(out, force, 1 << 20); !s.ok()) {
-      return Fail(kExitFailure, std::string(s.message()));
+      return SynthFail(kExitFailure, std::string(s.message()));
     }
     if (absl::Status s = WriteSynthConfig(*config, out); !s.ok()) {
-      return Fail(kExitFailure, std::string(s.message()));
+      return SynthFail(kExitFailure, std::string(s.message()));
     }
     std::printf("wrote %s/config.json\n", out.c_str());
     return kExitOk;
@@ -126,7 +128,7 @@ int RunSynth(int argc, char** argv) {
 
   auto files = PlanSynthFiles(*config, shards);
   if (!files.ok())
-    return Fail(kExitUsage, std::string(files.status().message()));
+    return SynthFail(kExitUsage, std::string(files.status().message()));
   uint64_t total = 0;
   for (const SynthFile& f : *files) total += f.bytes;
   if (dry_run) {
@@ -140,13 +142,14 @@ int RunSynth(int argc, char** argv) {
     return kExitOk;
   }
   if (needs_force && !force) {
-    return Fail(kExitUsage, absl::StrCat("preset ", preset, " is ", total,
-                                         " bytes (", Human(total),
-                                         "); pass --force to write it, or "
-                                         "--config-only for just config.json"));
+    return SynthFail(
+        kExitUsage,
+        absl::StrCat("preset ", preset, " is ", total, " bytes (", Human(total),
+                     "); pass --force to write it, or "
+                     "--config-only for just config.json"));
   }
   if (absl::Status s = PrepareOutDir(out, force, total); !s.ok()) {
-    return Fail(kExitFailure, std::string(s.message()));
+    return SynthFail(kExitFailure, std::string(s.message()));
   }
 
   const bool tty = isatty(STDERR_FILENO);
@@ -161,7 +164,7 @@ int RunSynth(int argc, char** argv) {
   o.on_progress = [tty](const SynthProgress& p) { ReportProgress(p, tty); };
   auto result = WriteSynthCheckpoint(o);
   if (tty) std::fputc('\n', stderr);
-  if (!result.ok()) return Fail(kExitFailure, result.status().ToString());
+  if (!result.ok()) return SynthFail(kExitFailure, result.status().ToString());
   std::printf("wrote %s: %d shards, %llu bytes (%s) in %.2f s, %.0f MB/s%s\n",
               out.c_str(), result->shards,
               static_cast<unsigned long long>(result->bytes),
