@@ -34,43 +34,12 @@ done
 COMMIT="$(git -C "${ROOT}" rev-parse --verify "${REV}^{commit}")" ||
   { echo "fresh_container: ${REV} is not a commit of ${ROOT}" >&2; exit 2; }
 
-D="${FLOTILLA_FRESH_STATE:-/var/tmp/flotilla-fresh}"
-mkdir -p "${D}"
-D="$(cd "${D}" && pwd)"
-# podman's state in one folder (../shared/notes/containers.md: these VMs
-# need the ulimits and runc).
-cat >"${D}/containers.conf" <<CONF
-[containers]
-default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
-[network]
-network_config_dir = "${D}/networks"
-[engine]
-runtime = "runc"
-tmp_dir = "${D}/tmp"
-volume_path = "${D}/volumes"
-static_dir = "${D}/graph/libpod"
-CONF
-cat >"${D}/storage.conf" <<CONF
-[storage]
-driver = "overlay"
-graphroot = "${D}/graph"
-runroot = "${D}/run"
-CONF
-export CONTAINERS_CONF="${D}/containers.conf"
-export CONTAINERS_STORAGE_CONF="${D}/storage.conf"
-
+# shellcheck source=lib/podman_state.sh
+source "${ROOT}/scripts/lib/podman_state.sh"
+flotilla_podman_state "${FLOTILLA_FRESH_STATE:-/var/tmp/flotilla-fresh}"
+D="${FLOTILLA_PODMAN_STATE}"
 BASE=docker.io/library/debian:bookworm
-if ! podman image exists "${BASE}" 2>/dev/null; then
-  echo "fresh_container: building ${BASE} with debootstrap (once)"
-  rm -rf "${D}/rootfs"
-  if ! debootstrap --variant=minbase bookworm "${D}/rootfs" >"${D}/debootstrap.log" 2>&1; then
-    tail -20 "${D}/debootstrap.log" >&2
-    echo "fresh_container: debootstrap failed (log above)" >&2
-    exit 1
-  fi
-  tar -C "${D}/rootfs" -c . | podman import - "${BASE}" >/dev/null
-  rm -rf "${D}/rootfs"
-fi
+flotilla_base_image "${BASE}" fresh_container
 
 CLONE="${D}/clone-${COMMIT:0:12}"
 rm -rf "${CLONE}"

@@ -28,30 +28,10 @@ for cmd in podman podman-compose debootstrap python3; do
     { echo "compose test: ${cmd} is missing (scripts/setup.sh --tests installs it)" >&2; exit 1; }
 done
 
-D="${FLOTILLA_COMPOSE_STATE:-${ROOT}/build/compose-state}"
-mkdir -p "${D}"
-D="$(cd "${D}" && pwd)"
-# podman's state in one folder (../shared/notes/containers.md: the VMs need
-# the ulimits and runc).
-cat >"${D}/containers.conf" <<CONF
-[containers]
-default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
-[network]
-network_config_dir = "${D}/networks"
-[engine]
-runtime = "runc"
-tmp_dir = "${D}/tmp"
-volume_path = "${D}/volumes"
-static_dir = "${D}/graph/libpod"
-CONF
-cat >"${D}/storage.conf" <<CONF
-[storage]
-driver = "overlay"
-graphroot = "${D}/graph"
-runroot = "${D}/run"
-CONF
-export CONTAINERS_CONF="${D}/containers.conf"
-export CONTAINERS_STORAGE_CONF="${D}/storage.conf"
+# shellcheck source=../../scripts/lib/podman_state.sh
+source "${ROOT}/scripts/lib/podman_state.sh"
+flotilla_podman_state "${FLOTILLA_COMPOSE_STATE:-${ROOT}/build/compose-state}"
+D="${FLOTILLA_PODMAN_STATE}"
 
 # Can podman run a container here at all? A probe image of /bin/true and
 # the libraries it links answers without the network.
@@ -78,17 +58,7 @@ podman rmi -f localhost/flotilla-probe:latest >/dev/null 2>&1 || true
 rm -rf "${probe}"
 
 BASE=docker.io/library/debian:bookworm
-if ! podman image exists "${BASE}" 2>/dev/null; then
-  echo "compose test: building ${BASE} with debootstrap"
-  rm -rf "${D}/rootfs"
-  if ! debootstrap --variant=minbase bookworm "${D}/rootfs" >"${D}/debootstrap.log" 2>&1; then
-    tail -20 "${D}/debootstrap.log" >&2
-    echo "compose test: debootstrap failed (log above)" >&2
-    exit 1
-  fi
-  tar -C "${D}/rootfs" -c . | podman import - "${BASE}" >/dev/null
-  rm -rf "${D}/rootfs"
-fi
+flotilla_base_image "${BASE}" "compose test" || exit 1
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 export FLOTILLA_DATA="${D}/data"
