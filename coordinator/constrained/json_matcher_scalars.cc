@@ -62,7 +62,9 @@ JsonMatcher::Step JsonMatcher::StringStep(Frame& f, char c) {
     return kTaken;
   }
   if (f.pending > 0) {
-    if ((u & 0xc0) != 0x80) return kRejected;
+    if (u < f.cont_lo || u > f.cont_hi) return kRejected;
+    f.cont_lo = 0x80;
+    f.cont_hi = 0xbf;
     if (--f.pending == 0) ++f.count;
     return kTaken;
   }
@@ -90,8 +92,12 @@ JsonMatcher::Step JsonMatcher::StringStep(Frame& f, char c) {
     f.pending = 1;
   } else if (u >= 0xe0 && u <= 0xef) {
     f.pending = 2;
+    if (u == 0xe0) f.cont_lo = 0xa0;  // not overlong
+    if (u == 0xed) f.cont_hi = 0x9f;  // not a surrogate
   } else if (u >= 0xf0 && u <= 0xf4) {
     f.pending = 3;
+    if (u == 0xf0) f.cont_lo = 0x90;  // not overlong
+    if (u == 0xf4) f.cont_hi = 0x8f;  // not past U+10FFFF
   } else {
     return kRejected;
   }

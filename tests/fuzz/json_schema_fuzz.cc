@@ -11,6 +11,7 @@
 // and has the root's type and enum/const. Anything else traps.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "coordinator/constrained/json_matcher.h"
@@ -90,6 +91,7 @@ void WalkToAValue(const Json& schema, const CompiledSchema& s,
     }
     if (options.empty()) {
       if (m.CanEnd()) break;
+      std::fprintf(stderr, "walk stuck after %s\n", text.c_str());
       __builtin_trap();  // a compiled schema the matcher cannot finish
     }
     const char c = options[choice % options.size()];
@@ -97,7 +99,10 @@ void WalkToAValue(const Json& schema, const CompiledSchema& s,
     text += c;
   }
   const Json value = Json::parse(text, nullptr, false);
-  if (value.is_discarded() || !RootHolds(schema, value)) __builtin_trap();
+  if (value.is_discarded() || !RootHolds(schema, value)) {
+    std::fprintf(stderr, "walk ended in %s\n", text.c_str());
+    __builtin_trap();
+  }
 }
 
 }  // namespace
