@@ -162,8 +162,10 @@ absl::StatusOr<ExprPtr> Parser::ParseCompare() {
     FLOTILLA_ASSIGN_OR_RETURN(ExprPtr right, ParseMath1());
     cmp->ops.push_back(op);
     cmp->children.push_back(std::move(right));
-    FLOTILLA_RETURN_IF_ERROR(Seal(cmp.get()));
   }
+  // Once, after the chain: a chain is one flat node (sealing it per link
+  // was quadratic in its length; chat_template_fuzz found a 34,595-link one).
+  if (cmp != nullptr) FLOTILLA_RETURN_IF_ERROR(Seal(cmp.get()));
   return cmp != nullptr ? std::move(cmp) : std::move(first);
 }
 
