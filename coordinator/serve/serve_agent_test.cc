@@ -206,6 +206,36 @@ TEST_F(ServeTest, TheTemplateSeesToolsDocumentsAndKwargs) {
   EXPECT_EQ(*format->Render(*request), "[a][b]weather,add|mint|Hi");
 }
 
+// Issue 44 item 2: a template that multiplies the conversation stops at
+// the prompt limit while it renders (/tokenize and chat had no cap, or one
+// checked only after a 60 MB render), with an error naming the limit.
+TEST_F(ServeTest, ARenderStopsAtThePromptLimit) {
+  const std::string dir = ::testing::TempDir() + "/multiplying_template_model";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    std::filesystem::copy_file(ModelDir() + "/" + f, dir + "/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  std::ofstream(dir + "/chat_template.jinja")
+      << "{% for i in range(100000) %}{{ messages[-1].content }}{% endfor %}";
+  auto format = ChatFormat::Load(dir, ChatTemplate::kPlain, "");
+  ASSERT_TRUE(format.ok()) << format.status();
+  auto request = ParseCompletionRequest(
+      R"({"messages": [{"role": "user", "content": "0123456789"}]})", true,
+      RequestLimits());
+  ASSERT_TRUE(request.ok()) << request.status();
+  absl::StatusOr<std::string> text = format->Render(*request, 4096);
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(text.status().message().find("template output passed 4096 bytes"),
+            std::string::npos)
+      << text.status();
+  // Within the limit: the whole prompt.
+  text = format->Render(*request, 1 << 20);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(text->size(), 1000000u);
+}
+
 // 16 requests at once, greedy, some constrained, some with tools: each
 // equals its own run alone.
 TEST_F(ServeTest, ConstrainedRequestsInABatchEqualTheirSoloRuns) {
