@@ -40,11 +40,11 @@ class JsonMatcher {
     uint8_t phase = 0;
     uint8_t ws = 0;        // spaces taken in the current gap (at most one)
     uint8_t esc = 0;       // string: 1 after a backslash, 3..6: hex digits
+                           // due plus 2
     // string: the range of the next UTF-8 continuation byte (narrower
     // after E0, ED, F0 and F4: no overlong forms, surrogates or code
     // points past U+10FFFF, which JSON parsers refuse).
     uint8_t cont_lo = 0x80, cont_hi = 0xbf;
-                           // due plus 2
     bool keys = false;     // string/literal: an object key
     int32_t node;          // schema node (the object's, for keys)
     int32_t current = -1;  // object: the property being read (-1: other);

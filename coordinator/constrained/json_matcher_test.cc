@@ -202,14 +202,14 @@ TEST(JsonMatcherTest, SchemasNoValueSatisfiesAreRefusedNamingThePath) {
 // taken inside a string, and JSON parsers refuse the value.
 TEST(JsonMatcherTest, StringsTakeOnlyValidUtf8) {
   const CompiledSchema s = Compile(R"({"type": "string"})");
-  for (const char* bad : {"\"\xe0\x80\x80\"", "\"\xed\xa0\x80\"",
-                          "\"\xf0\x80\x80\x80\"", "\"\xf4\x90\x80\x80\"",
-                          "\"\xc0\xaf\"", "\"\xf5\x80\x80\x80\""}) {
+  for (const char* bad :
+       {"\"\xe0\x80\x80\"", "\"\xed\xa0\x80\"", "\"\xf0\x80\x80\x80\"",
+        "\"\xf4\x90\x80\x80\"", "\"\xc0\xaf\"", "\"\xf5\x80\x80\x80\""}) {
     EXPECT_FALSE(Accepts(s, bad)) << bad;
   }
-  for (const char* good : {"\"\xe0\xa0\x80\"", "\"\xed\x9f\xbf\"",
-                           "\"\xf0\x90\x80\x80\"", "\"\xf4\x8f\xbf\xbf\"",
-                           "\"\xc3\xa9\""}) {
+  for (const char* good :
+       {"\"\xe0\xa0\x80\"", "\"\xed\x9f\xbf\"", "\"\xf0\x90\x80\x80\"",
+        "\"\xf4\x8f\xbf\xbf\"", "\"\xc3\xa9\""}) {
     EXPECT_TRUE(Accepts(s, good)) << good;
   }
 }

@@ -1,9 +1,9 @@
 #include "coordinator/serve/anthropic_request.h"
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/serve/request_errors.h"
 #include "shared/base/status_macros.h"
 #include "shared/model/json_util.h"
-#include "coordinator/serve/request_errors.h"
 
 namespace flotilla::coordinator::serve {
 namespace {

@@ -1,8 +1,8 @@
 #include "coordinator/serve/chat_request.h"
 
 #include "absl/strings/str_cat.h"
-#include "shared/base/status_macros.h"
 #include "coordinator/serve/request_errors.h"
+#include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator::serve::internal {
 namespace {

@@ -9,11 +9,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/serve/chat_request.h"
+#include "coordinator/serve/request_errors.h"
 #include "nlohmann/json.hpp"
 #include "shared/base/status_macros.h"
 #include "shared/model/json_util.h"
 #include "shared/tokenizer/utf8.h"
-#include "coordinator/serve/request_errors.h"
 
 namespace flotilla::coordinator::serve {
 namespace {

@@ -213,8 +213,9 @@ TEST_F(ServeTest, ARenderStopsAtThePromptLimit) {
   const std::string dir = ::testing::TempDir() + "/multiplying_template_model";
   std::filesystem::create_directories(dir);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.json"}) {
-    std::filesystem::copy_file(ModelDir() + "/" + f, dir + "/" + f,
-                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(
+        ModelDir() + "/" + f, dir + "/" + f,
+        std::filesystem::copy_options::overwrite_existing);
   }
   std::ofstream(dir + "/chat_template.jinja")
       << "{% for i in range(100000) %}{{ messages[-1].content }}{% endfor %}";

@@ -95,8 +95,9 @@ absl::StatusOr<ExpertSplit> ExpertSplit::FromJson(absl::string_view text,
   const auto format = j.is_object() ? j.find("format") : j.end();
   if (!j.is_object() || format == j.end() || !format->is_string() ||
       format->get<std::string>() != kSplitFormat) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": not a split file (expected \"format\": \"", kSplitFormat, "\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": not a split file (expected \"format\": \"",
+                     kSplitFormat, "\")"));
   }
   FLOTILLA_ASSIGN_OR_RETURN(const uint64_t version,
                             UintField(j, "version", 1 << 30, source));

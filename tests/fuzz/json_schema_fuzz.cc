@@ -48,8 +48,8 @@ bool RootHolds(const Json& schema, const Json& v) {
         (type == "integer" &&
          (v.is_number_integer() ||
           (v.is_number_float() &&
-           v.get<double>() == static_cast<double>(
-                                  static_cast<int64_t>(v.get<double>()))))) ||
+           v.get<double>() ==
+               static_cast<double>(static_cast<int64_t>(v.get<double>()))))) ||
         (type == "boolean" && v.is_boolean()) ||
         (type == "null" && v.is_null())) {
       return true;
@@ -83,9 +83,8 @@ void WalkToAValue(const Json& schema, const CompiledSchema& s,
     std::string options;
     for (char c : kAlphabet) {
       JsonMatcher next = m;
-      if (next.Feed(c) &&
-          next.MinBytesToEnd() <=
-              budget - static_cast<int64_t>(text.size()) - 1) {
+      if (next.Feed(c) && next.MinBytesToEnd() <=
+                              budget - static_cast<int64_t>(text.size()) - 1) {
         options += c;
       }
     }

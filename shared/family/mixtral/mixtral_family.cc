@@ -9,9 +9,9 @@
 namespace flotilla::family {
 namespace {
 
-absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseMixtralFamily(const nlohmann::json& root,
-                                                    const std::string& /*text*/,
-                                                    const std::string& source) {
+absl::StatusOr<std::unique_ptr<FamilyConfig>> ParseMixtralFamily(
+    const nlohmann::json& root, const std::string& /*text*/,
+    const std::string& source) {
   FLOTILLA_ASSIGN_OR_RETURN(model::MixtralConfig c,
                             model::ParseMixtralConfig(root, source));
   return std::unique_ptr<FamilyConfig>(new MixtralFamilyConfig(std::move(c)));
