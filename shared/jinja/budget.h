@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -42,6 +44,14 @@ class Budget {
   const absl::Status& status() const { return error_; }
   int64_t steps() const { return steps_; }
 
+  // Runs `f` when the budget (the render) ends.
+  void AtEnd(std::function<void()> f) { at_end_.push_back(std::move(f)); }
+  ~Budget() {
+    for (auto& f : at_end_) f();
+  }
+  Budget(const Budget&) = delete;
+  Budget& operator=(const Budget&) = delete;
+
   // The budget installed on this thread, or null outside a render.
   static Budget* Current();
 
@@ -52,6 +62,7 @@ class Budget {
   int64_t steps_ = 0;
   int nesting_ = 0;
   absl::Status error_;
+  std::vector<std::function<void()>> at_end_;
 };
 
 // Installs `budget` as this thread's for its lifetime (renders nest: a

@@ -1,6 +1,7 @@
 // Jinja's tests (`x is string`) and the globals chat templates call.
 #include "absl/strings/str_cat.h"
 #include "shared/base/status_macros.h"
+#include "shared/jinja/budget.h"
 #include "shared/jinja/builtins.h"
 
 namespace flotilla::jinja::internal {
@@ -135,6 +136,13 @@ Value MakeGlobals(absl::Time now, absl::TimeZone zone) {
         for (const auto& [k, v] : p.dict()) out.Set(k, v);
       }
       for (const auto& [k, v] : call.keyword) out.Set(k, v);
+      // A namespace is the one value a template can change after making
+      // it, so the one a value can come to hold itself through
+      // ({% set ns.a = [ns] %}): emptied when the render ends, so that such
+      // a cycle of shared pointers does not outlive it.
+      if (Budget* budget = Budget::Current(); ns && budget != nullptr) {
+        budget->AtEnd([out] { out.dict().clear(); });
+      }
       return out;
     };
   };
