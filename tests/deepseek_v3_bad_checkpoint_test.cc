@@ -58,6 +58,16 @@ testutil::RewriteOptions Poke(const std::string& name, uint8_t code) {
   return o;
 }
 
+// The fixture's config.json with one field set (a JSON pointer).
+testutil::RewriteOptions ConfigWith(const std::string& pointer,
+                                    const nlohmann::json& value) {
+  nlohmann::json config = testutil::LoadJson(CkptDir() + "/config.json");
+  config[nlohmann::json::json_pointer(pointer)] = value;
+  testutil::RewriteOptions o;
+  o.config_json = config.dump();
+  return o;
+}
+
 // Sets every float of F32 tensor `name` to `value`.
 testutil::RewriteOptions SetFloat(const std::string& name, float value) {
   testutil::RewriteOptions o;
@@ -96,25 +106,15 @@ std::vector<Fault> Faults() {
   faults.push_back({"expert NaN code", Poke(expert + "weight", 0xff),
                     "FP8 weight at row 0, column 5 is NaN (code 0xff)", ""});
   // A config that says 8 routed experts for a checkpoint of 16.
-  nlohmann::json config = testutil::LoadJson(CkptDir() + "/config.json");
-  config["n_routed_experts"] = 8;
-  testutil::RewriteOptions fewer;
-  fewer.config_json = config.dump();
-  faults.push_back({"config with fewer experts", fewer,
+  faults.push_back({"config with fewer experts",
+                    ConfigWith("/n_routed_experts", 8),
                     "n_routed_experts is 8 but the checkpoint's routed "
                     "experts are 0..15",
                     ""});
-  config = testutil::LoadJson(CkptDir() + "/config.json");
-  config["n_group"] = 3;
-  testutil::RewriteOptions groups;
-  groups.config_json = config.dump();
-  faults.push_back({"group count not dividing the experts", groups,
+  faults.push_back({"group count not dividing the experts",
+                    ConfigWith("/n_group", 3),
                     "n_group: 3 does not divide n_routed_experts 16", ""});
-  config = testutil::LoadJson(CkptDir() + "/config.json");
-  config["topk_group"] = 5;
-  testutil::RewriteOptions topk;
-  topk.config_json = config.dump();
-  faults.push_back({"topk_group above n_group", topk,
+  faults.push_back({"topk_group above n_group", ConfigWith("/topk_group", 5),
                     "topk_group: 5 is above n_group 4", ""});
   // Issue 44 item 7. A NaN in a router's correction bias ran and changed
   // which experts were picked.
@@ -157,17 +157,10 @@ std::vector<Fault> Faults() {
            {"mscale", -1, "rope_scaling.mscale: -1 must be in (0, 100]"},
            {"mscale_all_dim", -2,
             "rope_scaling.mscale_all_dim: -2 must be in [0, 100]"}}) {
-    config = testutil::LoadJson(CkptDir() + "/config.json");
-    config["rope_scaling"][key] = value;
-    testutil::RewriteOptions o;
-    o.config_json = config.dump();
-    faults.push_back({"rope_scaling." + key, o, message, ""});
+    faults.push_back({"rope_scaling." + key,
+                      ConfigWith("/rope_scaling/" + key, value), message, ""});
   }
-  config = testutil::LoadJson(CkptDir() + "/config.json");
-  config["rms_norm_eps"] = 1e308;
-  testutil::RewriteOptions eps;
-  eps.config_json = config.dump();
-  faults.push_back({"rms_norm_eps 1e308", eps,
+  faults.push_back({"rms_norm_eps 1e308", ConfigWith("/rms_norm_eps", 1e308),
                     "rms_norm_eps: 1e+308 must be in (0, 1)", ""});
   return faults;
 }
