@@ -6,7 +6,7 @@
 # of N(0, 0.02) values, so a 1.5 GB model is written in seconds. Not
 # trained models: their text is noise, their routing arbitrary.
 #
-#   bench/synth_moe.py qwen3_moe|deepseek_v3|gpt_oss OUT_DIR
+#   bench/synth_moe.py qwen3_moe|deepseek_v3|gpt_oss OUT_DIR [NAME=VALUE...]
 #   build/bin/flotilla-tool pack --model OUT_DIR
 #   build/bin/flotilla-bench-batch --model OUT_DIR --mem 4G --batches 1,8
 #
@@ -18,6 +18,12 @@
 # U8 with bf16 biases, attention biases and sinks, alternating sliding (128)
 # and full layers, yarn rope); 32 heads / 8 KV of 64 as gpt-oss-20b, expert
 # scale bytes 119 (2^-8) so the decoded weights are of the bf16 ones' size.
+#
+# NAME=VALUE overrides a size: hidden, layers, heads, experts, moe_inter,
+# vocab, dense_inter, max_pos (max_position_embeddings). The long-prompt
+# model of the prefill bench (bench/prefill_long.sh) is Qwen3-MoE-shaped
+# with the real vocabulary: hidden=256 layers=4 heads=4 vocab=151936
+# max_pos=40960.
 import json
 import os
 import random
@@ -25,6 +31,7 @@ import struct
 import sys
 
 H, L, NH, E, I_MOE, V, I_DENSE = 2048, 8, 16, 16, 768, 8192, 6144
+MAX_POS = 4096
 
 
 def qwen3_moe():
@@ -32,7 +39,7 @@ def qwen3_moe():
     cfg = dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe",
                attention_bias=False, bos_token_id=0, eos_token_id=1,
                head_dim=d, hidden_act="silu", hidden_size=H,
-               intermediate_size=I_DENSE, max_position_embeddings=4096,
+               intermediate_size=I_DENSE, max_position_embeddings=MAX_POS,
                moe_intermediate_size=I_MOE, norm_topk_prob=True,
                num_attention_heads=NH, num_experts=E, num_experts_per_tok=4,
                num_hidden_layers=L, num_key_value_heads=kv, rms_norm_eps=1e-6,
@@ -63,7 +70,7 @@ def deepseek_v3():
                attention_bias=False, bos_token_id=0, eos_token_id=1, ep_size=1,
                first_k_dense_replace=1, hidden_act="silu", hidden_size=H,
                intermediate_size=I_DENSE, kv_lora_rank=kvl,
-               max_position_embeddings=4096, moe_intermediate_size=I_MOE,
+               max_position_embeddings=MAX_POS, moe_intermediate_size=I_MOE,
                moe_layer_freq=1, n_group=4, n_routed_experts=E,
                n_shared_experts=1, norm_topk_prob=True,
                num_attention_heads=NH, num_experts_per_tok=4,
@@ -158,12 +165,23 @@ def Glu(prefix, inter):
             (prefix + "down_proj.weight", [H, inter], "w")]
 
 
+SIZES = {"hidden": "H", "layers": "L", "heads": "NH", "experts": "E",
+         "moe_inter": "I_MOE", "vocab": "V", "dense_inter": "I_DENSE",
+         "max_pos": "MAX_POS"}
+
+
 def main():
     families = {"qwen3_moe": qwen3_moe, "deepseek_v3": deepseek_v3,
                 "gpt_oss": gpt_oss}
-    if len(sys.argv) != 3 or sys.argv[1] not in families:
+    if len(sys.argv) < 3 or sys.argv[1] not in families:
         sys.exit("usage: bench/synth_moe.py " + "|".join(families) +
-                 " OUT_DIR")
+                 " OUT_DIR [NAME=VALUE...] (NAME: " + ", ".join(SIZES) + ")")
+    for arg in sys.argv[3:]:
+        name, _, value = arg.partition("=")
+        if name not in SIZES or not value.isdigit() or int(value) <= 0:
+            sys.exit(f"synth_moe: {arg}: expected NAME=POSITIVE_INT with NAME "
+                     "one of " + ", ".join(SIZES))
+        globals()[SIZES[name]] = int(value)
     out = sys.argv[2]
     os.makedirs(out, exist_ok=True)
     cfg, layers = families[sys.argv[1]]()

@@ -4,6 +4,7 @@
 
 #include "shared/base/check.h"
 #include "shared/kernels/kernels.h"
+#include "shared/kernels/thread_pool.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -37,7 +38,7 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
                           size_t first_position, std::vector<float>* keys,
                           std::vector<float>* values, float* attn,
                           const QkNorm& norm, const float* sinks,
-                          size_t cache_first) const {
+                          size_t cache_first, kernels::ThreadPool* pool) const {
   const size_t d = spec_.head_dim, half = d / 2;
   const size_t heads = spec_.heads, kv_heads = spec_.kv_heads;
   const size_t group = heads / kv_heads;
@@ -71,36 +72,41 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
   values->insert(values->end(), v, v + n * kv_width);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const size_t window = spec_.sliding_window > 0 ? spec_.sliding_window : 0;
-  std::vector<float> scores;
-  for (size_t t = 0; t < n; ++t) {
-    const size_t pos = first_position + t;  // attends to 0..pos
-    const size_t first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
-    // TrimToWindow keeps every row a later token can see.
-    FLOTILLA_CHECK(first >= cache_first);
-    for (size_t h = 0; h < heads; ++h) {
-      const float* qh = q + (t * heads + h) * d;
+  // Heads are independent: each worker writes only its heads' slices of
+  // `attn`. Within a head, every output element sums its positions in
+  // increasing order (the values row by row, so the cache is read
+  // sequentially, not a column at a time), whatever the thread count.
+  kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
+    std::vector<double> dots;
+    std::vector<float> scores;
+    std::vector<double> acc(d);
+    for (size_t h = h_begin; h < h_end; ++h) {
       const size_t kvh = h / group;
-      const size_t len = pos + 1 - first;
-      scores.resize(len + (sinks != nullptr ? 1 : 0));
-      for (size_t j = first; j <= pos; ++j) {
-        scores[j - first] = static_cast<float>(
-            kernels::DotF32(
-                qh, keys->data() + (j - cache_first) * kv_width + kvh * d, d) *
-            scale);
-      }
-      if (sinks != nullptr) scores[len] = sinks[h];  // dropped after
-      kernels::Softmax(scores.data(), scores.size());
-      float* dst = attn + (t * heads + h) * d;
-      for (size_t i = 0; i < d; ++i) {
-        double acc = 0;
-        for (size_t j = first; j <= pos; ++j) {
-          acc += static_cast<double>(scores[j - first]) *
-                 (*values)[(j - cache_first) * kv_width + kvh * d + i];
+      for (size_t t = 0; t < n; ++t) {
+        const size_t pos = first_position + t;  // attends to 0..pos
+        const size_t first =
+            window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+        // TrimToWindow keeps every row a later token can see.
+        FLOTILLA_CHECK(first >= cache_first);
+        const size_t len = pos + 1 - first;
+        const size_t row0 = (first - cache_first) * kv_width + kvh * d;
+        dots.resize(len);
+        kernels::DotF32Rows(q + (t * heads + h) * d, keys->data() + row0,
+                            kv_width, len, d, dots.data());
+        scores.resize(len + (sinks != nullptr ? 1 : 0));
+        for (size_t j = 0; j < len; ++j) {
+          scores[j] = static_cast<float>(dots[j] * scale);
         }
-        dst[i] = static_cast<float>(acc);
+        if (sinks != nullptr) scores[len] = sinks[h];  // dropped after
+        kernels::Softmax(scores.data(), scores.size());
+        std::fill(acc.begin(), acc.end(), 0.0);
+        kernels::AddWeightedRows(scores.data(), values->data() + row0, kv_width,
+                                 len, d, acc.data());
+        float* dst = attn + (t * heads + h) * d;
+        for (size_t i = 0; i < d; ++i) dst[i] = static_cast<float>(acc[i]);
       }
     }
-  }
+  });
 }
 
 void GqaAttention::TrimToWindow(size_t next_position, std::vector<float>* keys,

@@ -11,6 +11,10 @@
 #include <cstddef>
 #include <vector>
 
+namespace flotilla::kernels {
+class ThreadPool;
+}  // namespace flotilla::kernels
+
 namespace flotilla::coordinator {
 
 struct GqaSpec {
@@ -46,11 +50,14 @@ class GqaAttention {
   // `sinks` ([heads], gpt-oss), head h's softmax also runs over one more
   // logit, sinks[h], whose column is then dropped: the weights sum to less
   // than 1 and no value goes with it. `cache_first`: the position of the
-  // caches' first row (rows before it dropped by TrimToWindow).
+  // caches' first row (rows before it dropped by TrimToWindow). `pool`
+  // spreads the heads over its threads (null: this thread); the result is
+  // the same bits either way.
   void Attend(float* q, float* k, const float* v, size_t n,
               size_t first_position, std::vector<float>* keys,
               std::vector<float>* values, float* attn, const QkNorm& norm = {},
-              const float* sinks = nullptr, size_t cache_first = 0) const;
+              const float* sinks = nullptr, size_t cache_first = 0,
+              kernels::ThreadPool* pool = nullptr) const;
 
   // With a sliding window W, drops the cache rows no later token can see:
   // every row before next_position - (W - 1), advancing *cache_first. So a

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "shared/kernels/kernels.h"
+#include "shared/kernels/thread_pool.h"
 
 namespace flotilla::coordinator {
 namespace {
@@ -160,6 +162,61 @@ TEST(GqaAttentionTest, TrimmingToTheWindowKeepsTheOutputsBitwise) {
     EXPECT_EQ(first, pos + 1 - rows) << pos;
   }
   EXPECT_EQ(kept_k.size(), 9u * kD);
+}
+
+// The heads spread over a pool give the bits of one thread, and each output
+// element is its positions' weighted values summed in increasing position
+// order in double (the documented order), checked against that sum written
+// out here over a long prompt in two chunks.
+TEST(GqaAttentionTest, ThreadsAndChunksKeepTheSummationOrder) {
+  constexpr int kHeads = 6, kKvHeads = 2, kN = 300;
+  GqaSpec spec{kHeads, kKvHeads, kD, 10000, 0};
+  spec.inv_freq.assign(kD / 2, 0.0f);  // identity RoPE: q, k kept as given
+  GqaAttention a(spec);
+  std::vector<float> q(kN * kHeads * kD), k(kN * kKvHeads * kD),
+      v(kN * kKvHeads * kD);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * i);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = std::cos(0.11f * i);
+    v[i] = std::sin(0.05f * i + 1) * 3;
+  }
+  kernels::ThreadPool pool(3);
+  std::vector<float> alone(q.size()), pooled(q.size());
+  for (kernels::ThreadPool* p :
+       {static_cast<kernels::ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> qq = q, kk = k, ck, cv;
+    float* out = p == nullptr ? alone.data() : pooled.data();
+    const size_t split = 170;  // two chunks: the second attends to the first
+    a.Attend(qq.data(), kk.data(), v.data(), split, 0, &ck, &cv, out, {},
+             nullptr, 0, p);
+    a.Attend(qq.data() + split * kHeads * kD, kk.data() + split * kKvHeads * kD,
+             v.data() + split * kKvHeads * kD, kN - split, split, &ck, &cv,
+             out + split * kHeads * kD, {}, nullptr, 0, p);
+  }
+  EXPECT_EQ(alone, pooled);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
+  for (int t : {0, 1, 169, 170, kN - 1}) {
+    for (int h = 0; h < kHeads; ++h) {
+      const int kvh = h / (kHeads / kKvHeads);
+      std::vector<float> scores(t + 1);
+      for (int j = 0; j <= t; ++j) {
+        scores[j] = static_cast<float>(
+            kernels::DotF32(q.data() + (t * kHeads + h) * kD,
+                            k.data() + (j * kKvHeads + kvh) * kD, kD) *
+            scale);
+      }
+      kernels::Softmax(scores.data(), scores.size());
+      for (int i = 0; i < kD; ++i) {
+        double acc = 0;
+        for (int j = 0; j <= t; ++j) {
+          acc +=
+              static_cast<double>(scores[j]) * v[(j * kKvHeads + kvh) * kD + i];
+        }
+        EXPECT_EQ(alone[(t * kHeads + h) * kD + i], static_cast<float>(acc))
+            << t << " " << h << " " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -88,6 +88,7 @@ void LatentAttentionRows(const LatentAttentionSpec& s,
   kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
     std::vector<double> acc(n * kvl);
     std::vector<float> row(kvl), q_lat(n * kvl), scores, ctx(kvl);
+    std::vector<double> latent_dots, rope_dots;
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t k_row = h * (nope + vd);  // this head's key rows in kv_b
       // q_lat = W_UK^T q_nope for every row of the step (no cache needed):
@@ -112,21 +113,22 @@ void LatentAttentionRows(const LatentAttentionSpec& s,
           const float* lat = q_lat.data() + (r0 + t) * kvl;
           const size_t len = start[i] + t + 1;
           scores.resize(len);
+          latent_dots.resize(len);
+          rope_dots.resize(len);
+          kernels::DotF32Rows(lat, cache.c_kv.data(), kvl, len, kvl,
+                              latent_dots.data());
+          kernels::DotF32Rows(qt + nope, cache.k_rope.data(), rope, len, rope,
+                              rope_dots.data());
           for (size_t p = 0; p < len; ++p) {
-            const double dot =
-                kernels::DotF32(lat, cache.c_kv.data() + p * kvl, kvl) +
-                kernels::DotF32(qt + nope, cache.k_rope.data() + p * rope,
-                                rope);
+            const double dot = latent_dots[p] + rope_dots[p];
             scores[p] = static_cast<float>(dot * s.softmax_scale);
           }
           kernels::Softmax(scores.data(), len);
           double* sum = acc.data();  // reused: q_lat has its own copy
           std::fill(sum, sum + kvl, 0.0);
-          for (size_t p = 0; p < len; ++p) {
-            const float* c = cache.c_kv.data() + p * kvl;
-            const double weight = scores[p];
-            for (size_t j = 0; j < kvl; ++j) sum[j] += weight * c[j];
-          }
+          // Positions in increasing order into each column's running sum.
+          kernels::AddWeightedRows(scores.data(), cache.c_kv.data(), kvl, len,
+                                   kvl, sum);
           for (size_t j = 0; j < kvl; ++j) {
             ctx[j] = static_cast<float>(sum[j]);
           }

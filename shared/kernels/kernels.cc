@@ -257,6 +257,16 @@ double DotF32(const float* a, const float* b, size_t n) {
   return Table().dot_f32(a, b, n);
 }
 
+void DotF32Rows(const float* a, const float* rows, size_t stride, size_t count,
+                size_t n, double* out) {
+  Table().dot_f32_rows(a, rows, stride, count, n, out);
+}
+
+void AddWeightedRows(const float* w, const float* rows, size_t stride,
+                     size_t count, size_t n, double* acc) {
+  Table().add_weighted_rows(w, rows, stride, count, n, acc);
+}
+
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y) {
   if (n == 0) return;
   const double sum_sq = DotF32(x, x, n);

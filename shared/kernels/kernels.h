@@ -102,6 +102,18 @@ void DequantizeMxfp4Row(const Mxfp4Matrix& w, size_t row, float* out);
 // Dot16-order dot product of two float vectors, as a double.
 double DotF32(const float* a, const float* b, size_t n);
 
+// out[j] = DotF32(a, rows + j * stride, n) for j < count, the same bits:
+// one query against `count` cached keys.
+void DotF32Rows(const float* a, const float* rows, size_t stride, size_t count,
+                size_t n, double* out);
+
+// acc[i] += (double)w[j] * (double)rows[j * stride + i] for i < n, adding
+// j = 0, 1, ..., count - 1 in that order (one running double per i; the
+// products are exact, so every level gives the same bits): attention's
+// weighted sum of cached values.
+void AddWeightedRows(const float* w, const float* rows, size_t stride,
+                     size_t count, size_t n, double* acc);
+
 // y = w * x / sqrt(mean(x^2) + eps). Sum of squares in double (Dot16 order),
 // inv = (float)(1.0 / sqrt(sum / n + eps)) in double, then
 // y[i] = w[i] * (x[i] * inv) in float.

@@ -59,10 +59,12 @@ inline void Step16(const W* const* w, const float* x, __m256d (*acc)[4]) {
   }
 }
 
-// R rows (stride `cols`) against one x, Dot16 order. Two rows keep 8
-// accumulators plus the 4 x registers within the 16 ymm registers.
+// R rows of `cols` values, `stride` apart, against one x, Dot16 order. Two
+// rows keep 8 accumulators plus the 4 x registers within the 16 ymm
+// registers.
 template <int R, typename W>
-inline void DotRows(const W* w, size_t cols, const float* x, double* out) {
+inline void DotRows(const W* w, size_t stride, size_t cols, const float* x,
+                    double* out) {
   __m256d acc[R][4];
   for (int r = 0; r < R; ++r) {
     for (int i = 0; i < 4; ++i) acc[r][i] = _mm256_setzero_pd();
@@ -70,7 +72,7 @@ inline void DotRows(const W* w, size_t cols, const float* x, double* out) {
   const size_t full = cols & ~size_t{15};
   const W* rows[R];
   for (size_t c = 0; c < full; c += 16) {
-    for (int r = 0; r < R; ++r) rows[r] = w + r * cols + c;
+    for (int r = 0; r < R; ++r) rows[r] = w + r * stride + c;
     Step16<R>(rows, x + c, acc);
   }
   if (full < cols) {
@@ -81,7 +83,7 @@ inline void DotRows(const W* w, size_t cols, const float* x, double* out) {
     float x_tail[16] = {};
     for (size_t c = full; c < cols; ++c) {
       x_tail[c - full] = x[c];
-      for (int r = 0; r < R; ++r) w_tail[r][c - full] = w[r * cols + c];
+      for (int r = 0; r < R; ++r) w_tail[r][c - full] = w[r * stride + c];
     }
     for (int r = 0; r < R; ++r) rows[r] = w_tail[r];
     Step16<R>(rows, x_tail, acc);
@@ -102,7 +104,7 @@ void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
   for (; r + kBlock <= row_end; r += kBlock) {
     for (size_t t = 0; t < n_tokens; ++t) {
       double out[kBlock];
-      DotRows<kBlock>(data + r * cols, cols, x + t * cols, out);
+      DotRows<kBlock>(data + r * cols, cols, cols, x + t * cols, out);
       for (int k = 0; k < kBlock; ++k) {
         y[t * rows + r + k] = static_cast<float>(out[k]);
       }
@@ -111,7 +113,7 @@ void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
   for (; r < row_end; ++r) {
     for (size_t t = 0; t < n_tokens; ++t) {
       double out;
-      DotRows<1>(data + r * cols, cols, x + t * cols, &out);
+      DotRows<1>(data + r * cols, cols, cols, x + t * cols, &out);
       y[t * rows + r] = static_cast<float>(out);
     }
   }
@@ -130,8 +132,51 @@ void DenseRows(const DenseMatrix& w, const float* x, const double* /*xd*/,
 
 double Dot(const float* a, const float* b, size_t n) {
   double out;
-  DotRows<1>(a, n, b, &out);
+  DotRows<1>(a, n, n, b, &out);
   return out;
+}
+
+void DotStridedRows(const float* a, const float* rows, size_t stride,
+                    size_t count, size_t n, double* out) {
+  constexpr int kBlock = 2;
+  size_t j = 0;
+  for (; j + kBlock <= count; j += kBlock) {
+    DotRows<kBlock>(rows + j * stride, stride, n, a, out + j);
+  }
+  for (; j < count; ++j) DotRows<1>(rows + j * stride, stride, n, a, out + j);
+}
+
+// Each column is its own lane: acc[i] += w[j] * row_j[i] for j in order, 32
+// columns (eight registers) at a time; a tail of fewer than 4 columns in
+// scalar, the same arithmetic.
+void AddWeightedRows(const float* w, const float* rows, size_t stride,
+                     size_t count, size_t n, double* acc) {
+  size_t c = 0;
+  for (; c + 4 <= n; c += 32) {
+    const int regs = static_cast<int>((n - c >= 32 ? 32 : n - c) / 4);
+    __m256d sum[8];
+    for (int k = 0; k < regs; ++k) sum[k] = _mm256_loadu_pd(acc + c + 4 * k);
+    for (size_t j = 0; j < count; ++j) {
+      const __m256d weight = _mm256_set1_pd(w[j]);
+      const float* row = rows + j * stride + c;
+      for (int k = 0; k < regs; ++k) {
+        const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(row + 4 * k));
+        sum[k] = _mm256_fmadd_pd(weight, v, sum[k]);
+      }
+    }
+    for (int k = 0; k < regs; ++k) _mm256_storeu_pd(acc + c + 4 * k, sum[k]);
+    if (regs < 8) {
+      c += 4 * static_cast<size_t>(regs);
+      break;
+    }
+  }
+  for (; c < n; ++c) {
+    double sum = acc[c];
+    for (size_t j = 0; j < count; ++j) {
+      sum += static_cast<double>(w[j]) * rows[j * stride + c];
+    }
+    acc[c] = sum;
+  }
 }
 
 // Decodes 8 nibbles (32-bit lanes, value in bits 0-3, higher bits ignored
@@ -203,8 +248,9 @@ void Mxfp4Rows(const Mxfp4Matrix& w, const float* /*x*/, const double* xd,
 }  // namespace
 
 const KernelTable& Avx2Table() {
-  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4Rows, nullptr,
-                                    &Mxfp4PermuteX};
+  static const KernelTable table = {
+      &Dot,           &DenseRows,      &Mxfp4Rows,      nullptr,
+      &Mxfp4PermuteX, &DotStridedRows, &AddWeightedRows};
   return table;
 }
 

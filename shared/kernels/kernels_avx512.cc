@@ -59,24 +59,27 @@ inline void Load16(const uint16_t* p, __mmask16 mask, __m512d* lo,
   *hi = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
 }
 
-// One 16-column step of DotRows: columns c..c+15 of R rows against x.
+// One 16-column step of DotRows: columns c..c+15 of R rows (`stride`
+// apart) against x.
 template <int R, typename W>
-inline void Step16(const W* w, size_t cols, const float* x, size_t c,
+inline void Step16(const W* w, size_t stride, const float* x, size_t c,
                    __mmask16 mask, __m512d* acc_lo, __m512d* acc_hi) {
   __m512d x_lo, x_hi;
   Load16(x + c, mask, &x_lo, &x_hi);
   for (int r = 0; r < R; ++r) {
     __m512d w_lo, w_hi;
-    Load16(w + r * cols + c, mask, &w_lo, &w_hi);
+    Load16(w + r * stride + c, mask, &w_lo, &w_hi);
     acc_lo[r] = _mm512_fmadd_pd(w_lo, x_lo, acc_lo[r]);
     acc_hi[r] = _mm512_fmadd_pd(w_hi, x_hi, acc_hi[r]);
   }
 }
 
-// R rows (stride `cols`) against one x, Dot16 order. Several rows share each
-// x load and give the FMA units independent dependency chains.
+// R rows of `cols` values, `stride` apart, against one x, Dot16 order.
+// Several rows share each x load and give the FMA units independent
+// dependency chains.
 template <int R, typename W>
-inline void DotRows(const W* w, size_t cols, const float* x, double* out) {
+inline void DotRows(const W* w, size_t stride, size_t cols, const float* x,
+                    double* out) {
   __m512d acc_lo[R], acc_hi[R];
   for (int r = 0; r < R; ++r) {
     acc_lo[r] = _mm512_setzero_pd();
@@ -84,11 +87,11 @@ inline void DotRows(const W* w, size_t cols, const float* x, double* out) {
   }
   const size_t full = cols & ~size_t{15};
   for (size_t c = 0; c < full; c += 16) {
-    Step16<R>(w, cols, x, c, static_cast<__mmask16>(0xffff), acc_lo, acc_hi);
+    Step16<R>(w, stride, x, c, static_cast<__mmask16>(0xffff), acc_lo, acc_hi);
   }
   if (full < cols) {
     const __mmask16 tail = static_cast<__mmask16>((1u << (cols - full)) - 1);
-    Step16<R>(w, cols, x, full, tail, acc_lo, acc_hi);
+    Step16<R>(w, stride, x, full, tail, acc_lo, acc_hi);
   }
   for (int r = 0; r < R; ++r) {
     out[r] = Fold8(_mm512_add_pd(acc_lo[r], acc_hi[r]));
@@ -105,7 +108,7 @@ void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
   for (; r + kBlock <= row_end; r += kBlock) {
     for (size_t t = 0; t < n_tokens; ++t) {
       double out[kBlock];
-      DotRows<kBlock>(data + r * cols, cols, x + t * cols, out);
+      DotRows<kBlock>(data + r * cols, cols, cols, x + t * cols, out);
       for (int k = 0; k < kBlock; ++k) {
         y[t * rows + r + k] = static_cast<float>(out[k]);
       }
@@ -114,7 +117,7 @@ void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
   for (; r < row_end; ++r) {
     for (size_t t = 0; t < n_tokens; ++t) {
       double out;
-      DotRows<1>(data + r * cols, cols, x + t * cols, &out);
+      DotRows<1>(data + r * cols, cols, cols, x + t * cols, &out);
       y[t * rows + r] = static_cast<float>(out);
     }
   }
@@ -136,15 +139,57 @@ void DenseRows(const DenseMatrix& w, const float* x, const double* xd,
 
 double Dot(const float* a, const float* b, size_t n) {
   double out;
-  DotRows<1>(a, n, b, &out);
+  DotRows<1>(a, n, n, b, &out);
   return out;
+}
+
+void DotStridedRows(const float* a, const float* rows, size_t stride,
+                    size_t count, size_t n, double* out) {
+  constexpr int kBlock = 4;
+  size_t j = 0;
+  for (; j + kBlock <= count; j += kBlock) {
+    DotRows<kBlock>(rows + j * stride, stride, n, a, out + j);
+  }
+  for (; j < count; ++j) DotRows<1>(rows + j * stride, stride, n, a, out + j);
+}
+
+// Each column is its own lane: acc[i] += w[j] * row_j[i] for j in order, 64
+// columns (eight registers) at a time, so acc is read and written once per
+// block of columns, not once per row.
+void AddWeightedRows(const float* w, const float* rows, size_t stride,
+                     size_t count, size_t n, double* acc) {
+  for (size_t c = 0; c < n; c += 64) {
+    const size_t width = n - c < 64 ? n - c : 64;
+    __m512d sum[8];
+    __mmask8 masks[8];
+    for (int k = 0; k < 8; ++k) {
+      const size_t lo = static_cast<size_t>(k) * 8;
+      const size_t valid = width > lo ? (width - lo < 8 ? width - lo : 8) : 0;
+      masks[k] = static_cast<__mmask8>((1u << valid) - 1);
+      sum[k] = _mm512_maskz_loadu_pd(masks[k], acc + c + lo);
+    }
+    for (size_t j = 0; j < count; ++j) {
+      const __m512d weight = _mm512_set1_pd(w[j]);
+      const float* row = rows + j * stride + c;
+      for (int k = 0; k < 8; ++k) {
+        if (masks[k] == 0) break;
+        const __m512d v =
+            _mm512_cvtps_pd(_mm256_maskz_loadu_ps(masks[k], row + 8 * k));
+        sum[k] = _mm512_fmadd_pd(weight, v, sum[k]);
+      }
+    }
+    for (int k = 0; k < 8; ++k) {
+      _mm512_mask_storeu_pd(acc + c + 8 * k, masks[k], sum[k]);
+    }
+  }
 }
 
 }  // namespace
 
 const KernelTable& Avx512Table() {
-  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4RowsAvx512,
-                                    &Bf16PermuteX, &Mxfp4PermuteX};
+  static const KernelTable table = {
+      &Dot,           &DenseRows,      &Mxfp4RowsAvx512, &Bf16PermuteX,
+      &Mxfp4PermuteX, &DotStridedRows, &AddWeightedRows};
   return table;
 }
 

@@ -41,6 +41,14 @@ void Mxfp4RowsHwy(const Mxfp4Matrix& w, const float* x, const double* xd,
                   size_t n_tokens, size_t row_begin, size_t row_end, float* y) {
   ScalarTable().mxfp4_rows(w, x, xd, n_tokens, row_begin, row_end, y);
 }
+void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
+                size_t n, double* out) {
+  ScalarTable().dot_f32_rows(a, rows, stride, count, n, out);
+}
+void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
+                        size_t count, size_t n, double* acc) {
+  ScalarTable().add_weighted_rows(w, rows, stride, count, n, acc);
+}
 #else
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -116,6 +124,33 @@ HWY_INLINE double Dot16(const W* w, const float* x, size_t n) {
 
 double DotHwy(const float* a, const float* b, size_t n) {
   return Dot16(a, b, n);
+}
+
+void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
+                size_t n, double* out) {
+  for (size_t j = 0; j < count; ++j) out[j] = Dot16(rows + j * stride, a, n);
+}
+
+// Two columns per vector, each its own running sum over the rows in order.
+void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
+                        size_t count, size_t n, double* acc) {
+  const D2 d;
+  size_t c = 0;
+  for (; c + 2 <= n; c += 2) {
+    V2 sum = hn::LoadU(d, acc + c);
+    for (size_t j = 0; j < count; ++j) {
+      const V2 v = hn::PromoteTo(d, hn::LoadU(F2(), rows + j * stride + c));
+      sum = hn::MulAdd(hn::Set(d, static_cast<double>(w[j])), v, sum);
+    }
+    hn::StoreU(sum, d, acc + c);
+  }
+  for (; c < n; ++c) {
+    double sum = acc[c];
+    for (size_t j = 0; j < count; ++j) {
+      sum += static_cast<double>(w[j]) * rows[j * stride + c];
+    }
+    acc[c] = sum;
+  }
 }
 
 template <typename W>
@@ -206,6 +241,8 @@ namespace {
 HWY_EXPORT(DotHwy);
 HWY_EXPORT(DenseRowsHwy);
 HWY_EXPORT(Mxfp4RowsHwy);
+HWY_EXPORT(DotRowsHwy);
+HWY_EXPORT(AddWeightedRowsHwy);
 
 double Dot(const float* a, const float* b, size_t n) {
   return HWY_DYNAMIC_DISPATCH(DotHwy)(a, b, n);
@@ -221,11 +258,22 @@ void Mxfp4Rows(const Mxfp4Matrix& w, const float* x, const double* xd,
   HWY_DYNAMIC_DISPATCH(Mxfp4RowsHwy)(w, x, xd, n_tokens, row_begin, row_end, y);
 }
 
+void DotRows(const float* a, const float* rows, size_t stride, size_t count,
+             size_t n, double* out) {
+  HWY_DYNAMIC_DISPATCH(DotRowsHwy)(a, rows, stride, count, n, out);
+}
+
+void AddWeightedRows(const float* w, const float* rows, size_t stride,
+                     size_t count, size_t n, double* acc) {
+  HWY_DYNAMIC_DISPATCH(AddWeightedRowsHwy)(w, rows, stride, count, n, acc);
+}
+
 }  // namespace
 
 const KernelTable& HighwayTable() {
-  static const KernelTable table = {&Dot, &DenseRows, &Mxfp4Rows, nullptr,
-                                    nullptr};
+  static const KernelTable table = {
+      &Dot,    &DenseRows, &Mxfp4Rows,      nullptr,
+      nullptr, &DotRows,   &AddWeightedRows};
   return table;
 }
 

@@ -57,12 +57,21 @@ using DotFn = double (*)(const float* a, const float* b, size_t n);
 // cols doubles.
 using Mxfp4PrepFn = void (*)(const float* x, size_t cols, double* xd);
 
+// DotF32Rows and AddWeightedRows (kernels.h) at one level.
+using DotRowsFn = void (*)(const float* a, const float* rows, size_t stride,
+                           size_t count, size_t n, double* out);
+using AddWeightedRowsFn = void (*)(const float* w, const float* rows,
+                                   size_t stride, size_t count, size_t n,
+                                   double* acc);
+
 struct KernelTable {
   DotFn dot_f32;
   DenseRowsFn dense_rows;
   Mxfp4RowsFn mxfp4_rows;
   DensePrepFn bf16_prep;   // null: the level's bf16 kernel reads x directly
   Mxfp4PrepFn mxfp4_prep;  // null: the level's MXFP4 kernel reads x directly
+  DotRowsFn dot_f32_rows;
+  AddWeightedRowsFn add_weighted_rows;
 };
 
 // Widens x (one token, `cols` floats, cols % 32 == 0) to double in the lane

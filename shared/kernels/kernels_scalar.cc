@@ -152,9 +152,24 @@ void Bf16PermuteX(const float* x, size_t cols, double* xd) {
   }
 }
 
+void DotStridedRowsScalar(const float* a, const float* rows, size_t stride,
+                          size_t count, size_t n, double* out) {
+  for (size_t j = 0; j < count; ++j) out[j] = Dot16(rows + j * stride, a, n);
+}
+
+void AddWeightedRowsScalar(const float* w, const float* rows, size_t stride,
+                           size_t count, size_t n, double* acc) {
+  for (size_t j = 0; j < count; ++j) {
+    const double weight = w[j];
+    const float* row = rows + j * stride;
+    for (size_t i = 0; i < n; ++i) acc[i] += weight * row[i];
+  }
+}
+
 const KernelTable& ScalarTable() {
-  static const KernelTable table = {&DotScalar, &DenseRowsScalar,
-                                    &Mxfp4RowsScalar, nullptr, nullptr};
+  static const KernelTable table = {
+      &DotScalar, &DenseRowsScalar,      &Mxfp4RowsScalar,      nullptr,
+      nullptr,    &DotStridedRowsScalar, &AddWeightedRowsScalar};
   return table;
 }
 

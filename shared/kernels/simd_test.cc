@@ -138,6 +138,44 @@ TEST_F(SimdTest, DotF32MatchesScalar) {
   }
 }
 
+// Attention's two loops over cached rows: one query against strided keys
+// (each result DotF32's bits), and the weighted sum of strided values (one
+// running double per column, rows in order).
+TEST_F(SimdTest, StridedRowDotsAndWeightedSumsMatchScalar) {
+  const std::vector<Variant> levels = SupportedSimdLevels();
+  for (int iter = 0; iter < 100; ++iter) {
+    const size_t n = Uniform(1, 200), count = Uniform(0, 40);
+    const size_t stride = n + Uniform(0, 70);
+    const std::vector<float> a = RandomFloats(n), w = RandomFloats(count);
+    std::vector<float> rows = RandomFloats(count * stride + n);
+    PlantCancellingPairs(&rows, 1, rows.size());
+    const std::vector<double> acc0(n, 0.25);
+    SetSimdLevel(SimdLevel::kScalar);
+    std::vector<double> dots(count), acc = acc0;
+    DotF32Rows(a.data(), rows.data(), stride, count, n, dots.data());
+    AddWeightedRows(w.data(), rows.data(), stride, count, n, acc.data());
+    for (size_t j = 0; j < count; ++j) {
+      ASSERT_EQ(Bits(dots[j]),
+                Bits(DotF32(a.data(), rows.data() + j * stride, n)))
+          << "row " << j;
+    }
+    for (const Variant& level : levels) {
+      Use(level);
+      std::vector<double> got_dots(count), got_acc = acc0;
+      DotF32Rows(a.data(), rows.data(), stride, count, n, got_dots.data());
+      AddWeightedRows(w.data(), rows.data(), stride, count, n, got_acc.data());
+      for (size_t j = 0; j < count; ++j) {
+        ASSERT_EQ(Bits(got_dots[j]), Bits(dots[j]))
+            << Name(level) << " n=" << n << " row " << j;
+      }
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(Bits(got_acc[i]), Bits(acc[i]))
+            << Name(level) << " n=" << n << " count=" << count << " col " << i;
+      }
+    }
+  }
+}
+
 TEST_F(SimdTest, RmsNormMatchesScalar) {
   const std::vector<Variant> levels = SupportedSimdLevels();
   for (int iter = 0; iter < 50; ++iter) {

@@ -108,7 +108,8 @@ void GptOssModel::Attention(const GptOssLayer& w, int layer,
     GptOssSequence* seq = seqs[i];
     a.Attend(q.data() + r0 * qw, k.data() + r0 * kw, v.data() + r0 * kw, rows,
              seq->positions, &seq->keys[layer], &seq->values[layer],
-             attn.data() + r0 * qw, QkNorm{}, w.sinks, seq->first[layer]);
+             attn.data() + r0 * qw, QkNorm{}, w.sinks, seq->first[layer],
+             pool_.get());
     a.TrimToWindow(seq->positions + rows, &seq->keys[layer],
                    &seq->values[layer], &seq->first[layer]);
   }

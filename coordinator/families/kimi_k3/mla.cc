@@ -56,7 +56,7 @@ void MlaForwardRows(const MlaWeights& w, const model::K3Config& c,
     // Heads are independent; each writes only its own slice of `attn`.
     kernels::ParallelFor(pool, hm, 1, [&](size_t h_begin, size_t h_end) {
       std::vector<float> q_lat(kvl), scores, ctx(kvl);
-      std::vector<double> ctx_acc(kvl);
+      std::vector<double> ctx_acc(kvl), latent_dots, rope_dots;
       for (size_t h = h_begin; h < h_end; ++h) {
         const kernels::DenseMatrix uk_t = w.uk_t.rows_view(h * kvl, kvl);
         const kernels::DenseMatrix uv =
@@ -67,21 +67,21 @@ void MlaForwardRows(const MlaWeights& w, const model::K3Config& c,
           kernels::MatMul(uk_t, qt, 1, q_lat.data(), nullptr);
           const size_t len = start + i + 1;
           scores.resize(len);
+          latent_dots.resize(len);
+          rope_dots.resize(len);
+          kernels::DotF32Rows(q_lat.data(), cache->c_kv.data(), kvl, len, kvl,
+                              latent_dots.data());
+          kernels::DotF32Rows(qt + nope, cache->k_rope.data(), rope, len, rope,
+                              rope_dots.data());
           for (size_t s = 0; s < len; ++s) {
-            const double dot =
-                kernels::DotF32(q_lat.data(), cache->c_kv.data() + s * kvl,
-                                kvl) +
-                kernels::DotF32(qt + nope, cache->k_rope.data() + s * rope,
-                                rope);
+            const double dot = latent_dots[s] + rope_dots[s];
             scores[s] = static_cast<float>(dot * scale);
           }
           kernels::Softmax(scores.data(), len);
           std::fill(ctx_acc.begin(), ctx_acc.end(), 0.0);
-          for (size_t s = 0; s < len; ++s) {
-            const float* ckv = cache->c_kv.data() + s * kvl;
-            const double p = scores[s];
-            for (size_t j = 0; j < kvl; ++j) ctx_acc[j] += p * ckv[j];
-          }
+          // Positions in increasing order into each column's running sum.
+          kernels::AddWeightedRows(scores.data(), cache->c_kv.data(), kvl, len,
+                                   kvl, ctx_acc.data());
           for (size_t j = 0; j < kvl; ++j) {
             ctx[j] = static_cast<float>(ctx_acc[j]);
           }

@@ -61,7 +61,8 @@ absl::Status MixtralModel::Attention(const MixtralLayerView& w, int layer,
   kernels::MatMul(w.v, normed, n, v.data(), pool_.get());
   std::vector<float> attn(n * heads * d);
   attention_->Attend(q.data(), k.data(), v.data(), n, seq->positions,
-                     &seq->keys[layer], &seq->values[layer], attn.data());
+                     &seq->keys[layer], &seq->values[layer], attn.data(),
+                     QkNorm{}, nullptr, 0, pool_.get());
   kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
   return absl::OkStatus();
 }

@@ -66,7 +66,8 @@ void Qwen3MoeModel::Attention(const Qwen3MoeLayer& w, int layer,
     attention_->Attend(
         q.data() + r0 * qw, k.data() + r0 * kw, v.data() + r0 * kw, rows,
         seq->positions, &seq->keys[layer], &seq->values[layer],
-        attn.data() + r0 * qw, QkNorm{w.q_norm, w.k_norm, c.rms_norm_eps});
+        attn.data() + r0 * qw, QkNorm{w.q_norm, w.k_norm, c.rms_norm_eps},
+        nullptr, 0, pool_.get());
   }
   kernels::MatMul(w.o, attn.data(), n, out, pool_.get());
 }
