@@ -53,6 +53,13 @@ if [[ -d "${ROOT}/../shared" ]]; then
 fi
 ENVS=()
 for kv in ${FLOTILLA_FRESH_ENV:-}; do ENVS+=(-e "${kv}"); done
+# Behind a TLS-inspecting proxy the host trusts an extra CA (Node reads it
+# from NODE_EXTRA_CA_CERTS); the container's npm needs the same bundle, or
+# `npm ci` fails with SELF_SIGNED_CERT_IN_CHAIN. apt is unaffected.
+if [[ -n "${NODE_EXTRA_CA_CERTS:-}" && -f "${NODE_EXTRA_CA_CERTS}" ]]; then
+  MOUNTS+=(-v "${NODE_EXTRA_CA_CERTS}:/etc/flotilla-host-ca.crt:ro")
+  ENVS+=(-e NODE_EXTRA_CA_CERTS=/etc/flotilla-host-ca.crt)
+fi
 
 echo "fresh_container: ${*} at ${COMMIT:0:12} in a fresh ${BASE}"
 START=$(date +%s.%N)
