@@ -196,10 +196,66 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
   return std::unique_ptr<ExpertBackend>(std::move(remote));
 }
 
+int ResolveMaxContext(const model::ModelShape& shape, uint64_t budget,
+                      int sequences, std::string* reason) {
+  constexpr int kDefault = 4096, kStep = 256;
+  const int model = shape.max_positions > 0 ? shape.max_positions : kDefault;
+  const uint64_t states = static_cast<uint64_t>(std::max(1, sequences));
+  const uint64_t quarter = budget / 4;
+  auto fits = [&](int positions) {
+    return states * shape.SequenceStateBytes(positions) <= quarter;
+  };
+  const std::string whose =
+      shape.max_positions > 0
+          ? absl::StrCat("the model's max_position_embeddings (", model, ")")
+          : absl::StrCat("the default ", kDefault,
+                         " (config.json gives no max_position_embeddings)");
+  if (fits(model)) {
+    *reason = whose;
+    return model;
+  }
+  const uint64_t per_position =
+      std::max<uint64_t>(1, states * shape.state_bytes_per_position);
+  const uint64_t fixed = states * shape.fixed_state_bytes;
+  const uint64_t room = quarter > fixed ? quarter - fixed : 0;
+  int fit = static_cast<int>(
+      std::min<uint64_t>(room / per_position, static_cast<uint64_t>(model)));
+  fit -= fit % kStep;
+  const int floor = std::min(kDefault, model);
+  const int context = std::max(fit, floor);
+  *reason = absl::StrCat(whose, " capped so that ", states,
+                         " sequence state(s) take at most a "
+                         "quarter of the ",
+                         budget / 1000000,
+                         " MB budget (--max-context sets "
+                         "it; --mem and --max-batch change the cap)");
+  return context;
+}
+
+namespace {
+
+// `o` with max_context 0 resolved for the model `shape` (ResolveMaxContext).
+EngineOptions WithContext(const EngineOptions& o,
+                          const model::ModelShape& shape, uint64_t budget,
+                          std::string* reason) {
+  EngineOptions resolved = o;
+  if (o.max_context == 0) {
+    resolved.max_context =
+        ResolveMaxContext(shape, budget, o.sequences, reason);
+  } else {
+    *reason = "--max-context";
+  }
+  return resolved;
+}
+
+}  // namespace
+
 absl::StatusOr<plan::MemoryPlan> PlanEngine(
-    const EngineOptions& o, std::unique_ptr<family::FamilyConfig>* config) {
+    const EngineOptions& options,
+    std::unique_ptr<family::FamilyConfig>* config) {
   const uint64_t baseline = io::TrimmedRssBytes();
-  FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
+  FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(options.mem));
+  EngineOptions o = options;
   const std::string pack = ResolvePackDir(o);
   std::unique_ptr<family::FamilyConfig> c;
   plan::PlanInputs in;
@@ -208,11 +264,15 @@ absl::StatusOr<plan::MemoryPlan> PlanEngine(
                               pack::LoadPackManifest(pack));
     FLOTILLA_ASSIGN_OR_RETURN(c, LoadConfig(o, &m));
     FLOTILLA_RETURN_IF_ERROR(family::CheckLoopBounds(*c, ConfigPath(o)));
+    std::string reason;
+    o = WithContext(o, c->Shape(), budget, &reason);
     FLOTILLA_ASSIGN_OR_RETURN(in,
                               InputsFromManifest(m, *c, o, budget, baseline));
   } else {
     FLOTILLA_ASSIGN_OR_RETURN(c, LoadConfig(o, nullptr));
     FLOTILLA_RETURN_IF_ERROR(family::CheckLoopBounds(*c, ConfigPath(o)));
+    std::string reason;
+    o = WithContext(o, c->Shape(), budget, &reason);
     in = InputsFromConfig(*c, o, budget, baseline);
   }
   absl::StatusOr<plan::MemoryPlan> plan = plan::MakeMemoryPlan(in);
@@ -261,10 +321,22 @@ void RegisterEngineOpener(const std::string& family_name, EngineOpener open) {
   Openers()[family_name] = open;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
-  FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(o.mem));
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(
+    const EngineOptions& options) {
+  FLOTILLA_ASSIGN_OR_RETURN(uint64_t budget, io::ResolveBudget(options.mem));
   FLOTILLA_ASSIGN_OR_RETURN(std::unique_ptr<family::FamilyConfig> config,
-                            ModelConfig(o));
+                            ModelConfig(options));
+  std::string reason = "--max-context";
+  EngineOptions o = options;
+  if (options.max_context == 0) {
+    // The shape is only worked out for counts a loop may run over; a config
+    // past them keeps the old default and meets its family's own refusal.
+    if (family::CheckLoopBounds(*config, ConfigPath(options)).ok()) {
+      o = WithContext(options, config->Shape(), budget, &reason);
+    } else {
+      o.max_context = 4096;
+    }
+  }
   const std::string family = config->family().name;
   EngineOpener open = nullptr;
   {
@@ -282,6 +354,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& o) {
   engine->family = family;
   engine->config = std::move(config);
   engine->accountant = std::make_unique<io::MemoryAccountant>(budget);
+  engine->max_context = o.max_context;
+  engine->max_context_reason = reason;
   return open(o, std::move(engine));
 }
 

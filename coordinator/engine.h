@@ -29,7 +29,10 @@ struct EngineOptions {
   std::string pack_dir;      // empty: <model_dir>/flotilla-pack when present
   std::string mem = "auto";  // size or preset (see io::ResolveBudget)
   int threads = 1;
-  int max_context = 4096;  // MLA cache positions the plan reserves
+  // Positions each sequence's state is charged for (the context); 0: the
+  // model's max_position_embeddings, capped so that `sequences` states take
+  // at most a quarter of the budget (ResolveMaxContext).
+  int max_context = 4096;
   // Sequences held at once, each charged for max_context positions, and
   // the prefix cache's bytes (serve --max-batch, --prefix-cache).
   int sequences = 1;
@@ -79,7 +82,20 @@ struct Engine {
   // Trimmed RSS once a streaming model is open (0 otherwise): what
   // plan.open_bytes() predicts.
   uint64_t rss_after_open_bytes = 0;
+  // The context every sequence state was charged for (options.max_context,
+  // or what 0 resolved to), and why.
+  int max_context = 0;
+  std::string max_context_reason;
 };
+
+// The context of EngineOptions::max_context == 0 for a model of `shape`
+// under `budget` bytes with `sequences` states: the model's positions
+// (4096 when the config gives none), or, when that many states would take
+// more than a quarter of the budget, the largest multiple of 256 that fits
+// the quarter (never below min(4096, the model's), which the plan then
+// holds or refuses). `reason` says which, for the startup line.
+int ResolveMaxContext(const model::ModelShape& shape, uint64_t budget,
+                      int sequences, std::string* reason);
 
 // Finds the model's family (shared/family) and opens it with that family's
 // engine opener.

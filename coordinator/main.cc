@@ -105,8 +105,12 @@ ABSL_FLAG(int, expert_prefetch_extra, 0,
           "router score (more hits, more bytes)");
 ABSL_FLAG(std::string, reader, "auto", "I/O engine: auto, uring or pread");
 ABSL_FLAG(int32_t, queue_depth, 32, "expert reads in flight at most");
-ABSL_FLAG(int32_t, max_context, 4096,
-          "context length the memory plan reserves MLA cache for");
+ABSL_FLAG(int32_t, max_context, 0,
+          "positions each sequence's state (KV / MLA cache) is reserved for: "
+          "the longest prompt plus reply; 0 = the model's "
+          "max_position_embeddings, capped so the states of every sequence "
+          "at once take at most a quarter of --mem (the startup line says "
+          "which)");
 ABSL_FLAG(int32_t, prefill_chunk, 256,
           "prompt tokens per forward pass (0 = whole prompt)");
 ABSL_FLAG(double, disk_gbps, 3.0,
@@ -275,11 +279,11 @@ int EngineOptionsFromFlags(flotilla::coordinator::EngineOptions* out) {
                   absl::StrCat("--expert-cache: ", cache.status().message()));
     eo.expert_cache_bytes = *cache;
   }
-  if (eo.max_context < 1 || eo.prefill_chunk < 0 || eo.queue_depth < 1 ||
+  if (eo.max_context < 0 || eo.prefill_chunk < 0 || eo.queue_depth < 1 ||
       !(eo.disk_gbps > 0)) {
     return Fail(kExitUsage,
-                "--max-context and --queue-depth must be >= 1, "
-                "--prefill-chunk >= 0, --disk-gbps > 0");
+                "--queue-depth must be >= 1, --max-context (0 = the "
+                "model's) and --prefill-chunk >= 0, --disk-gbps > 0");
   }
   return 0;
 }

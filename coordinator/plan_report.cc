@@ -32,7 +32,8 @@ absl::StatusOr<std::string> PlanReport(const EngineOptions& o,
   t.trunk_read_bytes_per_s = o.disk_gbps * 1e9;
   t.expert_read_bytes_per_s = expert_disk_gbps * 1e9;
   t.single_read_bytes_per_s = single_read_gbps * 1e9;
-  t.positions = std::min(kPositions, o.max_context);
+  t.positions =
+      o.max_context > 0 ? std::min(kPositions, o.max_context) : kPositions;
   t.verify_checksums = o.verify_checksums;
   t.local_experts = o.workers.empty();
   const plan::TokenTime time = plan::PredictTokenTime(shape, plan, t);

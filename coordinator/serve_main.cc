@@ -55,6 +55,10 @@ ABSL_FLAG(std::string, api_key_file, "",
           "serve: file holding the API key clients must send as "
           "'Authorization: Bearer KEY' (empty: no key)");
 ABSL_FLAG(int32_t, max_queue, 64, "serve: requests that may wait at most");
+ABSL_FLAG(bool, strict_model_name, false,
+          "serve: refuse (404) requests that name another model than "
+          "--served-model-name; by default any name is answered by the model "
+          "served (clients send their own default names)");
 // generate's flags (main.cc), also read by serve.
 ABSL_DECLARE_FLAG(std::string, speculate);
 ABSL_DECLARE_FLAG(int32_t, draft_tokens);
@@ -62,7 +66,9 @@ ABSL_DECLARE_FLAG(std::string, draft_model);
 ABSL_DECLARE_FLAG(bool, speculate_always);
 ABSL_FLAG(int32_t, max_batch, 8,
           "serve: sequences stepped together in one forward pass at most");
-ABSL_FLAG(int32_t, max_prompt_tokens, 4096, "serve: longest prompt accepted");
+ABSL_FLAG(int32_t, max_prompt_tokens, 0,
+          "serve: longest prompt accepted; 0 = the context (--max-context) "
+          "less one token for the reply");
 ABSL_FLAG(std::string, prefix_cache, "64M",
           "serve: keep ended requests' sequence states up to this size, so a "
           "prompt that extends one (a chat's next turn) prefills only its new "
@@ -148,11 +154,11 @@ int RunServe(const EngineOptions& eo) {
   } else if (t < 0) {
     return Fail(2, "--request-timeout-s must be >= 0 (0 = no limit)");
   }
-  if (max_queue < 1 || so.limits.max_prompt_tokens < 1 ||
+  if (max_queue < 1 || so.limits.max_prompt_tokens < 0 ||
       so.limits.max_tokens < 1) {
     return Fail(2,
-                "--max-queue, --max-prompt-tokens and "
-                "--max-completion-tokens must be >= 1");
+                "--max-queue and --max-completion-tokens must be >= 1, "
+                "--max-prompt-tokens >= 0 (0 = the context's)");
   }
   so.max_queue = static_cast<size_t>(max_queue);
   so.max_batch = static_cast<size_t>(max_batch);
@@ -196,6 +202,7 @@ int RunServe(const EngineOptions& eo) {
     }
     so.model_name = std::move(served);
   }
+  so.strict_model_name = absl::GetFlag(FLAGS_strict_model_name);
   so.cors_origin = absl::GetFlag(FLAGS_cors_origin);
   so.max_connections = absl::GetFlag(FLAGS_max_connections);
   if (so.max_connections < 1 || so.max_connections > 65536) {
@@ -262,18 +269,31 @@ int RunServe(const EngineOptions& eo) {
                 (*engine)->accountant->Report().c_str());
   }
   // The context each sequence's state was charged for: the model's own
-  // when --max-context is not given; a given one past it is refused.
+  // (capped by the budget) when --max-context is not given; a given one
+  // past the model's positions is refused.
+  so.limits.max_context = (*engine)->max_context;
   if (const int trained = (*engine)->model->max_positions();
       trained > 0 && so.limits.max_context > trained) {
-    const absl::CommandLineFlag* flag =
-        absl::FindCommandLineFlag("max_context");
-    if (flag != nullptr && flag->CurrentValue() != flag->DefaultValue()) {
+    if (eo.max_context > 0) {
       return Fail(2, absl::StrCat("--max-context ", so.limits.max_context,
                                   " is past the model's ", trained,
                                   " positions (max_position_embeddings)"));
     }
     so.limits.max_context = trained;
   }
+  if (so.limits.max_prompt_tokens == 0) {
+    so.limits.max_prompt_tokens = std::max(1, so.limits.max_context - 1);
+    so.limits.prompt_limit_flag = "--max-context";
+  } else if (so.limits.max_prompt_tokens >= so.limits.max_context) {
+    return Fail(
+        2, absl::StrCat("--max-prompt-tokens ", so.limits.max_prompt_tokens,
+                        " leaves no room for a reply in the context "
+                        "of ",
+                        so.limits.max_context, " (--max-context)"));
+  }
+  std::printf("flotilla-coordinator: context %d tokens: %s; prompts up to %d\n",
+              so.limits.max_context, (*engine)->max_context_reason.c_str(),
+              so.limits.max_prompt_tokens);
   serve::QueueOptions qo;
   qo.max_queue = so.max_queue;
   qo.max_batch = static_cast<size_t>(max_batch);

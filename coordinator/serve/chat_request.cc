@@ -261,7 +261,11 @@ absl::Status ParseTemplateKwargs(const Json& v, CompletionRequest* r) {
       }
     }
   }
-  r->template_kwargs = v;
+  // Merged: a top-level reasoning_effort may already be there (the
+  // kwargs' own value wins, as it names the template's variable directly).
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    r->template_kwargs[it.key()] = it.value();
+  }
   return absl::OkStatus();
 }
 

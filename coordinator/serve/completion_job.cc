@@ -16,26 +16,29 @@ absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
   if (ids.empty())
     return absl::InvalidArgumentError("the prompt has no tokens");
   if (static_cast<int64_t>(ids.size()) > limits.max_prompt_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("the prompt is ", ids.size(),
-                                                   " tokens; the limit is ",
-                                                   limits.max_prompt_tokens));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the prompt is ", ids.size(), " tokens; the limit is ",
+                     limits.max_prompt_tokens, " (", limits.prompt_limit_flag,
+                     " raises it)"));
   }
   if (spec.max_tokens < 1 || spec.max_tokens > limits.max_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("max_tokens must be in 1..",
                                                    limits.max_tokens, ", got ",
                                                    spec.max_tokens));
   }
-  if (!spec.max_tokens_given &&
-      static_cast<int64_t>(ids.size()) >= limits.max_context) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the prompt (", ids.size(), " tokens) fills the context of ",
-        limits.max_context, " tokens; shorten the prompt"));
+  if (static_cast<int64_t>(ids.size()) >= limits.max_context) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the prompt (", ids.size(),
+                     " tokens) fills the context of ", limits.max_context,
+                     " tokens; shorten the prompt or raise --max-context"));
   }
   if (static_cast<int64_t>(ids.size()) + spec.max_tokens > limits.max_context) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the prompt (", ids.size(), " tokens) plus max_tokens (",
-        spec.max_tokens, ") exceed the context of ", limits.max_context,
-        " tokens; shorten the prompt or lower max_tokens"));
+    // FitMaxTokens caps every spec before this check; reaching here is a
+    // caller that skipped it.
+    return absl::InvalidArgumentError(
+        absl::StrCat("the prompt (", ids.size(), " tokens) plus max_tokens (",
+                     spec.max_tokens, ") exceed the context of ",
+                     limits.max_context, " tokens"));
   }
   for (const auto& [id, bias] : spec.sampler.logit_bias) {
     if (id >= vocab_size) {
@@ -54,7 +57,8 @@ absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
 }
 
 void FitDefaultMaxTokens(CompletionSpec* spec, const RequestLimits& limits) {
-  if (spec->max_tokens_given) return;
+  // Given or not, max_tokens is a cap: past the context left, generation
+  // stops at the context's end with finish_reason "length".
   const int64_t room =
       limits.max_context - static_cast<int64_t>(spec->prompt.size());
   if (room >= 1 && spec->max_tokens > room) {

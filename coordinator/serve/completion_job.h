@@ -71,10 +71,9 @@ struct TokenLogprob {
 // many positions). InvalidArgument naming what is wrong.
 absl::Status CheckCompletionSpec(const CompletionSpec& spec, int vocab_size,
                                  const RequestLimits& limits);
-// A request that named no max_tokens gets the server's default cut to the
-// positions its prompt leaves in the context, instead of a refusal (vLLM
-// gives such a request the rest of the context). A request that named one
-// keeps it, and is refused by CheckCompletionSpec when it does not fit.
+// max_tokens, the server's default or the request's own, cut to the
+// positions the prompt leaves in the context: a cap, not a refusal
+// (llama-server does the same; agents ask for 32000 on every request).
 void FitDefaultMaxTokens(CompletionSpec* spec, const RequestLimits& limits);
 
 // New output since the last Take.

@@ -164,10 +164,15 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
       FLOTILLA_RETURN_IF_ERROR(ParsePrompt(v, limits, &r));
     } else if (key == "messages" && chat) {
       FLOTILLA_RETURN_IF_ERROR(internal::ParseMessages(v, limits, &r));
-    } else if (key == "max_tokens" || key == "max_completion_tokens") {
-      FLOTILLA_ASSIGN_OR_RETURN(const int64_t n,
-                                Integer(v, key, 1, limits.max_tokens));
-      r.max_tokens = static_cast<int>(n);
+    } else if (key == "max_tokens" || key == "max_completion_tokens" ||
+               key == "n_predict") {
+      // A cap, not a demand: more than --max-completion-tokens (or the
+      // context left, CapMaxTokens) stops there with finish_reason
+      // "length", as llama-server does. n_predict: llama-server's name.
+      FLOTILLA_ASSIGN_OR_RETURN(
+          const int64_t n,
+          Integer(v, key, 1, std::numeric_limits<int32_t>::max()));
+      r.max_tokens = static_cast<int>(std::min<int64_t>(n, limits.max_tokens));
       r.max_tokens_given = true;
     } else if (key == "temperature") {
       FLOTILLA_ASSIGN_OR_RETURN(const double t, Number(v, key));
@@ -229,7 +234,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
     } else if (key == "frequency_penalty") {
       FLOTILLA_ASSIGN_OR_RETURN(const double p, Number(v, key));
       r.sampler.frequency_penalty = static_cast<float>(p);
-    } else if (key == "repetition_penalty") {
+    } else if (key == "repetition_penalty" || key == "repeat_penalty") {
       FLOTILLA_ASSIGN_OR_RETURN(const double p, Number(v, key));
       r.sampler.repetition_penalty = static_cast<float>(p);
     } else if (key == "logit_bias") {
@@ -258,9 +263,28 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
       if (!(v.is_boolean() && !v.get<bool>())) {
         return Bad(absl::StrCat(key, " is not supported yet"));
       }
+    } else if (key == "reasoning_effort" && chat) {
+      // Templates that know it (gpt-oss's) read it as a variable.
+      if (!v.is_string()) return Bad("reasoning_effort must be a string");
+      if (!r.template_kwargs.contains("reasoning_effort")) {
+        r.template_kwargs["reasoning_effort"] = v;
+      }
+    } else if (key == "min_tokens") {
+      FLOTILLA_ASSIGN_OR_RETURN(const int64_t n, Integer(v, key, 0, 1 << 30));
+      if (n > 0) {
+        return Bad(
+            "min_tokens above 0 is not supported (it would hold back "
+            "end-of-text and stop strings)");
+      }
     } else if (key == "user" || key == "metadata" || key == "store" ||
-               key == "service_tier" || key == "parallel_tool_calls") {
-      // Bookkeeping that changes nothing the model generates.
+               key == "service_tier" || key == "parallel_tool_calls" ||
+               key == "prompt_cache_key" || key == "safety_identifier" ||
+               key == "verbosity" || key == "cache_prompt" ||
+               key == "id_slot" || key == "prompt_cache_retention" ||
+               key == "client_metadata" || key == "user_id") {
+      // Bookkeeping and client hints that change nothing the model
+      // generates (the prefix cache is automatic: cache_prompt and
+      // prompt_cache_key need nothing more).
     } else if (!chat && (key == "tools" || key == "tool_choice" ||
                          key == "chat_template_kwargs" || key == "documents")) {
       return Bad(absl::StrCat(key, " belongs to /v1/chat/completions"));

@@ -98,6 +98,8 @@ struct RequestLimits {
   int default_max_tokens = 256;  // when the request gives none
   size_t max_prompt_bytes = 1 << 20;
   int max_prompt_tokens = 4096;
+  // The flag that raises max_prompt_tokens, for the refusal's message.
+  std::string prompt_limit_flag = "--max-prompt-tokens";
   // Prompt plus max_tokens at most: the positions each sequence's state is
   // charged to the memory budget for (--max-context).
   int max_context = 8192;

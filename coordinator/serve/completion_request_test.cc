@@ -65,12 +65,15 @@ TEST(CompletionRequestTest, NoMaxTokensIsCutToTheContextLeft) {
   FitDefaultMaxTokens(&spec, limits);
   EXPECT_EQ(spec.max_tokens, 256);
 
-  // max_tokens the client named is never cut: refused when it does not fit.
+  // max_tokens the client named is a cap too: cut to the context left.
   spec.prompt.assign(432, 5);
-  spec.max_tokens = 256;
+  spec.max_tokens = 32000;
   spec.max_tokens_given = true;
   FitDefaultMaxTokens(&spec, limits);
-  EXPECT_EQ(spec.max_tokens, 256);
+  EXPECT_EQ(spec.max_tokens, 512 - 432);
+  EXPECT_TRUE(CheckCompletionSpec(spec, 100, limits).ok());
+  // Uncut, the spec is refused naming the context.
+  spec.max_tokens = 256;
   absl::Status s = CheckCompletionSpec(spec, 100, limits);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("exceed the context"), std::string::npos) << s;
@@ -82,7 +85,10 @@ TEST(CompletionRequestTest, NoMaxTokensIsCutToTheContextLeft) {
   FitDefaultMaxTokens(&spec, limits);
   s = CheckCompletionSpec(spec, 100, limits);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("fills the context"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("fills the context of 512 tokens; shorten the "
+                             "prompt or raise --max-context"),
+            std::string::npos)
+      << s;
 }
 
 // What OpenAI-SDK frameworks send: content as text parts, null content on

@@ -16,7 +16,8 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
     *refusal = status;
     return absl::InvalidArgumentError(std::move(message));
   };
-  if (!req.model.empty() && req.model != options_.model_name) {
+  if (options_.strict_model_name && !req.model.empty() &&
+      req.model != options_.model_name) {
     return refuse(404, absl::StrCat("model '", req.model,
                                     "' is not served here (this server "
                                     "serves '",

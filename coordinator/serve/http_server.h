@@ -48,7 +48,10 @@ namespace flotilla::coordinator::serve {
 struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;         // 0: any free port (see HttpServer::port)
-  std::string model_name;  // the id /v1/models lists and requests may name
+  std::string model_name;  // the id /v1/models lists and every reply names
+  // Refuse (404) a request that names another model; by default any name is
+  // answered by the one model served (clients send their own defaults).
+  bool strict_model_name = false;
   std::string api_key;     // empty: no authentication
   // How chat messages become a prompt and replies are read back (null:
   // the plain built-in template).

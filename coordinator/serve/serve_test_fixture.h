@@ -80,6 +80,7 @@ class ServeTest : public ::testing::Test {
     so.max_queue = max_queue;
     so.limits.request_timeout = request_timeout_;
     so.missing_experts = missing_experts_;
+    so.strict_model_name = strict_model_name_;
     QueueOptions qo;
     qo.max_queue = max_queue;
     qo.max_batch = max_batch;
@@ -145,6 +146,7 @@ class ServeTest : public ::testing::Test {
 
   size_t prefill_chunk_ = 256;
   int max_prompt_tokens_ = 64;
+  bool strict_model_name_ = false;
   std::shared_ptr<PrefixStore> prefix_store_;  // QueueOptions' disk cache
   absl::Duration request_timeout_ = absl::InfiniteDuration();
   std::function<std::string()> missing_experts_;  // ServeOptions' hook

@@ -22,10 +22,11 @@ using internal::Error;
 using json = nlohmann::json;
 
 // The body as a JSON object whose keys are all in `known`, and whose
-// "model" (if any) is the one served; else answers 400/404 and null.
+// "model" (if any) is a string, and the one served when names are strict;
+// else answers 400/404 and null.
 std::optional<json> Body(const http::HttpRequest& req,
                          const std::vector<std::string>& known,
-                         const std::string& model_name,
+                         const std::string& model_name, bool strict_model_name,
                          http::HttpResponse* res) {
   auto parsed = model::internal::ParseJson(req.body, "the request body");
   if (!parsed.ok() || !parsed->is_object()) {
@@ -42,7 +43,7 @@ std::optional<json> Body(const http::HttpRequest& req,
   }
   const auto m = parsed->find("model");
   if (m != parsed->end() && !m->is_null() &&
-      (!m->is_string() || *m != model_name)) {
+      (!m->is_string() || (strict_model_name && *m != model_name))) {
     Error(res, 404,
           absl::StrCat("model ", m->dump(),
                        " is not served here (this server serves '", model_name,
@@ -57,9 +58,9 @@ std::optional<json> Body(const http::HttpRequest& req,
 void HttpServer::Tokenize(const http::HttpRequest& req,
                           http::HttpResponse* res) const {
   if (!Admit(req, res)) return;
-  const auto body =
-      Body(req, {"model", "prompt", "messages", "tools", "chat_template_kwargs"},
-           options_.model_name, res);
+  const auto body = Body(
+      req, {"model", "prompt", "messages", "tools", "chat_template_kwargs"},
+      options_.model_name, options_.strict_model_name, res);
   if (!body) return;
   if (tokenizer_ == nullptr) {
     return Error(res, 400, "this model has no tokenizer");
@@ -103,7 +104,8 @@ void HttpServer::Tokenize(const http::HttpRequest& req,
 void HttpServer::Detokenize(const http::HttpRequest& req,
                             http::HttpResponse* res) const {
   if (!Admit(req, res)) return;
-  const auto body = Body(req, {"model", "tokens"}, options_.model_name, res);
+  const auto body = Body(req, {"model", "tokens"}, options_.model_name,
+                         options_.strict_model_name, res);
   if (!body) return;
   if (tokenizer_ == nullptr) {
     return Error(res, 400, "this model has no tokenizer");
