@@ -36,15 +36,25 @@ absl::StatusOr<std::string> TextOf(const Json& content, const std::string& at) {
   return text;
 }
 
-absl::Status Message(const Json& m, size_t index, Json* out) {
+// One entry of `messages` into chat messages (`out`); a "system" entry
+// (Claude Code sends them) is added to `system` instead, in order.
+absl::Status Message(const Json& m, size_t index, Json* out,
+                     std::string* system) {
   const std::string at = absl::StrCat("messages.", index);
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
       !m.contains("content")) {
     return Bad(at + ": must be an object with a role and a content");
   }
   const std::string role = m["role"].get<std::string>();
+  if (role == "system") {
+    FLOTILLA_ASSIGN_OR_RETURN(std::string text,
+                              TextOf(m["content"], at + ".content"));
+    if (!system->empty() && !text.empty()) *system += "\n\n";
+    *system += text;
+    return absl::OkStatus();
+  }
   if (role != "user" && role != "assistant") {
-    return Bad(at + ".role: must be \"user\" or \"assistant\"");
+    return Bad(at + ".role: must be \"user\", \"assistant\" or \"system\"");
   }
   for (auto it = m.begin(); it != m.end(); ++it) {
     if (it.key() != "role" && it.key() != "content") {
@@ -114,6 +124,36 @@ absl::Status Message(const Json& m, size_t index, Json* out) {
   return absl::OkStatus();
 }
 
+// output_config: "effort" is the template's reasoning_effort (gpt-oss's
+// reads it); "format" {"type": "json_schema", "schema": S} constrains the
+// reply to S, as response_format does. Anything else would change the
+// output without a lever here: refused naming it.
+absl::Status OutputConfig(const Json& v, Json* chat, Json* kwargs) {
+  if (!v.is_object()) return Bad("output_config: must be an object");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const Json& value = it.value();
+    if (it.key() == "effort") {
+      if (!value.is_string())
+        return Bad("output_config.effort: must be a string");
+      (*kwargs)["reasoning_effort"] = value;
+    } else if (it.key() == "format") {
+      if (value.is_null()) continue;
+      if (StringField(value, "type") != "json_schema" ||
+          !value.contains("schema")) {
+        return Bad(
+            "output_config.format: must be {\"type\": \"json_schema\", "
+            "\"schema\": {...}}");
+      }
+      (*chat)["response_format"] = {
+          {"type", "json_schema"},
+          {"json_schema", {{"name", "output"}, {"schema", value["schema"]}}}};
+    } else {
+      return Bad(absl::StrCat("output_config.", it.key(), ": not supported"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string ToolUseId(const std::string& call_id) {
@@ -129,10 +169,15 @@ absl::StatusOr<Json> AnthropicToChat(absl::string_view body, bool count_only) {
   if (!j.contains("messages")) return Bad("messages: Field required");
   if (!j.contains("model")) return Bad("model: Field required");
   if (!count_only && !j.contains("max_tokens")) return Bad("max_tokens: Field required");
+  // The system prompt: `system` (a string or text blocks), then each
+  // system entry of `messages`, in order.
+  std::string system;
+  bool has_system = false;
   if (j.contains("system") && !j["system"].is_null()) {
-    FLOTILLA_ASSIGN_OR_RETURN(std::string system, TextOf(j["system"], "system"));
-    messages.push_back({{"role", "system"}, {"content", system}});
+    FLOTILLA_ASSIGN_OR_RETURN(system, TextOf(j["system"], "system"));
+    has_system = true;
   }
+  Json kwargs = Json::object();
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& key = it.key();
     const Json& v = it.value();
@@ -140,7 +185,10 @@ absl::StatusOr<Json> AnthropicToChat(absl::string_view body, bool count_only) {
     if (key == "messages") {
       if (!v.is_array() || v.empty()) return Bad("messages: must be a non-empty list");
       for (size_t i = 0; i < v.size(); ++i) {
-        FLOTILLA_RETURN_IF_ERROR(Message(v[i], i, &messages));
+        const bool system_entry = v[i].is_object() && v[i].contains("role") &&
+                                  v[i]["role"] == "system";
+        FLOTILLA_RETURN_IF_ERROR(Message(v[i], i, &messages, &system));
+        has_system = has_system || system_entry;
       }
     } else if (key == "model" || key == "temperature" || key == "top_p" ||
                key == "top_k" || key == "stream" || key == "max_tokens") {
@@ -149,18 +197,27 @@ absl::StatusOr<Json> AnthropicToChat(absl::string_view body, bool count_only) {
       chat["stop"] = v;
     } else if (key == "metadata") {
       if (!v.is_object()) return Bad("metadata: must be an object");
+    } else if (key == "context_management" || key == "service_tier" ||
+               key == "container") {
+      // Client-side bookkeeping: nothing the model generates depends on it.
+    } else if (key == "output_config") {
+      FLOTILLA_RETURN_IF_ERROR(OutputConfig(v, &chat, &kwargs));
     } else if (key == "tools") {
       if (!v.is_array()) return Bad("tools: must be a list");
       Json tools = Json::array();
       for (size_t i = 0; i < v.size(); ++i) {
         const Json& t = v[i];
         const std::string at = absl::StrCat("tools.", i);
-        if (!t.is_object() || !t.contains("name") || !t.contains("input_schema")) {
+        if (!t.is_object()) return Bad(at + ": a tool must be an object");
+        const bool server_tool = t.contains("type") && t["type"] != "custom";
+        if (!server_tool &&
+            (!t.contains("name") || !t.contains("input_schema"))) {
           return Bad(at + ": a tool needs a name and an input_schema");
         }
         if (t.contains("type") && t["type"] != "custom") {
-          return Bad(absl::StrCat(at, ".type: server tools (", t["type"].dump(),
-                                  ") are not supported; only custom tools"));
+          // A server tool (web search, code execution, ...) needs a service
+          // this server does not run: not offered to the model.
+          continue;
         }
         Json function = {{"name", t["name"]}, {"parameters", t["input_schema"]}};
         if (t.contains("description")) function["description"] = t["description"];
@@ -181,15 +238,26 @@ absl::StatusOr<Json> AnthropicToChat(absl::string_view body, bool count_only) {
                    "or {\"type\": \"tool\", \"name\": ...}");
       }
     } else if (key == "thinking") {
-      if (StringField(v, "type") != "disabled") {
-        return Bad("thinking: extended thinking budgets are not supported "
-                   "(the model thinks as its chat template lets it)");
+      // A reasoning model's template reads enable_thinking (Qwen3's does);
+      // other templates ignore it. budget_tokens has no lever here: the
+      // model thinks until it closes its reasoning, within max_tokens.
+      const std::string type = StringField(v, "type");
+      if (type != "enabled" && type != "adaptive" && type != "disabled") {
+        return Bad(
+            "thinking.type: must be \"enabled\", \"adaptive\" or "
+            "\"disabled\"");
       }
+      kwargs["enable_thinking"] = type != "disabled";
     } else {
       return Bad(absl::StrCat(key, ": Extra inputs are not permitted"));
     }
   }
+  if (has_system) {
+    messages.insert(messages.begin(),
+                    Json{{"role", "system"}, {"content", system}});
+  }
   chat["messages"] = std::move(messages);
+  if (!kwargs.empty()) chat["chat_template_kwargs"] = std::move(kwargs);
   if (count_only) {
     chat.erase("max_tokens");
     chat.erase("stream");

@@ -3,9 +3,14 @@
 // content blocks into messages, tool_use blocks into assistant tool calls,
 // tool_result blocks into tool messages, tools' input_schema into function
 // parameters, tool_choice auto/any/tool/none into auto/required/named/
-// none, stop_sequences into stop. Anything it cannot honour (images,
-// documents, server tools, extended thinking budgets) is refused naming
-// the field, in Anthropic's terms.
+// none, stop_sequences into stop. As Claude Code sends it: system entries
+// inside `messages` join the system prompt in order; `thinking`
+// (enabled / adaptive / disabled) becomes the template's enable_thinking;
+// output_config's effort its reasoning_effort and its json_schema format a
+// response_format; context_management, metadata and cache_control are
+// bookkeeping; server tools (web search, ...) are not offered to the
+// model. Anything it cannot honour (images, documents, other
+// output_config keys) is refused naming the field, in Anthropic's terms.
 #ifndef FLOTILLA_COORDINATOR_SERVE_ANTHROPIC_REQUEST_H_
 #define FLOTILLA_COORDINATOR_SERVE_ANTHROPIC_REQUEST_H_
 

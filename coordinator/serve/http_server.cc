@@ -191,7 +191,7 @@ void HttpServer::Routes() {
           [this, model](const http::HttpRequest& req, http::HttpResponse* res) {
             if (!Admit(req, res)) return;
             const std::string id = req.path.substr(sizeof("/v1/models/") - 1);
-            if (options_.strict_model_name && id != options_.model_name) {
+            if (id != options_.model_name) {
               return Error(res, 404,
                            absl::StrCat("model '", id,
                                         "' is not served here (this server "
