@@ -95,6 +95,7 @@ absl::StatusOr<std::shared_ptr<Completion>> Completion::Start(
     for (int32_t id : tokenizer->StopIds()) job.options.stop_ids.push_back(id);
   }
   job.deadline = absl::Now() + spec.timeout;
+  c->timeout_is_a_length_ = spec.timeout_is_a_length;
   c->top_logprobs_ = spec.top_logprobs;
   c->tokenizer_ = spec.tokens_as_ids ? nullptr : tokenizer;
   // The job holds the completion alive until it ends, whoever else lets go.
@@ -186,10 +187,13 @@ bool Completion::OnToken(int32_t id) {
 
 void Completion::OnDone(absl::StatusOr<GenerateResult> r) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!r.ok()) {
+  if (!r.ok() &&
+      !(absl::IsDeadlineExceeded(r.status()) && timeout_is_a_length_)) {
     status_ = r.status();
   } else if (!stop_->stopped()) {
-    finish_reason_ = r->finish_reason;
+    // Past the server's time limit the reply ends as at max_tokens: what
+    // was generated, finish_reason "length".
+    finish_reason_ = r.ok() ? r->finish_reason : "length";
     std::string rest;
     if (decoder_ != nullptr) {
       if (auto p = decoder_->Finish(); p.ok()) rest = *std::move(p);

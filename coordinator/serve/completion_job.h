@@ -44,6 +44,10 @@ struct CompletionSpec {
   int top_logprobs = -1;
   bool tokens_as_ids = false;  // logprobs name tokens "token_id:N"
   absl::Duration timeout = absl::InfiniteDuration();
+  // The timeout is the server's (--request-timeout-s): reaching it ends the
+  // completion like max_tokens does (finish_reason "length", the text so
+  // far). false (a gRPC client's own deadline): it fails, DEADLINE_EXCEEDED.
+  bool timeout_is_a_length = true;
   // Set: constrained decoding (null: free output).
   std::shared_ptr<TokenConstraint> constraint;
 };
@@ -118,6 +122,7 @@ class Completion {
   std::condition_variable cv_;
   CompletionPiece pending_;
   bool done_ = false;
+  bool timeout_is_a_length_ = true;
   absl::Status status_;
   std::string finish_reason_ = "length";
   size_t prompt_tokens_ = 0, completion_tokens_ = 0;

@@ -103,9 +103,12 @@ struct RequestLimits {
   // Prompt plus max_tokens at most: the positions each sequence's state is
   // charged to the memory budget for (--max-context).
   int max_context = 8192;
-  // A request still running after this ends (HTTP 504, gRPC
-  // DEADLINE_EXCEEDED); its sequence leaves the batch at the next step.
+  // A request still running after this ends; its sequence leaves the
+  // batch at the next step. With timeout_ends_as_length (the default) the
+  // reply is what was generated, finish_reason "length"; without, an error
+  // (HTTP 504 timeout_error; what the metrics' failed-stream test uses).
   absl::Duration request_timeout = absl::InfiniteDuration();
+  bool timeout_ends_as_length = true;
 };
 
 // Parses a JSON body. InvalidArgument naming the field for malformed JSON,

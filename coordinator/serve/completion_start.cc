@@ -78,6 +78,7 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
   spec.tokens_as_ids = req.tokens_as_ids;
   spec.ignore_eos = req.ignore_eos;
   spec.timeout = options_.limits.request_timeout;
+  spec.timeout_is_a_length = options_.limits.timeout_ends_as_length;
   if (req.output_schema != nullptr) {
     // Every token adds at least a byte: with fewer tokens than the shortest
     // valid reply has bytes, the reply could be cut before it parses.

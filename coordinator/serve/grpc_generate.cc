@@ -147,7 +147,10 @@ grpc::Status GenerationService::Run(
   spec.timeout = limits_.request_timeout;
   const absl::Time deadline = absl::FromChrono(context->deadline());
   const bool clients_deadline = deadline < absl::Now() + spec.timeout;
-  if (clients_deadline) spec.timeout = deadline - absl::Now();
+  if (clients_deadline) {
+    spec.timeout = deadline - absl::Now();
+    spec.timeout_is_a_length = false;
+  }
   auto started =
       Completion::Start(queue_, tokenizer_, std::move(spec), metrics_);
   if (!started.ok()) return transport::ToGrpcStatus(started.status());

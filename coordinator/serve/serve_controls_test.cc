@@ -173,8 +173,40 @@ TEST_F(ServeTest, SamplingFieldsChangeWhatIsGenerated) {
   EXPECT_NE(outside.dump().find("outside the vocabulary"), std::string::npos);
 }
 
-TEST_F(ServeTest, RequestPastItsTimeLimitIs504) {
+// Issue 46 item 9: past --request-timeout-s the reply is the text so far,
+// finish_reason "length", streamed or not; never a 504 with nothing.
+TEST_F(ServeTest, RequestPastItsTimeLimitEndsAsLengthWithItsText) {
   request_timeout_ = absl::Milliseconds(5);
+  StartServer();
+  // 500 tokens take longer than 5 ms here, but that is not assumed: the
+  // checks hold whichever way the reply ended (time or max_tokens), and
+  // neither way is an error.
+  auto [status, body] =
+      Post("/v1/completions",
+           R"({"prompt": "Once", "max_tokens": 500, "ignore_eos": true})");
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  const int tokens = body["usage"]["completion_tokens"];
+  EXPECT_LE(tokens, 500);
+  if (tokens > 0) {
+    EXPECT_FALSE(body["choices"][0]["text"].get<std::string>().empty());
+  }
+  auto r =
+      client_->Post("/v1/completions",
+                    R"({"prompt": "Once", "max_tokens": 500, "ignore_eos": true,
+          "stream": true})",
+                    "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.find("timeout_error"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("\"finish_reason\":\"length\""), std::string::npos)
+      << r->body;
+  EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos);
+}
+
+TEST_F(ServeTest, RequestPastItsTimeLimitIs504WhenTimeoutsAreErrors) {
+  request_timeout_ = absl::Milliseconds(5);
+  timeout_ends_as_length_ = false;
   StartServer();
   // The greedy story from "Once" runs 345 tokens: far longer than 5 ms.
   auto [status, body] =

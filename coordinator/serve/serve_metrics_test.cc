@@ -61,6 +61,7 @@ struct MeteredServer {
     so.model_name = "stories260k-moe";
     so.limits.max_context = 128;
     so.limits.request_timeout = timeout;
+    so.limits.timeout_ends_as_length = false;  // a timeout is a failure here
     so.metrics = &metrics;
     so.access_log = false;
     server = std::make_unique<HttpServer>(engine->model.get(), tokenizer.get(),

@@ -79,6 +79,7 @@ class ServeTest : public ::testing::Test {
     so.limits.max_context = engine_->model->max_positions();  // 512
     so.max_queue = max_queue;
     so.limits.request_timeout = request_timeout_;
+    so.limits.timeout_ends_as_length = timeout_ends_as_length_;
     so.missing_experts = missing_experts_;
     so.strict_model_name = strict_model_name_;
     QueueOptions qo;
@@ -149,6 +150,7 @@ class ServeTest : public ::testing::Test {
   bool strict_model_name_ = false;
   std::shared_ptr<PrefixStore> prefix_store_;  // QueueOptions' disk cache
   absl::Duration request_timeout_ = absl::InfiniteDuration();
+  bool timeout_ends_as_length_ = true;
   std::function<std::string()> missing_experts_;  // ServeOptions' hook
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
