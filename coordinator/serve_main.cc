@@ -23,6 +23,7 @@
 #include "coordinator/engine_metrics.h"
 #include "coordinator/remote/remote_experts.h"
 #include "coordinator/run_report.h"
+#include "coordinator/serve/generation_defaults.h"
 #include "coordinator/serve/grpc_generate.h"
 #include "coordinator/serve/http_server.h"
 #include "coordinator/serve/prefix_store.h"
@@ -272,6 +273,13 @@ int RunServe(const EngineOptions& eo) {
   // (capped by the budget) when --max-context is not given; a given one
   // past the model's positions is refused.
   so.limits.max_context = (*engine)->max_context;
+  {
+    auto defaults = serve::LoadGenerationDefaults(eo.model_dir);
+    if (!defaults.ok()) return Fail(1, defaults.status().ToString());
+    so.limits.default_sampler = defaults->sampler;
+    std::printf("flotilla-coordinator: sampling a request leaves out: %s\n",
+                defaults->description.c_str());
+  }
   if (const int trained = (*engine)->model->max_positions();
       trained > 0 && so.limits.max_context > trained) {
     if (eo.max_context > 0) {

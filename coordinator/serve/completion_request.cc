@@ -152,6 +152,7 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
   CompletionRequest r;
   r.chat = chat;
   r.max_tokens = limits.default_max_tokens;
+  r.sampler = limits.default_sampler;
   bool chat_logprobs = false;
   int chat_top = -1;
   bool seeded = false;

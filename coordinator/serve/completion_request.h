@@ -109,6 +109,9 @@ struct RequestLimits {
   // (HTTP 504 timeout_error; what the metrics' failed-stream test uses).
   absl::Duration request_timeout = absl::InfiniteDuration();
   bool timeout_ends_as_length = true;
+  // What a request that leaves a sampling field out gets (the release's
+  // generation_config.json; greedy without one).
+  SamplerOptions default_sampler;
 };
 
 // Parses a JSON body. InvalidArgument naming the field for malformed JSON,
