@@ -94,22 +94,23 @@ try {
   check(/tokens in/.test(await page.$eval("#stats", (e) => e.textContent)),
         "the page reports tokens and time");
 
-  // A turn the server refuses (max_tokens past the 512-token context) shows
-  // its error and is left out of the conversation: the next turn, with
-  // Max tokens empty again, is answered and does not resend it.
+  // A turn the server refuses (top_p 5) shows its error and is left out of
+  // the conversation: the next turn, with Top p back at 0.95 and Max tokens
+  // empty, is answered and does not resend it. (max_tokens past the context is a cap now.)
   const setStatus = () => page.$eval("#status", (e) => { e.textContent = ""; });
   await setStatus();
-  await page.$eval("#max_tokens", (e) => { e.value = "600"; });
+  await page.$eval("#top_p", (e) => { e.value = "5"; });
   await page.type("#prompt", "A refused turn");
   await page.click("#send");
   await page.waitForFunction(
       () => ["done", "error"].includes(document.getElementById("status").textContent),
       { timeout: 120000 });
   check((await page.$eval("#status", (e) => e.textContent)) === "error",
-        "max_tokens 600 on a 512-token model is refused");
+        "top_p 5 is refused");
   const shown = await page.$eval(".msg.error .text", (e) => e.textContent);
-  check(/exceed the context/.test(shown), "the page shows why: " + shown);
+  check(/top_p/.test(shown), "the page shows why: " + shown);
   await setStatus();
+  await page.$eval("#top_p", (e) => { e.value = "0.95"; });
   await page.$eval("#max_tokens", (e) => { e.value = ""; });
   await page.type("#prompt", "The next turn");
   await page.click("#send");

@@ -79,7 +79,7 @@ await runAgainstServer(binary, ["--model", modelDir, "--api-key-file", keyFile],
   check(error instanceof OpenAI.AuthenticationError && error.status === 401,
         "a wrong API key is an AuthenticationError (401)" + got(error));
 
-  error = await thrown(() => client.completions.create({ model: "gpt-4", prompt: "x", max_tokens: 1 }));
-  check(error instanceof OpenAI.NotFoundError && error.status === 404,
-        "an unknown model is a NotFoundError (404)" + got(error));
+  // Agents send their own model names: answered by the model served.
+  const other = await client.completions.create({ model: "gpt-4", prompt: "x", max_tokens: 1 });
+  check(other.model === model, "another model name is answered by " + model + ": " + other.model);
 });
