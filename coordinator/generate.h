@@ -67,6 +67,9 @@ struct GenerateResult {
   double decode_seconds = 0;         // all decode steps together
   std::vector<double> step_seconds;  // each decode forward pass
   size_t state_bytes = 0;            // sequence state at the end
+  // serve: prompt tokens resumed from a kept state (the prefix cache), not
+  // prefilled.
+  size_t cached_prompt_tokens = 0;
   // Speculative decoding: forward passes that checked guesses, guesses
   // checked, guesses kept, and passes spent restoring a state that could
   // not be truncated.

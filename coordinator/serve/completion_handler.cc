@@ -54,9 +54,11 @@ void HttpServer::Complete(const http::HttpRequest& http,
   res->SetHeader("X-Request-Id", id);
   const char* object = chat ? "chat.completion.chunk" : "text_completion";
   auto usage = [c] {
-    return json{{"prompt_tokens", c->prompt_tokens()},
-                {"completion_tokens", c->completion_tokens()},
-                {"total_tokens", c->prompt_tokens() + c->completion_tokens()}};
+    return json{
+        {"prompt_tokens", c->prompt_tokens()},
+        {"completion_tokens", c->completion_tokens()},
+        {"total_tokens", c->prompt_tokens() + c->completion_tokens()},
+        {"prompt_tokens_details", {{"cached_tokens", c->cached_tokens()}}}};
   };
   const bool logprobs = req->top_logprobs >= 0;
   if (!req->stream) {

@@ -187,6 +187,7 @@ bool Completion::OnToken(int32_t id) {
 
 void Completion::OnDone(absl::StatusOr<GenerateResult> r) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (r.ok()) cached_tokens_ = r->cached_prompt_tokens;
   if (!r.ok() &&
       !(absl::IsDeadlineExceeded(r.status()) && timeout_is_a_length_)) {
     status_ = r.status();
@@ -212,6 +213,11 @@ bool Completion::Take(CompletionPiece* piece) {
   *piece = std::move(pending_);
   pending_ = CompletionPiece();
   return done_;
+}
+
+size_t Completion::cached_tokens() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cached_tokens_;
 }
 
 absl::Status Completion::status() const {

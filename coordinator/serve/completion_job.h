@@ -104,6 +104,9 @@ class Completion {
   // The stop string that ended the output (empty: another end).
   std::string stop_sequence() const;
   size_t prompt_tokens() const { return prompt_tokens_; }
+  // Of those, how many were resumed from the prefix cache (known once the
+  // request ended; 0 before).
+  size_t cached_tokens() const;
   size_t completion_tokens() const;
   // From Start to the first token (0 before it), and to now.
   double ttft_seconds() const;
@@ -122,6 +125,7 @@ class Completion {
   std::condition_variable cv_;
   CompletionPiece pending_;
   bool done_ = false;
+  size_t cached_tokens_ = 0;
   bool timeout_is_a_length_ = true;
   absl::Status status_;
   std::string finish_reason_ = "length";

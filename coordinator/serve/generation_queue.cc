@@ -140,6 +140,7 @@ bool GenerationQueue::Admit(std::vector<std::unique_ptr<Running>>* running) {
       }
     }
     if (r->sequence == nullptr) r->sequence = model_->StartSequence();
+    r->result.cached_prompt_tokens = reused;
     r->fed.assign(r->job.prompt.begin(), r->job.prompt.begin() + reused);
     r->prompt_left.assign(r->job.prompt.begin() + reused, r->job.prompt.end());
     if (reused > 0) {

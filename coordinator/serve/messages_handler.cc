@@ -20,6 +20,17 @@
 namespace flotilla::coordinator::serve {
 namespace {
 
+// Anthropic's usage: input_tokens are the prompt tokens prefilled, and
+// cache_read_input_tokens those resumed from the prefix cache (their sum is
+// the prompt); nothing is ever "created" on request, the cache is automatic.
+nlohmann::json Usage(const Completion& c) {
+  const size_t cached = c.cached_tokens();
+  return {{"input_tokens", c.prompt_tokens() - cached},
+          {"cache_read_input_tokens", cached},
+          {"cache_creation_input_tokens", 0},
+          {"output_tokens", c.completion_tokens()}};
+}
+
 using internal::CurrentRequest;
 using internal::Dump;
 using json = nlohmann::json;
@@ -180,9 +191,7 @@ void HttpServer::Messages(const http::HttpRequest& http,
                    {"content", std::move(content)},
                    {"stop_reason", StopReason(*c, !out.tool_calls().empty())},
                    {"stop_sequence", StopSequence(*c)},
-                   {"usage",
-                    {{"input_tokens", c->prompt_tokens()},
-                     {"output_tokens", c->completion_tokens()}}}}));
+                   {"usage", Usage(*c)}}));
     return;
   }
   auto output = std::make_shared<ChatOutput>(output_options);
@@ -220,12 +229,13 @@ void HttpServer::Messages(const http::HttpRequest& http,
     }
     *out += blocks->Add(output->Finish());
     *out += blocks->Close();
-    *out += Event("message_delta",
-                  {{"type", "message_delta"},
-                   {"delta",
-                    {{"stop_reason", StopReason(*c, !output->tool_calls().empty())},
-                     {"stop_sequence", StopSequence(*c)}}},
-                   {"usage", {{"output_tokens", c->completion_tokens()}}}});
+    *out +=
+        Event("message_delta",
+              {{"type", "message_delta"},
+               {"delta",
+                {{"stop_reason", StopReason(*c, !output->tool_calls().empty())},
+                 {"stop_sequence", StopSequence(*c)}}},
+               {"usage", Usage(*c)}});
     *out += Event("message_stop", {{"type", "message_stop"}});
     return false;
   };

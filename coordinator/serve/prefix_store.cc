@@ -1,8 +1,8 @@
 #include "coordinator/serve/prefix_store.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "coordinator/model/state_codec.h"
+#include "coordinator/serve/prefix_cache.h"
 #include "shared/io/checksum.h"
 
 namespace flotilla::coordinator::serve {
@@ -193,14 +194,19 @@ std::unique_ptr<ModelSequence> PrefixStore::Find(const std::vector<int32_t>& ids
                                                  size_t longer_than,
                                                  const LanguageModel& model,
                                                  size_t* length) {
+  // Files that cannot go back to their share are passed over (by path:
+  // Drop reorders the entries).
+  std::vector<std::string> passed;
   while (true) {
     int best = -1;
+    size_t best_usable = 0;
     for (size_t i = 0; i < entries_.size(); ++i) {
-      const std::vector<int32_t>& k = entries_[i].ids;
-      if (k.size() < ids.size() && k.size() > longer_than &&
-          (best < 0 || k.size() > entries_[best].ids.size()) &&
-          std::equal(k.begin(), k.end(), ids.begin())) {
+      const size_t usable = UsablePrefix(entries_[i].ids, ids);
+      if (usable > longer_than && usable > best_usable &&
+          std::find(passed.begin(), passed.end(), entries_[i].path) ==
+              passed.end()) {
         best = static_cast<int>(i);
+        best_usable = usable;
       }
     }
     if (best < 0) return nullptr;
@@ -219,9 +225,15 @@ std::unique_ptr<ModelSequence> PrefixStore::Find(const std::vector<int32_t>& ids
       Drop(best);
       continue;
     }
+    std::unique_ptr<ModelSequence> cut =
+        CutTo(*std::move(state), e.ids.size(), best_usable);
+    if (cut == nullptr) {
+      passed.push_back(e.path);
+      continue;
+    }
     e.last_used = ++clock_;
-    *length = e.ids.size();
-    return *std::move(state);
+    *length = best_usable;
+    return cut;
   }
 }
 

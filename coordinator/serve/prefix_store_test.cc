@@ -77,10 +77,20 @@ TEST_F(PrefixStoreTest, ALoadedStateContinuesBitwiseAsTheSavedOne) {
   ASSERT_NE(loaded, nullptr);
   EXPECT_EQ(length, 4u);
   EXPECT_EQ(Next(*loaded), Next(*state_));
-  // Only proper prefixes longer than what the caller holds.
-  EXPECT_EQ((*store)->Find(ids_, 0, *engine_->model, &length), nullptr);
+  // Only what is longer than what the caller holds.
   EXPECT_EQ((*store)->Find({1, 100, 200, 300, 42}, 4, *engine_->model, &length),
             nullptr);
+  // The same ids again: the file's state cut back to all but the last id
+  // (which must run for logits), bitwise a state fed just those.
+  std::unique_ptr<ModelSequence> cut =
+      (*store)->Find(ids_, 0, *engine_->model, &length);
+  ASSERT_NE(cut, nullptr);
+  EXPECT_EQ(length, 3u);
+  std::unique_ptr<ModelSequence> three = engine_->model->StartSequence();
+  std::vector<float> logits;
+  ASSERT_TRUE(
+      engine_->model->Forward(three.get(), {1, 100, 200}, false, &logits).ok());
+  EXPECT_EQ(Next(*cut), Next(*three));
 }
 
 TEST_F(PrefixStoreTest, OtherModelsCorruptAndShortFilesAreNeverUsed) {

@@ -380,6 +380,65 @@ TEST_F(ServeTest, PrefixReuseSkipsTheKnownTurn) {
   EXPECT_EQ(queue_->reused_tokens(), 5u + 19u);
 }
 
+// Issue 46 item 7: each turn of a chat resumes from the previous one, on
+// the OpenAI and the Anthropic route, and says so in its usage; the text is
+// what a server without a cache gives.
+TEST_F(ServeTest, ChatTurnsResumeFromThePreviousTurnAndSaySo) {
+  for (const std::string route : {"/v1/chat/completions", "/v1/messages"}) {
+    SCOPED_TRACE(route);
+    const bool anthropic = route == "/v1/messages";
+    StartServer("", 64, 8, /*prefix_cache_bytes=*/64 << 20);
+    json messages = json::array();
+    size_t previous_prompt = 0;
+    std::vector<std::string> replies;
+    for (const char* user : {"Once upon a time", "Then what?", "The end?"}) {
+      messages.push_back({{"role", "user"}, {"content", user}});
+      json body = {
+          {"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
+      if (anthropic) body["model"] = "m";
+      auto [status, reply] = Post(route, body.dump());
+      ASSERT_EQ(status, 200) << reply.dump();
+      const json& usage = reply["usage"];
+      const size_t prompt =
+          anthropic ? usage["input_tokens"].get<size_t>() +
+                          usage["cache_read_input_tokens"].get<size_t>()
+                    : usage["prompt_tokens"].get<size_t>();
+      const size_t cached =
+          anthropic
+              ? usage["cache_read_input_tokens"].get<size_t>()
+              : usage["prompt_tokens_details"]["cached_tokens"].get<size_t>();
+      if (previous_prompt == 0) {
+        EXPECT_EQ(cached, 0u);
+      } else {
+        EXPECT_GE(cached, previous_prompt) << "prompt " << prompt;
+        EXPECT_LT(cached, prompt);
+      }
+      previous_prompt = prompt;
+      const std::string text =
+          anthropic
+              ? reply["content"][0]["text"].get<std::string>()
+              : reply["choices"][0]["message"]["content"].get<std::string>();
+      replies.push_back(text);
+      messages.push_back({{"role", "assistant"}, {"content", text}});
+    }
+    TearDown();
+    // The last turn without a cache: the same reply.
+    StartServer();
+    messages.erase(messages.end() - 1);
+    json body = {
+        {"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
+    if (anthropic) body["model"] = "m";
+    auto [status, reply] = Post(route, body.dump());
+    ASSERT_EQ(status, 200);
+    EXPECT_EQ(
+        anthropic
+            ? reply["content"][0]["text"].get<std::string>()
+            : reply["choices"][0]["message"]["content"].get<std::string>(),
+        replies.back());
+    TearDown();
+  }
+}
+
 TEST(PrefixCacheTest, LongestProperPrefixAndBudget) {
   struct Fake : ModelSequence {
     size_t n;
@@ -403,6 +462,45 @@ TEST(PrefixCacheTest, LongestProperPrefixAndBudget) {
   EXPECT_EQ(cache.Find({1, 2, 3}, &len), nullptr);
   cache.Put({8}, std::make_unique<Fake>(5000));  // above the budget: dropped
   EXPECT_EQ(cache.Find({8, 1}, &len), nullptr);
+}
+
+// A state that can go back serves the longest common beginning of its ids
+// and a prompt: a repeated request, or a turn that renders the reply
+// otherwise, resumes there instead of from scratch.
+TEST(PrefixCacheTest, TheLongestCommonPrefixIsServedByCuttingBack) {
+  struct Cuttable : ModelSequence {
+    size_t n;
+    explicit Cuttable(size_t n) : n(n) {}
+    size_t bytes() const override { return 8 * n; }
+    std::unique_ptr<ModelSequence> Clone() const override {
+      return std::make_unique<Cuttable>(n);
+    }
+    bool Truncate(size_t positions) override {
+      if (positions > n) return false;
+      n = positions;
+      return true;
+    }
+  };
+  PrefixCache cache(1000);
+  cache.Put({1, 2, 3, 4, 5}, std::make_unique<Cuttable>(5));
+  size_t len = 0;
+  // The same prompt again: all but its last id (which must run for logits).
+  std::unique_ptr<ModelSequence> s = cache.Find({1, 2, 3, 4, 5}, &len);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(len, 4u);
+  EXPECT_EQ(static_cast<Cuttable&>(*s).n, 4u);
+  // A prompt that leaves the kept ids after 3 of them.
+  s = cache.Find({1, 2, 3, 9, 9, 9}, &len);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(len, 3u);
+  EXPECT_EQ(static_cast<Cuttable&>(*s).n, 3u);
+  // The kept state itself is untouched.
+  s = cache.Find({1, 2, 3, 4, 5, 6}, &len);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(len, 5u);
+  EXPECT_EQ(cache.Find({7, 1, 2}, &len), nullptr);
+  EXPECT_EQ(UsablePrefix({1, 2, 3}, {1, 2}), 1u);
+  EXPECT_EQ(UsablePrefix({1, 2, 3}, {}), 0u);
 }
 
 TEST(StopTextTest, HoldsBackPossibleStarts) {
