@@ -212,6 +212,10 @@ void HttpServer::Routes() {
           [this](const http::HttpRequest& req, http::HttpResponse* res) {
             Messages(req, res);
           });
+  s.Route("POST", "/v1/responses",
+          [this](const http::HttpRequest& req, http::HttpResponse* res) {
+            Responses(req, res);
+          });
   s.Route("POST", "/v1/messages/count_tokens",
           [this](const http::HttpRequest& req, http::HttpResponse* res) {
             CountTokens(req, res);

@@ -102,6 +102,8 @@ class HttpServer {
   // POST /v1/messages (Anthropic's Messages API) and its count_tokens.
   void Messages(const http::HttpRequest& req, http::HttpResponse* res);
   void CountTokens(const http::HttpRequest& req, http::HttpResponse* res);
+  // POST /v1/responses (OpenAI's Responses API; responses_handler.cc).
+  void Responses(const http::HttpRequest& req, http::HttpResponse* res);
   // Admit for the Anthropic routes: x-api-key (or Bearer), Anthropic errors.
   bool AdmitAnthropic(const http::HttpRequest& req,
                       http::HttpResponse* res) const;

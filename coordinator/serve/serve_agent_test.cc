@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "coordinator/serve/chat_format.h"
 #include "coordinator/serve/serve_test_fixture.h"
 
@@ -290,6 +291,105 @@ TEST_F(ServeTest, ConstrainedRequestsInABatchEqualTheirSoloRuns) {
   // asserted (ServeTest.SixteenConcurrentStreamsEachAsAlone asserts
   // batching for plain requests).
   std::printf("widest step: %zu sequences\n", queue_->widest_step());
+}
+
+// OpenAI's Responses API end to end: a plain reply (the chat route's
+// text), its event stream in the API's order, and a forced function call
+// whose output is fed back as Codex does.
+TEST_F(ServeTest, ResponsesApiAnswersStreamsAndCallsFunctions) {
+  max_prompt_tokens_ = 470;
+  StartServer();
+  auto [cs, chat] = Post("/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content":
+                             "Once upon a time"}], "max_tokens": 16,
+                             "temperature": 0})");
+  ASSERT_EQ(cs, 200) << chat.dump();
+  auto [status, r] = Post("/v1/responses",
+                          R"({"model": "gpt-5", "input": "Once upon a time",
+                              "max_output_tokens": 16, "temperature": 0,
+                              "store": false})");
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "response");
+  EXPECT_EQ(r["model"], "stories260k-moe");
+  ASSERT_EQ(r["output"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["output"][0]["type"], "message");
+  EXPECT_EQ(r["output"][0]["content"][0]["type"], "output_text");
+  EXPECT_EQ(r["output"][0]["content"][0]["text"],
+            chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(r["status"], chat["choices"][0]["finish_reason"] == "length"
+                             ? "incomplete"
+                             : "completed");
+  EXPECT_EQ(r["usage"]["input_tokens"], chat["usage"]["prompt_tokens"]);
+
+  // Streamed: the events in order, numbered, ending in the same text.
+  auto stream =
+      client_->Post("/v1/responses",
+                    R"({"input": "Once upon a time", "max_output_tokens": 16,
+          "temperature": 0, "stream": true})",
+                    "application/json");
+  ASSERT_TRUE(stream);
+  std::vector<std::string> types;
+  std::string text, done_text;
+  int sequence = 0;
+  for (absl::string_view view : absl::StrSplit(stream->body, '\n')) {
+    const std::string line(view);
+    if (line.rfind("data: ", 0) != 0) continue;
+    const json e = json::parse(line.substr(6));
+    EXPECT_EQ(e["sequence_number"], sequence++);
+    types.push_back(e["type"]);
+    if (e["type"] == "response.output_text.delta") text += e["delta"];
+    if (e["type"] == "response.output_text.done") done_text = e["text"];
+  }
+  ASSERT_GE(types.size(), 8u) << stream->body;
+  EXPECT_EQ(types[0], "response.created");
+  EXPECT_EQ(types[1], "response.in_progress");
+  EXPECT_EQ(types[2], "response.output_item.added");
+  EXPECT_EQ(types[3], "response.content_part.added");
+  EXPECT_EQ(types[4], "response.output_text.delta");
+  EXPECT_TRUE(types.back() == "response.completed" ||
+              types.back() == "response.incomplete")
+      << types.back();
+  EXPECT_EQ(text, r["output"][0]["content"][0]["text"]);
+  EXPECT_EQ(done_text, text);
+
+  // A forced call, then its output fed back: answered with a message.
+  const std::string tools = R"([{"type": "function", "name": "add",
+      "parameters": {"type": "object", "properties": {
+        "a": {"type": "number"}, "b": {"type": "number"}},
+      "required": ["a", "b"], "additionalProperties": false}},
+      {"type": "web_search"}])";
+  std::tie(status, r) =
+      Post("/v1/responses",
+           R"({"input": [{"role": "user", "content": [{"type": "input_text",
+          "text": "Once upon a time"}]}], "tools": )" +
+               tools +
+               R"(, "tool_choice": "required", "max_output_tokens": 40,
+          "temperature": 1, "seed": 3})");
+  ASSERT_EQ(status, 200) << r.dump();
+  ASSERT_EQ(r["status"], "completed") << r.dump();
+  const json* call = nullptr;
+  for (const json& item : r["output"]) {
+    if (item["type"] == "function_call") call = &item;
+  }
+  ASSERT_NE(call, nullptr) << r.dump();
+  EXPECT_EQ((*call)["name"], "add");
+  ExpectValidArguments("add",
+                       json::parse((*call)["arguments"].get<std::string>()));
+  const json next = {{"input",
+                      {{{"role", "user"}, {"content", "Once upon a time"}},
+                       {{"type", "function_call"},
+                        {"call_id", (*call)["call_id"]},
+                        {"name", "add"},
+                        {"arguments", (*call)["arguments"]}},
+                       {{"type", "function_call_output"},
+                        {"call_id", (*call)["call_id"]},
+                        {"output", "3"}}}},
+                     {"tools", json::parse(tools)},
+                     {"max_output_tokens", 8},
+                     {"temperature", 0}};
+  std::tie(status, r) = Post("/v1/responses", next.dump());
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_FALSE(r["output"].empty()) << r.dump();
 }
 
 }  // namespace
