@@ -127,6 +127,41 @@ TEST(JsonMatcherTest, OpenObjectsTakeAnyKeyButKeepDeclaredTypes) {
   EXPECT_FALSE(Accepts(any, R"([1])"));
 }
 
+// Issue 46 item 12: tool arguments take the declared properties only
+// (strict mode's rule) when the schema says nothing of
+// additionalProperties; a response_format schema stays open, as JSON
+// Schema says; an explicit additionalProperties is kept either way.
+TEST(JsonMatcherTest, ToolArgumentsTakeTheirDeclaredPropertiesOnly) {
+  const Json params = Json::parse(
+      R"({"type":"object","properties":{"n":{"type":"integer"},
+          "o":{"type":"object","properties":{"k":{"type":"string"}}}},
+          "required":["n"]})");
+  absl::StatusOr<CompiledSchema> closed =
+      CompiledSchema::Compile(params, /*closed_objects=*/true);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_TRUE(Accepts(*closed, R"({"n":2,"o":{"k":"v"}})"));
+  EXPECT_FALSE(Accepts(*closed, R"({"n":2,"x":1})"));
+  EXPECT_FALSE(Accepts(*closed, R"({"n":2,"o":{"j":1}})"));
+  absl::StatusOr<CompiledSchema> call =
+      CompiledSchema::ToolCall({{"f", params}});
+  ASSERT_TRUE(call.ok()) << call.status();
+  EXPECT_TRUE(Accepts(*call, R"({"name":"f","arguments":{"n":1}})"));
+  EXPECT_FALSE(Accepts(*call, R"({"name":"f","arguments":{"n":1,"x":2}})"));
+  // Open where the caller is not a tool, or the schema says so.
+  EXPECT_TRUE(Accepts(Compile(params.dump()), R"({"n":2,"x":1})"));
+  Json open = params;
+  open["additionalProperties"] = true;
+  absl::StatusOr<CompiledSchema> explicit_open =
+      CompiledSchema::Compile(open, /*closed_objects=*/true);
+  ASSERT_TRUE(explicit_open.ok());
+  EXPECT_TRUE(Accepts(*explicit_open, R"({"n":2,"x":1})"));
+  // An object with no properties listed is any object, closed or not.
+  absl::StatusOr<CompiledSchema> any = CompiledSchema::Compile(
+      Json::parse(R"({"type":"object"})"), /*closed_objects=*/true);
+  ASSERT_TRUE(any.ok());
+  EXPECT_TRUE(Accepts(*any, R"({"x":1})"));
+}
+
 TEST(JsonMatcherTest, ToolCallPicksTheArgumentsOfTheNamedTool) {
   std::vector<std::pair<std::string, Json>> tools = {
       {"get_weather", Json::parse(R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false})")},

@@ -149,8 +149,10 @@ CompiledSchema CompiledSchema::AnyObject() {
   return s;
 }
 
-absl::StatusOr<CompiledSchema> CompiledSchema::Compile(const Json& schema) {
+absl::StatusOr<CompiledSchema> CompiledSchema::Compile(const Json& schema,
+                                                       bool closed_objects) {
   CompiledSchema s;
+  s.closed_objects_ = closed_objects;
   FLOTILLA_ASSIGN_OR_RETURN(s.root_, s.Add(schema, "#", 0));
   for (int i = 0; i < static_cast<int>(s.nodes_.size()); ++i) s.ComputeMinBytes(i);
   return s;
@@ -162,6 +164,7 @@ absl::StatusOr<CompiledSchema> CompiledSchema::ToolCall(
     return absl::InvalidArgumentError("a forced tool call needs 1 to 64 tools");
   }
   CompiledSchema s;
+  s.closed_objects_ = true;
   SchemaNode names;
   names.has_literals = true;
   std::vector<int> arguments;
@@ -272,6 +275,12 @@ absl::StatusOr<int> CompiledSchema::Add(const Json& schema,
       return bad(at, "the keyword '" + key +
                          "' is not supported by constrained decoding");
     }
+  }
+  // Tool arguments take the declared properties only (strict mode's rule):
+  // a model otherwise invents keys the tool never reads.
+  if (closed_objects_ && !n.property_keys.empty() &&
+      !schema.contains("additionalProperties")) {
+    n.additional = -1;
   }
   if (schema.contains("required")) {
     const Json& req = schema["required"];

@@ -63,12 +63,17 @@ class CompiledSchema {
  public:
   // InvalidArgument naming the JSON path ("#/properties/days/minimum") of
   // what is not supported or not valid.
+  // With `closed_objects` (tool arguments, as OpenAI's strict mode reads
+  // them), an object schema that lists properties and says nothing of
+  // additionalProperties takes only those properties; otherwise other keys
+  // are allowed, as JSON Schema says.
   static absl::StatusOr<CompiledSchema> Compile(
-      const nlohmann::ordered_json& schema);
+      const nlohmann::ordered_json& schema, bool closed_objects = false);
   // Any JSON object (response_format json_object).
   static CompiledSchema AnyObject();
   // One call of one of `tools` (name, parameters schema):
-  // {"name": "...", "arguments": {...}} (tool_choice "required").
+  // {"name": "...", "arguments": {...}} (tool_choice "required"); the
+  // arguments' objects are closed (see Compile).
   static absl::StatusOr<CompiledSchema> ToolCall(
       const std::vector<std::pair<std::string, nlohmann::ordered_json>>& tools);
 
@@ -87,6 +92,7 @@ class CompiledSchema {
 
   std::vector<SchemaNode> nodes_;
   int root_ = 0;
+  bool closed_objects_ = false;
 };
 
 }  // namespace flotilla::coordinator::constrained

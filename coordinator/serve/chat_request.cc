@@ -293,7 +293,8 @@ absl::Status ResolveOutputConstraint(CompletionRequest* r) {
     field = "the parameters of tool '" + named->name + "'";
     schema = named->parameters.is_null()
                  ? CompiledSchema::AnyObject()
-                 : CompiledSchema::Compile(named->parameters);
+                 : CompiledSchema::Compile(named->parameters,
+                                           /*closed_objects=*/true);
   } else if (r->tool_choice == ToolChoice::kRequired) {
     std::vector<std::pair<std::string, Json>> tools;
     for (const ToolDefinition& d : r->tool_definitions) {
