@@ -1,5 +1,6 @@
 #include "coordinator/model/gqa_attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "shared/base/check.h"
@@ -73,37 +74,76 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const size_t window = spec_.sliding_window > 0 ? spec_.sliding_window : 0;
   // Heads are independent: each worker writes only its heads' slices of
-  // `attn`. Within a head, every output element sums its positions in
-  // increasing order (the values row by row, so the cache is read
-  // sequentially, not a column at a time), whatever the thread count.
+  // `attn`. Within a head, queries go in blocks of kQueries against the
+  // cache in blocks of kRows rows, so a block of keys (or values) is read
+  // from memory once for all the block's queries, not once per query. Every
+  // output element still sums its positions in increasing order (the blocks
+  // are visited in order, and in each the rows in order), whatever the
+  // blocking and the thread count: the bits of one query at a time.
+  constexpr size_t kQueries = 32, kRows = 256;
   kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
-    std::vector<double> dots;
-    std::vector<float> scores;
-    std::vector<double> acc(d);
+    std::vector<std::vector<double>> dots(kQueries);
+    std::vector<std::vector<float>> scores(kQueries);
+    std::vector<double> acc(kQueries * d);
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t kvh = h / group;
-      for (size_t t = 0; t < n; ++t) {
-        const size_t pos = first_position + t;  // attends to 0..pos
-        const size_t first =
-            window > 0 && pos + 1 > window ? pos + 1 - window : 0;
-        // TrimToWindow keeps every row a later token can see.
-        FLOTILLA_CHECK(first >= cache_first);
-        const size_t len = pos + 1 - first;
-        const size_t row0 = (first - cache_first) * kv_width + kvh * d;
-        dots.resize(len);
-        kernels::DotF32Rows(q + (t * heads + h) * d, keys->data() + row0,
-                            kv_width, len, d, dots.data());
-        scores.resize(len + (sinks != nullptr ? 1 : 0));
-        for (size_t j = 0; j < len; ++j) {
-          scores[j] = static_cast<float>(dots[j] * scale);
+      for (size_t t0 = 0; t0 < n; t0 += kQueries) {
+        const size_t count = std::min(kQueries, n - t0);
+        // Query t attends to cache positions [first(t), pos(t)].
+        auto first_of = [&](size_t t) {
+          const size_t pos = first_position + t;
+          const size_t first =
+              window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+          // TrimToWindow keeps every row a later token can see.
+          FLOTILLA_CHECK(first >= cache_first);
+          return first;
+        };
+        const size_t lo = first_of(t0);                 // firsts grow with t
+        const size_t hi = first_position + t0 + count;  // past the last pos
+        // Runs fn(query, from, to) for each query's share of each row block.
+        auto blocks = [&](const auto& fn) {
+          for (size_t b = lo; b < hi; b += kRows) {
+            for (size_t i = 0; i < count; ++i) {
+              const size_t t = t0 + i;
+              const size_t from = std::max(b, first_of(t));
+              const size_t to = std::min(b + kRows, first_position + t + 1);
+              if (from < to) fn(i, from, to);
+            }
+          }
+        };
+        for (size_t i = 0; i < count; ++i) {
+          dots[i].resize(first_position + t0 + i + 1 - first_of(t0 + i));
         }
-        if (sinks != nullptr) scores[len] = sinks[h];  // dropped after
-        kernels::Softmax(scores.data(), scores.size());
-        std::fill(acc.begin(), acc.end(), 0.0);
-        kernels::AddWeightedRows(scores.data(), values->data() + row0, kv_width,
-                                 len, d, acc.data());
-        float* dst = attn + (t * heads + h) * d;
-        for (size_t i = 0; i < d; ++i) dst[i] = static_cast<float>(acc[i]);
+        blocks([&](size_t i, size_t from, size_t to) {
+          const size_t t = t0 + i;
+          kernels::DotF32Rows(
+              q + (t * heads + h) * d,
+              keys->data() + (from - cache_first) * kv_width + kvh * d,
+              kv_width, to - from, d, dots[i].data() + (from - first_of(t)));
+        });
+        for (size_t i = 0; i < count; ++i) {
+          const size_t len = dots[i].size();
+          scores[i].resize(len + (sinks != nullptr ? 1 : 0));
+          for (size_t j = 0; j < len; ++j) {
+            scores[i][j] = static_cast<float>(dots[i][j] * scale);
+          }
+          if (sinks != nullptr) scores[i][len] = sinks[h];  // dropped after
+          kernels::Softmax(scores[i].data(), scores[i].size());
+        }
+        std::fill(acc.begin(), acc.begin() + count * d, 0.0);
+        blocks([&](size_t i, size_t from, size_t to) {
+          const size_t t = t0 + i;
+          kernels::AddWeightedRows(
+              scores[i].data() + (from - first_of(t)),
+              values->data() + (from - cache_first) * kv_width + kvh * d,
+              kv_width, to - from, d, acc.data() + i * d);
+        });
+        for (size_t i = 0; i < count; ++i) {
+          float* dst = attn + ((t0 + i) * heads + h) * d;
+          for (size_t c = 0; c < d; ++c) {
+            dst[c] = static_cast<float>(acc[i * d + c]);
+          }
+        }
       }
     }
   });
