@@ -72,6 +72,10 @@ class JsonMatcher {
   Step ArrayStep(Frame& f, char c);
   Step StringStep(Frame& f, char c);
   Step NumberStep(Frame& f, char c);
+  // Whether the number in `f` may end here (its grammar, and its bounds).
+  bool NumberMayEnd(const Frame& f) const;
+  // The fewest bytes before the number in `f` may end (the budget's).
+  int64_t NumberNeed(const Frame& f) const;
   Step LiteralStep(Frame& f, char c);
   // Pops the top frame (complete) and advances its parent.
   bool Pop();

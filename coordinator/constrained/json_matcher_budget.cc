@@ -145,7 +145,7 @@ int64_t JsonMatcher::MinBytesToEnd() const {
         break;
       }
       case Kind::kNumber:
-        total += IsNumberEnd(f.phase) ? 0 : 1;
+        total += NumberNeed(f);
         break;
       case Kind::kObject:
         total += ObjectNeed(f, key);

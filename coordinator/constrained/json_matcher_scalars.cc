@@ -104,29 +104,56 @@ JsonMatcher::Step JsonMatcher::StringStep(Frame& f, char c) {
   return kTaken;
 }
 
+// A number frame: f.seen holds the integer part's magnitude, f.current is
+// 1 after a minus sign; with bounds (number_bounds.h) a digit is taken only
+// while a value in range stays reachable, and the number ends only in
+// range.
 JsonMatcher::Step JsonMatcher::NumberStep(Frame& f, char c) {
   const bool digit = std::isdigit(static_cast<unsigned char>(c));
-  const bool integer_only = !(schema_->node(f.node).types & kNumber);
-  const bool exponent = (c == 'e' || c == 'E') && !integer_only;
+  const SchemaNode& node = schema_->node(f.node);
+  const bool integer_only = !(node.types & kNumber);
+  const NumberBounds& b = node.bounds;
+  const bool bounded = b.bounded;
+  const bool negative = f.current == 1;
+  // Bounded numbers write no exponent: their value is read off the digits.
+  const bool exponent = (c == 'e' || c == 'E') && !integer_only && !bounded;
   auto go = [&](uint8_t phase, int64_t count) {
     f.phase = phase;
     f.count = count;
     return kTaken;
   };
+  auto digit_to = [&](uint8_t phase, uint64_t magnitude, int64_t count) {
+    if (bounded && !b.Reachable(negative, magnitude, static_cast<int>(count),
+                                kMaxIntegerDigits)) {
+      return kRejected;
+    }
+    f.seen = magnitude;
+    return go(phase, count);
+  };
   switch (f.phase) {
     case 0:
-      if (c == '-') return go(1, 0);
+      if (c == '-') {
+        if (bounded && !b.Reachable(true, 0, 0, kMaxIntegerDigits)) {
+          return kRejected;
+        }
+        f.current = 1;
+        return go(1, 0);
+      }
       [[fallthrough]];
     case 1:
-      if (c == '0') return go(2, 1);
-      if (digit) return go(3, 1);
+      if (c == '0') return digit_to(2, 0, 1);
+      if (digit) return digit_to(3, static_cast<uint64_t>(c - '0'), 1);
       return kRejected;
     case 2:
     case 3:
       if (f.phase == 3 && digit && f.count < kMaxIntegerDigits) {
-        return go(3, f.count + 1);
+        return digit_to(3, f.seen * 10 + static_cast<uint64_t>(c - '0'),
+                        f.count + 1);
       }
-      if (c == '.' && !integer_only) return go(4, 0);
+      if (c == '.' && !integer_only &&
+          (!bounded || b.FractionFits(negative, f.seen))) {
+        return go(4, 0);
+      }
       if (exponent) return go(6, 0);
       break;
     case 4:
@@ -144,7 +171,27 @@ JsonMatcher::Step JsonMatcher::NumberStep(Frame& f, char c) {
       if (digit && f.count < kMaxExponentDigits) return go(8, f.count + 1);
       break;
   }
-  return IsNumberEnd(f.phase) ? kPopAndRetry : kRejected;
+  return NumberMayEnd(f) ? kPopAndRetry : kRejected;
+}
+
+bool JsonMatcher::NumberMayEnd(const Frame& f) const {
+  if (!IsNumberEnd(f.phase)) return false;
+  const NumberBounds& b = schema_->node(f.node).bounds;
+  // After a fraction the '.' check already placed the value in range.
+  if (!b.bounded || f.phase >= 5) return true;
+  return b.Holds(f.current == 1, f.seen);
+}
+
+int64_t JsonMatcher::NumberNeed(const Frame& f) const {
+  const NumberBounds& b = schema_->node(f.node).bounds;
+  if (!b.bounded) return IsNumberEnd(f.phase) ? 0 : 1;
+  if (f.phase <= 3) {
+    const int d = b.DigitsToEnd(f.current == 1, f.phase <= 1 ? 0 : f.seen,
+                                f.phase <= 1 ? 0 : static_cast<int>(f.count),
+                                kMaxIntegerDigits);
+    return d < 0 ? 1 : d;
+  }
+  return IsNumberEnd(f.phase) ? 0 : 1;
 }
 
 JsonMatcher::Step JsonMatcher::LiteralStep(Frame& f, char c) {
@@ -186,7 +233,7 @@ bool JsonMatcher::CanEnd() const {
   if (stack_.empty()) return true;
   if (stack_.size() != 1) return false;
   const Frame& f = stack_.back();
-  if (f.kind == Kind::kNumber) return IsNumberEnd(f.phase);
+  if (f.kind == Kind::kNumber) return NumberMayEnd(f);
   if (f.kind == Kind::kLiteral) {
     const std::vector<std::string>& texts = Texts(f);
     for (size_t i = 0; i < texts.size(); ++i) {

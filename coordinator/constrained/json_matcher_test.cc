@@ -49,6 +49,19 @@ bool Valid(const Json& v, const Json& s) {
     }
     if (!ok) return false;
   }
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    if (s.contains("minimum") && x < s["minimum"].get<double>()) return false;
+    if (s.contains("maximum") && x > s["maximum"].get<double>()) return false;
+    if (s.contains("exclusiveMinimum") &&
+        x <= s["exclusiveMinimum"].get<double>()) {
+      return false;
+    }
+    if (s.contains("exclusiveMaximum") &&
+        x >= s["exclusiveMaximum"].get<double>()) {
+      return false;
+    }
+  }
   if (v.is_object()) {
     for (const Json& r : s.value("required", Json::array())) {
       if (!v.contains(r.get<std::string>())) return false;
@@ -177,10 +190,10 @@ TEST(JsonMatcherTest, ToolCallPicksTheArgumentsOfTheNamedTool) {
 
 TEST(JsonMatcherTest, RefusesWhatItCannotEnforceNamingThePath) {
   absl::StatusOr<CompiledSchema> s = CompiledSchema::Compile(Json::parse(
-      R"({"type":"object","properties":{"days":{"type":"integer","minimum":1}}})"));
+      R"({"type":"object","properties":{"days":{"type":"string","pattern":"^a"}}})"));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().message(),
-            "#/properties/days/minimum: the keyword 'minimum' is not supported "
+            "#/properties/days/pattern: the keyword 'pattern' is not supported "
             "by constrained decoding");
   s = CompiledSchema::Compile(Json::parse(
       R"({"anyOf":[{"type":"string"},{"enum":["a"]}]})"));
@@ -305,6 +318,60 @@ void RandomWalks(const std::string& schema_text, int64_t shortest, int walks) {
   }
 }
 
+// Issue 46 item 5: bounds as zod and clients write them. Integers reach
+// only values in range digit by digit; a bounded number writes no exponent
+// and a fraction only where its whole unit interval is in range.
+TEST(JsonMatcherTest, NumberBoundsAreEnforcedDigitByDigit) {
+  const CompiledSchema small =
+      Compile(R"({"type":"integer","minimum":1,"maximum":100})");
+  for (const char* ok : {"1", "7", "99", "100"}) {
+    EXPECT_TRUE(Accepts(small, ok)) << ok;
+  }
+  for (const char* no : {"0", "101", "-1", "05", "1000", "1.0", "1e2"}) {
+    EXPECT_FALSE(Accepts(small, no)) << no;
+  }
+  const CompiledSchema open = Compile(
+      R"({"type":"integer","exclusiveMinimum":-3,"exclusiveMaximum":10})");
+  for (const char* ok : {"-2", "0", "9"}) EXPECT_TRUE(Accepts(open, ok)) << ok;
+  for (const char* no : {"-3", "10", "-0"}) {
+    EXPECT_FALSE(Accepts(open, no)) << no;
+  }
+  // zod's z.number().int(): the safe-integer bounds.
+  const CompiledSchema zod = Compile(
+      R"({"type":"integer","minimum":-9007199254740991,
+          "maximum":9007199254740991})");
+  for (const char* ok : {"0", "123", "9007199254740991", "-9007199254740991"}) {
+    EXPECT_TRUE(Accepts(zod, ok)) << ok;
+  }
+  for (const char* no :
+       {"9007199254740992", "-9007199254740992", "12345678901234567"}) {
+    EXPECT_FALSE(Accepts(zod, no)) << no;
+  }
+  const CompiledSchema unit =
+      Compile(R"({"type":"number","minimum":-2.5,"maximum":2.5})");
+  for (const char* ok : {"2", "-2", "1.9", "-1.25", "0.5"}) {
+    EXPECT_TRUE(Accepts(unit, ok)) << ok;
+  }
+  for (const char* no : {"3", "-3", "2.4", "1e0", "2.5"}) {
+    EXPECT_FALSE(Accepts(unit, no)) << no;  // 2.4, 2.5: conservative
+  }
+  // Ranges no integer fits, or none at all, are refused naming the path.
+  for (const char* bad : {R"({"type":"integer","minimum":5,"maximum":3})",
+                          R"({"type":"number","minimum":0.1,"maximum":0.9})",
+                          R"({"type":"integer","minimum":"5"})"}) {
+    absl::StatusOr<CompiledSchema> s =
+        CompiledSchema::Compile(Json::parse(bad));
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find("#"), std::string::npos) << s.status();
+  }
+  // Enum values out of range are dropped; none left is refused.
+  const CompiledSchema e =
+      Compile(R"({"enum":[1, 50, 500, "x"],"maximum":100})");
+  EXPECT_TRUE(Accepts(e, "50"));
+  EXPECT_FALSE(Accepts(e, "500"));
+  EXPECT_TRUE(Accepts(e, "\"x\""));
+}
+
 TEST(JsonMatcherTest, RandomWalksWithinABudgetAlwaysCloseValid) {
   // The shortest: {"name":"","age":0,"tags":[""]}.
   RandomWalks(kPerson, 31, 600);
@@ -323,6 +390,15 @@ TEST(JsonMatcherTest, RandomWalksWithinABudgetAlwaysCloseValid) {
             "required":["x"]}]}},
     "required":["n","s","o"],"additionalProperties":{"type":"integer"}})",
               26, 600);
+  // Bounded numbers: the shortest is {"a":1000,"b":-1,"c":0,"d":-7}.
+  RandomWalks(R"({"type":"object","properties":{
+      "a":{"type":"integer","minimum":1000,"maximum":2000},
+      "b":{"type":"number","exclusiveMinimum":-3,"maximum":-1},
+      "c":{"type":"integer","minimum":-9007199254740991,
+           "maximum":9007199254740991},
+      "d":{"type":"integer","minimum":-12,"maximum":-7}},
+    "required":["a","b","c","d"],"additionalProperties":false})",
+              30, 600);
 }
 
 }  // namespace

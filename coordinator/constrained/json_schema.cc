@@ -74,6 +74,7 @@ bool LiteralFits(const SchemaNode& n, const std::string& text) {
         d == static_cast<double>(static_cast<int64_t>(d)) ? kInteger : kNumber;
   }
   if ((n.types & bit) == 0) return false;
+  if (v.is_number() && !n.bounds.HoldsReal(v.get<double>())) return false;
   if (v.is_string()) {
     const int64_t len = CodePoints(v.get<std::string>());
     if (len < n.min_length || (n.max_length >= 0 && len > n.max_length)) {
@@ -269,6 +270,11 @@ absl::StatusOr<int> CompiledSchema::Add(const Json& schema,
             int alt, Add(v[i], absl::StrCat(at, "/", i), depth + 1));
         n.any_of.push_back(alt);
       }
+    } else if (key == "minimum" || key == "maximum" ||
+               key == "exclusiveMinimum" || key == "exclusiveMaximum") {
+      if (absl::Status st = AddBound(key, v, &n.bounds); !st.ok()) {
+        return bad(at, std::string(st.message()));
+      }
     } else if (key == "required") {
       continue;  // after properties, below
     } else {
@@ -302,6 +308,11 @@ absl::StatusOr<int> CompiledSchema::Add(const Json& schema,
     }
   }
   if (nullable && typed) n.types |= kNull;
+  if (n.bounds.bounded && (n.types & (kNumber | kInteger))) {
+    if (absl::Status st = FinishBounds(&n.bounds); !st.ok()) {
+      return bad(path, std::string(st.message()));
+    }
+  }
   if (!n.any_of.empty() && (typed || n.has_literals)) {
     return bad(path, "anyOf/oneOf beside type or enum is not supported");
   }
@@ -363,7 +374,10 @@ void CompiledSchema::ComputeMinBytes(int index) {
                                 std::max<int64_t>(0, m - 1));
     }
     if (n.types & kString) best = std::min(best, 2 + n.min_length);
-    if (n.types & (kNumber | kInteger)) best = std::min<int64_t>(best, 1);
+    if (n.types & (kNumber | kInteger)) {
+      best = std::min<int64_t>(best,
+                               n.bounds.bounded ? n.bounds.ShortestBytes() : 1);
+    }
     if (n.types & (kBoolean | kNull)) best = std::min<int64_t>(best, 4);
   }
   n.min_bytes = best == INT64_MAX ? 1 : best;

@@ -3,10 +3,12 @@
 // type (one or a list), properties, required, additionalProperties
 // (false, true, or a schema), items, minItems/maxItems,
 // minLength/maxLength, enum, const, anyOf/oneOf whose alternatives differ
-// in their first character (e.g. a string or null), and OpenAPI's
-// nullable. Annotations (title, description, default, examples, $schema,
-// $id, $comment, deprecated, readOnly, writeOnly) are ignored. Any other
-// keyword (minimum, pattern, format, $ref, allOf, ...) is refused with its
+// in their first character (e.g. a string or null), OpenAPI's nullable,
+// and minimum / maximum / exclusiveMinimum / exclusiveMaximum of numbers
+// and integers (number_bounds.h; zod's safe-integer bounds included).
+// Annotations (title, description, default, examples, $schema, $id,
+// $comment, deprecated, readOnly, writeOnly) are ignored. Any other
+// keyword (pattern, multipleOf, $ref, allOf, ...) is refused with its
 // path, never silently dropped.
 #ifndef FLOTILLA_COORDINATOR_CONSTRAINED_JSON_SCHEMA_H_
 #define FLOTILLA_COORDINATOR_CONSTRAINED_JSON_SCHEMA_H_
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "coordinator/constrained/number_bounds.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::coordinator::constrained {
@@ -53,6 +56,8 @@ struct SchemaNode {
   int64_t min_items = 0, max_items = -1;
   // string
   int64_t min_length = 0, max_length = -1;
+  // number / integer: minimum, maximum and their exclusive forms
+  NumberBounds bounds;
   // Fewest bytes a value of this node takes (for closing in time), and the
   // bytes a value of it can start with.
   int64_t min_bytes = 1;
