@@ -218,6 +218,9 @@ TEST(JsonMatcherTest, SchemasNoValueSatisfiesAreRefusedNamingThePath) {
       {R"({"type":"integer","enum":["a"]})",
        "#: no value satisfies this schema (no enum/const value has an "
        "allowed type and fits the length and item bounds)"},
+      // Found by json_schema_fuzz: enum and const were taken as a union.
+      {R"({"enum":[1,10,"m"],"const":"x"})",
+       "#: no value satisfies this schema (enum and const share no value)"},
       {R"({"const":"ab","minLength":3})",
        "#: no value satisfies this schema (no enum/const value has an "
        "allowed type and fits the length and item bounds)"},

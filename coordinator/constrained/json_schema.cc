@@ -108,6 +108,9 @@ absl::Status Narrow(SchemaNode* n) {
     why.push_back(absl::StrCat("minItems ", n->min_items, " is above maxItems ",
                                n->max_items));
   }
+  if (n->has_literals && n->literals.empty()) {
+    return absl::InvalidArgumentError("enum and const share no value");
+  }
   if (n->has_literals) {
     std::vector<std::string> kept;
     for (const std::string& l : n->literals) {
@@ -235,8 +238,21 @@ absl::StatusOr<int> CompiledSchema::Add(const Json& schema,
       if (!list.is_array() || list.empty() || list.size() > kMaxLiterals) {
         return bad(at, "must list 1 to 64 values");
       }
+      std::vector<std::string> values;
+      for (const Json& l : list) values.push_back(Compact(l));
+      if (n.has_literals) {
+        // Both enum and const: a value must be in each (JSON Schema applies
+        // every keyword), so the intersection; empty is refused below.
+        std::vector<std::string> both;
+        for (const std::string& l : n.literals) {
+          if (std::find(values.begin(), values.end(), l) != values.end()) {
+            both.push_back(l);
+          }
+        }
+        values = std::move(both);
+      }
       n.has_literals = true;
-      for (const Json& l : list) n.literals.push_back(Compact(l));
+      n.literals = std::move(values);
     } else if (key == "properties") {
       if (!v.is_object()) return bad(at, "must be an object");
       if (v.size() > kMaxProperties) return bad(at, "more than 64 properties");
