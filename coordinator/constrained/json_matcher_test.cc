@@ -375,6 +375,65 @@ TEST(JsonMatcherTest, NumberBoundsAreEnforcedDigitByDigit) {
   EXPECT_TRUE(Accepts(e, "\"x\""));
 }
 
+// Issue 46 item 5: schemas as zod-to-json-schema, Pydantic and the SDKs
+// write them: $ref into $defs / definitions, allOf of objects, format.
+TEST(JsonMatcherTest, RefsAllOfAndFormatsAsClientsWriteThem) {
+  const CompiledSchema pydantic = Compile(R"({
+    "$defs": {"Pet": {"type": "object",
+                      "properties": {"kind": {"enum": ["cat", "dog"]}},
+                      "required": ["kind"], "additionalProperties": false}},
+    "type": "object",
+    "properties": {"pet": {"$ref": "#/$defs/Pet"},
+                   "pets": {"type": "array", "items": {"$ref": "#/$defs/Pet"}},
+                   "when": {"type": "string", "format": "date-time"}},
+    "required": ["pet", "when"], "additionalProperties": false})");
+  EXPECT_TRUE(Accepts(pydantic,
+                      R"({"pet":{"kind":"cat"},"when":"any text","pets":[]})"));
+  EXPECT_FALSE(Accepts(pydantic, R"({"pet":{"kind":"cow"},"when":""})"));
+  EXPECT_FALSE(Accepts(pydantic, R"({"pet":{"kind":"cat","x":1},"when":""})"));
+  const CompiledSchema merged = Compile(R"({
+    "definitions": {"Named": {"type": "object",
+                              "properties": {"name": {"type": "string"}},
+                              "required": ["name"]}},
+    "allOf": [{"$ref": "#/definitions/Named"},
+              {"type": "object", "properties": {"age": {"type": "integer"}},
+               "required": ["age"], "additionalProperties": false}]})");
+  EXPECT_TRUE(Accepts(merged, R"({"name":"a","age":3})"));
+  EXPECT_FALSE(Accepts(merged, R"({"name":"a"})"));
+  EXPECT_FALSE(Accepts(merged, R"({"name":"a","age":3,"x":1})"));
+  for (const auto& [bad, needle] :
+       std::vector<std::pair<const char*, const char*>>{
+           {R"({"$defs":{"N":{"type":"object","properties":{
+                "next":{"$ref":"#/$defs/N"}}}},"$ref":"#/$defs/N"})",
+            "refers back to itself"},
+           {R"({"$ref":"#/$defs/missing"})", "names nothing"},
+           {R"({"$ref":"https://example.com/s.json"})", "only references"},
+           {R"({"allOf":[{"type":"string"}]})", "allOf parts must be objects"},
+           {R"({"allOf":[{"properties":{"a":{"type":"string"}}},
+                         {"properties":{"a":{"type":"integer"}}}]})",
+            "declared differently"}}) {
+    absl::StatusOr<CompiledSchema> s =
+        CompiledSchema::Compile(Json::parse(bad));
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.status().message().find(needle), std::string::npos)
+        << s.status();
+  }
+  // A definition used many times over many levels is bounded work.
+  std::string defs = R"({"$defs":{"d0":{"type":"integer"})";
+  for (int i = 1; i <= 20; ++i) {
+    defs += ",\"d" + std::to_string(i) +
+            R"(":{"type":"array","items":{"anyOf":[{"$ref":"#/$defs/d)" +
+            std::to_string(i - 1) + R"("},{"type":"null"}]}})";
+  }
+  defs += R"(},"allOf":[{"type":"object","properties":{)";
+  for (int k = 0; k < 8; ++k) {
+    defs += (k ? "," : "") + std::string("\"p") + std::to_string(k) +
+            R"(":{"$ref":"#/$defs/d20"})";
+  }
+  defs += "}}]}";
+  EXPECT_FALSE(CompiledSchema::Compile(Json::parse(defs)).ok());
+}
+
 TEST(JsonMatcherTest, RandomWalksWithinABudgetAlwaysCloseValid) {
   // The shortest: {"name":"","age":0,"tags":[""]}.
   RandomWalks(kPerson, 31, 600);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "shared/base/status_macros.h"
 
 namespace flotilla::coordinator::constrained {
@@ -14,11 +15,13 @@ using Json = nlohmann::ordered_json;
 constexpr int kMaxDepth = 32;
 constexpr size_t kMaxProperties = 64;
 constexpr size_t kMaxLiterals = 64;
+constexpr int kMaxAdds = 4096;
 
 bool IsAnnotation(const std::string& key) {
   static const char* const kAnnotations[] = {
       "title", "description", "default",    "examples", "$schema",
-      "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
+      "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
+      "$defs", "definitions", "format"};
   for (const char* a : kAnnotations) {
     if (key == a) return true;
   }
@@ -27,6 +30,28 @@ bool IsAnnotation(const std::string& key) {
 
 std::string Compact(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// What a JSON pointer reference ("#", "#/$defs/a~1b") names in `root`, or
+// null.
+const Json* ResolvePointer(const Json* root, const std::string& target) {
+  if (root == nullptr || target.empty() || target[0] != '#') return nullptr;
+  const Json* node = root;
+  if (target.size() == 1) return node;
+  if (target[1] != '/') return nullptr;
+  for (absl::string_view piece : absl::StrSplit(target.substr(2), '/')) {
+    std::string token(piece);
+    for (size_t p = 0; (p = token.find('~', p)) != std::string::npos; ++p) {
+      if (p + 1 < token.size() && token[p + 1] == '1') {
+        token.replace(p, 2, "/");
+      } else if (p + 1 < token.size() && token[p + 1] == '0') {
+        token.replace(p, 2, "~");
+      }
+    }
+    if (!node->is_object() || !node->contains(token)) return nullptr;
+    node = &(*node)[token];
+  }
+  return node;
 }
 
 // Which first bytes a value of `node` can start with (for anyOf).
@@ -157,8 +182,10 @@ absl::StatusOr<CompiledSchema> CompiledSchema::Compile(const Json& schema,
                                                        bool closed_objects) {
   CompiledSchema s;
   s.closed_objects_ = closed_objects;
+  s.root_schema_ = &schema;
   FLOTILLA_ASSIGN_OR_RETURN(s.root_, s.Add(schema, "#", 0));
   for (int i = 0; i < static_cast<int>(s.nodes_.size()); ++i) s.ComputeMinBytes(i);
+  s.root_schema_ = nullptr;
   return s;
 }
 
@@ -174,11 +201,13 @@ absl::StatusOr<CompiledSchema> CompiledSchema::ToolCall(
   std::vector<int> arguments;
   for (size_t i = 0; i < tools.size(); ++i) {
     names.literals.push_back(Compact(Json(tools[i].first)));
+    s.root_schema_ = &tools[i].second;
     FLOTILLA_ASSIGN_OR_RETURN(
         int node, s.Add(tools[i].second,
                         absl::StrCat("tools[", i, "].function.parameters"), 0));
     arguments.push_back(node);
   }
+  s.root_schema_ = nullptr;
   s.nodes_.push_back(names);
   const int names_node = static_cast<int>(s.nodes_.size()) - 1;
   SchemaNode call;
@@ -201,11 +230,19 @@ absl::StatusOr<int> CompiledSchema::Add(const Json& schema,
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", why));
   };
   if (depth > kMaxDepth) return bad(path, "the schema nests too deep");
+  // Every schema added counts, so $refs used many times over cannot make
+  // the compiled schema (or the work) grow without bound.
+  if (++adds_ > kMaxAdds) {
+    return bad(path, absl::StrCat("the schema expands to more than ", kMaxAdds,
+                                  " subschemas"));
+  }
   if (schema.is_boolean()) {
     if (!schema.get<bool>()) return bad(path, "a false schema allows nothing");
     return kAny;
   }
   if (!schema.is_object()) return bad(path, "a schema must be an object");
+  if (schema.contains("$ref")) return AddRef(schema, path, depth);
+  if (schema.contains("allOf")) return AddAllOf(schema, path, depth);
   SchemaNode n;
   bool typed = false, nullable = false;
   for (auto it = schema.begin(); it != schema.end(); ++it) {
@@ -357,6 +394,126 @@ absl::StatusOr<int> CompiledSchema::Add(const Json& schema,
     seen += FirstBytes(*this, alt);
   }
   return index;
+}
+
+absl::StatusOr<int> CompiledSchema::AddRef(const Json& schema,
+                                           const std::string& path, int depth) {
+  const std::string at = path + "/$ref";
+  const Json& ref = *schema.find("$ref");
+  for (auto it = schema.begin(); it != schema.end(); ++it) {
+    if (it.key() != "$ref" && !IsAnnotation(it.key())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, "/", it.key(), ": keywords beside $ref are not supported"));
+    }
+  }
+  if (!ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at,
+                     ": only references into this schema (\"#/$defs/...\") are "
+                     "supported"));
+  }
+  const std::string target = ref.get<std::string>();
+  if (std::find(refs_open_.begin(), refs_open_.end(), target) !=
+      refs_open_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at, ": ", target,
+                     " refers back to itself (recursive schemas are "
+                     "not supported by constrained decoding)"));
+  }
+  const Json* found = ResolvePointer(root_schema_, target);
+  if (found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at, ": ", target, " names nothing in this schema"));
+  }
+  refs_open_.push_back(target);
+  absl::StatusOr<int> added = Add(*found, target, depth + 1);
+  refs_open_.pop_back();
+  return added;
+}
+
+absl::StatusOr<int> CompiledSchema::AddAllOf(const Json& schema,
+                                             const std::string& path,
+                                             int depth) {
+  const std::string at = path + "/allOf";
+  const Json& parts = *schema.find("allOf");
+  if (!parts.is_array() || parts.empty()) {
+    return absl::InvalidArgumentError(at + ": must be a list of schemas");
+  }
+  Json merged = schema;
+  merged.erase("allOf");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string here = absl::StrCat(at, "/", i);
+    const Json* part = &parts[i];
+    // A part that is a reference merges what it names.
+    std::vector<std::string> seen;
+    while (part->is_object() && part->contains("$ref") &&
+           (*part)["$ref"].is_string() && root_schema_ != nullptr) {
+      const std::string target = (*part)["$ref"].get<std::string>();
+      if (std::find(seen.begin(), seen.end(), target) != seen.end() ||
+          target.rfind("#/", 0) != 0) {
+        return absl::InvalidArgumentError(here + ": unresolvable $ref");
+      }
+      seen.push_back(target);
+      const Json* node = ResolvePointer(root_schema_, target);
+      if (node == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(here, ": ", target, " names nothing in this schema"));
+      }
+      part = node;
+    }
+    if (!part->is_object()) {
+      return absl::InvalidArgumentError(here + ": must be an object schema");
+    }
+    for (auto it = part->begin(); it != part->end(); ++it) {
+      const std::string& key = it.key();
+      if (IsAnnotation(key)) continue;
+      if (key == "type") {
+        if (it.value() != "object") {
+          return absl::InvalidArgumentError(
+              here + "/type: allOf parts must be objects");
+        }
+        merged["type"] = "object";
+      } else if (key == "properties") {
+        if (!it.value().is_object()) {
+          return absl::InvalidArgumentError(here +
+                                            "/properties: not an object");
+        }
+        for (auto p = it.value().begin(); p != it.value().end(); ++p) {
+          if (merged.contains("properties") &&
+              merged["properties"].contains(p.key()) &&
+              merged["properties"][p.key()] != p.value()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat(here, "/properties/", p.key(),
+                             ": declared differently by two allOf parts"));
+          }
+          merged["properties"][p.key()] = p.value();
+        }
+      } else if (key == "required") {
+        if (!it.value().is_array()) {
+          return absl::InvalidArgumentError(here + "/required: not a list");
+        }
+        for (const Json& r : it.value()) {
+          if (!merged.contains("required")) merged["required"] = Json::array();
+          if (std::find(merged["required"].begin(), merged["required"].end(),
+                        r) == merged["required"].end()) {
+            merged["required"].push_back(r);
+          }
+        }
+      } else if (key == "additionalProperties") {
+        // The stricter wins: false over a schema over true.
+        if (!merged.contains("additionalProperties") || it.value() == false ||
+            merged["additionalProperties"] == true) {
+          merged["additionalProperties"] = it.value();
+        }
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            here, "/", key,
+            ": allOf parts may hold type, properties, required and "
+            "additionalProperties only"));
+      }
+    }
+  }
+  return Add(merged, path, depth + 1);
 }
 
 void CompiledSchema::ComputeMinBytes(int index) {

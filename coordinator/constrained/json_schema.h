@@ -6,10 +6,13 @@
 // in their first character (e.g. a string or null), OpenAPI's nullable,
 // and minimum / maximum / exclusiveMinimum / exclusiveMaximum of numbers
 // and integers (number_bounds.h; zod's safe-integer bounds included).
-// Annotations (title, description, default, examples, $schema, $id,
-// $comment, deprecated, readOnly, writeOnly) are ignored. Any other
-// keyword (pattern, multipleOf, $ref, allOf, ...) is refused with its
-// path, never silently dropped.
+// $ref into the root's $defs / definitions (not recursive), allOf of
+// object schemas (merged). Annotations (title, description, default,
+// examples, $schema, $id, $comment, deprecated, readOnly, writeOnly,
+// $defs, definitions) are ignored, and so is a string's `format`
+// (date-time, email, uuid, uri, ...): documented as not enforced, the
+// value is any string. Any other keyword (pattern, multipleOf, ...) is
+// refused with its path, never silently dropped.
 #ifndef FLOTILLA_COORDINATOR_CONSTRAINED_JSON_SCHEMA_H_
 #define FLOTILLA_COORDINATOR_CONSTRAINED_JSON_SCHEMA_H_
 
@@ -93,11 +96,22 @@ class CompiledSchema {
   CompiledSchema();
   absl::StatusOr<int> Add(const nlohmann::ordered_json& schema,
                           const std::string& path, int depth);
+  // {"$ref": "#/$defs/x"} (or "#/definitions/x", any JSON pointer into the
+  // root) compiled as what it names; a $ref that reaches itself is refused.
+  absl::StatusOr<int> AddRef(const nlohmann::ordered_json& schema,
+                             const std::string& path, int depth);
+  // allOf of object schemas merged into one (properties, required,
+  // additionalProperties); anything else in a part is refused.
+  absl::StatusOr<int> AddAllOf(const nlohmann::ordered_json& schema,
+                               const std::string& path, int depth);
   void ComputeMinBytes(int node);
 
   std::vector<SchemaNode> nodes_;
   int root_ = 0;
   bool closed_objects_ = false;
+  const nlohmann::ordered_json* root_schema_ = nullptr;  // while compiling
+  std::vector<std::string> refs_open_;                   // $refs being added
+  int adds_ = 0;  // subschemas added so far (bounded)
 };
 
 }  // namespace flotilla::coordinator::constrained
