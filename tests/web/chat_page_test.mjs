@@ -127,6 +127,27 @@ try {
             JSON.stringify([["user", "Once upon a time"], ["assistant", reply],
                             ["user", "The next turn"]]),
         "the refused turn is not resent");
+  // Issue 46 item 13: a conversation longer than the 512-token context
+  // keeps going: the oldest turns are left out (the page says so) and every
+  // turn is answered; a refused turn's stats are not left showing.
+  await page.$eval("#max_tokens", (e) => { e.value = "150"; });
+  await page.$eval("#temperature", (e) => { e.value = "0"; });
+  for (let turn = 0; turn < 5; ++turn) {
+    await setStatus();
+    await page.type("#prompt", "And then, turn " + turn + "?");
+    await page.click("#send");
+    await page.waitForFunction(
+        () => ["done", "error"].includes(document.getElementById("status").textContent),
+        { timeout: 120000 });
+    const status = await page.$eval("#status", (e) => e.textContent);
+    check(status === "done", `long conversation turn ${turn} is answered: ${status}`);
+  }
+  const notes = await page.$$eval(".msg.note .text", (es) => es.map((e) => e.textContent));
+  check(notes.length >= 1 && /context of 512 tokens/.test(notes[0]),
+        "the page says it left old turns out: " + JSON.stringify(notes));
+  const longest = await page.evaluate(() => window.sent[window.sent.length - 1]);
+  check(longest.messages[0].content !== "Once upon a time",
+        "the first turn is no longer sent: " + JSON.stringify(longest.messages[0]));
   check(pageErrors.length === 0, "no script errors: " + pageErrors.join("; "));
   await page.screenshot({ path: screenshot });
   console.log("screenshot: " + screenshot);
