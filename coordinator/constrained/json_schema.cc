@@ -1,6 +1,7 @@
 #include "coordinator/constrained/json_schema.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -95,8 +96,9 @@ bool LiteralFits(const SchemaNode& n, const std::string& text) {
   if (v.is_number_integer()) bit = kInteger;
   if (v.is_number_float()) {
     const double d = v.get<double>();
-    bit =
-        d == static_cast<double>(static_cast<int64_t>(d)) ? kInteger : kNumber;
+    // A whole value is an integer (1.0 is), however large: no cast, which
+    // is undefined past int64's range (json_schema_fuzz: 8.9e111).
+    bit = std::isfinite(d) && std::floor(d) == d ? kInteger : kNumber;
   }
   if ((n.types & bit) == 0) return false;
   if (v.is_number() && !n.bounds.HoldsReal(v.get<double>())) return false;

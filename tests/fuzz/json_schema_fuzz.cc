@@ -9,6 +9,7 @@
 // accepts and that still lets the value close within its budget (the
 // input's text picks among them) must end in a complete value that parses
 // and has the root's type and enum/const. Anything else traps.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -48,8 +49,7 @@ bool RootHolds(const Json& schema, const Json& v) {
         (type == "integer" &&
          (v.is_number_integer() ||
           (v.is_number_float() &&
-           v.get<double>() ==
-               static_cast<double>(static_cast<int64_t>(v.get<double>()))))) ||
+           std::floor(v.get<double>()) == v.get<double>()))) ||
         (type == "boolean" && v.is_boolean()) ||
         (type == "null" && v.is_null())) {
       return true;
