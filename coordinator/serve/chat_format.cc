@@ -23,6 +23,11 @@ std::string TokenText(const Json& j) {
 }
 
 ToolSyntax DetectToolSyntax(const std::string& source) {
+  // Kimi K3's template writes its XTML channels and calls.
+  if (absl::StrContains(source, "<|open|>") &&
+      absl::StrContains(source, "<|close|>")) {
+    return ToolSyntax::kXtml;
+  }
   // gpt-oss's template writes harmony messages.
   if (absl::StrContains(source, "<|channel|>")) return ToolSyntax::kHarmony;
   if (absl::StrContains(source, "<｜tool▁calls▁begin｜>")) {
@@ -59,6 +64,8 @@ const char* ToolSyntaxName(ToolSyntax s) {
       return "kimi_k2";
     case ToolSyntax::kHarmony:
       return "openai";
+    case ToolSyntax::kXtml:
+      return "kimi_k3";
   }
   return "?";
 }
@@ -66,13 +73,14 @@ const char* ToolSyntaxName(ToolSyntax s) {
 absl::StatusOr<ToolSyntax> ParseToolSyntax(const std::string& name) {
   for (ToolSyntax s :
        {ToolSyntax::kNone, ToolSyntax::kHermes, ToolSyntax::kLlama3Json,
-        ToolSyntax::kDeepSeekV3, ToolSyntax::kKimiK2, ToolSyntax::kHarmony}) {
+        ToolSyntax::kDeepSeekV3, ToolSyntax::kKimiK2, ToolSyntax::kHarmony,
+        ToolSyntax::kXtml}) {
     if (name == ToolSyntaxName(s)) return s;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown tool-call syntax '", name,
                    "' (hermes, llama3_json, deepseek_v3, kimi_k2, openai, "
-                   "none)"));
+                   "kimi_k3, none)"));
 }
 
 ChatFormat ChatFormat::BuiltIn(ChatTemplate t) {

@@ -28,10 +28,13 @@ enum class ToolSyntax {
   kKimiK2,      // <|tool_calls_section_begin|> sections (tool_call_syntax.h)
   kHarmony,     // gpt-oss's harmony messages (harmony_output.h): channels
                 // analysis / final, calls to=functions.NAME
+  kXtml,        // Kimi K3's XTML channels (xtml_output.h): think, response,
+                // tools with call / argument / json
 };
 const char* ToolSyntaxName(ToolSyntax s);
 // "hermes", "llama3_json", "deepseek_v3", "kimi_k2", "openai" (harmony),
-// "none" (vLLM's --tool-call-parser names).
+// "kimi_k3" (XTML), "none" (vLLM's --tool-call-parser names where vLLM has
+// one).
 absl::StatusOr<ToolSyntax> ParseToolSyntax(const std::string& name);
 
 class ChatFormat {

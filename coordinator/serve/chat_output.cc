@@ -7,6 +7,7 @@
 #include "absl/strings/strip.h"
 #include "coordinator/serve/harmony_output.h"
 #include "coordinator/serve/tool_call_syntax.h"
+#include "coordinator/serve/xtml_output.h"
 #include "nlohmann/json.hpp"
 
 namespace flotilla::coordinator::serve {
@@ -67,17 +68,25 @@ ChatOutput::ChatOutput(ChatOutputOptions options)
                                                  options_.parse_tools);
     }
   }
+  if (options_.syntax == ToolSyntax::kXtml &&
+      options_.forced == ToolChoice::kAuto && !options_.constrained) {
+    xtml_ = std::make_unique<XtmlOutput>(options_.xtml_channel,
+                                         options_.parse_tools);
+  }
 }
 
 ChatOutput::~ChatOutput() = default;
 
 const std::string& ChatOutput::content() const {
+  if (xtml_ != nullptr) return xtml_->content();
   return harmony_ != nullptr ? harmony_->content() : content_;
 }
 const std::string& ChatOutput::reasoning() const {
+  if (xtml_ != nullptr) return xtml_->reasoning();
   return harmony_ != nullptr ? harmony_->reasoning() : reasoning_;
 }
 const std::vector<ToolCall>& ChatOutput::tool_calls() const {
+  if (xtml_ != nullptr) return xtml_->tool_calls();
   return harmony_ != nullptr ? harmony_->tool_calls() : calls_;
 }
 
@@ -88,6 +97,7 @@ ChatDelta ChatOutput::Feed(absl::string_view text,
 }
 
 ChatDelta ChatOutput::Feed(absl::string_view text) {
+  if (xtml_ != nullptr) return xtml_->Feed(text);
   ChatDelta d;
   if (options_.forced == ToolChoice::kNamed) {
     ToolCallDelta delta;
@@ -219,6 +229,7 @@ bool ChatOutput::ParseCalls(const std::string& text) {
 
 ChatDelta ChatOutput::Finish() {
   if (harmony_ != nullptr) return harmony_->Finish();
+  if (xtml_ != nullptr) return xtml_->Finish();
   ChatDelta d;
   if (options_.forced == ToolChoice::kNamed) return d;
   if (stage_ == Stage::kStart) stage_ = Stage::kContent;

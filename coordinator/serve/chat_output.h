@@ -44,9 +44,15 @@ struct ChatOutputOptions {
   // from their ids with this tokenizer (harmony_output.h); the text fed is
   // then not read.
   const tokenizer::Tokenizer* harmony = nullptr;
+  // ToolSyntax::kXtml (Kimi K3): the channel the prompt opened ("think",
+  // "response" or ""), and whether the output is held to a JSON schema
+  // (then it is read as plain content, not as channels).
+  std::string xtml_channel;
+  bool constrained = false;
 };
 
 class HarmonyOutput;
+class XtmlOutput;
 
 class ChatOutput {
  public:
@@ -78,6 +84,7 @@ class ChatOutput {
   std::string content_, reasoning_;
   std::vector<ToolCall> calls_;
   std::unique_ptr<HarmonyOutput> harmony_;  // with options_.harmony
+  std::unique_ptr<XtmlOutput> xtml_;        // ToolSyntax::kXtml, free output
 };
 
 // "call_" and 24 random letters and digits.

@@ -31,6 +31,7 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
   output->parse_tools =
       !req.tool_definitions.empty() && req.tool_choice == ToolChoice::kAuto;
   output->forced = req.tool_choice;
+  output->constrained = req.response_format != ResponseFormat::kText;
   output->forced_name = req.tool_choice_name;
   std::vector<int32_t> prompt = req.prompt_ids;
   if (prompt.empty()) {
@@ -49,6 +50,12 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
       // A template that opens <think> for the model: the reply starts in it.
       const absl::string_view tail = absl::StripTrailingAsciiWhitespace(text);
       output->starts_in_reasoning = absl::EndsWith(tail, "<think>");
+      // Kimi K3's generation prompt opens its think or response channel.
+      if (absl::EndsWith(tail, "<|open|>think<|sep|>")) {
+        output->xtml_channel = "think";
+      } else if (absl::EndsWith(tail, "<|open|>response<|sep|>")) {
+        output->xtml_channel = "response";
+      }
     }
     prompt = tokenizer_->Encode(text);
   }

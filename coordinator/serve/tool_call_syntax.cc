@@ -149,6 +149,7 @@ const SectionSyntax* SectionSyntaxOf(ToolSyntax syntax) {
     case ToolSyntax::kNone:
     case ToolSyntax::kLlama3Json:
     case ToolSyntax::kHarmony:  // parsed from ids (harmony_output.h)
+    case ToolSyntax::kXtml:     // parsed by channel (xtml_output.h)
       return nullptr;
   }
   return nullptr;

@@ -132,6 +132,9 @@ TEST(ToolCallSyntaxTest, NamesAndDetection) {
   EXPECT_EQ(*harmony, ToolSyntax::kHarmony);
   EXPECT_EQ(SectionSyntaxOf(ToolSyntax::kHarmony), nullptr);
   EXPECT_FALSE(ParseToolSyntax("deepseek").ok());
+  auto xtml = ParseToolSyntax("kimi_k3");
+  ASSERT_TRUE(xtml.ok());
+  EXPECT_EQ(*xtml, ToolSyntax::kXtml);
 }
 
 // The published templates name their own syntax: a model folder holding
@@ -144,7 +147,8 @@ TEST(ToolCallSyntaxTest, PublishedTemplatesSelectTheirSyntax) {
            {"kimi_k2.jinja", ToolSyntax::kKimiK2},
            {"kimi_k2_thinking.jinja", ToolSyntax::kKimiK2},
            {"qwen3.jinja", ToolSyntax::kHermes},
-           {"gpt_oss.jinja", ToolSyntax::kHarmony}}) {
+           {"gpt_oss.jinja", ToolSyntax::kHarmony},
+           {"kimi_k3.jinja", ToolSyntax::kXtml}}) {
     SCOPED_TRACE(file);
     const std::string dir = ::testing::TempDir() + "/template_" + file;
     std::filesystem::create_directories(dir);
