@@ -174,8 +174,8 @@ TEST(CompletionRequestTest, ClientFieldsAreUsedOrRefused) {
            R"({"messages": [{"role": "user", "content": "x"}],
                 "response_format": {"type": "json_schema", "json_schema":
                   {"name": "n", "schema": {"type": "object", "properties":
-                    {"d": {"type": "integer", "minimum": 1}}}}}})",
-           "response_format.json_schema.schema: #/properties/d/minimum"},
+                    {"d": {"type": "string", "pattern": "^a"}}}}}})",
+           "response_format.json_schema.schema: #/properties/d/pattern"},
           {true,
            R"({"messages": [{"role": "user", "content": "x"}],
                 "chat_template_kwargs": {"messages": []}})",

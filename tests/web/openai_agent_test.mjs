@@ -7,6 +7,9 @@
 //
 //   node tests/web/openai_agent_test.mjs BUILD/bin/flotilla-coordinator MODEL_DIR
 import OpenAI from "openai";
+import { zodResponseFormat } from "openai/helpers/zod";
+import { z } from "zod";
+import { z as z4 } from "zod/v4";
 import { check, runAgainstServer, thrown } from "./server.mjs";
 
 const [binary, modelDir] = process.argv.slice(2);
@@ -106,10 +109,36 @@ await runAgainstServer(binary, ["--model", modelDir], async (server) => {
     check(validPerson(JSON.parse(content)), `seed ${seed}: json_schema reply ${content}`);
   }
 
+  // Issue 46 item 5: zod integers as the SDKs send them. The OpenAI SDK's
+  // own structured-output helper (zod 3, minimum/maximum), and zod 4's
+  // toJSONSchema (what the AI SDK's generateObject and LangChain's
+  // withStructuredOutput emit: the safe-integer bounds on every int).
+  const Person = z.object({ name: z.string().max(12), age: z.number().int().min(0).max(150),
+                            score: z.number().int() });
+  const Ranked = z4.object({ n: z4.number().int(), stars: z4.number().int().min(1).max(5),
+                             ratio: z4.number().min(-1).max(1) });
+  for (const seed of [1, 2, 3, 4, 5]) {
+    const parsed = await client.chat.completions.parse({
+      model, messages: [{ role: "user", content: "Tell me about a girl." }],
+      response_format: zodResponseFormat(Person, "person"),
+      temperature: 1, seed, max_tokens: 64,
+    });
+    const got = parsed.choices[0].message.parsed;
+    check(Person.safeParse(got).success, `seed ${seed}: zod 3 person ${JSON.stringify(got)}`);
+    const r = await client.chat.completions.create({
+      model, messages: [{ role: "user", content: "Rate it." }],
+      response_format: { type: "json_schema",
+                         json_schema: { name: "ranked", schema: z4.toJSONSchema(Ranked) } },
+      temperature: 1, seed, max_tokens: 64,
+    });
+    const content = r.choices[0].message.content;
+    check(Ranked.safeParse(JSON.parse(content)).success, `seed ${seed}: zod 4 ranked ${content}`);
+  }
+
   const error = await thrown(() => client.chat.completions.create({
     model, messages: [question], max_tokens: 40,
-    response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "integer", minimum: 3 } } },
+    response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "^a" } } },
   }));
-  check(error instanceof OpenAI.BadRequestError && /minimum/.test(error.message),
+  check(error instanceof OpenAI.BadRequestError && /pattern/.test(error.message),
         "a schema keyword it cannot enforce is a 400 naming it: " + error?.message);
 });
