@@ -62,12 +62,11 @@ bool RootHolds(const Json& schema, const Json& v) {
 // or finishes one the schema does not hold.
 void WalkToAValue(const Json& schema, const CompiledSchema& s,
                   const std::string& choices) {
-  // Every byte a value may hold (enum strings may use any of them).
+  // Every byte a value may hold (enum strings may use any of them, DEL
+  // included: the walk offers only what the matcher takes).
   static const std::string kAlphabet = [] {
     std::string a;
-    for (int c = 0x20; c < 0x100; ++c) {
-      if (c != 0x7f) a += static_cast<char>(c);
-    }
+    for (int c = 0x20; c < 0x100; ++c) a += static_cast<char>(c);
     return a;
   }();
   JsonMatcher m(&s);
