@@ -20,7 +20,8 @@
 # scale bytes 119 (2^-8) so the decoded weights are of the bf16 ones' size.
 #
 # NAME=VALUE overrides a size: hidden, layers, heads, experts, moe_inter,
-# vocab, dense_inter, max_pos (max_position_embeddings). The long-prompt
+# vocab, dense_inter, max_pos (max_position_embeddings), and for
+# Qwen3-MoE head_dim and kv_heads. The long-prompt
 # model of the prefill bench (bench/prefill_long.sh) is Qwen3-MoE-shaped
 # with the real vocabulary: hidden=256 layers=4 heads=4 vocab=151936
 # max_pos=40960.
@@ -32,10 +33,11 @@ import sys
 
 H, L, NH, E, I_MOE, V, I_DENSE = 2048, 8, 16, 16, 768, 8192, 6144
 MAX_POS = 4096
+HEAD_DIM, KV_HEADS = 128, 4  # Qwen3-MoE's attention heads
 
 
 def qwen3_moe():
-    d, kv = 128, 4
+    d, kv = HEAD_DIM, KV_HEADS
     cfg = dict(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe",
                attention_bias=False, bos_token_id=0, eos_token_id=1,
                head_dim=d, hidden_act="silu", hidden_size=H,
@@ -167,7 +169,7 @@ def Glu(prefix, inter):
 
 SIZES = {"hidden": "H", "layers": "L", "heads": "NH", "experts": "E",
          "moe_inter": "I_MOE", "vocab": "V", "dense_inter": "I_DENSE",
-         "max_pos": "MAX_POS"}
+         "max_pos": "MAX_POS", "head_dim": "HEAD_DIM", "kv_heads": "KV_HEADS"}
 
 
 def main():

@@ -261,6 +261,12 @@ void HttpServer::Responses(const http::HttpRequest& http,
     return internal::Error(res, 400, std::string(request.status().message()));
   }
   SayOnce(request->skipped_tools);
+  // No max_output_tokens: OpenAI sets no small default here, so the reply
+  // may run to --max-completion-tokens (cut to the context left), not to
+  // the chat route's short default.
+  if (!request->chat.contains("max_tokens")) {
+    request->chat["max_tokens"] = options_.limits.max_tokens;
+  }
   auto req =
       ParseCompletionRequestJson(request->chat, /*chat=*/true, options_.limits);
   if (!req.ok()) {
