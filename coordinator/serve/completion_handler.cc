@@ -37,21 +37,15 @@ void HttpServer::Complete(const http::HttpRequest& http,
   if (!req.ok()) return Error(res, 400, std::string(req.status().message()));
   ChatOutputOptions output_options;
   int refusal = 0;
-  auto started = StartCompletion(*req, chat, &output_options, &refusal);
+  auto started = Begin(*req, chat, chat ? "chatcmpl-" : "cmpl-",
+                       &output_options, &refusal, res);
   if (!started.ok()) {
-    // Worth a retry: the queue moves, a worker comes back.
-    if (refusal == 429 || refusal == 503) res->SetHeader("Retry-After", "1");
     return Error(res, refusal, std::string(started.status().message()));
   }
-  std::shared_ptr<Completion> c = *std::move(started);
-  std::shared_ptr<void> in_flight = InFlight();
-  static std::atomic<uint64_t> next_id{1};
-  const std::string id =
-      absl::StrCat(chat ? "chatcmpl-" : "cmpl-", UnixNow(), "-", next_id++);
+  std::shared_ptr<Completion> c = started->completion;
+  std::shared_ptr<void> in_flight = started->in_flight;
+  const std::string id = started->id;
   const std::string model_name = options_.model_name;
-  CurrentRequest().id = id;
-  CurrentRequest().completion = c;
-  res->SetHeader("X-Request-Id", id);
   const char* object = chat ? "chat.completion.chunk" : "text_completion";
   auto usage = [c] {
     return json{

@@ -2,9 +2,12 @@
 // named, the chat rendered and tokenized, the limits checked, constrained
 // decoding set up, the job queued. Shared by the OpenAI routes and the
 // Anthropic Messages route, which answer its refusals in their own shapes.
+#include <atomic>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "coordinator/serve/http_internal.h"
 #include "coordinator/serve/http_server.h"
 
 namespace flotilla::coordinator::serve {
@@ -111,6 +114,26 @@ absl::StatusOr<std::shared_ptr<Completion>> HttpServer::StartCompletion(
                   std::string(started.status().message()));
   }
   return started;
+}
+
+absl::StatusOr<HttpServer::Started> HttpServer::Begin(
+    const CompletionRequest& req, bool chat, absl::string_view id_prefix,
+    ChatOutputOptions* output, int* refusal, http::HttpResponse* res) {
+  auto started = StartCompletion(req, chat, output, refusal);
+  if (!started.ok()) {
+    // Worth a retry: the queue moves, a worker comes back.
+    if (*refusal == 429 || *refusal == 503) res->SetHeader("Retry-After", "1");
+    return started.status();
+  }
+  static std::atomic<uint64_t> next_id{1};
+  Started s;
+  s.completion = *std::move(started);
+  s.in_flight = InFlight();
+  s.id = absl::StrCat(id_prefix, internal::UnixNow(), "-", next_id++);
+  internal::CurrentRequest().id = s.id;
+  internal::CurrentRequest().completion = s.completion;
+  res->SetHeader("X-Request-Id", s.id);
+  return s;
 }
 
 }  // namespace flotilla::coordinator::serve

@@ -113,6 +113,19 @@ class HttpServer {
   absl::StatusOr<std::shared_ptr<Completion>> StartCompletion(
       const CompletionRequest& req, bool chat, ChatOutputOptions* output,
       int* refusal);
+  // What every generating route does first: StartCompletion, then holds
+  // the server's in-flight count, names the request (`id_prefix`, a
+  // number; X-Request-Id and the access log). A refusal sets Retry-After
+  // when worth a retry (429, 503); the route answers it in its own shape.
+  struct Started {
+    std::shared_ptr<Completion> completion;
+    std::shared_ptr<void> in_flight;
+    std::string id;
+  };
+  absl::StatusOr<Started> Begin(const CompletionRequest& req, bool chat,
+                                absl::string_view id_prefix,
+                                ChatOutputOptions* output, int* refusal,
+                                http::HttpResponse* res);
   void Tokenize(const http::HttpRequest& req, http::HttpResponse* res) const;
   void Detokenize(const http::HttpRequest& req, http::HttpResponse* res) const;
   // Held by each accepted completion until its response is written (the

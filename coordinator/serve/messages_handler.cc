@@ -144,19 +144,14 @@ void HttpServer::Messages(const http::HttpRequest& http,
   if (!req.ok()) return AnthropicError(res, 400, std::string(req.status().message()));
   ChatOutputOptions output_options;
   int refusal = 0;
-  auto started = StartCompletion(*req, true, &output_options, &refusal);
+  auto started = Begin(*req, true, "msg_", &output_options, &refusal, res);
   if (!started.ok()) {
-    if (refusal == 429 || refusal == 503) res->SetHeader("Retry-After", "1");
-    return AnthropicError(res, refusal == 503 ? 503 : refusal,
+    return AnthropicError(res, refusal,
                           std::string(started.status().message()));
   }
-  std::shared_ptr<Completion> c = *std::move(started);
-  std::shared_ptr<void> in_flight = InFlight();
-  static std::atomic<uint64_t> next_id{1};
-  const std::string id = absl::StrCat("msg_", internal::UnixNow(), "_", next_id++);
-  CurrentRequest().id = id;
-  CurrentRequest().completion = c;
-  res->SetHeader("X-Request-Id", id);
+  std::shared_ptr<Completion> c = started->completion;
+  std::shared_ptr<void> in_flight = started->in_flight;
+  const std::string id = started->id;
   const std::string model_name = options_.model_name;
   if (!req->stream) {
     ChatOutput out(output_options);
