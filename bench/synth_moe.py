@@ -21,7 +21,12 @@
 #
 # NAME=VALUE overrides a size: hidden, layers, heads, experts, moe_inter,
 # vocab, dense_inter, max_pos (max_position_embeddings), and for
-# Qwen3-MoE head_dim and kv_heads. The long-prompt
+# Qwen3-MoE head_dim and kv_heads. ends=ID makes a model that answers at
+# once with token ID (its end of text): the embedding's column 0 is 4 in
+# every row, the final norm keeps column 0 only, and lm_head row ID reads
+# it with weight 10, so token ID's logit (about 80) dwarfs every other
+# (tests of agent clients that must see a reply end; the agent test model
+# of tests/agents is made so). The long-prompt
 # model of the prefill bench (bench/prefill_long.sh) is Qwen3-MoE-shaped
 # with the real vocabulary: hidden=256 layers=4 heads=4 vocab=151936
 # max_pos=40960.
@@ -178,11 +183,15 @@ def main():
     if len(sys.argv) < 3 or sys.argv[1] not in families:
         sys.exit("usage: bench/synth_moe.py " + "|".join(families) +
                  " OUT_DIR [NAME=VALUE...] (NAME: " + ", ".join(SIZES) + ")")
+    ends = None
     for arg in sys.argv[3:]:
         name, _, value = arg.partition("=")
+        if name == "ends" and value.isdigit():
+            ends = int(value)
+            continue
         if name not in SIZES or not value.isdigit() or int(value) <= 0:
             sys.exit(f"synth_moe: {arg}: expected NAME=POSITIVE_INT with NAME "
-                     "one of " + ", ".join(SIZES))
+                     "one of " + ", ".join(SIZES) + ", or ends=ID")
         globals()[SIZES[name]] = int(value)
     out = sys.argv[2]
     os.makedirs(out, exist_ok=True)
@@ -224,7 +233,27 @@ def main():
                     f.write(chunk)
                     n -= len(chunk)
                     k = (k + len(chunk)) % len(block)
+    if ends is not None:
+        Ends(os.path.join(out, "model.safetensors"), 8 + len(hb), header, ends)
     print(f"{sys.argv[1]}: {off} bytes of tensors in {out}")
+
+
+def Ends(path, base, header, eos):
+    """Patches the model to answer token `eos` at once (see the top)."""
+    def bf16(x):
+        return struct.pack("<f", x)[2:4]
+    def at(name, index):
+        return base + header[name]["data_offsets"][0] + 2 * index
+    if not 0 <= eos < V:
+        sys.exit(f"synth_moe: ends={eos} is outside the vocabulary of {V}")
+    with open(path, "r+b") as f:
+        for row in range(V):
+            f.seek(at("model.embed_tokens.weight", row * H))
+            f.write(bf16(4.0))
+        f.seek(at("model.norm.weight", 0))
+        f.write(bf16(1.0) + bytes(2 * (H - 1)))
+        f.seek(at("lm_head.weight", eos * H))
+        f.write(bf16(10.0))
 
 
 main()

@@ -15,6 +15,8 @@
 #   FLOTILLA_CTEST_JOBS  parallel tests (default: 2)
 #   FLOTILLA_SKIP_WEB_TESTS  1 = do not install tests/web's npm packages (the
 #                        OpenAI-client and chat-page tests are then left out)
+#   FLOTILLA_AGENT_CLIS  1 = also install tests/agents' npm packages (Claude
+#                        Code and Codex, ~830 MB) so the agent_clis test runs
 #   FLOTILLA_SKIP_AARCH64  1 = do not run scripts/aarch64/run.sh (the
 #                        kernels cross-built for ARM, under qemu-user)
 #   FLOTILLA_SKIP_COMPOSE_TEST  1 = do not run tests/deploy/compose_test.sh
@@ -77,6 +79,14 @@ if [[ "${FLOTILLA_SKIP_WEB_TESTS:-0}" != "1" ]]; then
       echo "test: npm ci failed; set FLOTILLA_SKIP_WEB_TESTS=1 to run without the web tests" >&2
       exit 1
     fi
+  fi
+fi
+
+if [[ "${FLOTILLA_AGENT_CLIS:-0}" == "1" ]]; then
+  agents="${ROOT}/tests/agents"
+  if [[ ! -x "${agents}/node_modules/.bin/codex" ]]; then
+    echo "test: installing tests/agents npm packages (npm ci, ~830 MB)"
+    npm ci --prefix "${agents}" --no-audit --no-fund
   fi
 fi
 
