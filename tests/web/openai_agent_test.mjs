@@ -135,6 +135,42 @@ await runAgainstServer(binary, ["--model", modelDir], async (server) => {
     check(Ranked.safeParse(JSON.parse(content)).success, `seed ${seed}: zod 4 ranked ${content}`);
   }
 
+  // Issue 46: OpenAI's Responses API through the SDK's responses.create:
+  // plain, streamed (the SDK assembles the events), and a function call
+  // whose output is fed back as an input item.
+  const plain = await client.responses.create({
+    model, input: "Once upon a time", max_output_tokens: 24, temperature: 0,
+  });
+  check(plain.object === "response" && typeof plain.output_text === "string" &&
+        plain.output_text.length > 0, "responses.create: " + JSON.stringify(plain.output_text));
+  const events = await client.responses.create({
+    model, input: "Once upon a time", max_output_tokens: 24, temperature: 0, stream: true,
+  });
+  let streamed = "", completed = null;
+  for await (const e of events) {
+    if (e.type === "response.output_text.delta") streamed += e.delta;
+    if (e.type === "response.completed" || e.type === "response.incomplete") completed = e.response;
+  }
+  check(streamed === plain.output_text && completed !== null,
+        "responses.create streamed gives the same text: " + JSON.stringify(streamed));
+  const responseTools = [{ type: "function", name: "weather", parameters: tools[0].function.parameters }];
+  for (const seed of [1, 2, 3]) {
+    const called = await client.responses.create({
+      model, input: [{ role: "user", content: "Weather in Oslo?" }], tools: responseTools,
+      tool_choice: "required", temperature: 1, seed, max_output_tokens: 64,
+    });
+    const call = called.output.find((item) => item.type === "function_call");
+    check(call && call.name === "weather" && validWeather(JSON.parse(call.arguments)),
+          `seed ${seed}: responses function_call ${JSON.stringify(call)}`);
+    const answered = await client.responses.create({
+      model, tools: responseTools, temperature: 1, seed, max_output_tokens: 16,
+      input: [{ role: "user", content: "Weather in Oslo?" }, call,
+              { type: "function_call_output", call_id: call.call_id, output: "sunny, 18 C" }],
+    });
+    check(answered.output.length > 0 && typeof answered.output_text === "string",
+          `seed ${seed}: the reply after the function's output: ${JSON.stringify(answered.output_text)}`);
+  }
+
   const error = await thrown(() => client.chat.completions.create({
     model, messages: [question], max_tokens: 40,
     response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", pattern: "^a" } } },
