@@ -44,6 +44,54 @@ TEST_F(ServeTest, PrefixCacheOnDiskSurvivesARestart) {
   EXPECT_EQ(queue_->reused_tokens(), 5u + 19u);
 }
 
+// Issue 46 item 7 after a restart: a chat's next turn, sent to a new
+// server process over the same --prefix-cache-dir, resumes from the state
+// the previous turn left on disk, and its usage says so (OpenAI and
+// Anthropic routes).
+TEST_F(ServeTest, ChatTurnsResumeFromDiskAfterARestart) {
+  for (const std::string route : {"/v1/chat/completions", "/v1/messages"}) {
+    SCOPED_TRACE(route);
+    const bool anthropic = route == "/v1/messages";
+    const std::string dir =
+        FreshDir(anthropic ? "turns_disk_a" : "turns_disk_o");
+    json messages =
+        json::array({{{"role", "user"}, {"content", "Once upon a time"}}});
+    size_t first_prompt = 0;
+    for (int turn = 0; turn < 2; ++turn) {
+      auto store = PrefixStore::Open(dir, "model-a", 64 << 20);
+      ASSERT_TRUE(store.ok()) << store.status();
+      prefix_store_ = *std::move(store);
+      StartServer();  // no memory cache: only the folder carries a state
+      json body = {
+          {"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
+      if (anthropic) body["model"] = "m";
+      auto [status, reply] = Post(route, body.dump());
+      ASSERT_EQ(status, 200) << reply.dump();
+      const json& usage = reply["usage"];
+      const size_t cached =
+          anthropic
+              ? usage["cache_read_input_tokens"].get<size_t>()
+              : usage["prompt_tokens_details"]["cached_tokens"].get<size_t>();
+      const size_t prompt = anthropic
+                                ? usage["input_tokens"].get<size_t>() + cached
+                                : usage["prompt_tokens"].get<size_t>();
+      if (turn == 0) {
+        EXPECT_EQ(cached, 0u);
+        first_prompt = prompt;
+        messages.push_back(
+            {{"role", "assistant"},
+             {"content", anthropic
+                             ? reply["content"][0]["text"]
+                             : reply["choices"][0]["message"]["content"]}});
+        messages.push_back({{"role", "user"}, {"content", "Then what?"}});
+      } else {
+        EXPECT_GE(cached, first_prompt) << "prompt " << prompt;
+      }
+      TearDown();  // the restart: only the folder survives
+    }
+  }
+}
+
 class PrefixStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
