@@ -175,6 +175,25 @@ TEST(JsonMatcherTest, ToolArgumentsTakeTheirDeclaredPropertiesOnly) {
   EXPECT_TRUE(Accepts(*any, R"({"x":1})"));
 }
 
+// tool_choice "required" with parallel_tool_calls: an array of 1..N calls.
+TEST(JsonMatcherTest, ParallelForcedCallsAreAnArrayOfCalls) {
+  const std::vector<std::pair<std::string, Json>> tools = {
+      {"add",
+       Json::parse(
+           R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})")}};
+  absl::StatusOr<CompiledSchema> s = CompiledSchema::ToolCall(tools, 3);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(Accepts(*s, R"([{"name":"add","arguments":{"a":2}}])"));
+  EXPECT_TRUE(Accepts(
+      *s,
+      R"([{"name":"add","arguments":{"a":2}},{"name":"add","arguments":{"a":3}}])"));
+  EXPECT_FALSE(Accepts(*s, "[]"));
+  EXPECT_FALSE(Accepts(*s, R"({"name":"add","arguments":{"a":2}})"));
+  const std::string one = R"({"name":"add","arguments":{"a":1}})";
+  EXPECT_FALSE(
+      Accepts(*s, "[" + one + "," + one + "," + one + "," + one + "]"));
+}
+
 TEST(JsonMatcherTest, ToolCallPicksTheArgumentsOfTheNamedTool) {
   std::vector<std::pair<std::string, Json>> tools = {
       {"get_weather", Json::parse(R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"],"additionalProperties":false})")},

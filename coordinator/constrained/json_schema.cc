@@ -192,7 +192,7 @@ absl::StatusOr<CompiledSchema> CompiledSchema::Compile(const Json& schema,
 }
 
 absl::StatusOr<CompiledSchema> CompiledSchema::ToolCall(
-    const std::vector<std::pair<std::string, Json>>& tools) {
+    const std::vector<std::pair<std::string, Json>>& tools, int max_calls) {
   if (tools.empty() || tools.size() > kMaxLiterals) {
     return absl::InvalidArgumentError("a forced tool call needs 1 to 64 tools");
   }
@@ -222,6 +222,15 @@ absl::StatusOr<CompiledSchema> CompiledSchema::ToolCall(
   call.tool_arguments = arguments;
   s.nodes_.push_back(call);
   s.root_ = static_cast<int>(s.nodes_.size()) - 1;
+  if (max_calls > 1) {
+    SchemaNode calls;
+    calls.types = kArray;
+    calls.items = s.root_;
+    calls.min_items = 1;
+    calls.max_items = max_calls;
+    s.nodes_.push_back(calls);
+    s.root_ = static_cast<int>(s.nodes_.size()) - 1;
+  }
   for (int i = 0; i < static_cast<int>(s.nodes_.size()); ++i) s.ComputeMinBytes(i);
   return s;
 }

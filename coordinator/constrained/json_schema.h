@@ -82,8 +82,11 @@ class CompiledSchema {
   // One call of one of `tools` (name, parameters schema):
   // {"name": "...", "arguments": {...}} (tool_choice "required"); the
   // arguments' objects are closed (see Compile).
+  // With `max_calls` > 1: a JSON array of 1..max_calls such calls
+  // (tool_choice "required" with parallel_tool_calls).
   static absl::StatusOr<CompiledSchema> ToolCall(
-      const std::vector<std::pair<std::string, nlohmann::ordered_json>>& tools);
+      const std::vector<std::pair<std::string, nlohmann::ordered_json>>& tools,
+      int max_calls = 1);
 
   const SchemaNode& node(int i) const { return nodes_[i]; }
   int root() const { return root_; }

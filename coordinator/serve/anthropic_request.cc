@@ -230,6 +230,11 @@ absl::StatusOr<Json> AnthropicToChat(absl::string_view body, bool count_only) {
         chat["tool_choice"] = type;
       } else if (type == "any") {
         chat["tool_choice"] = "required";
+        // Claude may answer "any" with several tool_use blocks unless the
+        // client turns that off.
+        chat["parallel_tool_calls"] =
+            !(v.contains("disable_parallel_tool_use") &&
+              v["disable_parallel_tool_use"] == true);
       } else if (type == "tool" && v.contains("name")) {
         chat["tool_choice"] = {{"type", "function"},
                                {"function", {{"name", v["name"]}}}};

@@ -213,9 +213,16 @@ bool ChatOutput::ParseCalls(const std::string& text) {
       options_.forced == ToolChoice::kRequired) {
     absl::string_view body = absl::StripAsciiWhitespace(text);
     absl::ConsumePrefix(&body, "<|python_tag|>");
-    ToolCall call;
-    if (!CallFromJson(Json::parse(body, nullptr, false), &call)) return false;
-    calls.push_back(std::move(call));
+    const Json parsed = Json::parse(body, nullptr, false);
+    // One call, or (tool_choice "required" with parallel_tool_calls) an
+    // array of them.
+    const Json list = parsed.is_array() ? parsed : Json::array({parsed});
+    for (const Json& item : list) {
+      ToolCall call;
+      if (!CallFromJson(item, &call)) return false;
+      calls.push_back(std::move(call));
+    }
+    if (calls.empty()) return false;
   } else {
     const SectionSyntax* section = SectionSyntaxOf(options_.syntax);
     if (section == nullptr ||

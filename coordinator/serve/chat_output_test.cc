@@ -80,6 +80,12 @@ TEST(ChatOutputTest, ForcedCallsAreTheConstrainedJson) {
   required.forced = ToolChoice::kRequired;
   EXPECT_EQ(Split(required, "{\"name\":\"add\",\"arguments\":{\"a\":3}}", 4),
             "R:|C:|T:add:{\"a\":3}");
+  // parallel_tool_calls: an array of calls, each a tool call.
+  EXPECT_EQ(Split(required,
+                  "[{\"name\":\"add\",\"arguments\":{\"a\":3}},"
+                  "{\"name\":\"sub\",\"arguments\":{\"b\":1}}]",
+                  4),
+            "R:|C:|T:add:{\"a\":3};sub:{\"b\":1}");
 }
 
 TEST(ChatOutputTest, WithoutToolsTextIsContent) {

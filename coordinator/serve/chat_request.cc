@@ -303,7 +303,8 @@ absl::Status ResolveOutputConstraint(CompletionRequest* r) {
                                      : d.parameters);
     }
     field = "tools";
-    schema = CompiledSchema::ToolCall(tools);
+    schema = CompiledSchema::ToolCall(
+        tools, r->parallel_tool_calls ? kMaxParallelCalls : 1);
   } else if (r->response_format == ResponseFormat::kJsonObject) {
     schema = CompiledSchema::AnyObject();
   } else if (r->response_format == ResponseFormat::kJsonSchema) {

@@ -264,6 +264,10 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
       if (!(v.is_boolean() && !v.get<bool>())) {
         return Bad(absl::StrCat(key, " is not supported yet"));
       }
+    } else if (key == "parallel_tool_calls") {
+      if (!v.is_boolean())
+        return Bad("parallel_tool_calls must be true or false");
+      r.parallel_tool_calls = v.get<bool>();
     } else if (key == "reasoning_effort" && chat) {
       // Templates that know it (gpt-oss's) read it as a variable.
       if (!v.is_string()) return Bad("reasoning_effort must be a string");
@@ -278,11 +282,11 @@ absl::StatusOr<CompletionRequest> ParseCompletionRequestJson(
             "end-of-text and stop strings)");
       }
     } else if (key == "user" || key == "metadata" || key == "store" ||
-               key == "service_tier" || key == "parallel_tool_calls" ||
-               key == "prompt_cache_key" || key == "safety_identifier" ||
-               key == "verbosity" || key == "cache_prompt" ||
-               key == "id_slot" || key == "prompt_cache_retention" ||
-               key == "client_metadata" || key == "user_id") {
+               key == "service_tier" || key == "prompt_cache_key" ||
+               key == "safety_identifier" || key == "verbosity" ||
+               key == "cache_prompt" || key == "id_slot" ||
+               key == "prompt_cache_retention" || key == "client_metadata" ||
+               key == "user_id") {
       // Bookkeeping and client hints that change nothing the model
       // generates (the prefix cache is automatic: cache_prompt and
       // prompt_cache_key need nothing more).

@@ -64,6 +64,9 @@ struct CompletionRequest {
   std::vector<ToolDefinition> tool_definitions;
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;  // kNamed
+  // parallel_tool_calls: true with tool_choice "required": one or more
+  // calls (a JSON array of them, at most kMaxParallelCalls) instead of one.
+  bool parallel_tool_calls = false;
   ResponseFormat response_format = ResponseFormat::kText;
   nlohmann::ordered_json response_schema;  // kJsonSchema
   // Retrieved documents for templates that cite them (vLLM's `documents`:
@@ -92,6 +95,7 @@ struct CompletionRequest {
 };
 
 constexpr int kMaxTopLogprobs = 20;
+constexpr int kMaxParallelCalls = 8;
 
 struct RequestLimits {
   int max_tokens = 4096;         // largest max_tokens accepted

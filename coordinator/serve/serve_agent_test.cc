@@ -82,6 +82,33 @@ TEST_F(ServeTest, ForcedToolCallsParseAndValidateAtTemperatureOne) {
   }
 }
 
+// Issue 46 item 12: "required" with parallel_tool_calls may answer with
+// several calls (1..8), each valid; without it, exactly one.
+TEST_F(ServeTest, RequiredWithParallelCallsMayCallSeveralTimes) {
+  max_prompt_tokens_ = 470;
+  StartServer();
+  for (int seed = 1; seed <= 6; ++seed) {
+    auto [status, body] = Post(
+        "/v1/chat/completions",
+        ChatBody(
+            std::string(R"(, "tools": )") + kTools +
+                R"(, "tool_choice": "required", "parallel_tool_calls": true)",
+            seed, false, 120));
+    ASSERT_EQ(status, 200) << body;
+    const json& choice = body["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << body;
+    const json& calls = choice["message"]["tool_calls"];
+    ASSERT_GE(calls.size(), 1u) << body;
+    ASSERT_LE(calls.size(), 8u) << body;
+    for (const json& call : calls) {
+      ExpectValidArguments(
+          call["function"]["name"],
+          json::parse(call["function"]["arguments"].get<std::string>(), nullptr,
+                      false));
+    }
+  }
+}
+
 TEST_F(ServeTest, NamedToolCallStreamsItsArguments) {
   max_prompt_tokens_ = 470;  // the tool list takes about 400 tokens
   StartServer();
