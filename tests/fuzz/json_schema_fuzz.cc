@@ -1,7 +1,7 @@
 // Schemas come from requests: any JSON must compile or be refused, and the
 // matcher must take any bytes after it (a text after the first NUL of the
 // input) without crashing, its MinBytesToEnd defined at every step. Also
-// Anthropic request bodies, translated and parsed.
+// Anthropic and Responses request bodies, translated and parsed.
 //
 // A schema that compiles must also be one some value satisfies (issue 44:
 // {"type": []} or {"type": "string", "const": 5} were accepted and answered
@@ -18,6 +18,7 @@
 #include "coordinator/constrained/json_matcher.h"
 #include "coordinator/serve/anthropic_request.h"
 #include "coordinator/serve/completion_request.h"
+#include "coordinator/serve/responses_request.h"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -128,6 +129,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (chat.ok()) {
     (void)flotilla::coordinator::serve::ParseCompletionRequestJson(
         *chat, true, flotilla::coordinator::serve::RequestLimits());
+  }
+  // The Responses API's request (Codex's) the same way.
+  auto responses = flotilla::coordinator::serve::ResponsesToChat(schema_text);
+  if (responses.ok()) {
+    (void)flotilla::coordinator::serve::ParseCompletionRequestJson(
+        responses->chat, true, flotilla::coordinator::serve::RequestLimits());
   }
   return 0;
 }
