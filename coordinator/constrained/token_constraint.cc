@@ -38,6 +38,25 @@ absl::StatusOr<std::shared_ptr<const TokenPieces>> TokenPieces::Build(
     out->pieces_[id] = text->substr(base->size());
     out->by_first_byte_[static_cast<unsigned char>(out->pieces_[id][0])]
         .push_back(id);
+    out->sorted_.push_back(id);
+  }
+  const std::vector<std::string>& p = out->pieces_;
+  std::sort(out->sorted_.begin(), out->sorted_.end(),
+            [&p](int32_t a, int32_t b) {
+              return p[a] != p[b] ? p[a] < p[b] : a < b;
+            });
+  out->shared_.resize(out->sorted_.size(), 0);
+  for (size_t i = 0; i < out->sorted_.size(); ++i) {
+    const std::string& here = p[out->sorted_[i]];
+    out->longest_ = std::max(out->longest_, here.size());
+    if (i == 0) continue;
+    const std::string& before = p[out->sorted_[i - 1]];
+    size_t n = 0;
+    while (n < here.size() && n < before.size() && n < 65535 &&
+           here[n] == before[n]) {
+      ++n;
+    }
+    out->shared_[i] = static_cast<uint16_t>(n);
   }
   return std::shared_ptr<const TokenPieces>(std::move(out));
 }
@@ -55,23 +74,43 @@ void JsonConstraint::Mask(float* logits, int vocab, int remaining) {
   const int64_t after = std::max(0, remaining - 1);
   bool any_within = false, any_valid = false;
   std::vector<int32_t> over_budget;
-  for (int b = 0; b < 256; ++b) {
-    const std::vector<int32_t>& ids = pieces_->starting_with(b);
-    if (ids.empty()) continue;
-    JsonMatcher first = matcher_;
-    if (!first.Feed(static_cast<char>(b))) continue;
-    for (int32_t id : ids) {
-      if (id >= vocab) continue;
-      JsonMatcher m = first;
-      const std::string& p = pieces_->piece(id);
-      if (!m.FeedAll(absl::string_view(p).substr(1))) continue;
-      any_valid = true;
-      if (m.MinBytesToEnd() <= after) {
-        allowed_[id] = 1;
-        any_within = true;
-      } else {
-        over_budget.push_back(id);
+  // The pieces in byte order: each is fed only past what it shares with
+  // the one before (states_[d] holds the matcher after d bytes), and a
+  // byte the matcher refuses rules out every piece that shares it. The
+  // same verdicts as feeding each piece alone: the matcher's state is a
+  // function of the bytes fed.
+  if (states_.size() < pieces_->longest() + 1) {
+    states_.resize(pieces_->longest() + 1, matcher_);
+  }
+  states_[0] = matcher_;
+  size_t valid = 0;  // states_[0..valid] belong to the previous piece
+  size_t dead = std::numeric_limits<size_t>::max();  // its refused byte
+  const std::vector<int32_t>& order = pieces_->sorted();
+  const std::vector<uint16_t>& shared = pieces_->shared();
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int32_t id = order[k];
+    const std::string& p = pieces_->piece(id);
+    const size_t common = shared[k];
+    if (dead != std::numeric_limits<size_t>::max() && common > dead) {
+      continue;  // it shares the refused byte
+    }
+    size_t d = std::min(common, valid);
+    dead = std::numeric_limits<size_t>::max();
+    for (; d < p.size(); ++d) {
+      states_[d + 1] = states_[d];
+      if (!states_[d + 1].Feed(p[d])) {
+        dead = d;
+        break;
       }
+    }
+    valid = dead != std::numeric_limits<size_t>::max() ? dead : p.size();
+    if (dead != std::numeric_limits<size_t>::max() || id >= vocab) continue;
+    any_valid = true;
+    if (states_[p.size()].MinBytesToEnd() <= after) {
+      allowed_[id] = 1;
+      any_within = true;
+    } else {
+      over_budget.push_back(id);
     }
   }
   if (!any_within) {

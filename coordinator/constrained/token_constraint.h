@@ -34,11 +34,21 @@ class TokenPieces {
   }
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
   int32_t vocab_size() const { return static_cast<int32_t>(pieces_.size()); }
+  // The tokens with a piece, in byte order of their pieces, and how many
+  // leading bytes each shares with the one before it (0 for the first):
+  // the order Mask walks, so a prefix is fed to the matcher once for all
+  // the tokens that share it.
+  const std::vector<int32_t>& sorted() const { return sorted_; }
+  const std::vector<uint16_t>& shared() const { return shared_; }
+  size_t longest() const { return longest_; }
 
  private:
   std::vector<std::string> pieces_;  // empty: never allowed
   std::array<std::vector<int32_t>, 256> by_first_byte_;
   std::vector<int32_t> stop_ids_;
+  std::vector<int32_t> sorted_;
+  std::vector<uint16_t> shared_;
+  size_t longest_ = 0;
 };
 
 class JsonConstraint : public TokenConstraint {
@@ -54,6 +64,9 @@ class JsonConstraint : public TokenConstraint {
   std::shared_ptr<const TokenPieces> pieces_;
   JsonMatcher matcher_;
   std::vector<char> allowed_;  // per token, this step
+  // Mask's walk: states_[d] is the matcher after the first d bytes of the
+  // current piece (reused across steps so copies keep their buffers).
+  std::vector<JsonMatcher> states_;
 };
 
 }  // namespace flotilla::coordinator::constrained
