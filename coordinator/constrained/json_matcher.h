@@ -32,6 +32,14 @@ class JsonMatcher {
   // Complete, and nothing may follow.
   bool Done() const { return stack_.empty(); }
   int64_t MinBytesToEnd() const;
+  // Inside a string value (not a key) between characters (no escape or
+  // UTF-8 sequence open): its characters so far and its length bounds
+  // (max -1: none). Then a run of plain characters (no quote, backslash or
+  // control byte; whole UTF-8 sequences) is taken iff it keeps the count
+  // within the maximum, and lowers MinBytesToEnd by what it pays of the
+  // minimum (the mask's fast path, token_constraint.cc).
+  bool InPlainString(int64_t* count, int64_t* min_length,
+                     int64_t* max_length) const;
 
  private:
   enum class Kind : uint8_t { kValue, kObject, kArray, kString, kNumber, kLiteral };

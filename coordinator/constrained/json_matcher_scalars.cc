@@ -229,6 +229,21 @@ JsonMatcher::Step JsonMatcher::LiteralStep(Frame& f, char c) {
   return kTaken;
 }
 
+bool JsonMatcher::InPlainString(int64_t* count, int64_t* min_length,
+                                int64_t* max_length) const {
+  if (stack_.empty()) return false;
+  const Frame& f = stack_.back();
+  if (f.kind != Kind::kString || f.keys || f.phase != 1 || f.esc != 0 ||
+      f.pending != 0) {
+    return false;
+  }
+  const SchemaNode& n = schema_->node(f.node);
+  *count = f.count;
+  *min_length = n.min_length;
+  *max_length = n.max_length;
+  return true;
+}
+
 bool JsonMatcher::CanEnd() const {
   if (stack_.empty()) return true;
   if (stack_.size() != 1) return false;

@@ -41,6 +41,13 @@ class TokenPieces {
   const std::vector<int32_t>& sorted() const { return sorted_; }
   const std::vector<uint16_t>& shared() const { return shared_; }
   size_t longest() const { return longest_; }
+  // Characters of a piece that is plain string content (no quote,
+  // backslash or control byte, whole valid UTF-8 sequences), else -1; and
+  // the pieces that are not, in the same byte order with their shared
+  // prefixes (what Mask still feeds inside a string).
+  int32_t plain_chars(int32_t id) const { return plain_chars_[id]; }
+  const std::vector<int32_t>& others() const { return others_; }
+  const std::vector<uint16_t>& others_shared() const { return others_shared_; }
 
  private:
   std::vector<std::string> pieces_;  // empty: never allowed
@@ -49,6 +56,9 @@ class TokenPieces {
   std::vector<int32_t> sorted_;
   std::vector<uint16_t> shared_;
   size_t longest_ = 0;
+  std::vector<int32_t> plain_chars_;
+  std::vector<int32_t> others_;
+  std::vector<uint16_t> others_shared_;
 };
 
 class JsonConstraint : public TokenConstraint {
@@ -64,8 +74,15 @@ class JsonConstraint : public TokenConstraint {
   std::shared_ptr<const TokenPieces> pieces_;
   JsonMatcher matcher_;
   std::vector<char> allowed_;  // per token, this step
-  // Mask's walk: states_[d] is the matcher after the first d bytes of the
-  // current piece (reused across steps so copies keep their buffers).
+  // Mask's walk over `order` (sorted pieces, `shared` their common
+  // prefixes): each valid token into allowed_ (within the budget) or
+  // `over_budget`.
+  void Walk(const std::vector<int32_t>& order,
+            const std::vector<uint16_t>& shared, int vocab, int64_t after,
+            bool* any_valid, bool* any_within,
+            std::vector<int32_t>* over_budget);
+  // states_[d] is the matcher after the first d bytes of the current piece
+  // (reused across steps so copies keep their buffers).
   std::vector<JsonMatcher> states_;
 };
 
