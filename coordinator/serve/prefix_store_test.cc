@@ -67,14 +67,7 @@ TEST_F(ServeTest, ChatTurnsResumeFromDiskAfterARestart) {
       if (anthropic) body["model"] = "m";
       auto [status, reply] = Post(route, body.dump());
       ASSERT_EQ(status, 200) << reply.dump();
-      const json& usage = reply["usage"];
-      const size_t cached =
-          anthropic
-              ? usage["cache_read_input_tokens"].get<size_t>()
-              : usage["prompt_tokens_details"]["cached_tokens"].get<size_t>();
-      const size_t prompt = anthropic
-                                ? usage["input_tokens"].get<size_t>() + cached
-                                : usage["prompt_tokens"].get<size_t>();
+      const auto [prompt, cached] = PromptAndCached(reply, anthropic);
       if (turn == 0) {
         EXPECT_EQ(cached, 0u);
         first_prompt = prompt;

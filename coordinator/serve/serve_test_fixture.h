@@ -106,6 +106,19 @@ class ServeTest : public ::testing::Test {
     if (!r) return {-1, json()};
     return {r->status, json::parse(r->body, nullptr, false)};
   }
+  // A chat reply's prompt tokens and how many of them the prefix cache
+  // served, from its usage in the route's shape (Anthropic's input_tokens
+  // leave out the cached ones; OpenAI's prompt_tokens count them).
+  static std::pair<size_t, size_t> PromptAndCached(const json& reply,
+                                                   bool anthropic) {
+    const json& usage = reply["usage"];
+    if (anthropic) {
+      const size_t cached = usage["cache_read_input_tokens"].get<size_t>();
+      return {usage["input_tokens"].get<size_t>() + cached, cached};
+    }
+    return {usage["prompt_tokens"].get<size_t>(),
+            usage["prompt_tokens_details"]["cached_tokens"].get<size_t>()};
+  }
   // The reference prompt, and a second turn: it, then 30 of its reference
   // tokens (the first reply as a client sends it back).
   struct Turns {

@@ -51,6 +51,17 @@ def make_model(folder):
         shutil.copy(os.path.join(stories, name), folder)
 
 
+def start_serve(binary, model, log=subprocess.DEVNULL):
+    """`serve` on the agent model with no context flags: (process, port),
+    once it is ready."""
+    port = free_port()
+    server = subprocess.Popen(
+        [binary, "serve", "--model", model, "--http-port", str(port),
+         "--chat-template", "chatml"], stdout=log, stderr=subprocess.STDOUT)
+    wait_ready(port, server)
+    return server, port
+
+
 def wait_ready(port, server):
     for _ in range(600):
         if server.poll() is not None:
@@ -74,13 +85,9 @@ def main():
     try:
         model = os.path.join(scratch, "model")
         make_model(model)
-        port = free_port()
         log = open(os.path.join(scratch, "serve.log"), "w")
         # No context flags: the context is the model's (65,536 positions).
-        server = subprocess.Popen(
-            [binary, "serve", "--model", model, "--http-port", str(port),
-             "--chat-template", "chatml"], stdout=log, stderr=subprocess.STDOUT)
-        wait_ready(port, server)
+        server, port = start_serve(binary, model, log)
         home = os.path.join(scratch, "home")
         work = os.path.join(scratch, "work")
         os.makedirs(os.path.join(home, ".codex"))

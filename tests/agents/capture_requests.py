@@ -50,12 +50,7 @@ def main():
     try:
         model = os.path.join(scratch, "model")
         clis.make_model(model)
-        port = clis.free_port()
-        server = subprocess.Popen(
-            [binary, "serve", "--model", model, "--http-port", str(port),
-             "--chat-template", "chatml"], stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT)
-        clis.wait_ready(port, server)
+        server, port = clis.start_serve(binary, model)
 
         class Proxy(http.server.BaseHTTPRequestHandler):
             def do_POST(self):

@@ -14,7 +14,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import urllib.request
@@ -40,12 +39,7 @@ def main():
     try:
         model = os.path.join(scratch, "model")
         clis.make_model(model)
-        port = clis.free_port()
-        server = subprocess.Popen(
-            [binary, "serve", "--model", model, "--http-port", str(port),
-             "--chat-template", "chatml"], stdout=subprocess.DEVNULL,
-            stderr=subprocess.STDOUT)
-        clis.wait_ready(port, server)
+        server, port = clis.start_serve(binary, model)
         files = sorted(glob.glob(os.path.join(HERE, "requests", "*.json")))
         clis.check(len(files) >= 3, f"{len(files)} recorded requests")
         cached = {}
