@@ -62,20 +62,14 @@ TEST_F(ServeTest, ChatTurnsResumeFromDiskAfterARestart) {
       ASSERT_TRUE(store.ok()) << store.status();
       prefix_store_ = *std::move(store);
       StartServer();  // no memory cache: only the folder carries a state
-      json body = {
-          {"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
-      if (anthropic) body["model"] = "m";
-      auto [status, reply] = Post(route, body.dump());
-      ASSERT_EQ(status, 200) << reply.dump();
+      std::string text;
+      const json reply = ChatTurn(route, messages, &text);
+      ASSERT_FALSE(reply.empty());
       const auto [prompt, cached] = PromptAndCached(reply, anthropic);
       if (turn == 0) {
         EXPECT_EQ(cached, 0u);
         first_prompt = prompt;
-        messages.push_back(
-            {{"role", "assistant"},
-             {"content", anthropic
-                             ? reply["content"][0]["text"]
-                             : reply["choices"][0]["message"]["content"]}});
+        messages.push_back({{"role", "assistant"}, {"content", text}});
         messages.push_back({{"role", "user"}, {"content", "Then what?"}});
       } else {
         EXPECT_GE(cached, first_prompt) << "prompt " << prompt;

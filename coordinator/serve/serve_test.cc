@@ -393,11 +393,9 @@ TEST_F(ServeTest, ChatTurnsResumeFromThePreviousTurnAndSaySo) {
     std::vector<std::string> replies;
     for (const char* user : {"Once upon a time", "Then what?", "The end?"}) {
       messages.push_back({{"role", "user"}, {"content", user}});
-      json body = {
-          {"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
-      if (anthropic) body["model"] = "m";
-      auto [status, reply] = Post(route, body.dump());
-      ASSERT_EQ(status, 200) << reply.dump();
+      std::string text;
+      const json reply = ChatTurn(route, messages, &text);
+      ASSERT_FALSE(reply.empty());
       const auto [prompt, cached] = PromptAndCached(reply, anthropic);
       if (previous_prompt == 0) {
         EXPECT_EQ(cached, 0u);
@@ -406,10 +404,6 @@ TEST_F(ServeTest, ChatTurnsResumeFromThePreviousTurnAndSaySo) {
         EXPECT_LT(cached, prompt);
       }
       previous_prompt = prompt;
-      const std::string text =
-          anthropic
-              ? reply["content"][0]["text"].get<std::string>()
-              : reply["choices"][0]["message"]["content"].get<std::string>();
       replies.push_back(text);
       messages.push_back({{"role", "assistant"}, {"content", text}});
     }
@@ -417,16 +411,9 @@ TEST_F(ServeTest, ChatTurnsResumeFromThePreviousTurnAndSaySo) {
     // The last turn without a cache: the same reply.
     StartServer();
     messages.erase(messages.end() - 1);
-    json body = {
-        {"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
-    if (anthropic) body["model"] = "m";
-    auto [status, reply] = Post(route, body.dump());
-    ASSERT_EQ(status, 200);
-    EXPECT_EQ(
-        anthropic
-            ? reply["content"][0]["text"].get<std::string>()
-            : reply["choices"][0]["message"]["content"].get<std::string>(),
-        replies.back());
+    std::string again;
+    ChatTurn(route, messages, &again);
+    EXPECT_EQ(again, replies.back());
     TearDown();
   }
 }

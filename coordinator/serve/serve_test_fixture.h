@@ -106,6 +106,22 @@ class ServeTest : public ::testing::Test {
     if (!r) return {-1, json()};
     return {r->status, json::parse(r->body, nullptr, false)};
   }
+  // One greedy chat turn of 12 tokens on `route` (/v1/chat/completions or
+  // Anthropic's /v1/messages): the reply, and its text in *text.
+  json ChatTurn(const std::string& route, const json& messages,
+                std::string* text) {
+    const bool anthropic = route == "/v1/messages";
+    json body = {
+        {"messages", messages}, {"max_tokens", 12}, {"temperature", 0}};
+    if (anthropic) body["model"] = "m";
+    auto [status, reply] = Post(route, body.dump());
+    EXPECT_EQ(status, 200) << reply.dump();
+    if (status != 200) return json::object();
+    *text = anthropic
+                ? reply["content"][0]["text"].get<std::string>()
+                : reply["choices"][0]["message"]["content"].get<std::string>();
+    return reply;
+  }
   // A chat reply's prompt tokens and how many of them the prefix cache
   // served, from its usage in the route's shape (Anthropic's input_tokens
   // leave out the cached ones; OpenAI's prompt_tokens count them).
