@@ -2,8 +2,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -39,11 +37,9 @@ absl::StatusOr<GenerationDefaults> LoadGenerationDefaults(
     d.description = "greedy (no generation_config.json)";
     return d;
   }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return absl::InvalidArgumentError(path + ": cannot be read");
-  auto parsed = model::internal::ParseJson(text.str(), path);
+  absl::StatusOr<std::string> text = model::internal::ReadSmallFile(path);
+  if (!text.ok()) return text.status();
+  auto parsed = model::internal::ParseJson(*text, path);
   if (!parsed.ok()) return parsed.status();
   if (!parsed->is_object()) {
     return absl::InvalidArgumentError(path + ": must be a JSON object");
