@@ -11,13 +11,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 using internal::Bad;
-
-// obj[key] when it is a string, else "" (never throws on odd types).
-std::string StringField(const Json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  const auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
+using internal::StringField;
 
 // Text of a content that is a string or a list of text blocks.
 absl::StatusOr<std::string> TextOf(const Json& content, const std::string& at) {

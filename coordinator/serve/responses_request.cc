@@ -9,12 +9,7 @@ namespace flotilla::coordinator::serve {
 namespace {
 
 using internal::Bad;
-
-std::string ItemType(const nlohmann::ordered_json& obj) {
-  if (!obj.is_object()) return "";
-  const auto it = obj.find("type");
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-}
+using internal::StringField;
 
 // The text of a message's content: a string, or input_text / output_text
 // parts joined.
@@ -27,7 +22,7 @@ absl::StatusOr<std::string> ContentPartsText(
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const nlohmann::ordered_json& part = content[i];
-    const std::string type = ItemType(part);
+    const std::string type = StringField(part, "type");
     if ((type == "input_text" || type == "output_text" || type == "text" ||
          type == "summary_text" || type == "reasoning_text") &&
         part.contains("text") && part["text"].is_string()) {
@@ -68,7 +63,7 @@ absl::Status InputItem(const nlohmann::ordered_json& item, size_t index,
                        InputConversation* c) {
   const std::string at = absl::StrCat("input[", index, "]");
   if (!item.is_object()) return Bad(at + ": must be an object");
-  std::string type = ItemType(item);
+  std::string type = StringField(item, "type");
   if (type.empty() && item.contains("role")) type = "message";
   if (type == "message") {
     if (!item.contains("role") || !item["role"].is_string()) {
@@ -131,7 +126,7 @@ absl::Status FunctionTools(const nlohmann::ordered_json& v,
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();
   for (size_t i = 0; i < v.size(); ++i) {
     const nlohmann::ordered_json& t = v[i];
-    const std::string type = ItemType(t);
+    const std::string type = StringField(t, "type");
     if (type != "function") {
       // Hosted tools need services this server does not run.
       r->skipped_tools.push_back(type.empty() ? "(untyped)" : type);
@@ -163,7 +158,7 @@ absl::Status ResponsesToolChoice(const nlohmann::ordered_json& v,
     r->chat["tool_choice"] = s;
     return absl::OkStatus();
   }
-  if (ItemType(v) == "function" && v.contains("name")) {
+  if (StringField(v, "type") == "function" && v.contains("name")) {
     r->chat["tool_choice"] = {{"type", "function"},
                               {"function", {{"name", v["name"]}}}};
     return absl::OkStatus();
@@ -181,7 +176,7 @@ absl::Status TextFormat(const nlohmann::ordered_json& v, ResponsesRequest* r) {
       return Bad(absl::StrCat("text.", it.key(), ": not supported"));
     }
     const nlohmann::ordered_json& f = it.value();
-    const std::string type = ItemType(f);
+    const std::string type = StringField(f, "type");
     if (type == "text") continue;
     if (type == "json_object") {
       r->chat["response_format"] = {{"type", "json_object"}};
