@@ -89,37 +89,36 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
       const size_t kvh = h / group;
       for (size_t t0 = 0; t0 < n; t0 += kQueries) {
         const size_t count = std::min(kQueries, n - t0);
-        // Query t attends to cache positions [first(t), pos(t)].
-        auto first_of = [&](size_t t) {
-          const size_t pos = first_position + t;
-          const size_t first =
-              window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+        // Query t0 + i attends to cache positions [first[i], its own].
+        size_t first[kQueries] = {};
+        for (size_t i = 0; i < count; ++i) {
+          const size_t pos = first_position + t0 + i;
+          first[i] = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
           // TrimToWindow keeps every row a later token can see.
-          FLOTILLA_CHECK(first >= cache_first);
-          return first;
-        };
-        const size_t lo = first_of(t0);                 // firsts grow with t
+          FLOTILLA_CHECK(first[i] >= cache_first);
+        }
+        const size_t lo = first[0];                     // firsts grow with t
         const size_t hi = first_position + t0 + count;  // past the last pos
         // Runs fn(query, from, to) for each query's share of each row block.
         auto blocks = [&](const auto& fn) {
           for (size_t b = lo; b < hi; b += kRows) {
             for (size_t i = 0; i < count; ++i) {
               const size_t t = t0 + i;
-              const size_t from = std::max(b, first_of(t));
+              const size_t from = std::max(b, first[i]);
               const size_t to = std::min(b + kRows, first_position + t + 1);
               if (from < to) fn(i, from, to);
             }
           }
         };
         for (size_t i = 0; i < count; ++i) {
-          dots[i].resize(first_position + t0 + i + 1 - first_of(t0 + i));
+          dots[i].resize(first_position + t0 + i + 1 - first[i]);
         }
         blocks([&](size_t i, size_t from, size_t to) {
           const size_t t = t0 + i;
           kernels::DotF32Rows(
               q + (t * heads + h) * d,
               keys->data() + (from - cache_first) * kv_width + kvh * d,
-              kv_width, to - from, d, dots[i].data() + (from - first_of(t)));
+              kv_width, to - from, d, dots[i].data() + (from - first[i]));
         });
         for (size_t i = 0; i < count; ++i) {
           const size_t len = dots[i].size();
@@ -132,9 +131,8 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
         }
         std::fill(acc.begin(), acc.begin() + count * d, 0.0);
         blocks([&](size_t i, size_t from, size_t to) {
-          const size_t t = t0 + i;
           kernels::AddWeightedRows(
-              scores[i].data() + (from - first_of(t)),
+              scores[i].data() + (from - first[i]),
               values->data() + (from - cache_first) * kv_width + kvh * d,
               kv_width, to - from, d, acc.data() + i * d);
         });
