@@ -198,7 +198,7 @@ absl::StatusOr<std::unique_ptr<ExpertBackend>> ConnectWorkers(
 
 int ResolveMaxContext(const model::ModelShape& shape, uint64_t budget,
                       int sequences, std::string* reason) {
-  constexpr int kDefault = 4096, kStep = 256;
+  constexpr int kDefault = kFallbackContext, kStep = 256;
   const int model = shape.max_positions > 0 ? shape.max_positions : kDefault;
   const uint64_t states = static_cast<uint64_t>(std::max(1, sequences));
   const uint64_t quarter = budget / 4;
@@ -334,7 +334,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(
     if (family::CheckLoopBounds(*config, ConfigPath(options)).ok()) {
       o = WithContext(options, config->Shape(), budget, &reason);
     } else {
-      o.max_context = 4096;
+      o.max_context = kFallbackContext;
     }
   }
   const std::string family = config->family().name;

@@ -96,6 +96,9 @@ struct Engine {
 // holds or refuses). `reason` says which, for the startup line.
 int ResolveMaxContext(const model::ModelShape& shape, uint64_t budget,
                       int sequences, std::string* reason);
+// The context of a config that gives no positions (or one past the loop
+// bounds, which its family then refuses).
+inline constexpr int kFallbackContext = 4096;
 
 // Finds the model's family (shared/family) and opens it with that family's
 // engine opener.
