@@ -1,9 +1,10 @@
-// The HTTP API over the tiny Kimi K3 and DeepSeek-V3 checkpoints (each
-// ckpt_A, no tokenizer, so prompts are token ids): 16 clients stream greedy
-// completions of 16 different prompts at once through continuous batching, with
-// a prompt chunk small enough that prefill and decode share steps. Every
-// stream's ids (read from its logprobs, "token_id:N") equal `Generate` on that
-// prompt alone, and the queue really stepped several sequences together.
+// The HTTP API over the tiny Kimi K3, DeepSeek-V3 and Qwen3-MoE checkpoints
+// (each ckpt_A, no tokenizer, so prompts are token ids). 16 clients stream
+// greedy completions of 16 different prompts at once through continuous
+// batching, with a prompt chunk small enough that prefill and decode share
+// steps. Every stream's ids (read from its logprobs, "token_id:N") equal
+// `Generate` on that prompt alone, and the queue really stepped several
+// sequences together.
 #include <httplib.h>
 
 #include <random>
@@ -109,6 +110,75 @@ TEST_P(ServeByIdsTest, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
     EXPECT_EQ(finish[i], "length") << "client " << i;
   }
   EXPECT_GT(queue.widest_step(), 1u);
+  server.Stop();
+}
+
+// A chat's next turn and a repeated request resume from the prefix cache in
+// every family: a state that can be cut back (KV and latent caches) serves
+// the longest shared beginning; a recurrent one (Kimi K3) was also kept one
+// id short of its prompt's end. The replies are Generate's alone.
+TEST_P(ServeByIdsTest, NextTurnsAndRepeatsResumeFromThePrefixCache) {
+  EngineOptions eo;
+  eo.model_dir = testutil::DataPath(GetParam());
+  eo.threads = 2;
+  auto engine = OpenEngine(eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LanguageModel& model = *(*engine)->model;
+  const bool rewinds = model.StartSequence()->RewindsAnywhere();
+
+  QueueOptions qo;
+  qo.max_batch = 4;
+  qo.prefill_chunk = 5;  // the prompt's end falls inside a chunk
+  qo.prefix_cache_bytes = 64 << 20;
+  GenerationQueue queue(&model, qo);
+  ServeOptions so;
+  so.port = 0;
+  so.model_name = "ckpt_A";
+  HttpServer server(&model, nullptr, &queue, so);
+  ASSERT_TRUE(server.Start().ok());
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_read_timeout(300, 0);
+  // One greedy completion of `prompt`: its ids and its cached tokens.
+  auto complete = [&](const std::vector<int32_t>& prompt, size_t* cached) {
+    const json body = {{"prompt", prompt},
+                       {"max_tokens", 6},
+                       {"temperature", 0},
+                       {"logprobs", 0}};
+    auto r = client.Post("/v1/completions", body.dump(), "application/json");
+    std::vector<int32_t> ids;
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+    if (!r || r->status != 200) return ids;
+    const json reply = json::parse(r->body);
+    for (const json& t : reply["choices"][0]["logprobs"]["tokens"]) {
+      ids.push_back(TokenIdOf(t));
+    }
+    *cached = reply["usage"]["prompt_tokens_details"]["cached_tokens"];
+    return ids;
+  };
+  auto alone = [&](const std::vector<int32_t>& prompt) {
+    GenerateOptions g;
+    g.max_tokens = 6;
+    auto r = Generate(model, prompt, g, nullptr);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->generated_ids : std::vector<int32_t>();
+  };
+
+  const std::vector<int32_t> first = {5, 17, 3, 44, 9, 21, 8, 30, 2, 11, 6, 13};
+  size_t cached = 99;
+  const std::vector<int32_t> reply = complete(first, &cached);
+  EXPECT_EQ(reply, alone(first));
+  EXPECT_EQ(cached, 0u);
+  // The next turn renders the reply otherwise (its first id differs), then
+  // a new message: the shared beginning is the first prompt.
+  std::vector<int32_t> second = first;
+  second.push_back(reply.empty() || reply[0] != 7 ? 7 : 8);
+  for (int32_t id : {4, 19, 26, 1}) second.push_back(id);
+  EXPECT_EQ(complete(second, &cached), alone(second));
+  EXPECT_EQ(cached, rewinds ? first.size() : first.size() - 1);
+  // The same request again: all but the last id.
+  EXPECT_EQ(complete(second, &cached), alone(second));
+  EXPECT_EQ(cached, second.size() - 1);
+  EXPECT_EQ(queue.prefix_hits(), 2u);
   server.Stop();
 }
 

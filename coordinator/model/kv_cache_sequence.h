@@ -45,6 +45,14 @@ struct KvCacheSequence : public ModelSequence {
     return true;
   }
 
+  // No sliding window: nothing is ever trimmed, so Truncate always works.
+  bool RewindsAnywhere() const override {
+    for (size_t l = 0; l < keys.size(); ++l) {
+      if (window[l] > 0 || first[l] != 0) return false;
+    }
+    return true;
+  }
+
   size_t bytes() const override {
     size_t total = 0;
     // Memory held: the caches grow by appending, so capacity, not size.

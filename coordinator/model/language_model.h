@@ -51,6 +51,11 @@ class ModelSequence {
     (void)added;
     return false;
   }
+  // Whether Truncate will go back to any earlier position whatever is fed
+  // first (every position stays held: a plain KV or latent cache). A prefix
+  // cache cuts such a state back to the part a new prompt shares; any other
+  // state (recurrent, windowed) is also kept at its prompt's end.
+  virtual bool RewindsAnywhere() const { return false; }
 };
 
 class LanguageModel {

@@ -195,6 +195,9 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
   const size_t n = running->size();
   std::vector<SpeculativePlan> plans(n);
   std::vector<bool> speculates(n, false), all_rows(n, false);
+  // Rows whose prompt ends in this step and whose state is kept there too
+  // (KeepPromptEnd).
+  std::vector<bool> keeps_prompt(n, false);
   std::vector<std::vector<int32_t>> histories(n);
   size_t prompt_fed = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -218,6 +221,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
       r->prompt_left.erase(r->prompt_left.begin(),
                            r->prompt_left.begin() + take);
       prompt_fed += take;
+      keeps_prompt[i] = r->prompt_left.empty() && WantsPromptEnd(*r, take);
     }
     ids.push_back(std::move(r->next));
   }
@@ -263,6 +267,7 @@ void GenerationQueue::Step(std::vector<std::unique_ptr<Running>>* running) {
       continue;
     }
     r.fed.insert(r.fed.end(), ids[i].begin(), ids[i].end());
+    if (keeps_prompt[i]) KeepPromptEnd(r);
     if (!r.prompt_left.empty()) {  // still prefilling: no token yet
       still.push_back(std::move((*running)[i]));
       continue;
@@ -300,6 +305,30 @@ void GenerationQueue::Keep(Running& r) {
     cache_->Put(std::move(r.fed), r.sequence->Clone());
   }
   r.sequence.reset();
+}
+
+bool GenerationQueue::WantsPromptEnd(Running& r, size_t take) {
+  if (cache_ == nullptr && store_ == nullptr) return false;
+  // A state that can go back anywhere is cut back from its end instead.
+  if (r.sequence->RewindsAnywhere()) return false;
+  // Kept one short of the prompt's end, so that the same prompt again (which
+  // must run its last id for logits) resumes from it as well as a next turn;
+  // not when that is no more than the cache served already.
+  const size_t kept = r.fed.size() + take - 1;
+  if (kept == 0 || kept <= r.result.cached_prompt_tokens) return false;
+  // The last id will be dropped again right after this step's forward.
+  return r.sequence->PrepareUndo(take);
+}
+
+void GenerationQueue::KeepPromptEnd(Running& r) {
+  // The row goes on from a copy; the state itself goes back one position
+  // (through the undo records PrepareUndo made) and is kept.
+  std::unique_ptr<ModelSequence> going_on = r.sequence->Clone();
+  if (!r.sequence->Truncate(r.fed.size() - 1)) return;  // keep nothing
+  std::vector<int32_t> ids(r.fed.begin(), r.fed.end() - 1);
+  if (store_ != nullptr) store_->Put(ids, *r.sequence);
+  if (cache_ != nullptr) cache_->Put(std::move(ids), r.sequence->Clone());
+  r.sequence = std::move(going_on);
 }
 
 bool GenerationQueue::Speculates(const Running& r) const {

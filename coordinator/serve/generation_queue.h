@@ -128,6 +128,13 @@ class GenerationQueue {
                          absl::Status* failed);
   // Ends a finished job: its state kept (prefix cache, store) or freed.
   void Keep(Running& r);
+  // Whether the step that feeds `take` more ids and ends `r`'s prompt should
+  // keep the state at the prompt's end as well (a state that cannot be cut
+  // back there later: recurrent, windowed); prepares it to go back.
+  bool WantsPromptEnd(Running& r, size_t take);
+  // After that step: keeps the state one id short of the prompt (prefix
+  // cache and store), `r` going on from a copy.
+  void KeepPromptEnd(Running& r);
 
   LanguageModel* model_;
   const size_t max_queue_, max_batch_, prefill_chunk_;

@@ -27,6 +27,23 @@ absl::Status DeepSeekV3Sequence::Save(std::string* out) const {
   return absl::OkStatus();
 }
 
+bool DeepSeekV3Sequence::Truncate(size_t n) {
+  if (n > positions) return false;
+  for (LatentCache& c : layers) {
+    if (c.positions != positions) return false;  // not every layer fed
+  }
+  for (LatentCache& c : layers) {
+    if (c.positions == 0) continue;
+    const size_t kv_width = c.c_kv.size() / c.positions;
+    const size_t rope_width = c.k_rope.size() / c.positions;
+    c.c_kv.resize(n * kv_width);
+    c.k_rope.resize(n * rope_width);
+    c.positions = n;
+  }
+  positions = n;
+  return true;
+}
+
 std::unique_ptr<DeepSeekV3Model> DeepSeekV3Model::Create(
     const model::DeepSeekV3Config& c, std::unique_ptr<RegionTrunk> trunk,
     std::unique_ptr<kernels::ThreadPool> pool,

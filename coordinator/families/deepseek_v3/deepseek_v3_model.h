@@ -48,6 +48,12 @@ struct DeepSeekV3Sequence : public ModelSequence {
     return std::make_unique<DeepSeekV3Sequence>(*this);
   }
   absl::Status Save(std::string* out) const override;
+  // Every layer keeps every position's latent row: dropping the rows from
+  // `n` on is the state before they were fed (speculation's rejected
+  // guesses, a prefix cache's shared beginning).
+  bool Truncate(size_t n) override;
+  bool PrepareUndo(size_t /*added*/) override { return true; }
+  bool RewindsAnywhere() const override { return true; }
 };
 
 class DeepSeekV3Model : public DecoderModel<DeepSeekV3Sequence> {
