@@ -31,10 +31,10 @@ struct Model {
   std::string label;
   std::string dir;
   std::vector<int32_t> prompt;
-  // Whether a rejected guess is dropped by truncating the state (KV
-  // caches; Kimi K3's recurrent state rebuilt from its undo records), or by
-  // restoring a copy and replaying the kept tokens (DeepSeek-V3's latent
-  // cache; gpt-oss's 4-token windows once they trim).
+  // Whether a rejected guess is dropped by truncating the state (KV and
+  // DeepSeek-V3's latent caches; Kimi K3's recurrent state rebuilt from its
+  // undo records), or by restoring a copy and replaying the kept tokens
+  // (gpt-oss's 4-token windows once they trim).
   bool truncates;
 };
 
@@ -45,7 +45,7 @@ std::vector<Model> Models() {
   return {
       {"stories", testutil::ModelPath("stories260k-moe"), repeat, true},
       {"kimi_k3", testutil::DataPath("k3/ckpt_A"), repeat, true},
-      {"deepseek_v3", testutil::DataPath("deepseek-v3/ckpt_A"), repeat, false},
+      {"deepseek_v3", testutil::DataPath("deepseek-v3/ckpt_A"), repeat, true},
       {"qwen3_moe", testutil::DataPath("qwen3-moe/ckpt_A"), repeat, true},
       {"gpt_oss", testutil::DataPath("gpt-oss/ckpt_A"), repeat, false}};
 }
