@@ -7,6 +7,9 @@
 // sequences together.
 #include <httplib.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -16,6 +19,7 @@
 #include "coordinator/generate.h"
 #include "coordinator/serve/generation_queue.h"
 #include "coordinator/serve/http_server.h"
+#include "coordinator/serve/prefix_store.h"
 #include "coordinator/serve/serve_test_fixture.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -113,38 +117,37 @@ TEST_P(ServeByIdsTest, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
   server.Stop();
 }
 
-// A chat's next turn and a repeated request resume from the prefix cache in
-// every family: a state that can be cut back (KV and latent caches) serves
-// the longest shared beginning; a recurrent one (Kimi K3) was also kept one
-// id short of its prompt's end. The replies are Generate's alone.
-TEST_P(ServeByIdsTest, NextTurnsAndRepeatsResumeFromThePrefixCache) {
-  EngineOptions eo;
-  eo.model_dir = testutil::DataPath(GetParam());
-  eo.threads = 2;
-  auto engine = OpenEngine(eo);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  LanguageModel& model = *(*engine)->model;
-  const bool rewinds = model.StartSequence()->RewindsAnywhere();
+// A server over `model` on a free port, with a prefix cache in memory
+// and / or on disk, and greedy completions by ids through it.
+class IdsServer {
+ public:
+  IdsServer(LanguageModel* model, uint64_t cache_bytes,
+            std::shared_ptr<PrefixStore> store) {
+    QueueOptions qo;
+    qo.max_batch = 4;
+    qo.prefill_chunk = 5;  // a prompt's end falls inside a chunk
+    qo.prefix_cache_bytes = cache_bytes;
+    qo.prefix_store = std::move(store);
+    queue_ = std::make_unique<GenerationQueue>(model, qo);
+    ServeOptions so;
+    so.port = 0;
+    so.model_name = "ckpt_A";
+    server_ = std::make_unique<HttpServer>(model, nullptr, queue_.get(), so);
+    EXPECT_TRUE(server_->Start().ok());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(300, 0);
+  }
+  ~IdsServer() { server_->Stop(); }
 
-  QueueOptions qo;
-  qo.max_batch = 4;
-  qo.prefill_chunk = 5;  // the prompt's end falls inside a chunk
-  qo.prefix_cache_bytes = 64 << 20;
-  GenerationQueue queue(&model, qo);
-  ServeOptions so;
-  so.port = 0;
-  so.model_name = "ckpt_A";
-  HttpServer server(&model, nullptr, &queue, so);
-  ASSERT_TRUE(server.Start().ok());
-  httplib::Client client("127.0.0.1", server.port());
-  client.set_read_timeout(300, 0);
-  // One greedy completion of `prompt`: its ids and its cached tokens.
-  auto complete = [&](const std::vector<int32_t>& prompt, size_t* cached) {
+  // Six greedy ids after `prompt`; *cached: the prompt tokens the cache
+  // served, from the usage.
+  std::vector<int32_t> Complete(const std::vector<int32_t>& prompt,
+                                size_t* cached) {
     const json body = {{"prompt", prompt},
                        {"max_tokens", 6},
                        {"temperature", 0},
                        {"logprobs", 0}};
-    auto r = client.Post("/v1/completions", body.dump(), "application/json");
+    auto r = client_->Post("/v1/completions", body.dump(), "application/json");
     std::vector<int32_t> ids;
     EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
     if (!r || r->status != 200) return ids;
@@ -154,7 +157,27 @@ TEST_P(ServeByIdsTest, NextTurnsAndRepeatsResumeFromThePrefixCache) {
     }
     *cached = reply["usage"]["prompt_tokens_details"]["cached_tokens"];
     return ids;
-  };
+  }
+
+ private:
+  std::unique_ptr<GenerationQueue> queue_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+// A chat's next turn and a repeated request resume from the prefix cache in
+// every family, in memory and from disk after a restart: a state that can
+// be cut back (KV and latent caches) serves the longest shared beginning; a
+// recurrent one (Kimi K3) was also kept one id short of its prompt's end.
+// The replies are Generate's alone.
+TEST_P(ServeByIdsTest, NextTurnsAndRepeatsResumeFromThePrefixCache) {
+  EngineOptions eo;
+  eo.model_dir = testutil::DataPath(GetParam());
+  eo.threads = 2;
+  auto engine = OpenEngine(eo);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  LanguageModel& model = *(*engine)->model;
+  const bool rewinds = model.StartSequence()->RewindsAnywhere();
   auto alone = [&](const std::vector<int32_t>& prompt) {
     GenerateOptions g;
     g.max_tokens = 6;
@@ -162,24 +185,37 @@ TEST_P(ServeByIdsTest, NextTurnsAndRepeatsResumeFromThePrefixCache) {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? r->generated_ids : std::vector<int32_t>();
   };
+  std::string dir = GetParam();
+  std::replace(dir.begin(), dir.end(), '/', '_');
+  dir = ::testing::TempDir() + "/next_turns_" + dir;
+  std::filesystem::remove_all(dir);
+  auto store = PrefixStore::Open(dir, "ckpt_A", 64 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
 
   const std::vector<int32_t> first = {5, 17, 3, 44, 9, 21, 8, 30, 2, 11, 6, 13};
-  size_t cached = 99;
-  const std::vector<int32_t> reply = complete(first, &cached);
-  EXPECT_EQ(reply, alone(first));
-  EXPECT_EQ(cached, 0u);
   // The next turn renders the reply otherwise (its first id differs), then
   // a new message: the shared beginning is the first prompt.
   std::vector<int32_t> second = first;
-  second.push_back(reply.empty() || reply[0] != 7 ? 7 : 8);
-  for (int32_t id : {4, 19, 26, 1}) second.push_back(id);
-  EXPECT_EQ(complete(second, &cached), alone(second));
-  EXPECT_EQ(cached, rewinds ? first.size() : first.size() - 1);
-  // The same request again: all but the last id.
-  EXPECT_EQ(complete(second, &cached), alone(second));
+  size_t cached = 99;
+  {
+    IdsServer server(&model, 64 << 20, *std::move(store));
+    const std::vector<int32_t> reply = server.Complete(first, &cached);
+    EXPECT_EQ(reply, alone(first));
+    EXPECT_EQ(cached, 0u);
+    second.push_back(reply.empty() || reply[0] != 7 ? 7 : 8);
+    for (int32_t id : {4, 19, 26, 1}) second.push_back(id);
+    EXPECT_EQ(server.Complete(second, &cached), alone(second));
+    EXPECT_EQ(cached, rewinds ? first.size() : first.size() - 1);
+    // The same request again: all but the last id.
+    EXPECT_EQ(server.Complete(second, &cached), alone(second));
+    EXPECT_EQ(cached, second.size() - 1);
+  }
+  // A restart: nothing but the folder survives.
+  store = PrefixStore::Open(dir, "ckpt_A", 64 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  IdsServer restarted(&model, 0, *std::move(store));
+  EXPECT_EQ(restarted.Complete(second, &cached), alone(second));
   EXPECT_EQ(cached, second.size() - 1);
-  EXPECT_EQ(queue.prefix_hits(), 2u);
-  server.Stop();
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, ServeByIdsTest,
