@@ -76,15 +76,19 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
   // Heads are independent: each worker writes only its heads' slices of
   // `attn`. Within a head, queries go in blocks of kQueries against the
   // cache in blocks of kRows rows, so a block of keys (or values) is read
-  // from memory once for all the block's queries, not once per query. Every
-  // output element still sums its positions in increasing order (the blocks
-  // are visited in order, and in each the rows in order), whatever the
-  // blocking and the thread count: the bits of one query at a time.
+  // from memory once for all the block's queries, not once per query; the
+  // queries that see a whole row block (all but the causal diagonal's and a
+  // window's edge) take it together (DotF32RowsMany, AddWeightedRowsMany:
+  // each row widened once for all of them). Every output element still sums
+  // its positions in increasing order (the blocks are visited in order, and
+  // in each the rows in order), whatever the blocking and the thread count:
+  // the bits of one query at a time.
   constexpr size_t kQueries = 32, kRows = 256;
   kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
     std::vector<std::vector<double>> dots(kQueries);
     std::vector<std::vector<float>> scores(kQueries);
-    std::vector<double> acc(kQueries * d);
+    std::vector<double> acc(kQueries * d), block_dots(kQueries * kRows);
+    std::vector<float> block_weights(kQueries * kRows);
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t kvh = h / group;
       for (size_t t0 = 0; t0 < n; t0 += kQueries) {
@@ -99,27 +103,54 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
         }
         const size_t lo = first[0];                     // firsts grow with t
         const size_t hi = first_position + t0 + count;  // past the last pos
-        // Runs fn(query, from, to) for each query's share of each row block.
-        auto blocks = [&](const auto& fn) {
+        // For each row block [b, end): whole(i0, i1, b, end) for each run of
+        // queries that see all of it, part(i, from, to) for each other
+        // query's share of it.
+        auto blocks = [&](const auto& whole, const auto& part) {
           for (size_t b = lo; b < hi; b += kRows) {
-            for (size_t i = 0; i < count; ++i) {
-              const size_t t = t0 + i;
-              const size_t from = std::max(b, first[i]);
-              const size_t to = std::min(b + kRows, first_position + t + 1);
-              if (from < to) fn(i, from, to);
+            const size_t end = std::min(b + kRows, hi);
+            size_t run = count;  // start of the current run of whole ones
+            for (size_t i = 0; i <= count; ++i) {
+              size_t from = 0, to = 0;
+              if (i < count) {
+                from = std::max(b, first[i]);
+                to = std::min(end, first_position + t0 + i + 1);
+              }
+              const bool sees_all = i < count && from == b && to == end;
+              if (sees_all && run == count) run = i;
+              if (!sees_all && run != count) {
+                whole(run, i, b, end);
+                run = count;
+              }
+              if (i < count && !sees_all && from < to) part(i, from, to);
             }
           }
+        };
+        const size_t q_stride = heads * d;
+        auto key_rows = [&](size_t from) {
+          return keys->data() + (from - cache_first) * kv_width + kvh * d;
+        };
+        auto value_rows = [&](size_t from) {
+          return values->data() + (from - cache_first) * kv_width + kvh * d;
         };
         for (size_t i = 0; i < count; ++i) {
           dots[i].resize(first_position + t0 + i + 1 - first[i]);
         }
-        blocks([&](size_t i, size_t from, size_t to) {
-          const size_t t = t0 + i;
-          kernels::DotF32Rows(
-              q + (t * heads + h) * d,
-              keys->data() + (from - cache_first) * kv_width + kvh * d,
-              kv_width, to - from, d, dots[i].data() + (from - first[i]));
-        });
+        blocks(
+            [&](size_t i0, size_t i1, size_t b, size_t end) {
+              kernels::DotF32RowsMany(q + ((t0 + i0) * heads + h) * d, q_stride,
+                                      i1 - i0, key_rows(b), kv_width, end - b,
+                                      d, block_dots.data(), kRows);
+              for (size_t i = i0; i < i1; ++i) {
+                std::copy_n(block_dots.data() + (i - i0) * kRows, end - b,
+                            dots[i].data() + (b - first[i]));
+              }
+            },
+            [&](size_t i, size_t from, size_t to) {
+              kernels::DotF32Rows(q + ((t0 + i) * heads + h) * d,
+                                  key_rows(from), kv_width, to - from, d,
+                                  dots[i].data() + (from - first[i]));
+            });
         for (size_t i = 0; i < count; ++i) {
           const size_t len = dots[i].size();
           scores[i].resize(len + (sinks != nullptr ? 1 : 0));
@@ -130,12 +161,21 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
           kernels::Softmax(scores[i].data(), scores[i].size());
         }
         std::fill(acc.begin(), acc.begin() + count * d, 0.0);
-        blocks([&](size_t i, size_t from, size_t to) {
-          kernels::AddWeightedRows(
-              scores[i].data() + (from - first[i]),
-              values->data() + (from - cache_first) * kv_width + kvh * d,
-              kv_width, to - from, d, acc.data() + i * d);
-        });
+        blocks(
+            [&](size_t i0, size_t i1, size_t b, size_t end) {
+              for (size_t i = i0; i < i1; ++i) {
+                std::copy_n(scores[i].data() + (b - first[i]), end - b,
+                            block_weights.data() + (i - i0) * kRows);
+              }
+              kernels::AddWeightedRowsMany(block_weights.data(), kRows, i1 - i0,
+                                           value_rows(b), kv_width, end - b, d,
+                                           acc.data() + i0 * d, d);
+            },
+            [&](size_t i, size_t from, size_t to) {
+              kernels::AddWeightedRows(scores[i].data() + (from - first[i]),
+                                       value_rows(from), kv_width, to - from, d,
+                                       acc.data() + i * d);
+            });
         for (size_t i = 0; i < count; ++i) {
           float* dst = attn + ((t0 + i) * heads + h) * d;
           for (size_t c = 0; c < d; ++c) {

@@ -267,6 +267,46 @@ void AddWeightedRows(const float* w, const float* rows, size_t stride,
   Table().add_weighted_rows(w, rows, stride, count, n, acc);
 }
 
+void DotF32RowsMany(const float* a, size_t a_stride, size_t a_count,
+                    const float* rows, size_t row_stride, size_t row_count,
+                    size_t n, double* out, size_t out_stride) {
+#if FLOTILLA_KERNELS_X86
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) {
+    thread_local std::vector<double> scratch;
+    scratch.resize((a_count + row_count) * internal::AttentionWidth(n));
+    internal::DotF32RowsManyAvx512(a, a_stride, a_count, rows, row_stride,
+                                   row_count, n, out, out_stride,
+                                   scratch.data());
+    return;
+  }
+#endif
+  const internal::KernelTable& k = Table();
+  for (size_t i = 0; i < a_count; ++i) {
+    k.dot_f32_rows(a + i * a_stride, rows, row_stride, row_count, n,
+                   out + i * out_stride);
+  }
+}
+
+void AddWeightedRowsMany(const float* w, size_t w_stride, size_t w_count,
+                         const float* rows, size_t row_stride, size_t row_count,
+                         size_t n, double* acc, size_t acc_stride) {
+#if FLOTILLA_KERNELS_X86
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) {
+    thread_local std::vector<double> scratch;
+    scratch.resize(row_count * internal::AttentionWidth(n));
+    internal::AddWeightedRowsManyAvx512(w, w_stride, w_count, rows, row_stride,
+                                        row_count, n, acc, acc_stride,
+                                        scratch.data());
+    return;
+  }
+#endif
+  const internal::KernelTable& k = Table();
+  for (size_t i = 0; i < w_count; ++i) {
+    k.add_weighted_rows(w + i * w_stride, rows, row_stride, row_count, n,
+                        acc + i * acc_stride);
+  }
+}
+
 void RmsNorm(const float* x, const float* w, size_t n, float eps, float* y) {
   if (n == 0) return;
   const double sum_sq = DotF32(x, x, n);

@@ -114,6 +114,21 @@ void DotF32Rows(const float* a, const float* rows, size_t stride, size_t count,
 void AddWeightedRows(const float* w, const float* rows, size_t stride,
                      size_t count, size_t n, double* acc);
 
+// out[i * out_stride + j] = DotF32(a + i * a_stride, rows + j * row_stride,
+// n) for i < a_count, j < row_count, the same bits: a block of attention
+// queries against a block of cached keys, each widened to double once per
+// call instead of once per pair.
+void DotF32RowsMany(const float* a, size_t a_stride, size_t a_count,
+                    const float* rows, size_t row_stride, size_t row_count,
+                    size_t n, double* out, size_t out_stride);
+
+// AddWeightedRows(w + i * w_stride, rows, row_stride, row_count, n,
+// acc + i * acc_stride) for each i < w_count, the same bits: a block of
+// queries' weighted sums over the same block of cached values.
+void AddWeightedRowsMany(const float* w, size_t w_stride, size_t w_count,
+                         const float* rows, size_t row_stride, size_t row_count,
+                         size_t n, double* acc, size_t acc_stride);
+
 // y = w * x / sqrt(mean(x^2) + eps). Sum of squares in double (Dot16 order),
 // inv = (float)(1.0 / sqrt(sum / n + eps)) in double, then
 // y[i] = w[i] * (x[i] * inv) in float.

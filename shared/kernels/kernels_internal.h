@@ -115,6 +115,19 @@ void Fp8DecodeRowAvx2(const uint8_t* codes, const float* scales, size_t cols,
 void Fp8DecodeRowAvx512(const uint8_t* codes, const float* scales, size_t cols,
                         float* out);
 
+// DotF32RowsMany and AddWeightedRowsMany (kernels.h) at the AVX-512 level
+// (kernels_avx512_attention.cc). `scratch` holds AttentionWidth(n) doubles
+// per query and per row (scores) or per row (weighted values).
+size_t AttentionWidth(size_t n);
+void DotF32RowsManyAvx512(const float* a, size_t a_stride, size_t a_count,
+                          const float* rows, size_t row_stride,
+                          size_t row_count, size_t n, double* out,
+                          size_t out_stride, double* scratch);
+void AddWeightedRowsManyAvx512(const float* w, size_t w_stride, size_t w_count,
+                               const float* rows, size_t row_stride,
+                               size_t row_count, size_t n, double* acc,
+                               size_t acc_stride, double* scratch);
+
 // Tables for each level. The SIMD ones are only valid when the CPU supports
 // them; the dispatcher checks that before handing them out. The x86 files
 // are compiled on x86-64 only (FLOTILLA_KERNELS_X86); Highway's table is

@@ -176,6 +176,53 @@ TEST_F(SimdTest, StridedRowDotsAndWeightedSumsMatchScalar) {
   }
 }
 
+// A block of queries against a block of rows gives each query's
+// DotF32Rows and AddWeightedRows bits at every level: odd widths, strides
+// and counts, so every tile edge and column tail runs.
+TEST_F(SimdTest, QueryBlocksMatchOneQueryAtATime) {
+  std::vector<Variant> levels = SupportedSimdLevels();
+  levels.push_back({SimdLevel::kScalar});
+  for (int iter = 0; iter < 60; ++iter) {
+    const size_t n = Uniform(1, 200), queries = Uniform(1, 11);
+    const size_t count = Uniform(0, 70);
+    const size_t stride = n + Uniform(0, 40), q_stride = n + Uniform(0, 9);
+    const size_t out_stride = count + Uniform(0, 5);
+    const size_t w_stride = count + Uniform(0, 5), acc_stride = n + 3;
+    const std::vector<float> a = RandomFloats(queries * q_stride);
+    const std::vector<float> w = RandomFloats(queries * w_stride);
+    std::vector<float> rows = RandomFloats(count * stride + n);
+    PlantCancellingPairs(&rows, 1, rows.size());
+    const std::vector<double> acc0(queries * acc_stride, 0.25);
+    SetSimdLevel(SimdLevel::kScalar);
+    std::vector<double> want_dots(queries * out_stride, -1.0);
+    std::vector<double> want_acc = acc0;
+    for (size_t i = 0; i < queries; ++i) {
+      DotF32Rows(a.data() + i * q_stride, rows.data(), stride, count, n,
+                 want_dots.data() + i * out_stride);
+      AddWeightedRows(w.data() + i * w_stride, rows.data(), stride, count, n,
+                      want_acc.data() + i * acc_stride);
+    }
+    for (const Variant& level : levels) {
+      Use(level);
+      std::vector<double> dots(queries * out_stride, -1.0), acc = acc0;
+      DotF32RowsMany(a.data(), q_stride, queries, rows.data(), stride, count, n,
+                     dots.data(), out_stride);
+      AddWeightedRowsMany(w.data(), w_stride, queries, rows.data(), stride,
+                          count, n, acc.data(), acc_stride);
+      for (size_t i = 0; i < dots.size(); ++i) {
+        ASSERT_EQ(Bits(dots[i]), Bits(want_dots[i]))
+            << Name(level) << " n=" << n << " queries=" << queries
+            << " rows=" << count << " at " << i;
+      }
+      for (size_t i = 0; i < acc.size(); ++i) {
+        ASSERT_EQ(Bits(acc[i]), Bits(want_acc[i]))
+            << Name(level) << " n=" << n << " queries=" << queries
+            << " rows=" << count << " at " << i;
+      }
+    }
+  }
+}
+
 TEST_F(SimdTest, RmsNormMatchesScalar) {
   const std::vector<Variant> levels = SupportedSimdLevels();
   for (int iter = 0; iter < 50; ++iter) {
