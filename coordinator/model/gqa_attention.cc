@@ -79,15 +79,15 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
   // from memory once for all the block's queries, not once per query; the
   // queries that see a whole row block (all but the causal diagonal's and a
   // window's edge) take it together (DotF32RowsMany, AddWeightedRowsMany:
-  // each row widened once for all of them). Every output element still sums
+  // tiles that reuse every load). Every output element still sums
   // its positions in increasing order (the blocks are visited in order, and
   // in each the rows in order), whatever the blocking and the thread count:
   // the bits of one query at a time.
   constexpr size_t kQueries = 32, kRows = 256;
   kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
-    std::vector<std::vector<double>> dots(kQueries);
+    std::vector<std::vector<float>> dots(kQueries);
     std::vector<std::vector<float>> scores(kQueries);
-    std::vector<double> acc(kQueries * d), block_dots(kQueries * kRows);
+    std::vector<float> acc(kQueries * d), block_dots(kQueries * kRows);
     std::vector<float> block_weights(kQueries * kRows);
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t kvh = h / group;
@@ -155,12 +155,12 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
           const size_t len = dots[i].size();
           scores[i].resize(len + (sinks != nullptr ? 1 : 0));
           for (size_t j = 0; j < len; ++j) {
-            scores[i][j] = static_cast<float>(dots[i][j] * scale);
+            scores[i][j] = dots[i][j] * scale;
           }
           if (sinks != nullptr) scores[i][len] = sinks[h];  // dropped after
           kernels::Softmax(scores[i].data(), scores[i].size());
         }
-        std::fill(acc.begin(), acc.begin() + count * d, 0.0);
+        std::fill(acc.begin(), acc.begin() + count * d, 0.0f);
         blocks(
             [&](size_t i0, size_t i1, size_t b, size_t end) {
               for (size_t i = i0; i < i1; ++i) {
@@ -178,9 +178,7 @@ void GqaAttention::Attend(float* q, float* k, const float* v, size_t n,
             });
         for (size_t i = 0; i < count; ++i) {
           float* dst = attn + ((t0 + i) * heads + h) * d;
-          for (size_t c = 0; c < d; ++c) {
-            dst[c] = static_cast<float>(acc[i * d + c]);
-          }
+          std::copy_n(acc.data() + i * d, d, dst);
         }
       }
     }

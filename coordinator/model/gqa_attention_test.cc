@@ -198,21 +198,28 @@ TEST(GqaAttentionTest, ThreadsAndChunksKeepTheSummationOrder) {
   for (int t : {0, 1, 169, 170, kN - 1}) {
     for (int h = 0; h < kHeads; ++h) {
       const int kvh = h / (kHeads / kKvHeads);
+      // Each score in the Dot32 float order (kernels.h) written out, each
+      // column's sum one fma per position in order.
       std::vector<float> scores(t + 1);
       for (int j = 0; j <= t; ++j) {
-        scores[j] = static_cast<float>(
-            kernels::DotF32(q.data() + (t * kHeads + h) * kD,
-                            k.data() + (j * kKvHeads + kvh) * kD, kD) *
-            scale);
+        const float* qr = q.data() + (t * kHeads + h) * kD;
+        const float* kr = k.data() + (j * kKvHeads + kvh) * kD;
+        float lane[32] = {};
+        for (int c = 0; c < kD; ++c) {
+          lane[c % 32] = std::fma(qr[c], kr[c], lane[c % 32]);
+        }
+        for (int width = 16; width >= 2; width /= 2) {
+          for (int l = 0; l < width; ++l) lane[l] += lane[l + width];
+        }
+        scores[j] = (lane[0] + lane[1]) * scale;
       }
       kernels::Softmax(scores.data(), scores.size());
       for (int i = 0; i < kD; ++i) {
-        double acc = 0;
+        float acc = 0;
         for (int j = 0; j <= t; ++j) {
-          acc +=
-              static_cast<double>(scores[j]) * v[(j * kKvHeads + kvh) * kD + i];
+          acc = std::fma(scores[j], v[(j * kKvHeads + kvh) * kD + i], acc);
         }
-        EXPECT_EQ(alone[(t * kHeads + h) * kD + i], static_cast<float>(acc))
+        EXPECT_EQ(alone[(t * kHeads + h) * kD + i], acc)
             << t << " " << h << " " << i;
       }
     }

@@ -88,7 +88,7 @@ void LatentAttentionRows(const LatentAttentionSpec& s,
   kernels::ParallelFor(pool, heads, 1, [&](size_t h_begin, size_t h_end) {
     std::vector<double> acc(n * kvl);
     std::vector<float> row(kvl), q_lat(n * kvl), scores, ctx(kvl);
-    std::vector<double> latent_dots, rope_dots;
+    std::vector<float> latent_dots, rope_dots, sum(kvl);
     for (size_t h = h_begin; h < h_end; ++h) {
       const size_t k_row = h * (nope + vd);  // this head's key rows in kv_b
       // q_lat = W_UK^T q_nope for every row of the step (no cache needed):
@@ -120,18 +120,16 @@ void LatentAttentionRows(const LatentAttentionSpec& s,
           kernels::DotF32Rows(qt + nope, cache.k_rope.data(), rope, len, rope,
                               rope_dots.data());
           for (size_t p = 0; p < len; ++p) {
-            const double dot = latent_dots[p] + rope_dots[p];
+            const double dot =
+                static_cast<double>(latent_dots[p]) + rope_dots[p];
             scores[p] = static_cast<float>(dot * s.softmax_scale);
           }
           kernels::Softmax(scores.data(), len);
-          double* sum = acc.data();  // reused: q_lat has its own copy
-          std::fill(sum, sum + kvl, 0.0);
+          std::fill(sum.begin(), sum.end(), 0.0f);
           // Positions in increasing order into each column's running sum.
           kernels::AddWeightedRows(scores.data(), cache.c_kv.data(), kvl, len,
-                                   kvl, sum);
-          for (size_t j = 0; j < kvl; ++j) {
-            ctx[j] = static_cast<float>(sum[j]);
-          }
+                                   kvl, sum.data());
+          std::copy(sum.begin(), sum.end(), ctx.begin());
           // The value half of kv_b on the weighted latent.
           kernels::MatVecRows(w.kv_b, k_row + nope, vd, ctx.data(),
                               attn.data() + ((r0 + t) * heads + h) * vd);

@@ -258,25 +258,22 @@ double DotF32(const float* a, const float* b, size_t n) {
 }
 
 void DotF32Rows(const float* a, const float* rows, size_t stride, size_t count,
-                size_t n, double* out) {
+                size_t n, float* out) {
   Table().dot_f32_rows(a, rows, stride, count, n, out);
 }
 
 void AddWeightedRows(const float* w, const float* rows, size_t stride,
-                     size_t count, size_t n, double* acc) {
+                     size_t count, size_t n, float* acc) {
   Table().add_weighted_rows(w, rows, stride, count, n, acc);
 }
 
 void DotF32RowsMany(const float* a, size_t a_stride, size_t a_count,
                     const float* rows, size_t row_stride, size_t row_count,
-                    size_t n, double* out, size_t out_stride) {
+                    size_t n, float* out, size_t out_stride) {
 #if FLOTILLA_KERNELS_X86
   if (ActiveSimdLevel() == SimdLevel::kAvx512) {
-    thread_local std::vector<double> scratch;
-    scratch.resize((a_count + row_count) * internal::AttentionWidth(n));
     internal::DotF32RowsManyAvx512(a, a_stride, a_count, rows, row_stride,
-                                   row_count, n, out, out_stride,
-                                   scratch.data());
+                                   row_count, n, out, out_stride);
     return;
   }
 #endif
@@ -289,14 +286,11 @@ void DotF32RowsMany(const float* a, size_t a_stride, size_t a_count,
 
 void AddWeightedRowsMany(const float* w, size_t w_stride, size_t w_count,
                          const float* rows, size_t row_stride, size_t row_count,
-                         size_t n, double* acc, size_t acc_stride) {
+                         size_t n, float* acc, size_t acc_stride) {
 #if FLOTILLA_KERNELS_X86
   if (ActiveSimdLevel() == SimdLevel::kAvx512) {
-    thread_local std::vector<double> scratch;
-    scratch.resize(row_count * internal::AttentionWidth(n));
     internal::AddWeightedRowsManyAvx512(w, w_stride, w_count, rows, row_stride,
-                                        row_count, n, acc, acc_stride,
-                                        scratch.data());
+                                        row_count, n, acc, acc_stride);
     return;
   }
 #endif

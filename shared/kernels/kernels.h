@@ -5,8 +5,10 @@
 // exactly one thread with a fixed reduction order (documented per kernel
 // below).
 //
-// Precision policy (matches the reference C engine): activations are float32;
-// every dot product accumulates in double; norms compute their sum of squares
+// Precision policy: activations are float32. The weight matvecs and DotF32
+// accumulate in double (the Dot16 order below, as the reference C engine
+// does); attention's scores and weighted sums accumulate in float in fixed
+// orders (DotF32Rows, AddWeightedRows); norms compute their sum of squares
 // and 1/sqrt in double and round to float once.
 #ifndef FLOTILLA_SHARED_KERNELS_KERNELS_H_
 #define FLOTILLA_SHARED_KERNELS_KERNELS_H_
@@ -102,32 +104,40 @@ void DequantizeMxfp4Row(const Mxfp4Matrix& w, size_t row, float* out);
 // Dot16-order dot product of two float vectors, as a double.
 double DotF32(const float* a, const float* b, size_t n);
 
-// out[j] = DotF32(a, rows + j * stride, n) for j < count, the same bits:
-// one query against `count` cached keys.
+// Attention's float orders (issue 47: float accumulation where it pays).
+// out[j] = the dot product of a and rows + j * stride over n columns in the
+// "Dot32" float order: 32 float lanes, all starting at +0.0f; lane i takes
+// the columns c with c % 32 == i, in increasing c, each as one fused
+// multiply-add, lane = fma(a[c], row[c], lane), rounded once; then the tree
+// lane[i] += lane[i+16] (i < 16), += lane[i+8] (i < 8), += lane[i+4]
+// (i < 4), += lane[i+2] (i < 2), and lane[0] + lane[1]. A lane with no
+// column left receives nothing (SIMD tails are masked, not zero-padded).
+// Why 32 lanes: two AVX-512, four AVX2 or eight NEON registers per row, and
+// a head of 128 columns leaves 4 products per lane: one query against
+// `count` cached keys.
 void DotF32Rows(const float* a, const float* rows, size_t stride, size_t count,
-                size_t n, double* out);
+                size_t n, float* out);
 
-// acc[i] += (double)w[j] * (double)rows[j * stride + i] for i < n, adding
-// j = 0, 1, ..., count - 1 in that order (one running double per i; the
-// products are exact, so every level gives the same bits): attention's
-// weighted sum of cached values.
+// acc[i] = fma(w[j], rows[j * stride + i], acc[i]) for i < n, adding
+// j = 0, 1, ..., count - 1 in that order (one running float per column,
+// one rounding per step): attention's weighted sum of cached values.
 void AddWeightedRows(const float* w, const float* rows, size_t stride,
-                     size_t count, size_t n, double* acc);
+                     size_t count, size_t n, float* acc);
 
-// out[i * out_stride + j] = DotF32(a + i * a_stride, rows + j * row_stride,
-// n) for i < a_count, j < row_count, the same bits: a block of attention
-// queries against a block of cached keys, each widened to double once per
-// call instead of once per pair.
+// out[i * out_stride + j] = DotF32Rows(a + i * a_stride, ...)'s out[j] for
+// i < a_count, j < row_count, the same bits: a block of attention queries
+// against a block of cached keys, tiled so that every load serves several
+// pairs.
 void DotF32RowsMany(const float* a, size_t a_stride, size_t a_count,
                     const float* rows, size_t row_stride, size_t row_count,
-                    size_t n, double* out, size_t out_stride);
+                    size_t n, float* out, size_t out_stride);
 
 // AddWeightedRows(w + i * w_stride, rows, row_stride, row_count, n,
 // acc + i * acc_stride) for each i < w_count, the same bits: a block of
 // queries' weighted sums over the same block of cached values.
 void AddWeightedRowsMany(const float* w, size_t w_stride, size_t w_count,
                          const float* rows, size_t row_stride, size_t row_count,
-                         size_t n, double* acc, size_t acc_stride);
+                         size_t n, float* acc, size_t acc_stride);
 
 // y = w * x / sqrt(mean(x^2) + eps). Sum of squares in double (Dot16 order),
 // inv = (float)(1.0 / sqrt(sum / n + eps)) in double, then

@@ -1,7 +1,9 @@
 // AVX2 + FMA kernels. Bit-identical to kernels_scalar.cc: the 16 Dot16
 // lanes are four __m256d registers (lanes 0-3, 4-7, 8-11, 12-15), folded
 // i += i+8 (a0+a2, a1+a3), +4, +2, +1. FMA is safe because a product of two
-// widened floats is exact in double.
+// widened floats is exact in double. Attention's float orders: a score's 32
+// Dot32 lanes are four __m256 registers, one FMA per product as the scalar
+// std::fma, the tail's lanes blended back where they have no column.
 //
 // No standard-library templates are instantiated here (kernels_internal.h).
 #include <immintrin.h>
@@ -136,44 +138,98 @@ double Dot(const float* a, const float* b, size_t n) {
   return out;
 }
 
+// The Dot32 tree over lanes 8k..8k+7 in a[k]: i += i+16 (0+2, 1+3), +8,
+// +4, +2, +1.
+inline float Fold32(const __m256* a) {
+  const __m256 v8 =
+      _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+  const __m128 v4 =
+      _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+  const __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+  return _mm_cvtss_f32(_mm_add_ss(v2, _mm_movehdup_ps(v2)));
+}
+
+// R rows (`stride` apart) against a in the Dot32 float order: 32 columns
+// per step; the tail from zero-padded copies, its FMAs blended back where
+// a lane has no column (a masked FMA).
+template <int R>
+inline void ScoreRowsF(const float* rows, size_t stride, size_t n,
+                       const float* a, float* out) {
+  __m256 acc[R][4];
+  for (int r = 0; r < R; ++r) {
+    for (int k = 0; k < 4; ++k) acc[r][k] = _mm256_setzero_ps();
+  }
+  const size_t full = n & ~size_t{31};
+  for (size_t c = 0; c < full; c += 32) {
+    for (int k = 0; k < 4; ++k) {
+      const __m256 av = _mm256_loadu_ps(a + c + 8 * k);
+      for (int r = 0; r < R; ++r) {
+        acc[r][k] = _mm256_fmadd_ps(
+            av, _mm256_loadu_ps(rows + r * stride + c + 8 * k), acc[r][k]);
+      }
+    }
+  }
+  if (full < n) {
+    float a_tail[32] = {};
+    float r_tail[R][32] = {};
+    for (size_t c = full; c < n; ++c) {
+      a_tail[c - full] = a[c];
+      for (int r = 0; r < R; ++r) r_tail[r][c - full] = rows[r * stride + c];
+    }
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int k = 0; k < 4; ++k) {
+      const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+          _mm256_set1_epi32(static_cast<int>(n - full) - 8 * k), iota));
+      const __m256 av = _mm256_loadu_ps(a_tail + 8 * k);
+      for (int r = 0; r < R; ++r) {
+        const __m256 sum =
+            _mm256_fmadd_ps(av, _mm256_loadu_ps(r_tail[r] + 8 * k), acc[r][k]);
+        acc[r][k] = _mm256_blendv_ps(acc[r][k], sum, live);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = Fold32(acc[r]);
+}
+
 void DotStridedRows(const float* a, const float* rows, size_t stride,
-                    size_t count, size_t n, double* out) {
+                    size_t count, size_t n, float* out) {
   constexpr int kBlock = 2;
   size_t j = 0;
   for (; j + kBlock <= count; j += kBlock) {
-    DotRows<kBlock>(rows + j * stride, stride, n, a, out + j);
+    ScoreRowsF<kBlock>(rows + j * stride, stride, n, a, out + j);
   }
-  for (; j < count; ++j) DotRows<1>(rows + j * stride, stride, n, a, out + j);
+  for (; j < count; ++j)
+    ScoreRowsF<1>(rows + j * stride, stride, n, a, out + j);
 }
 
-// Each column is its own lane: acc[i] += w[j] * row_j[i] for j in order, 32
-// columns (eight registers) at a time; a tail of fewer than 4 columns in
-// scalar, the same arithmetic.
+// One float lane per column: acc[i] = fma(w[j], row_j[i], acc[i]) for j in
+// order, 64 columns (eight registers) at a time, so acc is read and written
+// once per block of columns, not once per row; the last n % 8 columns one
+// scalar FMA each.
 void AddWeightedRows(const float* w, const float* rows, size_t stride,
-                     size_t count, size_t n, double* acc) {
+                     size_t count, size_t n, float* acc) {
   size_t c = 0;
-  for (; c + 4 <= n; c += 32) {
-    const int regs = static_cast<int>((n - c >= 32 ? 32 : n - c) / 4);
-    __m256d sum[8];
-    for (int k = 0; k < regs; ++k) sum[k] = _mm256_loadu_pd(acc + c + 4 * k);
+  for (; c + 8 <= n; c += 64) {
+    const int regs = static_cast<int>((n - c >= 64 ? 64 : n - c) / 8);
+    __m256 sum[8];
+    for (int k = 0; k < regs; ++k) sum[k] = _mm256_loadu_ps(acc + c + 8 * k);
     for (size_t j = 0; j < count; ++j) {
-      const __m256d weight = _mm256_set1_pd(w[j]);
+      const __m256 weight = _mm256_set1_ps(w[j]);
       const float* row = rows + j * stride + c;
       for (int k = 0; k < regs; ++k) {
-        const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(row + 4 * k));
-        sum[k] = _mm256_fmadd_pd(weight, v, sum[k]);
+        sum[k] = _mm256_fmadd_ps(weight, _mm256_loadu_ps(row + 8 * k), sum[k]);
       }
     }
-    for (int k = 0; k < regs; ++k) _mm256_storeu_pd(acc + c + 4 * k, sum[k]);
+    for (int k = 0; k < regs; ++k) _mm256_storeu_ps(acc + c + 8 * k, sum[k]);
     if (regs < 8) {
-      c += 4 * static_cast<size_t>(regs);
+      c += 8 * static_cast<size_t>(regs);
       break;
     }
   }
   for (; c < n; ++c) {
-    double sum = acc[c];
+    float sum = acc[c];
     for (size_t j = 0; j < count; ++j) {
-      sum += static_cast<double>(w[j]) * rows[j * stride + c];
+      sum = __builtin_fmaf(w[j], rows[j * stride + c], sum);
     }
     acc[c] = sum;
   }

@@ -2,6 +2,7 @@
 // 16 Dot16 lanes are two __m512d registers (lanes 0-7 and 8-15) and the
 // folds are the same i += i+8, +4, +2, +1. FMA is used freely: a product of
 // two widened floats is exact in double, so fma(a, b, c) == c + a * b.
+// Attention's float kernels are in kernels_avx512_attention.cc.
 //
 // Every function here carries the target attribute through the pragma; no
 // standard-library template is instantiated in this file (see
@@ -143,53 +144,16 @@ double Dot(const float* a, const float* b, size_t n) {
   return out;
 }
 
-void DotStridedRows(const float* a, const float* rows, size_t stride,
-                    size_t count, size_t n, double* out) {
-  constexpr int kBlock = 4;
-  size_t j = 0;
-  for (; j + kBlock <= count; j += kBlock) {
-    DotRows<kBlock>(rows + j * stride, stride, n, a, out + j);
-  }
-  for (; j < count; ++j) DotRows<1>(rows + j * stride, stride, n, a, out + j);
-}
-
-// Each column is its own lane: acc[i] += w[j] * row_j[i] for j in order, 64
-// columns (eight registers) at a time, so acc is read and written once per
-// block of columns, not once per row.
-void AddWeightedRows(const float* w, const float* rows, size_t stride,
-                     size_t count, size_t n, double* acc) {
-  for (size_t c = 0; c < n; c += 64) {
-    const size_t width = n - c < 64 ? n - c : 64;
-    __m512d sum[8];
-    __mmask8 masks[8];
-    for (int k = 0; k < 8; ++k) {
-      const size_t lo = static_cast<size_t>(k) * 8;
-      const size_t valid = width > lo ? (width - lo < 8 ? width - lo : 8) : 0;
-      masks[k] = static_cast<__mmask8>((1u << valid) - 1);
-      sum[k] = _mm512_maskz_loadu_pd(masks[k], acc + c + lo);
-    }
-    for (size_t j = 0; j < count; ++j) {
-      const __m512d weight = _mm512_set1_pd(w[j]);
-      const float* row = rows + j * stride + c;
-      for (int k = 0; k < 8; ++k) {
-        if (masks[k] == 0) break;
-        const __m512d v =
-            _mm512_cvtps_pd(_mm256_maskz_loadu_ps(masks[k], row + 8 * k));
-        sum[k] = _mm512_fmadd_pd(weight, v, sum[k]);
-      }
-    }
-    for (int k = 0; k < 8; ++k) {
-      _mm512_mask_storeu_pd(acc + c + 8 * k, masks[k], sum[k]);
-    }
-  }
-}
-
 }  // namespace
 
 const KernelTable& Avx512Table() {
-  static const KernelTable table = {
-      &Dot,           &DenseRows,      &Mxfp4RowsAvx512, &Bf16PermuteX,
-      &Mxfp4PermuteX, &DotStridedRows, &AddWeightedRows};
+  static const KernelTable table = {&Dot,
+                                    &DenseRows,
+                                    &Mxfp4RowsAvx512,
+                                    &Bf16PermuteX,
+                                    &Mxfp4PermuteX,
+                                    &DotStridedRowsAvx512,
+                                    &AddWeightedRowsAvx512};
   return table;
 }
 

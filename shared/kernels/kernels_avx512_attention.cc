@@ -1,13 +1,13 @@
-// AVX-512 kernels for a block of attention queries against a block of cached
-// rows (DotF32RowsMany, AddWeightedRowsMany in kernels.h), bit-identical to
-// the one-query kernels: every product of two floats is exact in double, and
-// each output keeps its Dot16 lanes and fold (scores) or its running sum in
-// row order (weighted values). The speed comes from converting each query
-// and each row to double once per call, not once per pair, and from tiles
-// (4 queries x 2 keys; 4 queries x 32 columns) that reuse every load.
+// AVX-512 attention kernels in the float orders of kernels.h, bit-identical
+// to kernels_scalar.cc: a score's 32 Dot32 lanes are two __m512 registers
+// (lanes 0-15 and 16-31), one FMA per product as the scalar std::fma, tails
+// masked so that lanes past the columns receive nothing, folded in the
+// scalar tree; a weighted sum keeps one float lane per column and adds the
+// rows in order, one FMA each. A block of queries against a block of rows
+// goes in tiles (4 queries x 2 keys; 4 queries x 64 columns) so that every
+// load serves several FMAs.
 //
-// No standard-library templates are instantiated here (kernels_internal.h);
-// the caller passes the scratch for the widened rows.
+// No standard-library templates are instantiated here (kernels_internal.h).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -33,112 +33,126 @@
 namespace flotilla::kernels::internal {
 namespace {
 
-// `count` rows of n floats (`stride` apart) widened to double into
-// out[i * width + c], zero from n to `width` (a multiple of 32).
-void Widen(const float* x, size_t stride, size_t count, size_t n, size_t width,
-           double* out) {
-  for (size_t i = 0; i < count; ++i) {
-    const float* src = x + i * stride;
-    double* dst = out + i * width;
-    for (size_t c = 0; c < width; c += 16) {
-      const size_t left = c < n ? n - c : 0;
-      const __mmask16 mask =
-          static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(mask, src + c);
-      _mm512_storeu_pd(dst + c, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-      _mm512_storeu_pd(dst + c + 8,
-                       _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
-    }
+inline __mmask16 Mask16(size_t left) {
+  return static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1);
+}
+
+// The Dot32 tree over lanes 0-15 (a) and 16-31 (b): i += i+16, +8, +4, +2,
+// then lane 0 + lane 1.
+inline float Fold32(__m512 a, __m512 b) {
+  const __m512 v16 = _mm512_add_ps(a, b);
+  const __m256 v8 = _mm256_add_ps(_mm512_castps512_ps256(v16),
+                                  _mm512_extractf32x8_ps(v16, 1));
+  const __m128 v4 =
+      _mm_add_ps(_mm256_castps256_ps128(v8), _mm256_extractf128_ps(v8, 1));
+  const __m128 v2 = _mm_add_ps(v4, _mm_movehl_ps(v4, v4));
+  return _mm_cvtss_f32(_mm_add_ss(v2, _mm_movehdup_ps(v2)));
+}
+
+// One 32-column step of QN queries against RN rows; kTail masks the loads
+// and the FMAs (m0: columns c..c+15, m1: c+16..c+31).
+template <int QN, int RN, bool kTail>
+inline void ScoreStep(const float* a, size_t a_stride, const float* r,
+                      size_t r_stride, size_t c, __mmask16 m0, __mmask16 m1,
+                      __m512 (*lo)[RN], __m512 (*hi)[RN]) {
+  __m512 rl[RN], rh[RN];
+  for (int j = 0; j < RN; ++j) {
+    rl[j] = _mm512_maskz_loadu_ps(m0, r + j * r_stride + c);
+    rh[j] = _mm512_maskz_loadu_ps(m1, r + j * r_stride + c + 16);
   }
-}
-
-// The Dot16 fold of lanes 0-7 (lo) and 8-15 (hi): i += i+8, +4, +2, +1.
-inline double Fold16(__m512d lo, __m512d hi) {
-  const __m512d v8 = _mm512_add_pd(lo, hi);
-  const __m256d v4 =
-      _mm256_add_pd(_mm512_castpd512_pd256(v8), _mm512_extractf64x4_pd(v8, 1));
-  const __m128d v2 =
-      _mm_add_pd(_mm256_castpd256_pd128(v4), _mm256_extractf128_pd(v4, 1));
-  return _mm_cvtsd_f64(_mm_add_sd(v2, _mm_unpackhi_pd(v2, v2)));
-}
-
-// QN widened queries against RN widened rows (`width` doubles each, zero
-// padded: a +0.0 product leaves a Dot16 lane as it is, lanes never being
-// -0.0); out[q * out_stride + j].
-template <int QN, int RN>
-void ScoreTile(const double* a, const double* r, size_t width, double* out,
-               size_t out_stride) {
-  __m512d lo[QN][RN], hi[QN][RN];
   for (int q = 0; q < QN; ++q) {
-    for (int j = 0; j < RN; ++j) lo[q][j] = hi[q][j] = _mm512_setzero_pd();
-  }
-  for (size_t c = 0; c < width; c += 16) {
-    __m512d rl[RN], rh[RN];
+    const __m512 ql = _mm512_maskz_loadu_ps(m0, a + q * a_stride + c);
+    const __m512 qh = _mm512_maskz_loadu_ps(m1, a + q * a_stride + c + 16);
     for (int j = 0; j < RN; ++j) {
-      rl[j] = _mm512_loadu_pd(r + j * width + c);
-      rh[j] = _mm512_loadu_pd(r + j * width + c + 8);
-    }
-    for (int q = 0; q < QN; ++q) {
-      const __m512d ql = _mm512_loadu_pd(a + q * width + c);
-      const __m512d qh = _mm512_loadu_pd(a + q * width + c + 8);
-      for (int j = 0; j < RN; ++j) {
-        lo[q][j] = _mm512_fmadd_pd(rl[j], ql, lo[q][j]);
-        hi[q][j] = _mm512_fmadd_pd(rh[j], qh, hi[q][j]);
+      if (kTail) {
+        lo[q][j] = _mm512_mask3_fmadd_ps(ql, rl[j], lo[q][j], m0);
+        hi[q][j] = _mm512_mask3_fmadd_ps(qh, rh[j], hi[q][j], m1);
+      } else {
+        lo[q][j] = _mm512_fmadd_ps(ql, rl[j], lo[q][j]);
+        hi[q][j] = _mm512_fmadd_ps(qh, rh[j], hi[q][j]);
       }
     }
   }
+}
+
+// QN queries (a_stride apart) against RN rows (r_stride apart) over n
+// columns: out[q * out_stride + j].
+template <int QN, int RN>
+void ScoreTile(const float* a, size_t a_stride, const float* r, size_t r_stride,
+               size_t n, float* out, size_t out_stride) {
+  __m512 lo[QN][RN], hi[QN][RN];
   for (int q = 0; q < QN; ++q) {
-    for (int j = 0; j < RN; ++j)
-      out[q * out_stride + j] = Fold16(lo[q][j], hi[q][j]);
+    for (int j = 0; j < RN; ++j) lo[q][j] = hi[q][j] = _mm512_setzero_ps();
   }
-}
-
-template <int QN>
-void ScoreRows(const double* a, const double* r, size_t row_count, size_t width,
-               double* out, size_t out_stride) {
-  size_t j = 0;
-  for (; j + 2 <= row_count; j += 2) {
-    ScoreTile<QN, 2>(a, r + j * width, width, out + j, out_stride);
+  size_t c = 0;
+  for (; c + 32 <= n; c += 32) {
+    ScoreStep<QN, RN, false>(a, a_stride, r, r_stride, c, 0xffff, 0xffff, lo,
+                             hi);
   }
-  if (j < row_count)
-    ScoreTile<QN, 1>(a, r + j * width, width, out + j, out_stride);
-}
-
-// QN queries' weights (w[q * w_stride + j]) times the widened rows, added
-// in row order to their accumulators, 32 columns (four registers) at a time.
-template <int QN>
-void WeightedTile(const float* w, size_t w_stride, const double* r,
-                  size_t row_count, size_t width, size_t n, double* acc,
-                  size_t acc_stride) {
-  for (size_t c = 0; c < n; c += 32) {
-    __mmask8 mask[4];
-    for (int k = 0; k < 4; ++k) {
-      const size_t lo = c + 8 * static_cast<size_t>(k);
-      const size_t left = lo < n ? n - lo : 0;
-      mask[k] = static_cast<__mmask8>(left >= 8 ? 0xffu : (1u << left) - 1);
+  if (c < n) {
+    const size_t left = n - c;
+    ScoreStep<QN, RN, true>(a, a_stride, r, r_stride, c, Mask16(left),
+                            Mask16(left > 16 ? left - 16 : 0), lo, hi);
+  }
+  for (int q = 0; q < QN; ++q) {
+    for (int j = 0; j < RN; ++j) {
+      out[q * out_stride + j] = Fold32(lo[q][j], hi[q][j]);
     }
-    __m512d sum[QN][4];
+  }
+}
+
+template <int QN, int RN>
+void ScoreRows(const float* a, size_t a_stride, const float* rows,
+               size_t stride, size_t count, size_t n, float* out,
+               size_t out_stride) {
+  size_t j = 0;
+  for (; j + RN <= count; j += RN) {
+    ScoreTile<QN, RN>(a, a_stride, rows + j * stride, stride, n, out + j,
+                      out_stride);
+  }
+  for (; j < count; ++j) {
+    ScoreTile<QN, 1>(a, a_stride, rows + j * stride, stride, n, out + j,
+                     out_stride);
+  }
+}
+
+// QN queries' weights (w[q * w_stride + j]) times the rows, added in row
+// order to their accumulators (acc + q * acc_stride), 64 columns (four
+// registers) at a time.
+template <int QN>
+void WeightedTile(const float* w, size_t w_stride, const float* rows,
+                  size_t stride, size_t count, size_t n, float* acc,
+                  size_t acc_stride) {
+  for (size_t c = 0; c < n; c += 64) {
+    __mmask16 mask[4];
+    int regs = 0;
+    for (int k = 0; k < 4; ++k) {
+      const size_t lo = c + 16 * static_cast<size_t>(k);
+      mask[k] = Mask16(lo < n ? n - lo : 0);
+      if (mask[k] != 0) regs = k + 1;
+    }
+    __m512 sum[QN][4];
     for (int q = 0; q < QN; ++q) {
       for (int k = 0; k < 4; ++k) {
         sum[q][k] =
-            _mm512_maskz_loadu_pd(mask[k], acc + q * acc_stride + c + 8 * k);
+            _mm512_maskz_loadu_ps(mask[k], acc + q * acc_stride + c + 16 * k);
       }
     }
-    for (size_t j = 0; j < row_count; ++j) {
-      __m512d v[4];
-      for (int k = 0; k < 4; ++k)
-        v[k] = _mm512_loadu_pd(r + j * width + c + 8 * k);
+    for (size_t j = 0; j < count; ++j) {
+      __m512 v[4];
+      for (int k = 0; k < regs; ++k) {
+        v[k] = _mm512_maskz_loadu_ps(mask[k], rows + j * stride + c + 16 * k);
+      }
       for (int q = 0; q < QN; ++q) {
-        const __m512d weight =
-            _mm512_set1_pd(static_cast<double>(w[q * w_stride + j]));
-        for (int k = 0; k < 4; ++k) {
-          sum[q][k] = _mm512_fmadd_pd(weight, v[k], sum[q][k]);
+        const __m512 weight = _mm512_set1_ps(w[q * w_stride + j]);
+        for (int k = 0; k < regs; ++k) {
+          sum[q][k] = _mm512_fmadd_ps(weight, v[k], sum[q][k]);
         }
       }
     }
     for (int q = 0; q < QN; ++q) {
-      for (int k = 0; k < 4; ++k) {
-        _mm512_mask_storeu_pd(acc + q * acc_stride + c + 8 * k, mask[k],
+      for (int k = 0; k < regs; ++k) {
+        _mm512_mask_storeu_ps(acc + q * acc_stride + c + 16 * k, mask[k],
                               sum[q][k]);
       }
     }
@@ -147,41 +161,42 @@ void WeightedTile(const float* w, size_t w_stride, const double* r,
 
 }  // namespace
 
-size_t AttentionWidth(size_t n) { return (n + 31) & ~size_t{31}; }
+void DotStridedRowsAvx512(const float* a, const float* rows, size_t stride,
+                          size_t count, size_t n, float* out) {
+  ScoreRows<1, 4>(a, 0, rows, stride, count, n, out, 0);
+}
+
+void AddWeightedRowsAvx512(const float* w, const float* rows, size_t stride,
+                           size_t count, size_t n, float* acc) {
+  WeightedTile<1>(w, 0, rows, stride, count, n, acc, 0);
+}
 
 void DotF32RowsManyAvx512(const float* a, size_t a_stride, size_t a_count,
                           const float* rows, size_t row_stride,
-                          size_t row_count, size_t n, double* out,
-                          size_t out_stride, double* scratch) {
-  const size_t width = AttentionWidth(n);
-  double* ad = scratch;
-  double* rd = scratch + a_count * width;
-  Widen(a, a_stride, a_count, n, width, ad);
-  Widen(rows, row_stride, row_count, n, width, rd);
+                          size_t row_count, size_t n, float* out,
+                          size_t out_stride) {
   size_t q = 0;
   for (; q + 4 <= a_count; q += 4) {
-    ScoreRows<4>(ad + q * width, rd, row_count, width, out + q * out_stride,
-                 out_stride);
+    ScoreRows<4, 2>(a + q * a_stride, a_stride, rows, row_stride, row_count, n,
+                    out + q * out_stride, out_stride);
   }
   for (; q < a_count; ++q) {
-    ScoreRows<1>(ad + q * width, rd, row_count, width, out + q * out_stride,
-                 out_stride);
+    ScoreRows<1, 4>(a + q * a_stride, a_stride, rows, row_stride, row_count, n,
+                    out + q * out_stride, out_stride);
   }
 }
 
 void AddWeightedRowsManyAvx512(const float* w, size_t w_stride, size_t w_count,
                                const float* rows, size_t row_stride,
-                               size_t row_count, size_t n, double* acc,
-                               size_t acc_stride, double* scratch) {
-  const size_t width = AttentionWidth(n);
-  Widen(rows, row_stride, row_count, n, width, scratch);
+                               size_t row_count, size_t n, float* acc,
+                               size_t acc_stride) {
   size_t q = 0;
   for (; q + 4 <= w_count; q += 4) {
-    WeightedTile<4>(w + q * w_stride, w_stride, scratch, row_count, width, n,
+    WeightedTile<4>(w + q * w_stride, w_stride, rows, row_stride, row_count, n,
                     acc + q * acc_stride, acc_stride);
   }
   for (; q < w_count; ++q) {
-    WeightedTile<1>(w + q * w_stride, w_stride, scratch, row_count, width, n,
+    WeightedTile<1>(w + q * w_stride, w_stride, rows, row_stride, row_count, n,
                     acc + q * acc_stride, acc_stride);
   }
 }

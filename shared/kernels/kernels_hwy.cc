@@ -17,6 +17,7 @@
 #include "hwy/highway.h"
 // clang-format on
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -42,11 +43,11 @@ void Mxfp4RowsHwy(const Mxfp4Matrix& w, const float* x, const double* xd,
   ScalarTable().mxfp4_rows(w, x, xd, n_tokens, row_begin, row_end, y);
 }
 void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
-                size_t n, double* out) {
+                size_t n, float* out) {
   ScalarTable().dot_f32_rows(a, rows, stride, count, n, out);
 }
 void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
-                        size_t count, size_t n, double* acc) {
+                        size_t count, size_t n, float* acc) {
   ScalarTable().add_weighted_rows(w, rows, stride, count, n, acc);
 }
 #else
@@ -126,32 +127,102 @@ double DotHwy(const float* a, const float* b, size_t n) {
   return Dot16(a, b, n);
 }
 
-void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
-                size_t n, double* out) {
-  for (size_t j = 0; j < count; ++j) out[j] = Dot16(rows + j * stride, a, n);
+#if HWY_NATIVE_FMA
+using F4V = hn::Vec<F4>;
+
+// Columns c..c+31 of a and row into the 32 Dot32 lanes (acc[k] = lanes
+// 4k..4k+3), or only the first `live` of them (the others keep their value).
+HWY_INLINE void Step32(const float* a, const float* row, size_t live, F4V& a0,
+                       F4V& a1, F4V& a2, F4V& a3, F4V& a4, F4V& a5, F4V& a6,
+                       F4V& a7) {
+  const F4 d;
+#define FLOTILLA_HWY_STEP(k, acc)                                        \
+  if (live >= 4 * (k) + 4) {                                             \
+    acc = hn::MulAdd(Load4(a + 4 * (k)), Load4(row + 4 * (k)), acc);     \
+  } else if (live > 4 * (k)) {                                           \
+    acc = hn::IfThenElse(                                                \
+        hn::FirstN(d, live - 4 * (k)),                                   \
+        hn::MulAdd(Load4(a + 4 * (k)), Load4(row + 4 * (k)), acc), acc); \
+  }
+  FLOTILLA_HWY_STEP(0, a0)
+  FLOTILLA_HWY_STEP(1, a1)
+  FLOTILLA_HWY_STEP(2, a2)
+  FLOTILLA_HWY_STEP(3, a3)
+  FLOTILLA_HWY_STEP(4, a4)
+  FLOTILLA_HWY_STEP(5, a5)
+  FLOTILLA_HWY_STEP(6, a6)
+  FLOTILLA_HWY_STEP(7, a7)
+#undef FLOTILLA_HWY_STEP
 }
 
-// Two columns per vector, each its own running sum over the rows in order.
+// One Dot32 dot product of n columns (kernels.h): vector k += k+4 (lanes
+// i += i+16), +2 (+8), +1 (+4), then within the vector +2 and +1; the tail
+// from zero-padded copies with its lanes past the columns left alone.
+HWY_INLINE float Dot32(const float* a, const float* row, size_t n) {
+  const F4 d;
+  F4V a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+      a7 = a0;
+  const size_t full = n & ~size_t{31};
+  for (size_t c = 0; c < full; c += 32) {
+    Step32(a + c, row + c, 32, a0, a1, a2, a3, a4, a5, a6, a7);
+  }
+  if (full < n) {
+    float a_tail[32] = {}, r_tail[32] = {};
+    for (size_t c = full; c < n; ++c) {
+      a_tail[c - full] = a[c];
+      r_tail[c - full] = row[c];
+    }
+    Step32(a_tail, r_tail, n - full, a0, a1, a2, a3, a4, a5, a6, a7);
+  }
+  a0 = hn::Add(a0, a4);
+  a1 = hn::Add(a1, a5);
+  a2 = hn::Add(a2, a6);
+  a3 = hn::Add(a3, a7);
+  a0 = hn::Add(a0, a2);
+  a1 = hn::Add(a1, a3);
+  a0 = hn::Add(a0, a1);
+  const float l0 = hn::ExtractLane(a0, 0) + hn::ExtractLane(a0, 2);
+  const float l1 = hn::ExtractLane(a0, 1) + hn::ExtractLane(a0, 3);
+  return l0 + l1;
+}
+
+void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
+                size_t n, float* out) {
+  for (size_t j = 0; j < count; ++j) out[j] = Dot32(a, rows + j * stride, n);
+}
+
+// Four columns per vector, each its own running float sum over the rows in
+// order (one fused MulAdd per row); the last n % 4 columns one std::fma each.
 void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
-                        size_t count, size_t n, double* acc) {
-  const D2 d;
+                        size_t count, size_t n, float* acc) {
+  const F4 d;
   size_t c = 0;
-  for (; c + 2 <= n; c += 2) {
-    V2 sum = hn::LoadU(d, acc + c);
+  for (; c + 4 <= n; c += 4) {
+    F4V sum = hn::LoadU(d, acc + c);
     for (size_t j = 0; j < count; ++j) {
-      const V2 v = hn::PromoteTo(d, hn::LoadU(F2(), rows + j * stride + c));
-      sum = hn::MulAdd(hn::Set(d, static_cast<double>(w[j])), v, sum);
+      sum = hn::MulAdd(hn::Set(d, w[j]), hn::LoadU(d, rows + j * stride + c),
+                       sum);
     }
     hn::StoreU(sum, d, acc + c);
   }
   for (; c < n; ++c) {
-    double sum = acc[c];
+    float sum = acc[c];
     for (size_t j = 0; j < count; ++j) {
-      sum += static_cast<double>(w[j]) * rows[j * stride + c];
+      sum = std::fma(w[j], rows[j * stride + c], sum);
     }
     acc[c] = sum;
   }
 }
+#else   // !HWY_NATIVE_FMA: MulAdd would round twice; the scalar reference.
+void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
+                size_t n, float* out) {
+  ScalarTable().dot_f32_rows(a, rows, stride, count, n, out);
+}
+void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
+                        size_t count, size_t n, float* acc) {
+  ScalarTable().add_weighted_rows(w, rows, stride, count, n, acc);
+}
+#endif  // HWY_NATIVE_FMA
 
 template <typename W>
 void DenseRowsT(const W* data, size_t rows, size_t cols, const float* x,
@@ -259,12 +330,12 @@ void Mxfp4Rows(const Mxfp4Matrix& w, const float* x, const double* xd,
 }
 
 void DotRows(const float* a, const float* rows, size_t stride, size_t count,
-             size_t n, double* out) {
+             size_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(DotRowsHwy)(a, rows, stride, count, n, out);
 }
 
 void AddWeightedRows(const float* w, const float* rows, size_t stride,
-                     size_t count, size_t n, double* acc) {
+                     size_t count, size_t n, float* acc) {
   HWY_DYNAMIC_DISPATCH(AddWeightedRowsHwy)(w, rows, stride, count, n, acc);
 }
 

@@ -59,10 +59,22 @@ using Mxfp4PrepFn = void (*)(const float* x, size_t cols, double* xd);
 
 // DotF32Rows and AddWeightedRows (kernels.h) at one level.
 using DotRowsFn = void (*)(const float* a, const float* rows, size_t stride,
-                           size_t count, size_t n, double* out);
+                           size_t count, size_t n, float* out);
 using AddWeightedRowsFn = void (*)(const float* w, const float* rows,
                                    size_t stride, size_t count, size_t n,
-                                   double* acc);
+                                   float* acc);
+
+// The Dot32 tree (kernels.h) over 32 float lanes in column order, in place:
+// i += i+16, +8, +4, +2, then lane 0 + lane 1. `static`: an inline function
+// emitted by a SIMD file could otherwise be the copy the linker keeps for
+// the baseline callers too (see above).
+static inline float Tree32(float* lane) {
+  for (int i = 0; i < 16; ++i) lane[i] += lane[i + 16];
+  for (int i = 0; i < 8; ++i) lane[i] += lane[i + 8];
+  for (int i = 0; i < 4; ++i) lane[i] += lane[i + 4];
+  for (int i = 0; i < 2; ++i) lane[i] += lane[i + 2];
+  return lane[0] + lane[1];
+}
 
 struct KernelTable {
   DotFn dot_f32;
@@ -115,18 +127,20 @@ void Fp8DecodeRowAvx2(const uint8_t* codes, const float* scales, size_t cols,
 void Fp8DecodeRowAvx512(const uint8_t* codes, const float* scales, size_t cols,
                         float* out);
 
-// DotF32RowsMany and AddWeightedRowsMany (kernels.h) at the AVX-512 level
-// (kernels_avx512_attention.cc). `scratch` holds AttentionWidth(n) doubles
-// per query and per row (scores) or per row (weighted values).
-size_t AttentionWidth(size_t n);
+// DotF32Rows, AddWeightedRows and their Many forms (kernels.h) at the
+// AVX-512 level (kernels_avx512_attention.cc).
+void DotStridedRowsAvx512(const float* a, const float* rows, size_t stride,
+                          size_t count, size_t n, float* out);
+void AddWeightedRowsAvx512(const float* w, const float* rows, size_t stride,
+                           size_t count, size_t n, float* acc);
 void DotF32RowsManyAvx512(const float* a, size_t a_stride, size_t a_count,
                           const float* rows, size_t row_stride,
-                          size_t row_count, size_t n, double* out,
-                          size_t out_stride, double* scratch);
+                          size_t row_count, size_t n, float* out,
+                          size_t out_stride);
 void AddWeightedRowsManyAvx512(const float* w, size_t w_stride, size_t w_count,
                                const float* rows, size_t row_stride,
-                               size_t row_count, size_t n, double* acc,
-                               size_t acc_stride, double* scratch);
+                               size_t row_count, size_t n, float* acc,
+                               size_t acc_stride);
 
 // Tables for each level. The SIMD ones are only valid when the CPU supports
 // them; the dispatcher checks that before handing them out. The x86 files

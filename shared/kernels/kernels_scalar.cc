@@ -1,7 +1,9 @@
 // Scalar reference kernels. These define the reduction orders; the SIMD
 // levels reproduce them operation for operation, so every level gives the
 // same bits. Products of two floats (or an E2M1 value and a float) are exact
-// in double, so the only thing that matters is the order of the additions.
+// in double, so in the double orders only the order of the additions
+// matters; the float orders of attention use one std::fma per product (a
+// single rounding, as every SIMD FMA does).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -153,16 +155,22 @@ void Bf16PermuteX(const float* x, size_t cols, double* xd) {
 }
 
 void DotStridedRowsScalar(const float* a, const float* rows, size_t stride,
-                          size_t count, size_t n, double* out) {
-  for (size_t j = 0; j < count; ++j) out[j] = Dot16(rows + j * stride, a, n);
+                          size_t count, size_t n, float* out) {
+  for (size_t j = 0; j < count; ++j) {
+    const float* row = rows + j * stride;
+    float lane[32] = {};
+    for (size_t c = 0; c < n; ++c) {
+      lane[c % 32] = std::fma(a[c], row[c], lane[c % 32]);
+    }
+    out[j] = Tree32(lane);
+  }
 }
 
 void AddWeightedRowsScalar(const float* w, const float* rows, size_t stride,
-                           size_t count, size_t n, double* acc) {
+                           size_t count, size_t n, float* acc) {
   for (size_t j = 0; j < count; ++j) {
-    const double weight = w[j];
     const float* row = rows + j * stride;
-    for (size_t i = 0; i < n; ++i) acc[i] += weight * row[i];
+    for (size_t i = 0; i < n; ++i) acc[i] = std::fma(w[j], row[i], acc[i]);
   }
 }
 

@@ -141,6 +141,19 @@ TEST_F(SimdTest, DotF32MatchesScalar) {
 // Attention's two loops over cached rows: one query against strided keys
 // (each result DotF32's bits), and the weighted sum of strided values (one
 // running double per column, rows in order).
+// Attention's float orders written out literally (kernels.h): a score is
+// 32 lanes by column mod 32, one fma each, the tree i += i+16, +8, +4, +2,
+// lane 0 + lane 1; a weighted sum one fma per row, in row order.
+float DocumentedScore(const float* a, const float* row, size_t n) {
+  float lane[32] = {};
+  for (size_t c = 0; c < n; ++c)
+    lane[c % 32] = std::fma(a[c], row[c], lane[c % 32]);
+  for (int width = 16; width >= 2; width /= 2) {
+    for (int i = 0; i < width; ++i) lane[i] += lane[i + width];
+  }
+  return lane[0] + lane[1];
+}
+
 TEST_F(SimdTest, StridedRowDotsAndWeightedSumsMatchScalar) {
   const std::vector<Variant> levels = SupportedSimdLevels();
   for (int iter = 0; iter < 100; ++iter) {
@@ -149,19 +162,26 @@ TEST_F(SimdTest, StridedRowDotsAndWeightedSumsMatchScalar) {
     const std::vector<float> a = RandomFloats(n), w = RandomFloats(count);
     std::vector<float> rows = RandomFloats(count * stride + n);
     PlantCancellingPairs(&rows, 1, rows.size());
-    const std::vector<double> acc0(n, 0.25);
+    const std::vector<float> acc0(n, 0.25f);
     SetSimdLevel(SimdLevel::kScalar);
-    std::vector<double> dots(count), acc = acc0;
+    std::vector<float> dots(count), acc = acc0;
     DotF32Rows(a.data(), rows.data(), stride, count, n, dots.data());
     AddWeightedRows(w.data(), rows.data(), stride, count, n, acc.data());
     for (size_t j = 0; j < count; ++j) {
       ASSERT_EQ(Bits(dots[j]),
-                Bits(DotF32(a.data(), rows.data() + j * stride, n)))
+                Bits(DocumentedScore(a.data(), rows.data() + j * stride, n)))
           << "row " << j;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      float want = 0.25f;
+      for (size_t j = 0; j < count; ++j) {
+        want = std::fma(w[j], rows[j * stride + i], want);
+      }
+      ASSERT_EQ(Bits(acc[i]), Bits(want)) << "col " << i;
     }
     for (const Variant& level : levels) {
       Use(level);
-      std::vector<double> got_dots(count), got_acc = acc0;
+      std::vector<float> got_dots(count), got_acc = acc0;
       DotF32Rows(a.data(), rows.data(), stride, count, n, got_dots.data());
       AddWeightedRows(w.data(), rows.data(), stride, count, n, got_acc.data());
       for (size_t j = 0; j < count; ++j) {
@@ -173,6 +193,25 @@ TEST_F(SimdTest, StridedRowDotsAndWeightedSumsMatchScalar) {
             << Name(level) << " n=" << n << " count=" << count << " col " << i;
       }
     }
+  }
+}
+
+TEST_F(SimdTest, ScoreLanesPastTheColumnsReceiveNothing) {
+  // Every product underflows to -0.0, so each lane that took a column holds
+  // -0.0 and the score is -0.0; a level that padded its tail with zero
+  // products would turn lanes 8-31 (one column each, in the tail step of
+  // 40 columns) into +0.0 and answer +0.0.
+  const size_t n = 40;
+  const std::vector<float> a(n, -1e-30f), row(n, 1e-30f);
+  std::vector<Variant> all = SupportedSimdLevels();
+  all.push_back({SimdLevel::kScalar});
+  for (const Variant& level : all) {
+    Use(level);
+    float score = 1.0f, many = 1.0f;
+    DotF32Rows(a.data(), row.data(), n, 1, n, &score);
+    DotF32RowsMany(a.data(), n, 1, row.data(), n, 1, n, &many, 1);
+    EXPECT_EQ(Bits(score), Bits(-0.0f)) << Name(level);
+    EXPECT_EQ(Bits(many), Bits(-0.0f)) << Name(level);
   }
 }
 
@@ -192,10 +231,10 @@ TEST_F(SimdTest, QueryBlocksMatchOneQueryAtATime) {
     const std::vector<float> w = RandomFloats(queries * w_stride);
     std::vector<float> rows = RandomFloats(count * stride + n);
     PlantCancellingPairs(&rows, 1, rows.size());
-    const std::vector<double> acc0(queries * acc_stride, 0.25);
+    const std::vector<float> acc0(queries * acc_stride, 0.25f);
     SetSimdLevel(SimdLevel::kScalar);
-    std::vector<double> want_dots(queries * out_stride, -1.0);
-    std::vector<double> want_acc = acc0;
+    std::vector<float> want_dots(queries * out_stride, -1.0f);
+    std::vector<float> want_acc = acc0;
     for (size_t i = 0; i < queries; ++i) {
       DotF32Rows(a.data() + i * q_stride, rows.data(), stride, count, n,
                  want_dots.data() + i * out_stride);
@@ -204,7 +243,7 @@ TEST_F(SimdTest, QueryBlocksMatchOneQueryAtATime) {
     }
     for (const Variant& level : levels) {
       Use(level);
-      std::vector<double> dots(queries * out_stride, -1.0), acc = acc0;
+      std::vector<float> dots(queries * out_stride, -1.0f), acc = acc0;
       DotF32RowsMany(a.data(), q_stride, queries, rows.data(), stride, count, n,
                      dots.data(), out_stride);
       AddWeightedRowsMany(w.data(), w_stride, queries, rows.data(), stride,

@@ -56,7 +56,7 @@ void MlaForwardRows(const MlaWeights& w, const model::K3Config& c,
     // Heads are independent; each writes only its own slice of `attn`.
     kernels::ParallelFor(pool, hm, 1, [&](size_t h_begin, size_t h_end) {
       std::vector<float> q_lat(kvl), scores, ctx(kvl);
-      std::vector<double> ctx_acc(kvl), latent_dots, rope_dots;
+      std::vector<float> ctx_acc(kvl), latent_dots, rope_dots;
       for (size_t h = h_begin; h < h_end; ++h) {
         const kernels::DenseMatrix uk_t = w.uk_t.rows_view(h * kvl, kvl);
         const kernels::DenseMatrix uv =
@@ -74,17 +74,16 @@ void MlaForwardRows(const MlaWeights& w, const model::K3Config& c,
           kernels::DotF32Rows(qt + nope, cache->k_rope.data(), rope, len, rope,
                               rope_dots.data());
           for (size_t s = 0; s < len; ++s) {
-            const double dot = latent_dots[s] + rope_dots[s];
+            const double dot =
+                static_cast<double>(latent_dots[s]) + rope_dots[s];
             scores[s] = static_cast<float>(dot * scale);
           }
           kernels::Softmax(scores.data(), len);
-          std::fill(ctx_acc.begin(), ctx_acc.end(), 0.0);
+          std::fill(ctx_acc.begin(), ctx_acc.end(), 0.0f);
           // Positions in increasing order into each column's running sum.
           kernels::AddWeightedRows(scores.data(), cache->c_kv.data(), kvl, len,
                                    kvl, ctx_acc.data());
-          for (size_t j = 0; j < kvl; ++j) {
-            ctx[j] = static_cast<float>(ctx_acc[j]);
-          }
+          std::copy(ctx_acc.begin(), ctx_acc.end(), ctx.begin());
           float* o = attn.data() + (t * hm + h) * vd;
           kernels::MatMul(uv, ctx.data(), 1, o, nullptr);
           const float* gt = gate.data() + (t * hm + h) * vd;
