@@ -124,12 +124,12 @@ void WeightedTile(const float* w, size_t w_stride, const float* rows,
                   size_t stride, size_t count, size_t n, float* acc,
                   size_t acc_stride) {
   for (size_t c = 0; c < n; c += 64) {
+    // Masked lanes load +0.0 and are never stored; the register count is a
+    // constant so that the accumulators stay in registers.
     __mmask16 mask[4];
-    int regs = 0;
     for (int k = 0; k < 4; ++k) {
       const size_t lo = c + 16 * static_cast<size_t>(k);
       mask[k] = Mask16(lo < n ? n - lo : 0);
-      if (mask[k] != 0) regs = k + 1;
     }
     __m512 sum[QN][4];
     for (int q = 0; q < QN; ++q) {
@@ -140,18 +140,18 @@ void WeightedTile(const float* w, size_t w_stride, const float* rows,
     }
     for (size_t j = 0; j < count; ++j) {
       __m512 v[4];
-      for (int k = 0; k < regs; ++k) {
+      for (int k = 0; k < 4; ++k) {
         v[k] = _mm512_maskz_loadu_ps(mask[k], rows + j * stride + c + 16 * k);
       }
       for (int q = 0; q < QN; ++q) {
         const __m512 weight = _mm512_set1_ps(w[q * w_stride + j]);
-        for (int k = 0; k < regs; ++k) {
+        for (int k = 0; k < 4; ++k) {
           sum[q][k] = _mm512_fmadd_ps(weight, v[k], sum[q][k]);
         }
       }
     }
     for (int q = 0; q < QN; ++q) {
-      for (int k = 0; k < regs; ++k) {
+      for (int k = 0; k < 4; ++k) {
         _mm512_mask_storeu_ps(acc + q * acc_stride + c + 16 * k, mask[k],
                               sum[q][k]);
       }
