@@ -47,11 +47,16 @@ std::vector<int32_t> StreamedIds(const std::string& body, bool* done,
 
 class ServeByIdsTest : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(ServeByIdsTest, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
+// The test data's checkpoint `name` (e.g. "k3/ckpt_A") in memory, 2 threads.
+absl::StatusOr<std::unique_ptr<Engine>> OpenCheckpoint(const char* name) {
   EngineOptions eo;
-  eo.model_dir = testutil::DataPath(GetParam());
+  eo.model_dir = testutil::DataPath(name);
   eo.threads = 2;
-  auto engine = OpenEngine(eo);
+  return OpenEngine(eo);
+}
+
+TEST_P(ServeByIdsTest, SixteenConcurrentStreamsByIdsEachAsGenerateAlone) {
+  auto engine = OpenCheckpoint(GetParam());
   ASSERT_TRUE(engine.ok()) << engine.status();
   LanguageModel& model = *(*engine)->model;
 
@@ -171,10 +176,7 @@ class IdsServer {
 // recurrent one (Kimi K3) was also kept one id short of its prompt's end.
 // The replies are Generate's alone.
 TEST_P(ServeByIdsTest, NextTurnsAndRepeatsResumeFromThePrefixCache) {
-  EngineOptions eo;
-  eo.model_dir = testutil::DataPath(GetParam());
-  eo.threads = 2;
-  auto engine = OpenEngine(eo);
+  auto engine = OpenCheckpoint(GetParam());
   ASSERT_TRUE(engine.ok()) << engine.status();
   LanguageModel& model = *(*engine)->model;
   const bool rewinds = model.StartSequence()->RewindsAnywhere();

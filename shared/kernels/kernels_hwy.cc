@@ -60,6 +60,20 @@ using U16x4 = hn::FixedTag<uint16_t, 4>;
 using U32x4 = hn::FixedTag<uint32_t, 4>;
 using V2 = hn::Vec<D2>;
 
+// Eight vectors of lanes folded k += k+4, +2, +1: the first stages of both
+// trees (Dot16's i += i+8, +4, +2 on two-double vectors; Dot32's i += i+16,
+// +8, +4 on four-float ones).
+template <class V>
+HWY_INLINE V FoldEight(V a0, V a1, V a2, V a3, V a4, V a5, V a6, V a7) {
+  a0 = hn::Add(a0, a4);
+  a1 = hn::Add(a1, a5);
+  a2 = hn::Add(a2, a6);
+  a3 = hn::Add(a3, a7);
+  a0 = hn::Add(a0, a2);
+  a1 = hn::Add(a1, a3);
+  return hn::Add(a0, a1);
+}
+
 // Four weights at p widened to float: exact (bf16 -> f32 is a 16-bit shift).
 HWY_INLINE hn::Vec<F4> Load4(const float* p) { return hn::LoadU(F4(), p); }
 HWY_INLINE hn::Vec<F4> Load4(const uint16_t* p) {
@@ -113,13 +127,7 @@ HWY_INLINE double Dot16(const W* w, const float* x, size_t n) {
     Step16(w_tail, x_tail, a0, a1, a2, a3, a4, a5, a6, a7);
   }
   // Lanes i += i+8 (vector k += k+4), +4, +2, then the last pair.
-  a0 = hn::Add(a0, a4);
-  a1 = hn::Add(a1, a5);
-  a2 = hn::Add(a2, a6);
-  a3 = hn::Add(a3, a7);
-  a0 = hn::Add(a0, a2);
-  a1 = hn::Add(a1, a3);
-  a0 = hn::Add(a0, a1);
+  a0 = FoldEight(a0, a1, a2, a3, a4, a5, a6, a7);
   return hn::GetLane(a0) + hn::ExtractLane(a0, 1);
 }
 
@@ -174,13 +182,7 @@ HWY_INLINE float Dot32(const float* a, const float* row, size_t n) {
     }
     Step32(a_tail, r_tail, n - full, a0, a1, a2, a3, a4, a5, a6, a7);
   }
-  a0 = hn::Add(a0, a4);
-  a1 = hn::Add(a1, a5);
-  a2 = hn::Add(a2, a6);
-  a3 = hn::Add(a3, a7);
-  a0 = hn::Add(a0, a2);
-  a1 = hn::Add(a1, a3);
-  a0 = hn::Add(a0, a1);
+  a0 = FoldEight(a0, a1, a2, a3, a4, a5, a6, a7);
   const float l0 = hn::ExtractLane(a0, 0) + hn::ExtractLane(a0, 2);
   const float l1 = hn::ExtractLane(a0, 1) + hn::ExtractLane(a0, 3);
   return l0 + l1;
