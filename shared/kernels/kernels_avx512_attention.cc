@@ -49,6 +49,30 @@ inline float Fold32(__m512 a, __m512 b) {
   return _mm_cvtss_f32(_mm_add_ss(v2, _mm_movehdup_ps(v2)));
 }
 
+// The rest of the Dot32 tree for eight pairs at once, from their lanes
+// after i += i+16 (s[p] = lanes 0-15 of pair p), as a transpose: each stage
+// adds the halves that the scalar tree adds, for two or four pairs per
+// instruction. i += i+8: 128-bit chunks 0+2 and 1+3 of pairs 2k and 2k+1;
+// i += i+4: chunk 0 + chunk 1 of four pairs; i += i+2 and lane 0 + lane 1
+// within the chunks. Pair p < 4 ends in out[4p], pair p >= 4 in
+// out[4(p - 4) + 1].
+inline void Fold8Pairs(const __m512* s, float* out) {
+  __m512 t[4];
+  for (int k = 0; k < 4; ++k) {
+    t[k] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * k], s[2 * k + 1], 0x44),
+                         _mm512_shuffle_f32x4(s[2 * k], s[2 * k + 1], 0xEE));
+  }
+  __m512 u[2];
+  for (int m = 0; m < 2; ++m) {
+    u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0x88),
+                         _mm512_shuffle_f32x4(t[2 * m], t[2 * m + 1], 0xDD));
+  }
+  const __m512 v = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x44),
+                                 _mm512_shuffle_ps(u[0], u[1], 0xEE));
+  _mm512_store_ps(out, _mm512_add_ps(_mm512_shuffle_ps(v, v, 0x88),
+                                     _mm512_shuffle_ps(v, v, 0xDD)));
+}
+
 // One 32-column step of QN queries against RN rows; kTail masks the loads
 // and the FMAs (m0: columns c..c+15, m1: c+16..c+31).
 template <int QN, int RN, bool kTail>
@@ -93,6 +117,20 @@ void ScoreTile(const float* a, size_t a_stride, const float* r, size_t r_stride,
     const size_t left = n - c;
     ScoreStep<QN, RN, true>(a, a_stride, r, r_stride, c, Mask16(left),
                             Mask16(left > 16 ? left - 16 : 0), lo, hi);
+  }
+  if (QN * RN == 8) {
+    __m512 sums[8];
+    for (int q = 0; q < QN; ++q) {
+      for (int j = 0; j < RN; ++j)
+        sums[q * RN + j] = _mm512_add_ps(lo[q][j], hi[q][j]);
+    }
+    alignas(64) float folded[16];
+    Fold8Pairs(sums, folded);
+    for (int p = 0; p < 8; ++p) {
+      out[(p / RN) * out_stride + p % RN] =
+          folded[p < 4 ? 4 * p : 4 * (p - 4) + 1];
+    }
+    return;
   }
   for (int q = 0; q < QN; ++q) {
     for (int j = 0; j < RN; ++j) {
