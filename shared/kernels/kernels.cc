@@ -340,11 +340,11 @@ void Softmax(float* x, size_t n) {
   if (n == 0) return;
   float max_v = x[0];
   for (size_t i = 1; i < n; ++i) max_v = std::max(max_v, x[i]);
+  // The exponentials first, then their sum: the same additions in the same
+  // order, but the running sum no longer waits in memory across each call.
+  for (size_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - max_v);
   double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max_v);
-    sum += x[i];
-  }
+  for (size_t i = 0; i < n; ++i) sum += x[i];
   for (size_t i = 0; i < n; ++i) {
     x[i] = static_cast<float>(static_cast<double>(x[i]) / sum);
   }
