@@ -42,14 +42,6 @@ void Mxfp4RowsHwy(const Mxfp4Matrix& w, const float* x, const double* xd,
                   size_t n_tokens, size_t row_begin, size_t row_end, float* y) {
   ScalarTable().mxfp4_rows(w, x, xd, n_tokens, row_begin, row_end, y);
 }
-void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
-                size_t n, float* out) {
-  ScalarTable().dot_f32_rows(a, rows, stride, count, n, out);
-}
-void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
-                        size_t count, size_t n, float* acc) {
-  ScalarTable().add_weighted_rows(w, rows, stride, count, n, acc);
-}
 #else
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -215,15 +207,6 @@ void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
     acc[c] = sum;
   }
 }
-#else   // !HWY_NATIVE_FMA: MulAdd would round twice; the scalar reference.
-void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
-                size_t n, float* out) {
-  ScalarTable().dot_f32_rows(a, rows, stride, count, n, out);
-}
-void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
-                        size_t count, size_t n, float* acc) {
-  ScalarTable().add_weighted_rows(w, rows, stride, count, n, acc);
-}
 #endif  // HWY_NATIVE_FMA
 
 template <typename W>
@@ -303,6 +286,19 @@ void Mxfp4RowsHwy(const Mxfp4Matrix& w, const float* x, const double* /*xd*/,
 }
 
 #endif  // HWY_TARGET == HWY_SCALAR
+
+#if !HWY_NATIVE_FMA
+// HWY_SCALAR, or a target whose MulAdd would round twice (SSE4, EMU128):
+// attention's float orders are the scalar reference's.
+void DotRowsHwy(const float* a, const float* rows, size_t stride, size_t count,
+                size_t n, float* out) {
+  ScalarTable().dot_f32_rows(a, rows, stride, count, n, out);
+}
+void AddWeightedRowsHwy(const float* w, const float* rows, size_t stride,
+                        size_t count, size_t n, float* acc) {
+  ScalarTable().add_weighted_rows(w, rows, stride, count, n, acc);
+}
+#endif  // !HWY_NATIVE_FMA
 }  // namespace HWY_NAMESPACE
 }  // namespace flotilla::kernels::internal
 HWY_AFTER_NAMESPACE();
